@@ -1,0 +1,309 @@
+#include "dist.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "sd_error.h"
+
+static int check_vocab(size_t vocab, const char *name)
+{
+    if (vocab < SD_VOCAB_MIN)
+        return sd_error(SD_EINVAL, "%s: vocabulary of %zu token(s); need at least %d", name, vocab,
+                        SD_VOCAB_MIN);
+    if (vocab > SD_VOCAB_MAX)
+        return sd_error(SD_ERANGE, "%s: vocabulary of %zu tokens exceeds the limit %zu", name,
+                        vocab, (size_t)SD_VOCAB_MAX);
+    return SD_OK;
+}
+
+/* Finite and non-negative entries; the sum in *sum. */
+static int check_entries(const double *prob, size_t vocab, const char *name, double *sum)
+{
+    size_t bad_nan = 0, bad_neg = 0, first = vocab;
+    double s = 0;
+    for (size_t i = 0; i < vocab; i++) {
+        double x = prob[i];
+        if (!isfinite(x)) {
+            if (!bad_nan && !bad_neg) first = i;
+            bad_nan++;
+        } else if (x < 0) {
+            if (!bad_nan && !bad_neg) first = i;
+            bad_neg++;
+        } else {
+            s += x;
+        }
+    }
+    if (bad_nan)
+        return sd_error(SD_EINVAL, "%s: %zu non-finite entr%s (first at index %zu: %g)", name,
+                        bad_nan, bad_nan == 1 ? "y" : "ies", first, prob[first]);
+    if (bad_neg)
+        return sd_error(SD_EINVAL, "%s: %zu negative entr%s (first at index %zu: %g)", name,
+                        bad_neg, bad_neg == 1 ? "y" : "ies", first, prob[first]);
+    if (!(s > 0))
+        return sd_error(SD_EINVAL, "%s: all %zu entries are zero", name, vocab);
+    *sum = s;
+    return SD_OK;
+}
+
+int sd_dist_check(const double *prob, size_t vocab, const char *name)
+{
+    double sum;
+    int rc = check_vocab(vocab, name);
+    if (rc) return rc;
+    if ((rc = check_entries(prob, vocab, name, &sum))) return rc;
+    if (fabs(sum - 1.0) > SD_DIST_SUM_RTOL)
+        return sd_error(SD_EINVAL,
+                        "%s: entries sum to %.12g, not 1 (tolerance %g); pass --normalize to "
+                        "rescale, or --logits if these are logits",
+                        name, sum, SD_DIST_SUM_RTOL);
+    return SD_OK;
+}
+
+int sd_dist_normalize(double *prob, size_t vocab, const char *name)
+{
+    double sum;
+    int rc = check_vocab(vocab, name);
+    if (rc) return rc;
+    if ((rc = check_entries(prob, vocab, name, &sum))) return rc;
+    for (size_t i = 0; i < vocab; i++) prob[i] /= sum;
+    return SD_OK;
+}
+
+static int cmp_desc(const void *a, const void *b, void *ctx)
+{
+    const double *prob = ctx;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (prob[i] > prob[j]) return -1;
+    if (prob[i] < prob[j]) return 1;
+    return i < j ? -1 : (i > j);
+}
+
+/* Indices sorted by prob descending, ties by index (stable order). */
+static size_t *sorted_desc(const double *prob, size_t vocab)
+{
+    size_t *idx = sd_xmalloc(vocab * sizeof *idx);
+    for (size_t i = 0; i < vocab; i++) idx[i] = i;
+    /* qsort_r is not C11; a merge sort keeps ties in index order. */
+    size_t *tmp = sd_xmalloc(vocab * sizeof *tmp);
+    for (size_t width = 1; width < vocab; width *= 2) {
+        for (size_t lo = 0; lo < vocab; lo += 2 * width) {
+            size_t mid = lo + width < vocab ? lo + width : vocab;
+            size_t hi = lo + 2 * width < vocab ? lo + 2 * width : vocab;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                tmp[o++] = cmp_desc(&idx[j], &idx[i], (void *)prob) < 0 ? idx[j++] : idx[i++];
+            while (i < mid) tmp[o++] = idx[i++];
+            while (j < hi) tmp[o++] = idx[j++];
+        }
+        size_t *t = idx;
+        idx = tmp;
+        tmp = t;
+    }
+    free(tmp);
+    return idx;
+}
+
+int sd_dist_top_k(double *prob, size_t vocab, size_t k)
+{
+    if (k == 0 || k >= vocab) return SD_OK;
+    size_t *idx = sorted_desc(prob, vocab);
+    double kept = 0;
+    for (size_t r = 0; r < vocab; r++) {
+        if (r < k) kept += prob[idx[r]];
+        else prob[idx[r]] = 0;
+    }
+    free(idx);
+    if (!(kept > 0)) return sd_error(SD_EINVAL, "top-k %zu keeps no probability mass", k);
+    for (size_t i = 0; i < vocab; i++) prob[i] /= kept;
+    return SD_OK;
+}
+
+int sd_dist_top_p(double *prob, size_t vocab, double top_p)
+{
+    if (!(top_p > 0 && top_p <= 1))
+        return sd_error(SD_EINVAL, "top-p %g is outside (0, 1]", top_p);
+    if (top_p == 1) return SD_OK;
+    size_t *idx = sorted_desc(prob, vocab);
+    double kept = 0;
+    size_t r = 0;
+    while (r < vocab && kept < top_p) kept += prob[idx[r++]];
+    for (; r < vocab; r++) prob[idx[r]] = 0;
+    free(idx);
+    for (size_t i = 0; i < vocab; i++) prob[i] /= kept;
+    return SD_OK;
+}
+
+int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, size_t top_k,
+                        double top_p, double *out, const char *name)
+{
+    int rc = check_vocab(vocab, name);
+    if (rc) return rc;
+    if (!(temperature >= 0) || !isfinite(temperature))
+        return sd_error(SD_EINVAL, "%s: temperature %g must be finite and >= 0", name,
+                        temperature);
+    double max = -INFINITY;
+    size_t arg = 0;
+    for (size_t i = 0; i < vocab; i++) {
+        if (isnan(logits[i]) || logits[i] == INFINITY)
+            return sd_error(SD_EINVAL, "%s: logit at index %zu is %g", name, i, logits[i]);
+        if (logits[i] > max) max = logits[i], arg = i;
+    }
+    if (max == -INFINITY) return sd_error(SD_EINVAL, "%s: every logit is -inf", name);
+    if (temperature == 0) {
+        for (size_t i = 0; i < vocab; i++) out[i] = 0;
+        out[arg] = 1;
+        return SD_OK;
+    }
+    double sum = 0;
+    for (size_t i = 0; i < vocab; i++) {
+        out[i] = exp((logits[i] - max) / temperature);
+        sum += out[i];
+    }
+    for (size_t i = 0; i < vocab; i++) out[i] /= sum;
+    if ((rc = sd_dist_top_k(out, vocab, top_k))) return rc;
+    return sd_dist_top_p(out, vocab, top_p);
+}
+
+double sd_dist_residual(const double *target, const double *draft, size_t vocab, double *out)
+{
+    double mass = 0;
+    for (size_t i = 0; i < vocab; i++) {
+        double d = target[i] - draft[i];
+        mass += d > 0 ? d : 0;
+    }
+    if (mass > 0) {
+        for (size_t i = 0; i < vocab; i++) {
+            double d = target[i] - draft[i];
+            out[i] = d > 0 ? d / mass : 0;
+        }
+    } else if (out != target) {
+        for (size_t i = 0; i < vocab; i++) out[i] = target[i];
+    }
+    return mass;
+}
+
+double sd_dist_overlap(const double *a, const double *b, size_t vocab)
+{
+    double s = 0;
+    for (size_t i = 0; i < vocab; i++) s += a[i] < b[i] ? a[i] : b[i];
+    return s;
+}
+
+double sd_dist_tv(const double *a, const double *b, size_t vocab)
+{
+    double s = 0;
+    for (size_t i = 0; i < vocab; i++) s += fabs(a[i] - b[i]);
+    return 0.5 * s;
+}
+
+size_t sd_dist_sample_cdf(const double *prob, size_t vocab, gsl_rng *rng)
+{
+    double total = 0;
+    size_t last = 0;
+    for (size_t i = 0; i < vocab; i++)
+        if (prob[i] > 0) total += prob[i], last = i;
+    double u = gsl_rng_uniform(rng) * total, c = 0;
+    for (size_t i = 0; i < vocab; i++) {
+        if (prob[i] <= 0) continue;
+        c += prob[i];
+        if (u < c) return i;
+    }
+    return last;
+}
+
+size_t sd_dist_support(const double *prob, size_t vocab)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < vocab; i++) n += prob[i] > 0;
+    return n;
+}
+
+int sd_dist_sample_without_replacement(const double *prob, size_t vocab, size_t k, gsl_rng *rng,
+                                       double *keys, size_t *out)
+{
+    size_t support = sd_dist_support(prob, vocab);
+    if (k > support)
+        return sd_error(SD_EINVAL,
+                        "cannot draw %zu distinct drafts: the draft gives positive probability "
+                        "to only %zu token(s)",
+                        k, support);
+    for (size_t i = 0; i < vocab; i++)
+        keys[i] = prob[i] > 0 ? log(prob[i]) - log(-log(gsl_rng_uniform_pos(rng))) : -INFINITY;
+    /* k largest keys by insertion into out[0..k-1], kept sorted descending. */
+    size_t have = 0;
+    for (size_t i = 0; i < vocab; i++) {
+        if (keys[i] == -INFINITY) continue;
+        if (have == k && keys[i] <= keys[out[k - 1]]) continue;
+        size_t j = have < k ? have++ : k - 1;
+        while (j > 0 && keys[out[j - 1]] < keys[i]) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = i;
+    }
+    return SD_OK;
+}
+
+struct sd_alias {
+    size_t vocab;
+    double *threshold; /* probability of keeping slot i rather than jumping to alias[i] */
+    size_t *alias;
+    size_t *work;      /* 2V indices for the build */
+};
+
+sd_alias *sd_alias_alloc(size_t vocab)
+{
+    sd_alias *a = sd_xmalloc(sizeof *a);
+    a->vocab = vocab;
+    a->threshold = sd_xmalloc(vocab * sizeof *a->threshold);
+    a->alias = sd_xmalloc(vocab * sizeof *a->alias);
+    a->work = sd_xmalloc(2 * vocab * sizeof *a->work);
+    return a;
+}
+
+void sd_alias_free(sd_alias *a)
+{
+    if (!a) return;
+    free(a->threshold);
+    free(a->alias);
+    free(a->work);
+    free(a);
+}
+
+/* Vose's method. Leftovers (from rounding) keep their own slot, except
+ * zero-probability tokens, which always jump to a token of positive probability. */
+void sd_alias_init(sd_alias *a, const double *prob)
+{
+    size_t n = a->vocab, *small = a->work, *large = a->work + n, ns = 0, nl = 0, some = 0;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += prob[i];
+    for (size_t i = 0; i < n; i++) {
+        a->threshold[i] = prob[i] * (double)n / total;
+        a->alias[i] = i;
+        if (prob[i] > prob[some]) some = i;
+        if (a->threshold[i] < 1) small[ns++] = i;
+        else large[nl++] = i;
+    }
+    while (ns && nl) {
+        size_t s = small[--ns], l = large[nl - 1];
+        a->alias[s] = l;
+        a->threshold[l] -= 1 - a->threshold[s];
+        if (a->threshold[l] < 1) {
+            nl--;
+            small[ns++] = l;
+        }
+    }
+    while (nl) a->threshold[large[--nl]] = 1;
+    while (ns) {
+        size_t s = small[--ns];
+        if (prob[s] > 0) a->threshold[s] = 1;
+        else a->threshold[s] = 0, a->alias[s] = some;
+    }
+}
+
+size_t sd_alias_draw(const sd_alias *a, gsl_rng *rng)
+{
+    /* Two draws: one uniform scaled by V would leave too few bits for the coin. */
+    size_t i = (size_t)gsl_rng_uniform_int(rng, a->vocab);
+    return gsl_rng_uniform(rng) < a->threshold[i] ? i : a->alias[i];
+}

@@ -1,0 +1,74 @@
+/* dist: discrete distributions over a vocabulary of V tokens, as plain arrays of
+ * double, and the samplers every other module uses.
+ *
+ * A distribution is `const double *prob` with `size_t vocab` entries. Functions
+ * that write a distribution take a caller-owned output array of the same length
+ * (it may alias the input where the comment says so). Nothing here allocates in
+ * a hot path except the _alloc functions.
+ *
+ *   double *target = ...;                       (V entries)
+ *   if (sd_dist_check(target, V, "target") != SD_OK) ...   (finite, >= 0, sums to 1)
+ *   sd_alias *a = sd_alias_alloc(V);
+ *   sd_alias_init(a, target);                   O(V)
+ *   size_t tok = sd_alias_draw(a, rng);         O(1)
+ *   sd_alias_free(a);
+ */
+#ifndef SD_DIST_H
+#define SD_DIST_H
+
+#include <stddef.h>
+#include <gsl/gsl_rng.h>
+
+#define SD_VOCAB_MIN 2
+#define SD_VOCAB_MAX ((size_t)1 << 26)   /* 67M tokens: far above any real vocabulary */
+#define SD_DIST_SUM_RTOL 1e-9             /* how far from 1 a sum may be and still be valid */
+
+/* Valid distribution: V in [2, SD_VOCAB_MAX], entries finite and >= 0, sum 1 within
+ * SD_DIST_SUM_RTOL. name ("draft", "target") goes into the message. */
+int sd_dist_check(const double *prob, size_t vocab, const char *name);
+
+/* Scales a finite, non-negative, not-all-zero vector in place to sum to 1. */
+int sd_dist_normalize(double *prob, size_t vocab, const char *name);
+
+/* Softmax of logits at temperature (> 0; 0 means greedy: all mass on the argmax,
+ * ties to the lowest index), then top-k (0 = off) and top-p (1 = off) filtering.
+ * -inf logits are allowed (probability 0); NaN and +inf are errors. out may alias logits. */
+int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, size_t top_k,
+                        double top_p, double *out, const char *name);
+
+/* Keeps the k most probable tokens (ties: lowest index first), renormalises. In place. */
+int sd_dist_top_k(double *prob, size_t vocab, size_t k);
+/* Keeps the smallest set of most probable tokens whose mass reaches top_p (0 < top_p <= 1). */
+int sd_dist_top_p(double *prob, size_t vocab, double top_p);
+
+/* out = norm(max(target - draft, 0)); returns the mass before normalising
+ * (= total variation distance when both sum to 1). If that mass is 0 the residual
+ * is undefined; out is then a copy of target. out may alias target. */
+double sd_dist_residual(const double *target, const double *draft, size_t vocab, double *out);
+
+/* sum_x min(a(x), b(x)) and total variation 1/2 sum |a - b|. */
+double sd_dist_overlap(const double *a, const double *b, size_t vocab);
+double sd_dist_tv(const double *a, const double *b, size_t vocab);
+
+/* Inverse-CDF draw by a linear scan, O(V); robust to sums slightly off 1 (scales u by
+ * the sum). Never returns a zero-probability token. */
+size_t sd_dist_sample_cdf(const double *prob, size_t vocab, gsl_rng *rng);
+
+/* k distinct tokens, in order, distributed as k sequential draws without replacement
+ * (Gumbel-top-k: the k largest log prob(x) + Gumbel noise). Needs k <= the number of
+ * tokens of positive probability (SD_EINVAL otherwise). keys: caller workspace of V doubles. */
+int sd_dist_sample_without_replacement(const double *prob, size_t vocab, size_t k, gsl_rng *rng,
+                                       double *keys, size_t *out);
+
+/* Number of tokens with positive probability. */
+size_t sd_dist_support(const double *prob, size_t vocab);
+
+/* Walker/Vose alias table: O(V) build, O(1) draws. */
+typedef struct sd_alias sd_alias;
+sd_alias *sd_alias_alloc(size_t vocab);
+void sd_alias_free(sd_alias *a);
+/* prob must be a distribution (sum 1 within rounding); zero-probability tokens are never drawn. */
+void sd_alias_init(sd_alias *a, const double *prob);
+size_t sd_alias_draw(const sd_alias *a, gsl_rng *rng);
+
+#endif

@@ -1,0 +1,61 @@
+#include "sd_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static _Thread_local char errbuf[1024];
+
+int sd_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *sd_errmsg(void) { return errbuf[0] ? errbuf : "no error"; }
+
+void sd_error_clear(void) { errbuf[0] = '\0'; }
+
+const char *sd_strerror(int code)
+{
+    switch (code) {
+    case SD_OK: return "ok";
+    case SD_EINVAL: return "invalid input";
+    case SD_ERANGE: return "size out of range";
+    case SD_EIO: return "i/o error";
+    case SD_EFORMAT: return "bad file format";
+    case SD_ELP: return "LP solver failure";
+    case SD_EUNSUP: return "unsupported";
+    default: return "unknown error";
+    }
+}
+
+static void sd_oom(size_t size)
+{
+    fprintf(stderr, "specdec: out of memory (asked for %zu bytes)\n", size);
+    abort();
+}
+
+void *sd_xmalloc(size_t size)
+{
+    void *p = malloc(size ? size : 1);
+    if (!p) sd_oom(size);
+    return p;
+}
+
+void *sd_xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) sd_oom(count * size);
+    return p;
+}
+
+void *sd_xrealloc(void *ptr, size_t size)
+{
+    void *p = realloc(ptr, size ? size : 1);
+    if (!p) sd_oom(size);
+    return p;
+}

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Runs every cmocka test binary in $1/tests, then the command-line tests.
+# Prints one closing line "N passed, N failed" over the test programs.
+BUILD=${1:-build}
+pass=0; fail=0; failed=""
+for t in "$BUILD"/tests/test_*; do
+    case "$t" in *.o|*.d) continue ;; esac
+    [ -x "$t" ] || continue
+    if "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $(basename "$t")"; fi
+done
+for t in tests/cli/*.sh; do
+    [ -f "$t" ] || continue
+    if sh "$t" "$BUILD/specdec"; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $(basename "$t")"; fi
+done
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

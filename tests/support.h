@@ -1,0 +1,24 @@
+/* Shared test helpers: assert_close for doubles (cmocka 1.1.5 has none), and
+ * seeded random distributions for property tests. */
+#ifndef SD_TEST_SUPPORT_H
+#define SD_TEST_SUPPORT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <gsl/gsl_rng.h>
+
+/* Fails unless |a - b| <= atol + rtol * |b| (and neither is NaN). */
+#define assert_close(a, b, rtol, atol) \
+    sd_test_assert_close((a), (b), (rtol), (atol), #a, #b, __FILE__, __LINE__)
+void sd_test_assert_close(double a, double b, double rtol, double atol, const char *sa,
+                          const char *sb, const char *file, int line);
+
+/* A Dirichlet(alpha, ..., alpha) draw of length n into out. */
+void sd_test_dirichlet(gsl_rng *r, double alpha, size_t n, double *out);
+/* A generator seeded with seed (caller frees with gsl_rng_free). */
+gsl_rng *sd_test_rng(unsigned long seed);
+
+#endif

@@ -1,0 +1,159 @@
+/* Tests of src/dist: validation, logits, residuals, and the samplers' laws. */
+#include "support.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "sd_error.h"
+
+static void test_dist_check_accepts_and_rejects(void **state)
+{
+    (void)state;
+    double ok[3] = {0.2, 0.3, 0.5};
+    assert_int_equal(sd_dist_check(ok, 3, "target"), SD_OK);
+    double nan_[3] = {0.2, NAN, 0.8};
+    assert_int_equal(sd_dist_check(nan_, 3, "target"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "target"));
+    assert_non_null(strstr(sd_errmsg(), "index 1"));
+    double inf_[3] = {0.2, INFINITY, 0.8};
+    assert_int_equal(sd_dist_check(inf_, 3, "draft"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "non-finite"));
+    double neg[3] = {0.6, -0.1, 0.5};
+    assert_int_equal(sd_dist_check(neg, 3, "draft"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "negative"));
+    double zero[3] = {0, 0, 0};
+    assert_int_equal(sd_dist_check(zero, 3, "draft"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "zero"));
+    double off[3] = {0.2, 0.3, 0.6};
+    assert_int_equal(sd_dist_check(off, 3, "target"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "--normalize"));
+    double near[3] = {0.2, 0.3, 0.5 + 1e-12};
+    assert_int_equal(sd_dist_check(near, 3, "target"), SD_OK);
+    double one[1] = {1};
+    assert_int_equal(sd_dist_check(one, 1, "target"), SD_EINVAL);
+    assert_int_equal(sd_dist_normalize(off, 3, "target"), SD_OK);
+    assert_close(off[2], 0.6 / 1.1, 1e-15, 0);
+    assert_int_equal(sd_dist_normalize(zero, 3, "target"), SD_EINVAL);
+    assert_int_equal(sd_dist_normalize(neg, 3, "target"), SD_EINVAL);
+}
+
+static void test_dist_logits_softmax_topk_topp(void **state)
+{
+    (void)state;
+    double logits[4] = {1.0, 2.385, -INFINITY, 0.5}, out[4];
+    assert_int_equal(sd_dist_from_logits(logits, 4, 1.0, 0, 1.0, out, "target"), SD_OK);
+    double z = exp(1.0) + exp(2.385) + exp(0.5);
+    assert_close(out[1], exp(2.385) / z, 1e-14, 0);
+    assert_true(out[2] == 0);
+    assert_int_equal(sd_dist_from_logits(logits, 4, 0.7, 0, 1.0, out, "target"), SD_OK);
+    z = exp(1.0 / 0.7) + exp(2.385 / 0.7) + exp(0.5 / 0.7);
+    assert_close(out[0], exp(1.0 / 0.7) / z, 1e-14, 0);
+    assert_int_equal(sd_dist_from_logits(logits, 4, 0.0, 0, 1.0, out, "target"), SD_OK);
+    assert_true(out[1] == 1 && out[0] == 0);
+    /* top-k 2 keeps tokens 1 and 0 */
+    assert_int_equal(sd_dist_from_logits(logits, 4, 1.0, 2, 1.0, out, "target"), SD_OK);
+    assert_close(out[0], exp(1.0) / (exp(1.0) + exp(2.385)), 1e-14, 0);
+    assert_true(out[3] == 0);
+    /* top-p: token 1 alone has mass ~0.713, with token 0 ~0.891; p = 0.6 keeps one, p = 0.85 two */
+    assert_int_equal(sd_dist_from_logits(logits, 4, 1.0, 0, 0.6, out, "target"), SD_OK);
+    assert_true(out[1] == 1);
+    assert_int_equal(sd_dist_from_logits(logits, 4, 1.0, 0, 0.85, out, "target"), SD_OK);
+    assert_true(out[0] > 0 && out[3] == 0);
+    double bad[3] = {0, NAN, 1};
+    assert_int_equal(sd_dist_from_logits(bad, 3, 1.0, 0, 1.0, out, "draft"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "index 1"));
+    double allinf[2] = {-INFINITY, -INFINITY};
+    assert_int_equal(sd_dist_from_logits(allinf, 2, 1.0, 0, 1.0, out, "draft"), SD_EINVAL);
+    assert_int_equal(sd_dist_from_logits(logits, 4, -1.0, 0, 1.0, out, "draft"), SD_EINVAL);
+    assert_int_equal(sd_dist_from_logits(logits, 4, 1.0, 0, 1.5, out, "draft"), SD_EINVAL);
+}
+
+static void test_dist_residual_and_tv(void **state)
+{
+    (void)state;
+    double target[3] = {0.5, 0.3, 0.2}, draft[3] = {0.2, 0.5, 0.3}, r[3];
+    double mass = sd_dist_residual(target, draft, 3, r);
+    assert_close(mass, 0.3, 1e-15, 0);
+    assert_close(sd_dist_tv(target, draft, 3), 0.3, 1e-15, 0);
+    assert_close(sd_dist_overlap(target, draft, 3), 0.7, 1e-15, 0);
+    assert_close(r[0], 1.0, 1e-15, 0);
+    assert_true(r[1] == 0 && r[2] == 0);
+    /* equal distributions: no residual mass, residual is the target */
+    mass = sd_dist_residual(target, target, 3, r);
+    assert_true(mass == 0);
+    assert_true(r[1] == target[1]);
+}
+
+/* Counts of n draws against the law; every cell within 5 sigma, zero cells never hit. */
+static void check_counts(const double *law, const unsigned long *count, size_t V, unsigned long n)
+{
+    for (size_t i = 0; i < V; i++) {
+        if (law[i] == 0) {
+            assert_int_equal(count[i], 0);
+            continue;
+        }
+        double mean = law[i] * (double)n, sd = sqrt(mean * (1 - law[i]));
+        assert_true(fabs((double)count[i] - mean) <= 5 * sd + 1);
+    }
+}
+
+static void test_dist_alias_and_cdf_laws(void **state)
+{
+    (void)state;
+    double law[7] = {0.31, 0, 0.005, 0.2, 0.185, 0.3, 0};
+    unsigned long ca[7] = {0}, cc[7] = {0}, n = 400000;
+    gsl_rng *r = sd_test_rng(2385);
+    sd_alias *a = sd_alias_alloc(7);
+    sd_alias_init(a, law);
+    for (unsigned long i = 0; i < n; i++) {
+        ca[sd_alias_draw(a, r)]++;
+        cc[sd_dist_sample_cdf(law, 7, r)]++;
+    }
+    check_counts(law, ca, 7, n);
+    check_counts(law, cc, 7, n);
+    /* a point mass */
+    double point[3] = {0, 1, 0};
+    sd_alias *b = sd_alias_alloc(3);
+    sd_alias_init(b, point);
+    for (int i = 0; i < 1000; i++) assert_int_equal(sd_alias_draw(b, r), 1);
+    sd_alias_free(a);
+    sd_alias_free(b);
+    gsl_rng_free(r);
+}
+
+static void test_dist_without_replacement_law(void **state)
+{
+    (void)state;
+    double p[4] = {0.5, 0.25, 0.2, 0.05}, keys[4];
+    unsigned long count[16] = {0}, n = 300000;
+    size_t out[2];
+    gsl_rng *r = sd_test_rng(7);
+    for (unsigned long i = 0; i < n; i++) {
+        assert_int_equal(sd_dist_sample_without_replacement(p, 4, 2, r, keys, out), SD_OK);
+        assert_true(out[0] != out[1]);
+        count[out[0] * 4 + out[1]]++;
+    }
+    double law[16];
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++) law[a * 4 + b] = a == b ? 0 : p[a] * p[b] / (1 - p[a]);
+    check_counts(law, count, 16, n);
+    double thin[3] = {0.5, 0.5, 0};
+    size_t three[3];
+    assert_int_equal(sd_dist_sample_without_replacement(thin, 3, 3, r, keys, three), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "only 2"));
+    gsl_rng_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dist_check_accepts_and_rejects),
+        cmocka_unit_test(test_dist_logits_softmax_topk_topp),
+        cmocka_unit_test(test_dist_residual_and_tv),
+        cmocka_unit_test(test_dist_alias_and_cdf_laws),
+        cmocka_unit_test(test_dist_without_replacement_law),
+    };
+    return cmocka_run_group_tests_name("dist", tests, NULL, NULL);
+}
