@@ -10,7 +10,7 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
-CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Isrc -Ilp -Isim
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Isrc -Ilp -Isim -Itests
 DEPFLAGS  = -MMD -MP
 LDLIBS   += -lglpk -lgsl -lgslcblas -lm
 OMPFLAGS ?= -fopenmp
@@ -37,6 +37,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
 .PHONY: all deps test check bench figs demo clean install help
+.SECONDARY:
 
 all: $(BIN)
 
@@ -53,13 +54,16 @@ $(BIN): $(CLI_OBJ) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/support.o $(LIB)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/tests/support.o $(LIB) -lcmocka $(LDLIBS)
+# test helpers shared by the test and benchmark programs (planted bugs live here, not in the library)
+TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/planted.o
 
-$(BUILD)/tests/bench/%: $(BUILD)/tests/bench/%.o $(LIB)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_AUX) $(LIB) -lcmocka $(LDLIBS)
+
+$(BUILD)/tests/bench/%: $(BUILD)/tests/bench/%.o $(TEST_AUX) $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_AUX) $(LIB) -lcmocka $(LDLIBS)
 
 # deps: install the Debian packages the build, the tests and the figures need.
 # Idempotent: packages already present are not fetched again.

@@ -69,37 +69,36 @@ int sd_dist_normalize(double *prob, size_t vocab, const char *name)
     return SD_OK;
 }
 
-static int cmp_desc(const void *a, const void *b, void *ctx)
+void sd_sort_by_key(size_t *idx, size_t n, const double *key)
 {
-    const double *prob = ctx;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    if (prob[i] > prob[j]) return -1;
-    if (prob[i] < prob[j]) return 1;
-    return i < j ? -1 : (i > j);
+    /* Bottom-up merge sort: stable, O(n log n), no comparison callback. */
+    size_t *tmp = sd_xmalloc(n * sizeof *tmp), *a = idx, *b = tmp;
+    for (size_t width = 1; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n;
+            size_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) b[o++] = key[a[j]] < key[a[i]] ? a[j++] : a[i++];
+            while (i < mid) b[o++] = a[i++];
+            while (j < hi) b[o++] = a[j++];
+        }
+        size_t *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != idx)
+        for (size_t i = 0; i < n; i++) idx[i] = a[i];
+    free(tmp);
 }
 
-/* Indices sorted by prob descending, ties by index (stable order). */
+/* Indices sorted by prob descending, ties by index. */
 static size_t *sorted_desc(const double *prob, size_t vocab)
 {
     size_t *idx = sd_xmalloc(vocab * sizeof *idx);
-    for (size_t i = 0; i < vocab; i++) idx[i] = i;
-    /* qsort_r is not C11; a merge sort keeps ties in index order. */
-    size_t *tmp = sd_xmalloc(vocab * sizeof *tmp);
-    for (size_t width = 1; width < vocab; width *= 2) {
-        for (size_t lo = 0; lo < vocab; lo += 2 * width) {
-            size_t mid = lo + width < vocab ? lo + width : vocab;
-            size_t hi = lo + 2 * width < vocab ? lo + 2 * width : vocab;
-            size_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                tmp[o++] = cmp_desc(&idx[j], &idx[i], (void *)prob) < 0 ? idx[j++] : idx[i++];
-            while (i < mid) tmp[o++] = idx[i++];
-            while (j < hi) tmp[o++] = idx[j++];
-        }
-        size_t *t = idx;
-        idx = tmp;
-        tmp = t;
-    }
-    free(tmp);
+    double *neg = sd_xmalloc(vocab * sizeof *neg);
+    for (size_t i = 0; i < vocab; i++) idx[i] = i, neg[i] = -prob[i];
+    sd_sort_by_key(idx, vocab, neg);
+    free(neg);
     return idx;
 }
 
@@ -196,13 +195,20 @@ double sd_dist_tv(const double *a, const double *b, size_t vocab)
     return 0.5 * s;
 }
 
+double sd_rng_uniform53(gsl_rng *rng)
+{
+    /* two 32-bit draws: a probability below 2^-32 keeps its weight */
+    double hi = gsl_rng_uniform(rng), lo = gsl_rng_uniform(rng);
+    return hi + lo * 0x1p-32;
+}
+
 size_t sd_dist_sample_cdf(const double *prob, size_t vocab, gsl_rng *rng)
 {
     double total = 0;
     size_t last = 0;
     for (size_t i = 0; i < vocab; i++)
         if (prob[i] > 0) total += prob[i], last = i;
-    double u = gsl_rng_uniform(rng) * total, c = 0;
+    double u = sd_rng_uniform53(rng) * total, c = 0;
     for (size_t i = 0; i < vocab; i++) {
         if (prob[i] <= 0) continue;
         c += prob[i];

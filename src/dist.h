@@ -50,6 +50,9 @@ double sd_dist_residual(const double *target, const double *draft, size_t vocab,
 double sd_dist_overlap(const double *a, const double *b, size_t vocab);
 double sd_dist_tv(const double *a, const double *b, size_t vocab);
 
+/* A uniform in [0, 1) with 53 random bits (two draws: GSL's taus2 and mt19937 give 32). */
+double sd_rng_uniform53(gsl_rng *rng);
+
 /* Inverse-CDF draw by a linear scan, O(V); robust to sums slightly off 1 (scales u by
  * the sum). Never returns a zero-probability token. */
 size_t sd_dist_sample_cdf(const double *prob, size_t vocab, gsl_rng *rng);
@@ -59,6 +62,9 @@ size_t sd_dist_sample_cdf(const double *prob, size_t vocab, gsl_rng *rng);
  * tokens of positive probability (SD_EINVAL otherwise). keys: caller workspace of V doubles. */
 int sd_dist_sample_without_replacement(const double *prob, size_t vocab, size_t k, gsl_rng *rng,
                                        double *keys, size_t *out);
+
+/* Sorts idx[0..n-1] (indices into key) by key ascending; stable (ties keep their order). */
+void sd_sort_by_key(size_t *idx, size_t n, const double *key);
 
 /* Number of tokens with positive probability. */
 size_t sd_dist_support(const double *prob, size_t vocab);

@@ -1,0 +1,266 @@
+#include "mc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_cdf.h>
+
+#include "sd_error.h"
+#include "tree.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+sd_mc_params sd_mc_default_params(void)
+{
+    sd_mc_params p = {1e6, 2385, 64, 0, 0, 0.999};
+    return p;
+}
+
+void sd_mc_result_free(sd_mc_result *r)
+{
+    free(r->counts);
+    r->counts = NULL;
+}
+
+static unsigned long long splitmix64(unsigned long long x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* taus2 (L'Ecuyer's maximally equidistributed Tausworthe): period 2^88, passes the
+ * usual batteries, and is among GSL's fastest generators, which the trial rate needs. */
+gsl_rng *sd_mc_chunk_rng(unsigned long seed, size_t chunk)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+    unsigned long long s = splitmix64(splitmix64((unsigned long long)seed) ^ (unsigned long long)chunk);
+    gsl_rng_set(r, (unsigned long)(s & 0xffffffffULL) ? (unsigned long)(s & 0xffffffffULL) : 1UL);
+    return r;
+}
+
+void sd_mc_wilson(double x, double n, double confidence, double *low, double *high)
+{
+    if (!(n > 0)) {
+        *low = 0, *high = 1;
+        return;
+    }
+    double z = gsl_cdf_ugaussian_Qinv((1 - confidence) / 2), p = x / n, z2n = z * z / n;
+    double centre = (p + z2n / 2) / (1 + z2n);
+    double half = z * sqrt(p * (1 - p) / n + z2n / (4 * n)) / (1 + z2n);
+    *low = fmax(0, centre - half);
+    *high = fmin(1, centre + half);
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double chunk_size(double samples, size_t chunks, size_t c)
+{
+    double base = floor(samples / (double)chunks);
+    return base + ((double)c < samples - base * (double)chunks ? 1 : 0);
+}
+
+int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
+                const double *target, size_t vocab, size_t k, sd_verify_params vp,
+                sd_mc_params mp, sd_mc_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!(mp.samples >= 1) || mp.samples > SD_MC_MAX_SAMPLES || mp.samples != floor(mp.samples))
+        return sd_error(SD_EINVAL, "samples = %g: need a whole number from 1 to %g", mp.samples,
+                        SD_MC_MAX_SAMPLES);
+    /* GSL seeds taus2 from 32 bits: keep chunk streams far from colliding */
+    if (mp.chunks < 1 || mp.chunks > 4096)
+        return sd_error(SD_EINVAL, "chunks = %zu: need 1 to 4096", mp.chunks);
+    if (!(mp.confidence > 0 && mp.confidence < 1))
+        return sd_error(SD_EINVAL, "confidence %g is outside (0, 1)", mp.confidence);
+    /* One verifier first, on this thread: it validates the input and says what fails. */
+    sd_verifier *probe;
+    int rc = ops ? sd_verifier_alloc_ops(&probe, ops, scheme, draft, target, vocab, k, vp)
+                 : sd_verifier_alloc(&probe, scheme, draft, target, vocab, k, vp);
+    if (rc) return rc;
+    size_t kk = sd_verifier_k(probe);
+    sd_verifier_free(probe);
+
+    double *counts = sd_xcalloc(vocab, sizeof *counts), accepted = 0, done = 0;
+    double t0 = now(), last = t0;
+    int failed = 0;
+    char why[512] = "";
+#pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads()) \
+    reduction(+ : accepted) if (mp.chunks > 1)
+    {
+        sd_verifier *v = NULL;
+        int lrc = ops ? sd_verifier_alloc_ops(&v, ops, scheme, draft, target, vocab, kk, vp)
+                      : sd_verifier_alloc(&v, scheme, draft, target, vocab, kk, vp);
+        size_t *tokens = sd_xmalloc(kk * sizeof *tokens);
+        double *local = sd_xcalloc(vocab, sizeof *local);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t c = 0; c < mp.chunks; c++) {
+            if (lrc) continue;
+            gsl_rng *rng = sd_mc_chunk_rng(mp.seed, c);
+            double n = chunk_size(mp.samples, mp.chunks, c), acc = 0;
+            for (double i = 0; i < n; i++) {
+                sd_verdict out;
+                sd_verifier_trial(v, rng, tokens, &out);
+                local[out.token] += 1;
+                acc += out.accepted;
+            }
+            accepted += acc;
+            gsl_rng_free(rng);
+#pragma omp critical(sd_mc_progress)
+            {
+                done += n;
+                double t = now();
+                if (mp.progress && t - last > 1.0) {
+                    fprintf(stderr, "\rmc: %.0f/%.0f trials (%.0f%%), %.1f s", done, mp.samples,
+                            100 * done / mp.samples, t - t0);
+                    last = t;
+                }
+            }
+        }
+#pragma omp critical(sd_mc_merge)
+        {
+            if (lrc && !failed) {
+                failed = lrc;
+                snprintf(why, sizeof why, "%s", sd_errmsg()); /* the message is per thread */
+            }
+            for (size_t y = 0; y < vocab; y++) counts[y] += local[y];
+        }
+        free(local);
+        free(tokens);
+        sd_verifier_free(v);
+    }
+    if (mp.progress && now() - t0 > 1.0)
+        fprintf(stderr, "\rmc: %.0f/%.0f trials (100%%), %.1f s\n", mp.samples, mp.samples,
+                now() - t0);
+    if (failed) {
+        free(counts);
+        return sd_error(failed, "%s", why);
+    }
+    res->vocab = vocab;
+    res->samples = mp.samples;
+    res->accepted = accepted;
+    res->acceptance = accepted / mp.samples;
+    sd_mc_wilson(accepted, mp.samples, mp.confidence, &res->ci_low, &res->ci_high);
+    res->counts = counts;
+    res->seconds = now() - t0;
+    res->rate = mp.samples / (res->seconds > 0 ? res->seconds : 1e-9);
+    return SD_OK;
+}
+
+int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
+                 const sd_tree *shape, const sd_tree_params *tp, sd_mc_params mp,
+                 sd_mc_blocks_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!(mp.samples >= 2) || mp.samples > SD_MC_MAX_SAMPLES || mp.samples != floor(mp.samples))
+        return sd_error(SD_EINVAL, "samples = %g: need a whole number from 2 to %g", mp.samples,
+                        SD_MC_MAX_SAMPLES);
+    if (mp.chunks < 1 || mp.chunks > 4096)
+        return sd_error(SD_EINVAL, "chunks = %zu: need 1 to 4096", mp.chunks);
+    size_t V = target->vocab;
+    if (draft->vocab != V)
+        return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
+    sd_tree_ws *probe;
+    int rc = sd_tree_ws_alloc(&probe, shape, tp, V);
+    if (rc) return rc;
+    sd_tree_ws_free(probe);
+    double tokens = 0, sq = 0, accepted = 0, t0 = now();
+    int failed = 0;
+    char why[512] = "";
+#pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads()) \
+    reduction(+ : tokens, sq, accepted)
+    {
+        sd_tree_ws *ws = NULL;
+        int lrc = sd_tree_ws_alloc(&ws, shape, tp, V);
+        size_t *out = sd_xmalloc((shape->max_depth + 2) * sizeof *out);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t c = 0; c < mp.chunks; c++) {
+            if (lrc) continue;
+            gsl_rng *rng = sd_mc_chunk_rng(mp.seed, c);
+            double n = chunk_size(mp.samples, mp.chunks, c);
+            for (double i = 0; i < n && !lrc; i++) {
+                sd_block b;
+                lrc = sd_tree_block(ws, draft, target, context, len, shape->max_depth + 1, rng,
+                                    out, &b);
+                tokens += (double)b.tokens;
+                sq += (double)b.tokens * (double)b.tokens;
+                accepted += (double)b.accepted;
+            }
+            gsl_rng_free(rng);
+        }
+#pragma omp critical(sd_mc_blocks_merge)
+        if (lrc && !failed) {
+            failed = lrc;
+            snprintf(why, sizeof why, "%s", sd_errmsg());
+        }
+        free(out);
+        sd_tree_ws_free(ws);
+    }
+    if (failed) return sd_error(failed, "%s", why);
+    double n = mp.samples, mean = tokens / n, var = (sq - n * mean * mean) / (n - 1);
+    double half = gsl_cdf_ugaussian_Qinv((1 - mp.confidence) / 2) * sqrt(var > 0 ? var / n : 0);
+    res->blocks = n;
+    res->tokens = tokens;
+    res->accepted = accepted;
+    res->efficiency = mean;
+    res->ci_low = mean - half;
+    res->ci_high = mean + half;
+    res->seconds = now() - t0;
+    return SD_OK;
+}
+
+int sd_mc_rank_acceptance(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t plen,
+                          const sd_tree_params *tp, size_t max_rank, size_t positions,
+                          size_t trials, unsigned long seed, double *out)
+{
+    size_t V = target->vocab;
+    if (draft->vocab != V)
+        return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
+    if (max_rank < 1 || max_rank > SD_TREE_MAX_CHILDREN || positions < 1 || trials < 1)
+        return sd_error(SD_EINVAL, "rank acceptance: need 1 to %d ranks, positions and trials >= 1",
+                        SD_TREE_MAX_CHILDREN);
+    double *pd = sd_xmalloc(V * sizeof *pd), *pt = sd_xmalloc(V * sizeof *pt);
+    for (size_t i = 0; i < V; i++) pd[i] = 1.0 / (double)V;
+    sd_scheme s = tp->scheme == SD_SCHEME_SD ? SD_SCHEME_SPECINFER : tp->scheme;
+    sd_verifier *v;
+    int rc = tp->ops ? sd_verifier_alloc_ops(&v, tp->ops, s, pd, pd, V, max_rank, tp->vp)
+                     : sd_verifier_alloc(&v, s, pd, pd, V, max_rank, tp->vp);
+    if (rc) {
+        free(pd);
+        free(pt);
+        return rc;
+    }
+    size_t *ctx = sd_xmalloc((plen + positions) * sizeof *ctx), tokens[SD_TREE_MAX_CHILDREN];
+    memcpy(ctx, prompt, plen * sizeof *ctx);
+    memset(out, 0, max_rank * sizeof *out);
+    gsl_rng *rng = sd_mc_chunk_rng(seed, 0);
+    for (size_t p = 0; p < positions && rc == SD_OK; p++) {
+        if ((rc = sd_lm_next(draft, ctx, plen + p, pd)) || (rc = sd_lm_next(target, ctx, plen + p, pt)))
+            break;
+        if ((rc = sd_verifier_reset(v, pd, pt))) break;
+        for (size_t t = 0; t < trials; t++) {
+            sd_verdict vd;
+            sd_verifier_trial(v, rng, tokens, &vd);
+            if (vd.accepted) out[vd.draft_index] += 1;
+        }
+        ctx[plen + p] = sd_dist_sample_cdf(pt, V, rng);
+    }
+    for (size_t r = 0; r < max_rank; r++) out[r] /= (double)positions * (double)trials;
+    gsl_rng_free(rng);
+    sd_verifier_free(v);
+    free(ctx);
+    free(pd);
+    free(pt);
+    return rc;
+}

@@ -1,0 +1,194 @@
+#include "seq.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sd_error.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static sd_tree *default_shape;
+
+sd_seq_params sd_seq_default_params(void)
+{
+    sd_seq_params p;
+    memset(&p, 0, sizeof p);
+    p.tree = sd_tree_default_params();
+#pragma omp critical(sd_seq_default_shape)
+    if (!default_shape) {
+        static const size_t two_by_two[2] = {2, 2};
+        sd_tree_kconfig(two_by_two, 2, &default_shape); /* never freed: one small static shape */
+    }
+    p.shape = default_shape;
+    p.length = 4;
+    return p;
+}
+
+int sd_seq_generate(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t plen,
+                    const sd_seq_params *sp, sd_tree_ws *ws, gsl_rng *rng, size_t *out,
+                    sd_seq_stats *stats)
+{
+    size_t n = 0, *ctx = sd_xmalloc((plen + sp->length + 1) * sizeof *ctx);
+    int rc = SD_OK;
+    memcpy(ctx, prompt, plen * sizeof *ctx);
+    while (n < sp->length && rc == SD_OK) {
+        sd_block blk;
+        rc = sd_tree_block(ws, draft, target, ctx, plen + n, sp->length - n, rng, out + n, &blk);
+        if (rc) break;
+        memcpy(ctx + plen + n, out + n, blk.tokens * sizeof *ctx);
+        n += blk.tokens;
+        stats->blocks += 1;
+        stats->tokens += (double)blk.tokens;
+        stats->accepted += (double)blk.accepted;
+    }
+    free(ctx);
+    stats->sequences += 1;
+    return rc;
+}
+
+/* Exact target law of every sequence of the given length: law[cell], cell = base-V digits. */
+static int exact_law(sd_lm *target, const size_t *prompt, size_t plen, size_t length,
+                     size_t cells, double *law)
+{
+    size_t V = target->vocab, *seq = sd_xmalloc(length * sizeof *seq);
+    int rc = SD_OK;
+    for (size_t c = 0; c < cells && rc == SD_OK; c++) {
+        size_t x = c;
+        for (size_t i = length; i-- > 0;) seq[i] = x % V, x /= V;
+        rc = sd_lm_sequence_prob(target, prompt, plen, seq, length, &law[c]);
+    }
+    free(seq);
+    return rc;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Per-position marginals from the joint counts and law; the test with the smallest p. */
+static void marginal_tests(const double *counts, const double *law, size_t V, size_t length,
+                           size_t cells, sd_seq_cert *res)
+{
+    double *mc = sd_xmalloc(V * sizeof *mc), *ml = sd_xmalloc(V * sizeof *ml);
+    res->marginal_min.min_p = 2; /* above any p-value: the first test replaces it */
+    for (size_t pos = 0; pos < length; pos++) {
+        memset(mc, 0, V * sizeof *mc);
+        memset(ml, 0, V * sizeof *ml);
+        size_t stride = 1;
+        for (size_t i = pos + 1; i < length; i++) stride *= V;
+        for (size_t c = 0; c < cells; c++) {
+            size_t y = (c / stride) % V;
+            mc[y] += counts[c];
+            ml[y] += law[c];
+        }
+        sd_gof_result g;
+        if (sd_gof_test(mc, ml, V, 5.0, &g) == SD_OK && g.min_p < res->marginal_min.min_p) {
+            res->marginal_min = g;
+            res->marginal_pos = pos;
+        }
+    }
+    free(mc);
+    free(ml);
+}
+
+int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t plen,
+                   const sd_seq_params *sp, sd_mc_params mp, sd_seq_cert *res)
+{
+    memset(res, 0, sizeof *res);
+    size_t V = target->vocab;
+    if (draft->vocab != V)
+        return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
+    if (sp->length < 1 || !sp->shape)
+        return sd_error(SD_EINVAL, "sequence length must be >= 1 and a tree shape given");
+    if (!(mp.samples >= 1) || mp.samples > SD_MC_MAX_SAMPLES)
+        return sd_error(SD_EINVAL, "samples = %g: need 1 to %g", mp.samples, SD_MC_MAX_SAMPLES);
+    double cells_d = pow((double)V, (double)sp->length);
+    if (cells_d > SD_SEQ_MAX_CELLS)
+        return sd_error(SD_ERANGE,
+                        "sequence certification enumerates V^length = %zu^%zu = %.3g sequences; "
+                        "the limit is %d (use a smaller vocabulary or length)",
+                        V, sp->length, cells_d, SD_SEQ_MAX_CELLS);
+    size_t cells = (size_t)cells_d;
+    double *law = sd_xmalloc(cells * sizeof *law);
+    int rc = exact_law(target, prompt, plen, sp->length, cells, law);
+    if (rc) {
+        free(law);
+        return rc;
+    }
+    /* one work space first, on this thread: it says what fails */
+    sd_tree_ws *probe;
+    if ((rc = sd_tree_ws_alloc(&probe, sp->shape, &sp->tree, V))) {
+        free(law);
+        return rc;
+    }
+    sd_tree_ws_free(probe);
+
+    double *counts = sd_xcalloc(cells, sizeof *counts), t0 = now();
+    sd_seq_stats total = {0, 0, 0, 0};
+    int failed = 0;
+    char why[512] = "";
+#pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads())
+    {
+        sd_tree_ws *ws = NULL;
+        int lrc = sd_tree_ws_alloc(&ws, sp->shape, &sp->tree, V);
+        double *local = sd_xcalloc(cells, sizeof *local);
+        size_t *out = sd_xmalloc(sp->length * sizeof *out);
+        sd_seq_stats st = {0, 0, 0, 0};
+#pragma omp for schedule(dynamic, 1)
+        for (size_t c = 0; c < mp.chunks; c++) {
+            if (lrc) continue;
+            gsl_rng *rng = sd_mc_chunk_rng(mp.seed, c);
+            double n = floor(mp.samples / (double)mp.chunks);
+            if ((double)c < mp.samples - n * (double)mp.chunks) n += 1;
+            for (double i = 0; i < n && !lrc; i++) {
+                lrc = sd_seq_generate(draft, target, prompt, plen, sp, ws, rng, out, &st);
+                if (lrc) break; /* out is not a whole sequence */
+                size_t cell = 0;
+                for (size_t j = 0; j < sp->length; j++) cell = cell * V + out[j];
+                local[cell] += 1;
+            }
+            gsl_rng_free(rng);
+        }
+#pragma omp critical(sd_seq_merge)
+        {
+            if (lrc && !failed) {
+                failed = lrc;
+                snprintf(why, sizeof why, "%s", sd_errmsg()); /* the message is per thread */
+            }
+            for (size_t cc = 0; cc < cells; cc++) counts[cc] += local[cc];
+            total.sequences += st.sequences;
+            total.blocks += st.blocks;
+            total.tokens += st.tokens;
+            total.accepted += st.accepted;
+        }
+        free(local);
+        free(out);
+        sd_tree_ws_free(ws);
+    }
+    if (failed) {
+        free(law);
+        free(counts);
+        return sd_error(failed, "%s", why);
+    }
+    rc = sd_gof_test(counts, law, cells, 5.0, &res->joint);
+    if (rc == SD_OK) {
+        res->cells = cells;
+        res->min_p = res->joint.min_p;
+        marginal_tests(counts, law, V, sp->length, cells, res);
+        if (res->marginal_min.min_p < res->min_p) res->min_p = res->marginal_min.min_p;
+        res->stats = total;
+        res->block_efficiency = total.tokens / total.blocks;
+        res->seconds = now() - t0;
+    }
+    free(law);
+    free(counts);
+    return rc;
+}

@@ -1,0 +1,74 @@
+/* cli: pieces shared by the specdec subcommands. Only this folder prints and exits.
+ * Exit codes: 0 ok, 1 failure (bad input, solver failure), 2 usage error. */
+#ifndef SD_CLI_H
+#define SD_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CLI_OK 0
+#define CLI_FAIL 1
+#define CLI_USAGE 2
+
+/* How a draft/target pair is given on the command line. */
+typedef struct {
+    const char *draft, *target; /* specs: "0.2,0.8", a text file, or a .npy */
+    const char *family;         /* or both from a synthetic family (family.h) */
+    int logits;                 /* the vectors are logits */
+    double temperature;         /* with logits */
+    size_t top_k;               /* with logits; 0 = off */
+    double top_p;               /* with logits; 1 = off */
+    int normalize;              /* rescale probabilities that do not sum to 1 */
+} cli_pair;
+
+#define CLI_PAIR_INIT {NULL, NULL, NULL, 0, 1.0, 0, 1.0, 0}
+
+/* getopt_long codes of the pair options (handled by cli_pair_option). */
+enum { OPT_DRAFT = 1000, OPT_TARGET, OPT_PAIR, OPT_LOGITS, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P,
+       OPT_NORMALIZE, OPT_JSON, OPT_HELP, OPT_FIRST_FREE };
+
+#define CLI_PAIR_LONGOPTS                                              \
+    {"draft", required_argument, 0, OPT_DRAFT},                        \
+    {"target", required_argument, 0, OPT_TARGET},                      \
+    {"pair", required_argument, 0, OPT_PAIR},                          \
+    {"logits", no_argument, 0, OPT_LOGITS},                            \
+    {"temperature", required_argument, 0, OPT_TEMPERATURE},            \
+    {"top-k", required_argument, 0, OPT_TOP_K},                        \
+    {"top-p", required_argument, 0, OPT_TOP_P},                        \
+    {"normalize", no_argument, 0, OPT_NORMALIZE}
+
+#define CLI_PAIR_HELP                                                                    \
+    "  --draft D, --target T  the two distributions: comma-separated numbers\n"         \
+    "                         (0.5,0.3,0.2), a text file of numbers, or a 1-D .npy\n"   \
+    "                         (float32/float64)\n"                                       \
+    "  --pair SPEC            or a synthetic pair instead: bernoulli:P,Q (P, Q = probability\n" \
+    "                         of token 1), uniform:V,R (target U(V/R)), dirichlet:V,ALPHA,SEED,\n" \
+    "                         zipf:V,S,T[,K] (target Zipf(S); draft at temperature T, top-K)\n" \
+    "  --normalize            rescale vectors that do not sum to 1 (default: error)\n"  \
+    "  --logits               D and T are logits: softmax at --temperature T (default 1;\n" \
+    "                         0 = greedy), then --top-k N and --top-p P filtering\n"
+
+/* Returns 1 if opt was a pair option (stored in p), 0 if not, -1 on a bad value. */
+int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd);
+/* Loads, converts and validates both vectors (same V). Prints the error and returns
+ * CLI_FAIL on bad input, CLI_USAGE if --draft/--target is missing. */
+int cli_pair_load(const cli_pair *p, const char *cmd, double **draft, double **target,
+                  size_t *vocab);
+
+int cli_parse_size(const char *s, const char *what, const char *cmd, size_t *out);
+int cli_parse_double(const char *s, const char *what, const char *cmd, double *out);
+
+/* Prints msg as "specdec CMD: msg" and returns CLI_FAIL. */
+int cli_fail(const char *cmd, const char *msg);
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void cli_json_string(FILE *f, const char *s);
+/* A double as JSON: full precision, null for NaN/inf. */
+void cli_json_double(FILE *f, double x);
+
+int cmd_accept(int argc, char **argv);
+int cmd_otm(int argc, char **argv);
+int cmd_mc(int argc, char **argv);
+int cmd_certify(int argc, char **argv);
+
+#endif

@@ -1,0 +1,138 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "dist.h"
+#include "family.h"
+#include "sd_error.h"
+#include "vecio.h"
+
+int cli_fail(const char *cmd, const char *msg)
+{
+    fprintf(stderr, "specdec %s: %s\n", cmd, msg);
+    return CLI_FAIL;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "specdec %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see 'specdec %s --help')\n", cmd);
+    return CLI_USAGE;
+}
+
+int cli_parse_size(const char *s, const char *what, const char *cmd, size_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < 0)
+        return cli_usage(cmd, "%s must be a non-negative integer, not '%s'", what, s);
+    *out = (size_t)v;
+    return 0;
+}
+
+int cli_parse_double(const char *s, const char *what, const char *cmd, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return cli_usage(cmd, "%s must be a finite number, not '%s'", what, s);
+    *out = v;
+    return 0;
+}
+
+int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd)
+{
+    switch (opt) {
+    case OPT_DRAFT: p->draft = arg; return 1;
+    case OPT_TARGET: p->target = arg; return 1;
+    case OPT_PAIR: p->family = arg; return 1;
+    case OPT_LOGITS: p->logits = 1; return 1;
+    case OPT_NORMALIZE: p->normalize = 1; return 1;
+    case OPT_TEMPERATURE:
+        return cli_parse_double(arg, "--temperature", cmd, &p->temperature) ? -1 : 1;
+    case OPT_TOP_K: return cli_parse_size(arg, "--top-k", cmd, &p->top_k) ? -1 : 1;
+    case OPT_TOP_P: return cli_parse_double(arg, "--top-p", cmd, &p->top_p) ? -1 : 1;
+    default: return 0;
+    }
+}
+
+static int load_one(const cli_pair *p, const char *spec, const char *name, double **out,
+                    size_t *n)
+{
+    int rc = sd_vec_read(spec, name, out, n);
+    if (rc) return rc;
+    if (p->logits)
+        rc = sd_dist_from_logits(*out, *n, p->temperature, p->top_k, p->top_p, *out, name);
+    else if (p->normalize)
+        rc = sd_dist_normalize(*out, *n, name);
+    else
+        rc = sd_dist_check(*out, *n, name);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int cli_pair_load(const cli_pair *p, const char *cmd, double **draft, double **target,
+                  size_t *vocab)
+{
+    size_t nd, nt;
+    *draft = *target = NULL;
+    if (p->family) {
+        if (p->draft || p->target || p->logits || p->normalize)
+            return cli_usage(cmd, "--pair replaces --draft/--target/--logits/--normalize");
+        if (sd_family_make(p->family, draft, target, vocab)) return cli_fail(cmd, sd_errmsg());
+        return CLI_OK;
+    }
+    if (!p->draft || !p->target)
+        return cli_usage(cmd, "give --draft and --target (or --pair SPEC)");
+    if (!p->logits && (p->temperature != 1.0 || p->top_k || p->top_p != 1.0))
+        return cli_usage(cmd, "--temperature, --top-k and --top-p apply to --logits only");
+    if (load_one(p, p->draft, "draft", draft, &nd)) return cli_fail(cmd, sd_errmsg());
+    if (load_one(p, p->target, "target", target, &nt)) {
+        free(*draft);
+        *draft = NULL;
+        return cli_fail(cmd, sd_errmsg());
+    }
+    if (nd != nt) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "draft has %zu tokens but target has %zu: both must be over the same vocabulary",
+                 nd, nt);
+        free(*draft);
+        free(*target);
+        *draft = *target = NULL;
+        return cli_fail(cmd, msg);
+    }
+    *vocab = nd;
+    return CLI_OK;
+}
+
+void cli_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void cli_json_double(FILE *f, double x)
+{
+    if (isfinite(x)) fprintf(f, "%.17g", x);
+    else fputs("null", f);
+}

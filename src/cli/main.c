@@ -1,0 +1,59 @@
+/* specdec: the command line. One binary, one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+#ifndef SPECDEC_VERSION
+#define SPECDEC_VERSION "0.1.0"
+#endif
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *summary;
+} commands[] = {
+    {"accept", cmd_accept, "exact acceptance of every verification scheme on a draft/target pair"},
+    {"otm", cmd_otm, "the OTM-k linear programs (GLPK): sizes, status, optimum, solve time"},
+    {"mc", cmd_mc, "Monte Carlo: acceptance with a confidence interval, goodness of fit"},
+    {"certify", cmd_certify, "certify that a scheme preserves the target (token and sequence level)"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: specdec COMMAND [OPTIONS]   (specdec COMMAND --help for details)\n\n"
+               "specdec %s: speculative decoding, exactly and by Monte Carlo.\n\ncommands:\n",
+            SPECDEC_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nExit status: 0 ok, 1 failure (bad input, solver failure), 2 usage error.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        if (argc > 2) {
+            for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+                if (!strcmp(argv[2], commands[i].name)) {
+                    char *args[] = {argv[2], "--help", NULL};
+                    return commands[i].run(2, args);
+                }
+        }
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("specdec %s\n", SPECDEC_VERSION);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "specdec: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return CLI_USAGE;
+}

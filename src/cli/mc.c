@@ -1,0 +1,394 @@
+/* specdec mc and specdec certify: Monte Carlo on the verifiers, and the statistical
+ * certification that a scheme preserves the target distribution. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accept.h"
+#include "cli.h"
+#include "gof.h"
+#include "lm.h"
+#include "mc.h"
+#include "otm.h"
+#include "otm_lp.h"
+#include "sd_error.h"
+#include "seq.h"
+
+static const char *const mc_help =
+    "usage: specdec mc --draft D --target T --scheme NAME [-k K] [--samples N] [--seed S]\n"
+    "                  [--threads N] [--bins B] [--json]\n"
+    "\n"
+    "Runs the scheme's verifier N times (drafts drawn as the scheme draws them) and\n"
+    "prints the acceptance rate with its 99.9%% Wilson interval, the exact value and the\n"
+    "z-score between them, and chi-square and G tests of the output tokens against the\n"
+    "target (cells with expected count < 5 pooled; above 256 tokens, tokens are grouped\n"
+    "into B bins of equal target mass first, default 64).\n"
+    "\n" CLI_PAIR_HELP
+    "  --scheme NAME          sd, specinfer, rrs, kseq or otm (otm samples an LP coupling:\n"
+    "                         small V only)\n"
+    "  -k, --k K              drafts per position (default 2)\n"
+    "  --gamma G              K-SEQ division factor (default gamma*)\n"
+    "  --samples N            trials (default 1e6; up to 1e13)\n"
+    "  --seed S               seed (default 2385): the result is the same for any --threads\n"
+    "  --threads N            OpenMP threads (default: all)\n"
+    "  --json                 keys: acceptance, ci_low, ci_high, exact, z, chi2_p, g_p,\n"
+    "                         samples, seed, rate\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "Progress goes to stderr for runs longer than a second.\n";
+
+static const char *const certify_help =
+    "usage: specdec certify --scheme NAME [--draft D --target T | --pair SPEC] [-k K]\n"
+    "                       [--samples N] [--lm SPEC] [--seq-samples M] [--depth G]\n"
+    "                       [--length L] [--alpha A] [--seed S] [--json]\n"
+    "\n"
+    "Certifies that a scheme preserves the target distribution, and exits 0 only if it\n"
+    "passes both levels:\n"
+    "  token level     N verifications on the pair (default: zipf:50,1.2,0.7, the numbers\n"
+    "                  of data/pair/); chi-square and G tests of the output tokens\n"
+    "  sequence level  M sequences of L tokens from the full speculative loop (draft G\n"
+    "                  levels of k candidates, verify, correction or bonus token) on a\n"
+    "                  Markov model pair; the law of whole sequences (V^L cells) and of\n"
+    "                  each position against the target model's exact law\n"
+    "A test fails when its p-value (the smaller of chi-square's and G's) is below A\n"
+    "(default 1e-6: a correct scheme fails one test with probability up to about 2e-6,\n"
+    "one run of about a dozen tests with probability about 2e-5).\n"
+    "\n" CLI_PAIR_HELP
+    "  --scheme NAME          sd, specinfer, rrs, kseq (otm: token level only)\n"
+    "  -k, --k K              candidates per position (default 2)\n"
+    "  --samples N            token-level trials (default 3e6)\n"
+    "  --lm SPEC              const:ALPHA or markov:V,ORDER,ALPHA,SEED,MIX[,TEMP] (default\n"
+    "                         markov:4,1,0.5,7,0.8: 4 tokens, order 1, draft mixed 80%%\n"
+    "                         with noise)\n"
+    "  --seq-samples M        sequences (default 4e5)\n"
+    "  --depth G              levels drafted per block (default 2): kconfig of k per level\n"
+    "  --shape SPEC           or any draft tree: chain:G, kconfig:K1,K2,..., parents:P1,...\n"
+    "  --length L             tokens per sequence (default 4; V^L <= 1048576)\n"
+    "  --alpha A              p-value threshold (default 1e-6)\n"
+    "  --seed S, --threads N  as for specdec mc\n"
+    "  --json                 one object with both levels\n"
+    "  -h, --help             this text\n";
+
+typedef struct {
+    cli_pair pair;
+    sd_scheme scheme;
+    int have_scheme;
+    size_t k, bins, depth, length;
+    sd_verify_params vp;
+    sd_mc_params mp;
+    double seq_samples, alpha;
+    const char *lm, *shape;
+    int json;
+} mc_opts;
+
+enum { OPT_SCHEME = OPT_FIRST_FREE, OPT_SAMPLES, OPT_SEED, OPT_THREADS, OPT_BINS, OPT_GAMMA,
+       OPT_LM, OPT_SEQ, OPT_DEPTH, OPT_LENGTH, OPT_ALPHA, OPT_SHAPE };
+
+static int parse(int argc, char **argv, const char *cmd, const char *help, mc_opts *o)
+{
+    static const struct option longopts[] = {
+        CLI_PAIR_LONGOPTS,
+        {"scheme", required_argument, 0, OPT_SCHEME},
+        {"k", required_argument, 0, 'k'},
+        {"samples", required_argument, 0, OPT_SAMPLES},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"bins", required_argument, 0, OPT_BINS},
+        {"gamma", required_argument, 0, OPT_GAMMA},
+        {"lm", required_argument, 0, OPT_LM},
+        {"seq-samples", required_argument, 0, OPT_SEQ},
+        {"depth", required_argument, 0, OPT_DEPTH},
+        {"length", required_argument, 0, OPT_LENGTH},
+        {"alpha", required_argument, 0, OPT_ALPHA},
+        {"shape", required_argument, 0, OPT_SHAPE},
+        {"json", no_argument, 0, OPT_JSON},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int opt;
+    size_t sz;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
+        int pr = cli_pair_option(&o->pair, opt, optarg, cmd);
+        if (pr < 0) return CLI_USAGE;
+        if (pr > 0) continue;
+        switch (opt) {
+        case OPT_SCHEME:
+            if (sd_scheme_parse(optarg, &o->scheme)) return cli_usage(cmd, "%s", sd_errmsg());
+            o->have_scheme = 1;
+            break;
+        case 'k':
+            if (cli_parse_size(optarg, "-k", cmd, &o->k)) return CLI_USAGE;
+            break;
+        case OPT_SAMPLES:
+            if (cli_parse_double(optarg, "--samples", cmd, &o->mp.samples)) return CLI_USAGE;
+            break;
+        case OPT_SEQ:
+            if (cli_parse_double(optarg, "--seq-samples", cmd, &o->seq_samples)) return CLI_USAGE;
+            break;
+        case OPT_SEED:
+            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
+            o->mp.seed = (unsigned long)sz;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
+            o->mp.threads = (int)sz;
+            break;
+        case OPT_BINS:
+            if (cli_parse_size(optarg, "--bins", cmd, &o->bins) || o->bins < 2)
+                return cli_usage(cmd, "--bins must be an integer >= 2");
+            break;
+        case OPT_GAMMA:
+            if (cli_parse_double(optarg, "--gamma", cmd, &o->vp.kseq_gamma)) return CLI_USAGE;
+            if (o->vp.kseq_gamma <= 0) return cli_usage(cmd, "--gamma must be > 0");
+            break;
+        case OPT_LM: o->lm = optarg; break;
+        case OPT_SHAPE: o->shape = optarg; break;
+        case OPT_DEPTH:
+            if (cli_parse_size(optarg, "--depth", cmd, &o->depth)) return CLI_USAGE;
+            break;
+        case OPT_LENGTH:
+            if (cli_parse_size(optarg, "--length", cmd, &o->length)) return CLI_USAGE;
+            break;
+        case OPT_ALPHA:
+            if (cli_parse_double(optarg, "--alpha", cmd, &o->alpha) || !(o->alpha > 0 && o->alpha < 1))
+                return cli_usage(cmd, "--alpha must be in (0, 1)");
+            break;
+        case OPT_JSON: o->json = 1; break;
+        case 'h': fputs(help, stdout); return -1;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o->have_scheme) return cli_usage(cmd, "--scheme is required (sd, specinfer, rrs, kseq, otm)");
+    return 0;
+}
+
+/* Token level: MC, exact value, goodness of fit. */
+typedef struct {
+    sd_mc_result mc;
+    double exact, z;
+    sd_gof_result gof;
+    size_t bins; /* 0: every token is a cell */
+} token_run;
+
+static int run_token(const mc_opts *o, const char *cmd, const double *draft, const double *target,
+                     size_t V, token_run *t)
+{
+    sd_verify_params vp = o->vp;
+    sd_otm_coupling *coupling = NULL;
+    memset(t, 0, sizeof *t);
+    t->exact = NAN;
+    if (o->scheme == SD_SCHEME_OTM) {
+        sd_otm_lp_params lp = sd_otm_lp_default_params();
+        lp.form = SD_OTM_LP_SET;
+        sd_otm_lp_result lr;
+        if (sd_otm_coupling_alloc(&coupling, draft, V, o->k) ||
+            sd_otm_lp_solve(draft, target, V, o->k, lp, &lr, coupling)) {
+            sd_otm_coupling_free(coupling);
+            return cli_fail(cmd, sd_errmsg());
+        }
+        vp.otm = coupling;
+    }
+    int rc = sd_mc_token(NULL, o->scheme, draft, target, V, o->k, vp, o->mp, &t->mc);
+    if (rc == SD_OK) {
+        sd_accept_result ex;
+        if (o->scheme == SD_SCHEME_OTM) t->exact = coupling->acceptance;
+        else if (sd_accept_exact(o->scheme, draft, target, V, o->k, vp, &ex) == SD_OK)
+            t->exact = ex.acceptance;
+        double se = sqrt(t->exact * (1 - t->exact) / t->mc.samples);
+        t->z = se > 0 ? (t->mc.acceptance - t->exact) / se : 0;
+        t->bins = V > 256 ? o->bins : 0;
+        rc = t->bins ? sd_gof_binned(t->mc.counts, target, V, t->bins, 5.0, &t->gof)
+                     : sd_gof_test(t->mc.counts, target, V, 5.0, &t->gof);
+    }
+    sd_otm_coupling_free(coupling);
+    if (rc) {
+        sd_mc_result_free(&t->mc);
+        return cli_fail(cmd, sd_errmsg());
+    }
+    return CLI_OK;
+}
+
+static void print_token_json(const token_run *t, const mc_opts *o)
+{
+    printf("\"acceptance\": ");
+    cli_json_double(stdout, t->mc.acceptance);
+    printf(", \"ci_low\": ");
+    cli_json_double(stdout, t->mc.ci_low);
+    printf(", \"ci_high\": ");
+    cli_json_double(stdout, t->mc.ci_high);
+    printf(", \"exact\": ");
+    cli_json_double(stdout, t->exact);
+    printf(", \"z\": ");
+    cli_json_double(stdout, isfinite(t->exact) ? t->z : NAN);
+    printf(", \"chi2\": %.6g, \"chi2_p\": %.6g, \"g\": %.6g, \"g_p\": %.6g, \"cells\": %zu, "
+           "\"bins\": %zu, \"samples\": %.0f, \"seed\": %lu, \"rate\": %.6g",
+           t->gof.chi2, t->gof.chi2_p, t->gof.g, t->gof.g_p, t->gof.cells, t->bins,
+           t->mc.samples, o->mp.seed, t->mc.rate);
+}
+
+static void print_token_text(const token_run *t, const mc_opts *o, size_t V)
+{
+    printf("# %s, V = %zu, k = %zu, %.0f samples, seed %lu, %.3g trials/s\n",
+           sd_scheme_name(o->scheme), V, o->k, t->mc.samples, o->mp.seed, t->mc.rate);
+    printf("acceptance      %.8f  99.9%% CI [%.8f, %.8f]\n", t->mc.acceptance, t->mc.ci_low,
+           t->mc.ci_high);
+    if (isfinite(t->exact)) printf("exact           %.8f  z = %+.3f\n", t->exact, t->z);
+    else printf("exact           beyond the exact method's reach at this size\n");
+    if (t->gof.df == 0)
+        printf("chi-square      n/a: the target has one cell%s\n",
+               t->gof.impossible ? ", and an impossible token was drawn (p = 0)" : "");
+    else
+        printf("chi-square      %.4g on %zu df, p = %.4g%s\n", t->gof.chi2, t->gof.df,
+               t->gof.chi2_p, t->bins ? " (tokens binned by target probability)" : "");
+    if (t->gof.df) printf("G test          %.4g on %zu df, p = %.4g\n", t->gof.g, t->gof.df, t->gof.g_p);
+}
+
+static mc_opts default_opts(void)
+{
+    mc_opts o;
+    memset(&o, 0, sizeof o);
+    o.pair = (cli_pair)CLI_PAIR_INIT;
+    o.k = 2;
+    o.bins = 64;
+    o.depth = 2;
+    o.length = 4;
+    o.vp = sd_verify_default_params();
+    o.mp = sd_mc_default_params();
+    o.mp.progress = 1;
+    o.seq_samples = 4e5;
+    o.alpha = 1e-6;
+    o.lm = "markov:4,1,0.5,7,0.8";
+    return o;
+}
+
+int cmd_mc(int argc, char **argv)
+{
+    const char *cmd = "mc";
+    mc_opts o = default_opts();
+    int rc = parse(argc, argv, cmd, mc_help, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    double *draft, *target;
+    size_t V;
+    if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
+    token_run t;
+    rc = run_token(&o, cmd, draft, target, V, &t);
+    if (rc == CLI_OK) {
+        if (o.json) {
+            printf("{\"scheme\": \"%s\", \"vocab\": %zu, \"k\": %zu, ", sd_scheme_name(o.scheme),
+                   V, o.k);
+            print_token_json(&t, &o);
+            printf("}\n");
+        } else {
+            print_token_text(&t, &o, V);
+        }
+        sd_mc_result_free(&t.mc);
+    }
+    free(draft);
+    free(target);
+    return rc;
+}
+
+int cmd_certify(int argc, char **argv)
+{
+    const char *cmd = "certify";
+    mc_opts o = default_opts();
+    o.mp.samples = 3e6;
+    int rc = parse(argc, argv, cmd, certify_help, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (!o.pair.family && !o.pair.draft && !o.pair.target)
+        o.pair.family = "zipf:50,1.2,0.7"; /* the numbers of data/pair/, without the files */
+    double *draft, *target;
+    size_t V;
+    if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
+    token_run t;
+    rc = run_token(&o, cmd, draft, target, V, &t);
+    free(draft);
+    free(target);
+    if (rc) return rc;
+
+    int seq_ran = o.scheme != SD_SCHEME_OTM;
+    sd_seq_cert sc;
+    memset(&sc, 0, sizeof sc);
+    if (seq_ran) {
+        sd_lm *ld, *lt;
+        if (sd_lm_pair_parse(o.lm, &ld, &lt)) {
+            sd_mc_result_free(&t.mc);
+            return cli_fail(cmd, sd_errmsg());
+        }
+        sd_seq_params sp = sd_seq_default_params();
+        sp.tree.scheme = o.scheme;
+        sp.tree.vp = o.vp;
+        sd_tree *shape = NULL;
+        if (o.shape) rc = sd_tree_parse(o.shape, &shape);
+        else {
+            size_t branch[64];
+            for (size_t i = 0; i < o.depth && i < 64; i++) branch[i] = o.k;
+            rc = o.depth > 64 ? sd_error(SD_ERANGE, "--depth %zu is beyond 64", o.depth)
+                              : sd_tree_kconfig(branch, o.depth, &shape);
+        }
+        if (rc) {
+            sd_lm_free(ld);
+            sd_lm_free(lt);
+            sd_mc_result_free(&t.mc);
+            return cli_fail(cmd, sd_errmsg());
+        }
+        sp.shape = shape;
+        sp.length = o.length;
+        sd_mc_params mp = o.mp;
+        mp.samples = o.seq_samples;
+        size_t prompt[1] = {0};
+        rc = sd_seq_certify(ld, lt, prompt, 1, &sp, mp, &sc);
+        sd_tree_free(shape);
+        sd_lm_free(ld);
+        sd_lm_free(lt);
+        if (rc) {
+            sd_mc_result_free(&t.mc);
+            return cli_fail(cmd, sd_errmsg());
+        }
+    }
+    int token_pass = t.gof.min_p >= o.alpha;
+    int seq_pass = !seq_ran || sc.min_p >= o.alpha;
+    if (o.json) {
+        printf("{\"scheme\": \"%s\", \"k\": %zu, \"alpha\": %g, \"pass\": %s,\n \"token\": {",
+               sd_scheme_name(o.scheme), o.k, o.alpha, token_pass && seq_pass ? "true" : "false");
+        print_token_json(&t, &o);
+        printf(", \"pass\": %s},\n \"sequence\": ", token_pass ? "true" : "false");
+        if (seq_ran)
+            printf("{\"model\": \"%s\", \"sequences\": %.0f, \"depth\": %zu, \"length\": %zu, "
+                   "\"cells\": %zu, \"joint_chi2_p\": %.6g, \"joint_g_p\": %.6g, "
+                   "\"marginal_min_p\": %.6g, \"min_p\": %.6g, \"block_efficiency\": %.6g, "
+                   "\"pass\": %s}}\n",
+                   o.lm, o.seq_samples, o.depth, o.length, sc.cells, sc.joint.chi2_p,
+                   sc.joint.g_p, sc.marginal_min.min_p, sc.min_p, sc.block_efficiency,
+                   seq_pass ? "true" : "false");
+        else
+            printf("null}\n");
+    } else {
+        printf("== token level: %s\n", token_pass ? "PASS" : "FAIL");
+        print_token_text(&t, &o, V);
+        if (seq_ran) {
+            printf("== sequence level: %s\n", seq_pass ? "PASS" : "FAIL");
+            if (o.shape)
+                printf("# %s, %.0f sequences of %zu tokens, tree %s\n", o.lm, o.seq_samples,
+                       o.length, o.shape);
+            else
+                printf("# %s, %.0f sequences of %zu tokens, %zu levels of %zu candidates\n", o.lm,
+                       o.seq_samples, o.length, o.depth, o.k);
+            printf("joint law       %zu cells, chi-square p = %.4g, G p = %.4g\n", sc.cells,
+                   sc.joint.chi2_p, sc.joint.g_p);
+            printf("marginals       smallest p = %.4g (position %zu)\n",
+                   sc.marginal_min.min_p, sc.marginal_pos);
+            printf("block efficiency %.4f tokens per target call\n", sc.block_efficiency);
+        } else {
+            printf("== sequence level: not run (otm needs one LP per context)\n");
+        }
+        printf("== %s at p >= %g\n", token_pass && seq_pass ? "PASS" : "FAIL", o.alpha);
+    }
+    sd_mc_result_free(&t.mc);
+    return token_pass && seq_pass ? CLI_OK : CLI_FAIL;
+}

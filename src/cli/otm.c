@@ -1,0 +1,194 @@
+/* specdec otm: the OTM-k linear programs in GLPK, beside the closed form. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "otm.h"
+#include "otm_lp.h"
+#include "sd_error.h"
+
+static const char *const help =
+    "usage: specdec otm --draft D --target T [-k K] [--form tuple|set|both] [--write-lp FILE]\n"
+    "                   [--write-data FILE] [--max-mem BYTES] [--theorem1] [--json]\n"
+    "\n"
+    "Optimal transport with membership cost (SpecTr, OTM-k): the best acceptance any\n"
+    "verifier of k i.i.d. drafts can reach. Solves it as a linear program in GLPK and\n"
+    "prints the LP's size, GLPK's status, the optimum and the solve time, beside the\n"
+    "closed form 1 - max_A (draft(A)^k - target(A)) (THEORY.md).\n"
+    "\n" CLI_PAIR_HELP
+    "  -k, --k K              drafts (default 2)\n"
+    "  --form F               tuple: SpecTr's LP over ordered k-tuples (V^k sources);\n"
+    "                         set: the reduced LP over draft sets (sum C(V, j), j <= k);\n"
+    "                         both (default)\n"
+    "  --write-lp FILE        write the LP in CPLEX LP format ('glpsol --lp FILE' solves it);\n"
+    "                         with --form both, FILE gets a .tuple/.set suffix\n"
+    "  --write-data FILE      write GMPL data for lp/otm.mod ('glpsol -m lp/otm.mod -d FILE')\n"
+    "  --max-mem BYTES        refuse an LP whose estimated memory exceeds this (default 4e9)\n"
+    "  --theorem1             also evaluate SpecTr's Theorem-1 bound by brute force (tiny V)\n"
+    "  --verbose              GLPK's own messages on stderr\n"
+    "  --json                 one JSON object\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "Both LPs are written as max-flow with inequalities (accepted mass per source <= its\n"
+    "probability, per token <= its target probability), so rounding cannot make them\n"
+    "infeasible, unlike SpecTr's equality form.\n";
+
+typedef struct {
+    int ran, status;
+    sd_otm_lp_result res;
+    char error[512];
+} lp_row;
+
+static void write_path(char *buf, size_t n, const char *base, const char *suffix, int both)
+{
+    if (!base) {
+        buf[0] = 0;
+        return;
+    }
+    snprintf(buf, n, "%s%s", base, both ? suffix : "");
+}
+
+int cmd_otm(int argc, char **argv)
+{
+    const char *cmd = "otm";
+    enum { OPT_FORM = OPT_FIRST_FREE, OPT_WRITE_LP, OPT_WRITE_DATA, OPT_MAXMEM, OPT_THM, OPT_VERB };
+    static const struct option longopts[] = {
+        CLI_PAIR_LONGOPTS,
+        {"k", required_argument, 0, 'k'},
+        {"form", required_argument, 0, OPT_FORM},
+        {"write-lp", required_argument, 0, OPT_WRITE_LP},
+        {"write-data", required_argument, 0, OPT_WRITE_DATA},
+        {"max-mem", required_argument, 0, OPT_MAXMEM},
+        {"theorem1", no_argument, 0, OPT_THM},
+        {"verbose", no_argument, 0, OPT_VERB},
+        {"json", no_argument, 0, OPT_JSON},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    cli_pair pair = CLI_PAIR_INIT;
+    size_t k = 2;
+    int json = 0, opt, rc, forms = 3, theorem1 = 0, verbose = 0;
+    const char *write_lp = NULL, *write_data = NULL;
+    double max_mem = 4e9;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
+        int pr = cli_pair_option(&pair, opt, optarg, cmd);
+        if (pr < 0) return CLI_USAGE;
+        if (pr > 0) continue;
+        switch (opt) {
+        case 'k':
+            if (cli_parse_size(optarg, "-k", cmd, &k)) return CLI_USAGE;
+            break;
+        case OPT_FORM:
+            if (!strcmp(optarg, "tuple")) forms = 1;
+            else if (!strcmp(optarg, "set")) forms = 2;
+            else if (!strcmp(optarg, "both")) forms = 3;
+            else return cli_usage(cmd, "--form is tuple, set or both, not '%s'", optarg);
+            break;
+        case OPT_WRITE_LP: write_lp = optarg; break;
+        case OPT_WRITE_DATA: write_data = optarg; break;
+        case OPT_MAXMEM:
+            if (cli_parse_double(optarg, "--max-mem", cmd, &max_mem)) return CLI_USAGE;
+            break;
+        case OPT_THM: theorem1 = 1; break;
+        case OPT_VERB: verbose = 1; break;
+        case OPT_JSON: json = 1; break;
+        case 'h': fputs(help, stdout); return CLI_OK;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    double *draft, *target;
+    size_t V;
+    if ((rc = cli_pair_load(&pair, cmd, &draft, &target, &V))) return rc;
+
+    double closed = NAN, bound = NAN;
+    int failed = 0;
+    if (sd_otm_acceptance_e(draft, target, V, k, &closed)) {
+        failed = cli_fail(cmd, sd_errmsg());
+        goto out;
+    }
+    char bound_err[512] = "";
+    if (theorem1 && sd_otm_theorem1_bound(draft, target, V, k, &bound))
+        snprintf(bound_err, sizeof bound_err, "%s", sd_errmsg());
+
+    lp_row rows[2];
+    memset(rows, 0, sizeof rows);
+    const char *form_names[2] = {"tuple", "set"};
+    for (int f = 0; f < 2; f++) {
+        if (!(forms & (1 << f))) continue;
+        char lp_path[4096], data_path[4096];
+        write_path(lp_path, sizeof lp_path, write_lp, f ? ".set" : ".tuple", forms == 3);
+        write_path(data_path, sizeof data_path, write_data, f ? ".set" : ".tuple", forms == 3);
+        sd_otm_lp_params p = sd_otm_lp_default_params();
+        p.form = f ? SD_OTM_LP_SET : SD_OTM_LP_TUPLE;
+        p.max_bytes = max_mem;
+        p.write_lp = lp_path[0] ? lp_path : NULL;
+        p.write_data = data_path[0] ? data_path : NULL;
+        p.msg_level = verbose;
+        rows[f].ran = 1;
+        rows[f].status = sd_otm_lp_solve(draft, target, V, k, p, &rows[f].res, NULL);
+        if (rows[f].status) {
+            snprintf(rows[f].error, sizeof rows[f].error, "%s", sd_errmsg());
+            fprintf(stderr, "specdec otm: %s LP: %s\n", form_names[f], rows[f].error);
+            failed = CLI_FAIL;
+        }
+    }
+    if (json) {
+        printf("{\"vocab\": %zu, \"k\": %zu, \"closed_form\": ", V, k);
+        cli_json_double(stdout, closed);
+        if (theorem1) {
+            printf(", \"theorem1\": ");
+            cli_json_double(stdout, bound);
+        }
+        printf(", \"lps\": [");
+        int first = 1;
+        for (int f = 0; f < 2; f++) {
+            if (!rows[f].ran) continue;
+            const sd_otm_lp_result *r = &rows[f].res;
+            printf("%s\n  {\"form\": \"%s\", ", first ? "" : ",", form_names[f]);
+            first = 0;
+            if (rows[f].status) {
+                printf("\"optimum\": null, \"error\": ");
+                cli_json_string(stdout, rows[f].error);
+                printf("}");
+                continue;
+            }
+            printf("\"rows\": %zu, \"cols\": %zu, \"nonzeros\": %zu, \"bytes_estimate\": %.0f, "
+                   "\"status\": \"%s\", \"optimum\": ",
+                   r->rows, r->cols, r->nonzeros, r->bytes_estimate, r->status_name);
+            cli_json_double(stdout, r->acceptance);
+            printf(", \"seconds\": %.6f, \"minus_closed_form\": ", r->solve_seconds);
+            cli_json_double(stdout, r->acceptance - closed);
+            printf("}");
+        }
+        printf("\n]}\n");
+    } else {
+        printf("# specdec otm: V = %zu, k = %zu\n", V, k);
+        printf("closed form     %.15f\n", closed);
+        if (theorem1) {
+            if (bound_err[0]) printf("theorem-1 bound skipped: %s\n", bound_err);
+            else printf("theorem-1 bound %.15f  (minus closed form %+.3g)\n", bound, bound - closed);
+        }
+        printf("%-6s %10s %10s %10s %10s %-10s %-18s %10s %12s\n", "form", "rows", "cols",
+               "nonzeros", "est.MiB", "status", "optimum", "seconds", "-closed");
+        for (int f = 0; f < 2; f++) {
+            if (!rows[f].ran) continue;
+            const sd_otm_lp_result *r = &rows[f].res;
+            if (rows[f].status) {
+                printf("%-6s failed: %s\n", form_names[f], rows[f].error);
+                continue;
+            }
+            printf("%-6s %10zu %10zu %10zu %10.1f %-10s %-18.15f %10.4f %+12.3g\n", form_names[f],
+                   r->rows, r->cols, r->nonzeros, r->bytes_estimate / 1048576.0, r->status_name,
+                   r->acceptance, r->solve_seconds, r->acceptance - closed);
+        }
+    }
+out:
+    free(draft);
+    free(target);
+    return failed;
+}

@@ -1,0 +1,180 @@
+#include "lm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "dist.h"
+#include "family.h"
+#include "sd_error.h"
+
+const char *const sd_lm_help = "const:ALPHA | markov:V,ORDER,ALPHA,SEED,MIX[,TEMP]";
+
+int sd_lm_next(sd_lm *lm, const size_t *context, size_t len, double *out)
+{
+    return lm->ops->next(lm, context, len, out);
+}
+
+void sd_lm_free(sd_lm *lm)
+{
+    if (lm) lm->ops->free(lm);
+}
+
+int sd_lm_sequence_prob(sd_lm *lm, const size_t *prompt, size_t plen, const size_t *seq,
+                        size_t n, double *prob)
+{
+    size_t *ctx = sd_xmalloc((plen + n + 1) * sizeof *ctx);
+    double *next = sd_xmalloc(lm->vocab * sizeof *next), p = 1;
+    memcpy(ctx, prompt, plen * sizeof *ctx);
+    int rc = SD_OK;
+    for (size_t i = 0; i < n && p > 0; i++) {
+        if ((rc = sd_lm_next(lm, ctx, plen + i, next))) break;
+        p *= next[seq[i]];
+        ctx[plen + i] = seq[i];
+    }
+    free(ctx);
+    free(next);
+    *prob = p;
+    return rc;
+}
+
+/* ---- Markov models ---- */
+
+typedef struct {
+    size_t order;
+    double *rows; /* vocab^order x vocab */
+} markov;
+
+static int markov_next(sd_lm *lm, const size_t *context, size_t len, double *out)
+{
+    const markov *m = lm->impl;
+    size_t row = 0, V = lm->vocab;
+    for (size_t i = 0; i < m->order; i++) {
+        size_t tok = len + i >= m->order ? context[len + i - m->order] : 0;
+        if (tok >= V)
+            return sd_error(SD_EINVAL, "context token %zu is outside the vocabulary of %zu", tok, V);
+        row = row * V + tok;
+    }
+    memcpy(out, m->rows + row * V, V * sizeof *out);
+    return SD_OK;
+}
+
+static void markov_free(sd_lm *lm)
+{
+    markov *m = lm->impl;
+    free(m->rows);
+    free(m);
+    free(lm);
+}
+
+static const sd_lm_ops markov_ops = {"markov", markov_next, markov_free};
+
+static sd_lm *markov_alloc(size_t V, size_t order, double *rows)
+{
+    sd_lm *lm = sd_xcalloc(1, sizeof *lm);
+    markov *m = sd_xmalloc(sizeof *m);
+    m->order = order;
+    m->rows = rows;
+    lm->ops = &markov_ops;
+    lm->vocab = V;
+    lm->cost = 1;
+    lm->impl = m;
+    return lm;
+}
+
+int sd_lm_markov_pair(const char *spec, sd_lm **draft, sd_lm **target)
+{
+    double a[6] = {0, 0, 0, 0, 0, 1};
+    int n = sd_spec_numbers(spec, "markov", a, 6);
+    if (n < 5 || n > 6 || a[0] < 2 || a[0] != floor(a[0]) || a[1] < 1 || a[1] > 3 ||
+        a[1] != floor(a[1]) || !(a[2] > 0) || a[3] < 0 || a[3] != floor(a[3]) || !(a[4] >= 0) ||
+        !(a[4] <= 1) || !(a[5] > 0))
+        return sd_error(SD_EINVAL,
+                        "model spec '%s': expected markov:V,ORDER,ALPHA,SEED,MIX[,TEMP] with V >= 2, "
+                        "ORDER 1-3, ALPHA > 0, SEED >= 0, MIX in [0, 1], TEMP > 0",
+                        spec);
+    size_t V = (size_t)a[0], order = (size_t)a[1];
+    double rows_d = pow(a[0], a[1]);
+    if (rows_d * a[0] > 1e8)
+        return sd_error(SD_ERANGE, "model spec '%s': V^(ORDER+1) = %.3g table entries is too many",
+                        spec, rows_d * a[0]);
+    size_t rows = (size_t)rows_d;
+    double *t = sd_xmalloc(rows * V * sizeof *t), *d = sd_xmalloc(rows * V * sizeof *d);
+    double *alpha = sd_xmalloc(V * sizeof *alpha), *noise = sd_xmalloc(V * sizeof *noise);
+    for (size_t i = 0; i < V; i++) alpha[i] = a[2];
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, (unsigned long)a[3]);
+    for (size_t row = 0; row < rows; row++) {
+        double *tr = t + row * V, *dr = d + row * V;
+        gsl_ran_dirichlet(r, V, alpha, tr);
+        gsl_ran_dirichlet(r, V, alpha, noise);
+        double z = 0;
+        for (size_t i = 0; i < V; i++) {
+            dr[i] = pow((1 - a[4]) * tr[i] + a[4] * noise[i], 1.0 / a[5]);
+            z += dr[i];
+        }
+        for (size_t i = 0; i < V; i++) dr[i] /= z;
+    }
+    gsl_rng_free(r);
+    free(alpha);
+    free(noise);
+    *target = markov_alloc(V, order, t);
+    *draft = markov_alloc(V, order, d);
+    return SD_OK;
+}
+
+/* ---- constant acceptance: context-free, sum min(draft, target) = alpha ---- */
+
+typedef struct {
+    double *prob;
+} fixed;
+
+static int fixed_next(sd_lm *lm, const size_t *context, size_t len, double *out)
+{
+    (void)context, (void)len;
+    memcpy(out, ((fixed *)lm->impl)->prob, lm->vocab * sizeof *out);
+    return SD_OK;
+}
+
+static void fixed_free(sd_lm *lm)
+{
+    fixed *f = lm->impl;
+    free(f->prob);
+    free(f);
+    free(lm);
+}
+
+static const sd_lm_ops fixed_ops = {"fixed", fixed_next, fixed_free};
+
+sd_lm *sd_lm_fixed(const double *prob, size_t vocab)
+{
+    sd_lm *lm = sd_xcalloc(1, sizeof *lm);
+    fixed *f = sd_xmalloc(sizeof *f);
+    f->prob = sd_xmalloc(vocab * sizeof *f->prob);
+    memcpy(f->prob, prob, vocab * sizeof *f->prob);
+    lm->ops = &fixed_ops;
+    lm->vocab = vocab;
+    lm->cost = 1;
+    lm->impl = f;
+    return lm;
+}
+
+int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target)
+{
+    double a[1];
+    if (!strncmp(spec, "markov:", 7)) return sd_lm_markov_pair(spec, draft, target);
+    if (!strncmp(spec, "const:", 6)) {
+        if (sd_spec_numbers(spec, "const", a, 1) != 1 || !(a[0] >= 0 && a[0] <= 1))
+            return sd_error(SD_EINVAL, "model spec '%s': expected const:ALPHA with ALPHA in [0, 1]",
+                            spec);
+        /* token 0 is the agreement; the draft's other mass goes where the target has none */
+        double d[3] = {a[0], 0, 1 - a[0]}, t[3] = {a[0], 1 - a[0], 0};
+        *draft = sd_lm_fixed(d, 3);
+        *target = sd_lm_fixed(t, 3);
+        return SD_OK;
+    }
+    return sd_error(SD_EINVAL, "unknown model spec '%s' (known: %s)", spec, sd_lm_help);
+}

@@ -1,0 +1,58 @@
+/* lm: the language-model oracle. Given contexts (token sequences), it returns the
+ * next-token distributions. Synthetic models implement it now; replayed logits and
+ * the transformer decoder implement the same interface later.
+ *
+ *   sd_lm *draft, *target;
+ *   if (sd_lm_markov_pair("markov:4,1,0.5,7,0.3", &draft, &target)) ... sd_errmsg() ...
+ *   double next[4];
+ *   size_t ctx[2] = {1, 3};
+ *   sd_lm_next(target, ctx, 2, next);     target(. | 1 3)
+ *   sd_lm_free(draft); sd_lm_free(target);
+ */
+#ifndef SD_LM_H
+#define SD_LM_H
+
+#include <stddef.h>
+
+typedef struct sd_lm sd_lm;
+
+typedef struct {
+    const char *kind;
+    /* out: the next-token distribution after context[0..len-1], vocab doubles */
+    int (*next)(sd_lm *lm, const size_t *context, size_t len, double *out);
+    void (*free)(sd_lm *lm);
+} sd_lm_ops;
+
+struct sd_lm {
+    const sd_lm_ops *ops;
+    size_t vocab;
+    double cost;   /* relative cost of one call (cost model) */
+    void *impl;
+};
+
+int sd_lm_next(sd_lm *lm, const size_t *context, size_t len, double *out);
+void sd_lm_free(sd_lm *lm);
+
+/* A seeded pair of Markov models over a small vocabulary:
+ *   markov:V,ORDER,ALPHA,SEED,MIX[,TEMP]
+ * target: each of the V^ORDER rows ~ Dirichlet(ALPHA); draft: (1 - MIX) target +
+ * MIX * an independent Dirichlet(ALPHA) row, then at temperature TEMP (default 1).
+ * A context shorter than ORDER is padded on the left with token 0. */
+int sd_lm_markov_pair(const char *spec, sd_lm **draft, sd_lm **target);
+
+/* A model that ignores its context: always prob (copied). */
+sd_lm *sd_lm_fixed(const double *prob, size_t vocab);
+
+/* A draft/target pair from a spec:
+ *   const:ALPHA   3 tokens, context-free, sum min(draft, target) = ALPHA at every step
+ *                 (draft (A, 0, 1-A), target (A, 1-A, 0)): a chain of G drafts yields
+ *                 (1 - A^(G+1)) / (1 - A) tokens per block
+ *   markov:...    sd_lm_markov_pair */
+int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target);
+extern const char *const sd_lm_help;
+
+/* Exact probability of seq[0..n-1] following the prompt under lm. */
+int sd_lm_sequence_prob(sd_lm *lm, const size_t *prompt, size_t plen, const size_t *seq,
+                        size_t n, double *prob);
+
+#endif

@@ -1,0 +1,509 @@
+#include "tree.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "family.h"
+#include "sd_error.h"
+
+/* ---- shapes ---- */
+
+static sd_tree *tree_alloc(size_t n)
+{
+    sd_tree *t = sd_xcalloc(1, sizeof *t);
+    t->n = n;
+    t->parent = sd_xmalloc(n * sizeof *t->parent);
+    t->depth = sd_xmalloc(n * sizeof *t->depth);
+    t->rank = sd_xmalloc(n * sizeof *t->rank);
+    t->nchild = sd_xcalloc(n, sizeof *t->nchild);
+    t->child0 = sd_xcalloc(n, sizeof *t->child0);
+    t->children = sd_xmalloc((n > 1 ? n - 1 : 1) * sizeof *t->children);
+    return t;
+}
+
+void sd_tree_free(sd_tree *t)
+{
+    if (!t) return;
+    free(t->parent);
+    free(t->depth);
+    free(t->rank);
+    free(t->nchild);
+    free(t->child0);
+    free(t->children);
+    free(t);
+}
+
+int sd_tree_from_parents(const size_t *parent, size_t n, sd_tree **out)
+{
+    *out = NULL;
+    if (n < 2) return sd_error(SD_EINVAL, "tree has no draft node (depth 0): nothing to verify");
+    if (n > SD_TREE_MAX_NODES)
+        return sd_error(SD_ERANGE, "tree of %zu nodes exceeds the limit of %d", n - 1,
+                        SD_TREE_MAX_NODES);
+    for (size_t i = 1; i < n; i++)
+        if (parent[i] >= i)
+            return sd_error(SD_EINVAL, "tree node %zu has parent %zu: parents must come first", i,
+                            parent[i]);
+    sd_tree *t = tree_alloc(n);
+    t->parent[0] = SD_TREE_NONE;
+    t->depth[0] = t->rank[0] = 0;
+    for (size_t i = 1; i < n; i++) {
+        t->parent[i] = parent[i];
+        t->depth[i] = t->depth[parent[i]] + 1;
+        t->rank[i] = t->nchild[parent[i]]++;
+        if (t->depth[i] > t->max_depth) t->max_depth = t->depth[i];
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        t->child0[i] = off;
+        off += t->nchild[i];
+        if (t->nchild[i] > t->max_children) t->max_children = t->nchild[i];
+    }
+    if (t->max_children > SD_TREE_MAX_CHILDREN) {
+        size_t m = t->max_children;
+        sd_tree_free(t);
+        return sd_error(SD_ERANGE, "a tree node has %zu children; the limit is %d", m,
+                        SD_TREE_MAX_CHILDREN);
+    }
+    for (size_t i = 1; i < n; i++) t->children[t->child0[parent[i]] + t->rank[i]] = i;
+    *out = t;
+    return SD_OK;
+}
+
+int sd_tree_kconfig(const size_t *branch, size_t levels, sd_tree **out)
+{
+    *out = NULL;
+    if (levels == 0) return sd_error(SD_EINVAL, "tree of depth 0: nothing to verify");
+    double total = 1, width = 1;
+    for (size_t l = 0; l < levels; l++) {
+        if (branch[l] == 0)
+            return sd_error(SD_EINVAL, "level %zu of the k-configuration has 0 children", l + 1);
+        width *= (double)branch[l];
+        total += width;
+    }
+    if (total > SD_TREE_MAX_NODES + 1)
+        return sd_error(SD_ERANGE, "k-configuration has %.0f nodes; the limit is %d", total - 1,
+                        SD_TREE_MAX_NODES);
+    size_t n = (size_t)total, *parent = sd_xmalloc(n * sizeof *parent), next = 1;
+    size_t level_start = 0, level_end = 1; /* nodes of the current level: [start, end) */
+    for (size_t l = 0; l < levels; l++) {
+        for (size_t v = level_start; v < level_end; v++)
+            for (size_t j = 0; j < branch[l]; j++) parent[next++] = v;
+        level_start = level_end;
+        level_end = next;
+    }
+    int rc = sd_tree_from_parents(parent, n, out);
+    free(parent);
+    return rc;
+}
+
+int sd_tree_parse(const char *spec, sd_tree **out)
+{
+    *out = NULL;
+    static const char *const kinds[] = {"chain", "kconfig", "parents"};
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 3;
+    for (size_t i = 0; i < 3; i++)
+        if (colon && len == strlen(kinds[i]) && !strncmp(spec, kinds[i], len)) kind = i;
+    if (kind == 3)
+        return sd_error(SD_EINVAL, "tree shape '%s': expected chain:G, kconfig:K1,K2,... or "
+                                   "parents:P1,P2,...", spec);
+    size_t cap = 16, n = 0, *v = sd_xmalloc(cap * sizeof *v);
+    const char *s = colon + 1;
+    int rc = SD_OK;
+    while (*s && rc == SD_OK) {
+        char *end;
+        double x = strtod(s, &end);
+        if (end == s || (*end && *end != ',') || !(x >= 0) || x != floor(x) || x > 1e9) {
+            rc = sd_error(SD_EINVAL, "tree shape '%s': '%.*s' is not a whole number", spec,
+                          (int)strcspn(s, ","), s);
+            break;
+        }
+        if (n + 2 > cap) v = sd_xrealloc(v, (cap *= 2) * sizeof *v);
+        v[n++] = (size_t)x;
+        s = *end ? end + 1 : end;
+    }
+    if (rc == SD_OK && n == 0) rc = sd_error(SD_EINVAL, "tree shape '%s' has no numbers", spec);
+    if (rc == SD_OK && kind == 0 && n != 1)
+        rc = sd_error(SD_EINVAL, "tree shape '%s': chain takes one length", spec);
+    if (rc == SD_OK && kind == 0) {
+        size_t g = v[0];
+        if (g > SD_TREE_MAX_NODES) rc = sd_error(SD_ERANGE, "chain of %zu drafts is too long", g);
+        else {
+            v = sd_xrealloc(v, (g ? g : 1) * sizeof *v);
+            for (size_t i = 0; i < g; i++) v[i] = 1;
+            rc = sd_tree_kconfig(v, g, out);
+        }
+    } else if (rc == SD_OK && kind == 1) {
+        rc = sd_tree_kconfig(v, n, out);
+    } else if (rc == SD_OK) {
+        memmove(v + 1, v, n * sizeof *v); /* parents of nodes 1..n */
+        v[0] = SD_TREE_NONE;
+        rc = sd_tree_from_parents(v, n + 1, out);
+    }
+    free(v);
+    return rc;
+}
+
+int sd_tree_format(const sd_tree *t, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "parents:");
+    for (size_t i = 1; i < t->n && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i > 1 ? "," : "", t->parent[i]);
+    if (used >= cap) return sd_error(SD_ERANGE, "tree of %zu nodes does not fit in %zu bytes",
+                                     t->n - 1, cap);
+    return SD_OK;
+}
+
+/* ---- the walk ---- */
+
+sd_tree_params sd_tree_default_params(void)
+{
+    sd_tree_params p;
+    memset(&p, 0, sizeof p);
+    p.scheme = SD_SCHEME_SPECINFER;
+    p.vp = sd_verify_default_params();
+    return p;
+}
+
+struct sd_tree_ws {
+    const sd_tree *tree;
+    sd_tree_params params;
+    size_t vocab;
+    sd_verifier **by_k;   /* [max_children + 1] */
+    size_t *context;      /* grows with the block */
+    size_t context_cap;
+    double *pd, *pt;      /* (max_depth + 1) x V */
+    size_t *tokens;
+};
+
+int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p, size_t vocab)
+{
+    *out = NULL;
+    if (p->scheme == SD_SCHEME_OTM)
+        return sd_error(SD_EUNSUP, "otm in trees needs one LP coupling per node: use kseq, "
+                                   "specinfer or rrs");
+    if (vocab < SD_VOCAB_MIN) return sd_error(SD_EINVAL, "vocabulary of %zu tokens", vocab);
+    sd_tree_ws *ws = sd_xcalloc(1, sizeof *ws);
+    ws->tree = t;
+    ws->params = *p;
+    ws->vocab = vocab;
+    ws->by_k = sd_xcalloc(t->max_children + 1, sizeof *ws->by_k);
+    ws->pd = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pd);
+    ws->pt = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pt);
+    ws->tokens = sd_xmalloc((t->max_children + 1) * sizeof *ws->tokens);
+    double *uni = ws->pd;
+    for (size_t i = 0; i < vocab; i++) uni[i] = 1.0 / (double)vocab;
+    /* sd is specinfer with one candidate; trees give nodes several */
+    sd_scheme s = p->scheme == SD_SCHEME_SD ? SD_SCHEME_SPECINFER : p->scheme;
+    for (size_t v = 0; v < t->n; v++) {
+        size_t c = t->nchild[v];
+        if (c == 0 || ws->by_k[c]) continue;
+        int rc = p->ops ? sd_verifier_alloc_ops(&ws->by_k[c], p->ops, s, uni, uni, vocab, c, p->vp)
+                        : sd_verifier_alloc(&ws->by_k[c], s, uni, uni, vocab, c, p->vp);
+        if (rc) {
+            sd_tree_ws_free(ws);
+            return rc;
+        }
+    }
+    *out = ws;
+    return SD_OK;
+}
+
+void sd_tree_ws_free(sd_tree_ws *ws)
+{
+    if (!ws) return;
+    for (size_t c = 0; c <= ws->tree->max_children; c++) sd_verifier_free(ws->by_k[c]);
+    free(ws->by_k);
+    free(ws->context);
+    free(ws->pd);
+    free(ws->pt);
+    free(ws->tokens);
+    free(ws);
+}
+
+static size_t *ws_context(sd_tree_ws *ws, const size_t *context, size_t len)
+{
+    size_t need = len + ws->tree->max_depth + 2;
+    if (need > ws->context_cap) {
+        ws->context = sd_xrealloc(ws->context, need * sizeof *ws->context);
+        ws->context_cap = need;
+    }
+    memcpy(ws->context, context, len * sizeof *context);
+    return ws->context;
+}
+
+int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
+                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, node = 0, n = 0, *ctx = ws_context(ws, context, len);
+    int rc;
+    memset(blk, 0, sizeof *blk);
+    while (n < max_tokens) {
+        double *pd = ws->pd + n * V, *pt = ws->pt + n * V; /* one slot per depth */
+        if ((rc = sd_lm_next(draft, ctx, len + n, pd))) return rc;
+        if ((rc = sd_lm_next(target, ctx, len + n, pt))) return rc;
+        size_t c = t->nchild[node], tok;
+        int accepted = 0;
+        if (c == 0) {
+            tok = ws->params.bonus ? ws->params.bonus(pd, pt, pt - V, V, rng)
+                                   : sd_dist_sample_cdf(pt, V, rng);
+        } else {
+            sd_verifier *v = ws->by_k[c];
+            sd_verdict verdict;
+            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
+            sd_verifier_trial(v, rng, ws->tokens, &verdict);
+            tok = verdict.token;
+            accepted = verdict.accepted;
+            if (accepted) node = sd_tree_child(t, node, verdict.draft_index);
+        }
+        ctx[len + n] = out[n] = tok;
+        n++;
+        blk->accepted += (size_t)accepted;
+        if (!accepted) break;
+        blk->deepest = t->depth[node];
+    }
+    blk->tokens = n;
+    return SD_OK;
+}
+
+/* ---- exact block efficiency ---- */
+
+typedef struct {
+    sd_tree_ws *ws;
+    sd_lm *draft, *target;
+    size_t len;
+    double *weight; /* per depth: max_children x V */
+} eff_ctx;
+
+/* Expected tokens from node on, its path already in ws->context[0..len+depth-1]. */
+static int eff_node(eff_ctx *e, size_t node, double *out)
+{
+    sd_tree_ws *ws = e->ws;
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, d = t->depth[node], c = t->nchild[node], at = e->len + d;
+    if (c == 0) {
+        *out = 1;
+        return SD_OK;
+    }
+    double *pd = ws->pd + d * V, *pt = ws->pt + d * V, *w = e->weight + d * SD_TREE_MAX_CHILDREN * V;
+    int rc;
+    if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
+    if ((rc = sd_lm_next(e->target, ws->context, at, pt))) return rc;
+    sd_verifier *v = ws->by_k[c];
+    if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
+    /* w[i][x] = P(candidate i is accepted and is token x), over every candidate tuple */
+    memset(w, 0, c * V * sizeof *w);
+    size_t tup[SD_TREE_MAX_CHILDREN] = {0};
+    double law_unused[1], mass[SD_TREE_MAX_CHILDREN], acc;
+    double *law = V <= 1 ? law_unused : sd_xmalloc(V * sizeof *law);
+    for (;;) {
+        double p = sd_verifier_tuple_prob(v, tup);
+        if (p > 0) {
+            sd_verifier_law_rounds(v, tup, law, &acc, mass);
+            for (size_t i = 0; i < c; i++) w[i * V + tup[i]] += p * mass[i];
+        }
+        size_t i = 0;
+        while (i < c && ++tup[i] == V) tup[i++] = 0;
+        if (i == c) break;
+    }
+    if (law != law_unused) free(law);
+    double total = 1;
+    for (size_t i = 0; i < c && rc == SD_OK; i++)
+        for (size_t x = 0; x < V && rc == SD_OK; x++) {
+            double wx = w[i * V + x], sub;
+            if (!(wx > 0)) continue;
+            ws->context[at] = x;
+            rc = eff_node(e, sd_tree_child(t, node, i), &sub);
+            total += wx * sub;
+        }
+    *out = total;
+    return rc;
+}
+
+int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *draft,
+                             sd_lm *target, const size_t *context, size_t len, double max_work,
+                             double *efficiency)
+{
+    size_t V = target->vocab;
+    if (draft->vocab != V)
+        return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
+    double work = 0;
+    for (size_t v = 0; v < t->n; v++)
+        if (t->nchild[v])
+            work += pow((double)V, (double)t->depth[v] + (double)t->nchild[v]) * (double)t->nchild[v];
+    if (work > max_work)
+        return sd_error(SD_ERANGE,
+                        "exact block efficiency would take ~%.3g verifier steps (V = %zu, %zu "
+                        "nodes, depth %zu), over the limit %.3g: use Monte Carlo (--samples)",
+                        work, V, sd_tree_nodes(t), t->max_depth, max_work);
+    sd_tree_ws *ws;
+    int rc = sd_tree_ws_alloc(&ws, t, p, V);
+    if (rc) return rc;
+    ws_context(ws, context, len);
+    eff_ctx e = {ws, draft, target, len,
+                 sd_xmalloc((t->max_depth + 1) * SD_TREE_MAX_CHILDREN * V * sizeof(double))};
+    rc = eff_node(&e, 0, efficiency);
+    free(e.weight);
+    sd_tree_ws_free(ws);
+    return rc;
+}
+
+/* ---- greedy builders ---- */
+
+typedef struct {
+    double value;
+    size_t parent, rank, depth;
+} frontier_item;
+
+typedef struct {
+    frontier_item *heap;
+    size_t n, cap;
+} frontier;
+
+static void frontier_push(frontier *f, frontier_item it)
+{
+    if (f->n == f->cap) f->heap = sd_xrealloc(f->heap, (f->cap = f->cap ? 2 * f->cap : 64) * sizeof *f->heap);
+    size_t i = f->n++;
+    while (i > 0 && f->heap[(i - 1) / 2].value < it.value) {
+        f->heap[i] = f->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    f->heap[i] = it;
+}
+
+static frontier_item frontier_pop(frontier *f)
+{
+    frontier_item top = f->heap[0], last = f->heap[--f->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        double mv = last.value;
+        if (l < f->n && f->heap[l].value > mv) m = l, mv = f->heap[l].value;
+        if (r < f->n && f->heap[r].value > mv) m = r;
+        if (m == i) break;
+        f->heap[i] = f->heap[m];
+        i = m;
+    }
+    if (f->n) f->heap[i] = last;
+    return top;
+}
+
+/* Grows by value; calls step(ctx, added, value, depth) after each node; stops at
+ * budget, at threshold, or when step returns nonzero. parent[] gets the shape. */
+static size_t grow(const double *a, size_t max_rank, double threshold, size_t budget,
+                   size_t max_depth, size_t *parent, size_t *depth_of,
+                   int (*step)(void *, size_t, double, size_t), void *ctx)
+{
+    frontier f = {NULL, 0, 0};
+    size_t n = 1;
+    parent[0] = SD_TREE_NONE;
+    depth_of[0] = 0;
+    if (max_rank && max_depth) frontier_push(&f, (frontier_item){a[0], 0, 0, 1});
+    while (f.n && n <= budget) {
+        frontier_item it = frontier_pop(&f);
+        if (!(it.value > threshold)) break;
+        parent[n] = it.parent;
+        depth_of[n] = it.depth;
+        size_t id = n++;
+        if (it.rank + 1 < max_rank && a[it.rank] > 0)
+            frontier_push(&f, (frontier_item){it.value / a[it.rank] * a[it.rank + 1], it.parent,
+                                              it.rank + 1, it.depth});
+        if (it.depth < max_depth) frontier_push(&f, (frontier_item){it.value * a[0], id, 0, it.depth + 1});
+        if (step && step(ctx, id, it.value, it.depth)) break;
+    }
+    free(f.heap);
+    return n;
+}
+
+static int check_ranks(const double *a, size_t max_rank, size_t budget)
+{
+    if (max_rank < 1 || max_rank > SD_TREE_MAX_CHILDREN)
+        return sd_error(SD_EINVAL, "tree builder: %zu ranks (1 to %d)", max_rank,
+                        SD_TREE_MAX_CHILDREN);
+    if (budget < 1 || budget > SD_TREE_MAX_NODES)
+        return sd_error(SD_ERANGE, "tree budget %zu: need 1 to %d nodes", budget, SD_TREE_MAX_NODES);
+    for (size_t r = 0; r < max_rank; r++)
+        if (!(a[r] >= 0 && a[r] <= 1))
+            return sd_error(SD_EINVAL, "tree builder: acceptance of rank %zu is %g", r, a[r]);
+    return SD_OK;
+}
+
+int sd_tree_build_gt(const double *rank_accept, size_t max_rank, double threshold,
+                     size_t budget, size_t max_depth, sd_tree **out)
+{
+    *out = NULL;
+    int rc = check_ranks(rank_accept, max_rank, budget);
+    if (rc) return rc;
+    size_t *parent = sd_xmalloc((budget + 1) * sizeof *parent), *depth = sd_xmalloc((budget + 1) * sizeof *depth);
+    size_t n = grow(rank_accept, max_rank, threshold, budget, max_depth, parent, depth, NULL, NULL);
+    rc = n < 2 ? sd_error(SD_EINVAL, "no node's estimated acceptance (first: %g) exceeds the "
+                                     "threshold %g: speculation does not pay here",
+                          rank_accept[0], threshold)
+               : sd_tree_from_parents(parent, n, out);
+    free(parent);
+    free(depth);
+    return rc;
+}
+
+typedef struct {
+    double draft_call, overhead, sum, best_rate;
+    double (*cost)(const void *, double);
+    const void *cost_ctx;
+    size_t deepest, best_n;
+} rate_ctx;
+
+static int track_rate(void *p, size_t id, double value, size_t depth)
+{
+    rate_ctx *r = p;
+    r->sum += value;
+    if (depth > r->deepest) r->deepest = depth;
+    double t = (double)r->deepest * r->draft_call + r->cost(r->cost_ctx, (double)id + 1) + r->overhead;
+    double rate = (1 + r->sum) / t;
+    if (rate > r->best_rate) r->best_rate = rate, r->best_n = id + 1;
+    return 0;
+}
+
+int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, double draft_call,
+                             double (*target_cost)(const void *ctx, double n),
+                             const void *cost_ctx, double overhead, size_t budget,
+                             size_t max_depth, sd_tree **out, double *rate)
+{
+    *out = NULL;
+    int rc = check_ranks(rank_accept, max_rank, budget);
+    if (rc) return rc;
+    size_t *parent = sd_xmalloc((budget + 1) * sizeof *parent), *depth = sd_xmalloc((budget + 1) * sizeof *depth);
+    double best = 0;
+    size_t best_d = 0, best_n = 0;
+    for (size_t d = 1; d <= max_depth; d++) {
+        rate_ctx r = {draft_call, overhead, 0, 0, target_cost, cost_ctx, 0, 0};
+        grow(rank_accept, max_rank, 0, budget, d, parent, depth, track_rate, &r);
+        if (r.best_rate > best) best = r.best_rate, best_d = d, best_n = r.best_n;
+        if (r.deepest < d) break; /* deeper bounds change nothing */
+    }
+    if (best_n < 2) rc = sd_error(SD_EINVAL, "no tree beats drafting nothing under this cost model");
+    else {
+        size_t n = grow(rank_accept, max_rank, 0, best_n - 1, best_d, parent, depth, NULL, NULL);
+        rc = sd_tree_from_parents(parent, n, out);
+        *rate = best;
+    }
+    free(parent);
+    free(depth);
+    return rc;
+}
+
+double sd_tree_predicted_efficiency(const sd_tree *t, const double *rank_accept, size_t max_rank)
+{
+    double *value = sd_xmalloc(t->n * sizeof *value), sum = 1;
+    value[0] = 1;
+    for (size_t i = 1; i < t->n; i++) {
+        size_t r = t->rank[i];
+        value[i] = value[t->parent[i]] * (r < max_rank ? rank_accept[r] : 0);
+        sum += value[i];
+    }
+    free(value);
+    return sum;
+}

@@ -1,0 +1,121 @@
+/* tree: static draft-tree shapes, and the walk that verifies one block.
+ *
+ * A shape says how many candidates each node drafts: node 0 is the root (the
+ * current context), every other node is one drafted token. A node's children are
+ * its candidates, drafted together from draft(. | path) (i.i.d. or without
+ * replacement, as the token scheme wants) and verified together with the token
+ * scheme; the walk descends into the accepted child, and ends with the correction
+ * token (all children rejected) or the bonus token (a leaf was accepted). So a
+ * block costs one target call and yields 1 + (accepted depth) tokens.
+ *
+ *   chain:G          G levels of one candidate (Leviathan/Chen SD)
+ *   kconfig:4,2,2,1  MCSD's k-configuration: every node at level l has k_l children
+ *   parents:0,0,1    explicit: the parent of node 1, 2, ... (parents before children)
+ *
+ *   sd_tree *t;
+ *   sd_tree_parse("kconfig:3,2,1", &t);   RSD Fig. 3: 3 + 6 + 6 = 15 draft nodes
+ *   sd_tree_nodes(t) == 15
+ */
+#ifndef SD_TREE_H
+#define SD_TREE_H
+
+#include <stddef.h>
+#include <gsl/gsl_rng.h>
+
+#include "lm.h"
+#include "verify_impl.h"
+
+#define SD_TREE_NONE ((size_t)-1)
+#define SD_TREE_MAX_NODES 65536
+#define SD_TREE_MAX_CHILDREN 64
+
+typedef struct {
+    size_t n;          /* nodes, the root included */
+    size_t *parent;    /* [n]; the root's is SD_TREE_NONE */
+    size_t *depth;     /* [n]; the root is at depth 0 */
+    size_t *rank;      /* [n]; position among its siblings (candidate order) */
+    size_t *nchild;    /* [n] */
+    size_t *child0;    /* [n]; children of i are children[child0[i] .. + nchild[i]] */
+    size_t *children;  /* [n - 1] */
+    size_t max_depth, max_children;
+} sd_tree;
+
+/* parent[i] for i = 1..n-1 (parent[0] ignored), each < i. Children keep index order. */
+int sd_tree_from_parents(const size_t *parent, size_t n, sd_tree **out);
+int sd_tree_kconfig(const size_t *branch, size_t levels, sd_tree **out);
+int sd_tree_parse(const char *spec, sd_tree **out);
+/* "parents:..." form of any tree (buf of cap bytes); SD_ERANGE if it does not fit. */
+int sd_tree_format(const sd_tree *t, char *buf, size_t cap);
+void sd_tree_free(sd_tree *t);
+
+static inline size_t sd_tree_nodes(const sd_tree *t) { return t->n - 1; }
+static inline size_t sd_tree_child(const sd_tree *t, size_t node, size_t j)
+{
+    return t->children[t->child0[node] + j];
+}
+
+/* ---- one block ---- */
+
+typedef struct {
+    sd_scheme scheme;          /* token verifier at every node: sd/specinfer, rrs, kseq */
+    const sd_verify_ops *ops;  /* NULL: the scheme's own steps (tests plant wrong ones) */
+    sd_verify_params vp;
+    /* bonus token after an accepted leaf; NULL: a draw from target(. | path). parent_target
+     * is the leaf's parent's target law (tests plant a bonus drawn at the wrong node). */
+    size_t (*bonus)(const double *draft, const double *target, const double *parent_target,
+                    size_t vocab, gsl_rng *rng);
+} sd_tree_params;
+
+sd_tree_params sd_tree_default_params(void);
+
+/* Per-thread work space of the walk: one verifier per candidate count. */
+typedef struct sd_tree_ws sd_tree_ws;
+int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p, size_t vocab);
+void sd_tree_ws_free(sd_tree_ws *ws);
+
+typedef struct {
+    size_t tokens;     /* produced: accepted + 1 */
+    size_t accepted;   /* accepted draft tokens */
+    size_t deepest;    /* depth of the accepted leaf-most node */
+} sd_block;
+
+/* Verifies one block after context[0..len-1]; writes the tokens to out (room for
+ * t->max_depth + 1) and at most max_tokens of them (the rest of a block is cut). */
+int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
+                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk);
+
+/* Exact expected tokens per block (block efficiency) after the context, by recursion
+ * over the tree with every candidate tuple enumerated (small V and trees only:
+ * SD_ERANGE past max_work verifier steps). */
+int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *draft,
+                             sd_lm *target, const size_t *context, size_t len, double max_work,
+                             double *efficiency);
+
+/* ---- building trees from per-rank acceptance ----
+ *
+ * rank_accept[r] (r < max_rank) estimates the probability that a node's candidate r
+ * is the accepted one (round r of the token verifier). A node's value, the estimated
+ * probability that the walk reaches it, is the product of rank_accept over its path;
+ * a tree's estimated block efficiency is 1 + the sum of its nodes' values. Both
+ * builders grow the tree greedily by value (a node's first child, or its next
+ * sibling, joins once the node or the sibling before it is in), which gives the
+ * largest sum for a given size when rank_accept decreases with r. */
+
+/* GT principle (GTCP): every node whose value exceeds threshold (c = M_D / M_T), up to
+ * budget nodes and max_depth levels. */
+int sd_tree_build_gt(const double *rank_accept, size_t max_rank, double threshold,
+                     size_t budget, size_t max_depth, sd_tree **out);
+
+/* The tree of at most budget nodes and max_depth levels with the highest predicted
+ * token rate (1 + sum of values) / (depth * draft_call + M_T(nodes + 1) + overhead),
+ * searched over every depth bound and size (exact for this cost model, given the
+ * greedy order). *rate gets the predicted rate. */
+int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, double draft_call,
+                             double (*target_cost)(const void *ctx, double n),
+                             const void *cost_ctx, double overhead, size_t budget,
+                             size_t max_depth, sd_tree **out, double *rate);
+
+/* Predicted block efficiency 1 + sum of node values. */
+double sd_tree_predicted_efficiency(const sd_tree *t, const double *rank_accept, size_t max_rank);
+
+#endif

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Command-line tests of 'specdec mc' and 'specdec certify'.
+# usage: mc.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect() {
+    code=$1; pat=$2; shift 3
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" != "$code" ]; then bad "exit $rc (want $code): $*"; echo "$out" | head -5; return; fi
+    if [ -n "$pat" ] && ! printf '%s' "$out" | grep -q -- "$pat"; then
+        bad "no '$pat' in output of: $*"; echo "$out" | head -5; return; fi
+    ok
+}
+
+expect 0 "usage: specdec mc" -- "$SPECDEC" mc --help
+expect 0 "usage: specdec certify" -- "$SPECDEC" certify --help
+# JSON keys of the contract
+out=$("$SPECDEC" mc --draft 0.75,0.25 --target 0.5,0.5 --scheme specinfer -k 2 --samples 200000 --seed 7 --json)
+for key in acceptance ci_low ci_high exact chi2_p g_p samples seed; do
+    printf '%s' "$out" | grep -q "\"$key\":" && ok || bad "mc --json lacks $key: $out"
+done
+printf '%s' "$out" | grep -q '"exact": 0.8125' && ok || bad "mc exact is not 0.8125: $out"
+# same seed, different thread counts: identical output (rate and time aside)
+a=$("$SPECDEC" mc --pair dirichlet:20,1,3 --scheme rrs -k 3 --samples 300000 --seed 11 --threads 1 --json | sed 's/"rate": [0-9.e+]*//')
+b=$("$SPECDEC" mc --pair dirichlet:20,1,3 --scheme rrs -k 3 --samples 300000 --seed 11 --threads 2 --json | sed 's/"rate": [0-9.e+]*//')
+[ "$a" = "$b" ] && ok || bad "mc differs between 1 and 2 threads"
+# large V: binned test
+expect 0 "binned by target probability" -- "$SPECDEC" mc --pair zipf:5000,1.1,1.5 --scheme sd --samples 200000
+# certify: passes a correct scheme, JSON says so
+expect 0 '"pass": true' -- "$SPECDEC" certify --scheme specinfer -k 2 --samples 300000 --seq-samples 100000 --json
+expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 2 --pair dirichlet:5,1,1 --samples 200000
+# bad input
+expect 1 "samples" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 0
+expect 1 "samples" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 1e20
+expect 2 "unknown scheme" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme nope
+expect 2 "--scheme is required" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5
+expect 1 "draft: .*negative" -- "$SPECDEC" mc --draft -0.5,1.5 --target 0.5,0.5 --scheme sd
+expect 1 "model spec" -- "$SPECDEC" certify --scheme sd --lm markov:1 --samples 1000
+expect 1 "V^length" -- "$SPECDEC" certify --scheme sd --lm markov:50,1,1,1,0.5 --length 6 --samples 1000
+expect 1 "not lossless" -- "$SPECDEC" mc --draft 0.75,0.25 --target 0.5,0.5 --scheme kseq --gamma 1 --samples 100
+
+echo "cli mc/certify: $pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,206 @@
+/* Tests of sim/mc and sim/gof: Monte Carlo agrees with the exact acceptance inside
+ * its confidence interval, results do not depend on the thread count, and the
+ * goodness-of-fit tests behave (pooling, binning, impossible cells). */
+#include "support.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accept.h"
+#include "gof.h"
+#include "mc.h"
+#include "otm.h"
+#include "otm_lp.h"
+#include "sd_error.h"
+
+/* Every scheme on a grid of random pairs: the exact value inside the 99.9% interval.
+ * 4 schemes x 30 pairs = 120 intervals; at 99.9% about 0.12 are expected to miss, and
+ * P(more than 2 miss) = 1 - P(Poisson(0.12) <= 2) = 2.5e-4. Fixed seeds. */
+static void test_mc_agrees_with_exact(void **state)
+{
+    (void)state;
+    gsl_rng *r = sd_test_rng(31);
+    double draft[12], target[12];
+    int misses = 0, runs = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        size_t V = 2 + rep % 11, k = 1 + rep % 4;
+        double alpha = rep % 3 ? 1.0 : 0.2;
+        sd_test_dirichlet(r, alpha, V, draft);
+        sd_test_dirichlet(r, alpha, V, target);
+        for (int s = 0; s < SD_SCHEME_OTM; s++) {
+            if (s == SD_SCHEME_RRS && k > sd_dist_support(draft, V)) continue;
+            sd_accept_result ex;
+            assert_int_equal(sd_accept_exact((sd_scheme)s, draft, target, V, k,
+                                             sd_verify_default_params(), &ex), SD_OK);
+            sd_mc_params mp = sd_mc_default_params();
+            mp.samples = 200000;
+            mp.seed = 1000 + (unsigned long)rep;
+            sd_mc_result m;
+            assert_int_equal(sd_mc_token(NULL, (sd_scheme)s, draft, target, V, k,
+                                         sd_verify_default_params(), mp, &m), SD_OK);
+            assert_true(m.ci_low <= m.acceptance && m.acceptance <= m.ci_high);
+            misses += ex.acceptance < m.ci_low || ex.acceptance > m.ci_high;
+            runs++;
+            sd_mc_result_free(&m);
+        }
+    }
+    assert_true(runs > 100);
+    assert_true(misses <= 2);
+    gsl_rng_free(r);
+}
+
+/* otm samples an LP coupling: its MC acceptance matches the coupling's value and its
+ * output passes the goodness-of-fit test (a wrongly drawn tuple would not). */
+static void test_mc_otm_coupling(void **state)
+{
+    (void)state;
+    gsl_rng *r = sd_test_rng(4);
+    double draft[6], target[6];
+    for (int rep = 0; rep < 6; rep++) {
+        size_t V = 3 + rep % 4, k = 2 + rep % 2;
+        sd_test_dirichlet(r, 1.0, V, draft);
+        sd_test_dirichlet(r, 1.0, V, target);
+        sd_otm_coupling *c;
+        assert_int_equal(sd_otm_coupling_alloc(&c, draft, V, k), SD_OK);
+        sd_otm_lp_params lp = sd_otm_lp_default_params();
+        lp.form = SD_OTM_LP_SET;
+        sd_otm_lp_result lr;
+        assert_int_equal(sd_otm_lp_solve(draft, target, V, k, lp, &lr, c), SD_OK);
+        sd_verify_params vp = sd_verify_default_params();
+        vp.otm = c;
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 300000;
+        mp.seed = 50 + (unsigned long)rep;
+        sd_mc_result m;
+        assert_int_equal(sd_mc_token(NULL, SD_SCHEME_OTM, draft, target, V, k, vp, mp, &m), SD_OK);
+        assert_true(m.ci_low <= c->acceptance && c->acceptance <= m.ci_high);
+        sd_gof_result g;
+        assert_int_equal(sd_gof_test(m.counts, target, V, 5.0, &g), SD_OK);
+        assert_true(g.min_p > 1e-6);
+        sd_mc_result_free(&m);
+        sd_otm_coupling_free(c);
+    }
+    gsl_rng_free(r);
+}
+
+/* Bit-identical counts for 1 and 2 threads, and for a different chunk schedule. */
+static void test_mc_thread_count_invariance(void **state)
+{
+    (void)state;
+    double draft[5] = {0.4, 0.25, 0.2, 0.1, 0.05}, target[5] = {0.1, 0.15, 0.3, 0.2, 0.25};
+    for (int s = 0; s < SD_SCHEME_OTM; s++) {
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 100003;
+        mp.threads = 1;
+        sd_mc_result one, two;
+        assert_int_equal(sd_mc_token(NULL, (sd_scheme)s, draft, target, 5, 3,
+                                     sd_verify_default_params(), mp, &one), SD_OK);
+        mp.threads = 2;
+        assert_int_equal(sd_mc_token(NULL, (sd_scheme)s, draft, target, 5, 3,
+                                     sd_verify_default_params(), mp, &two), SD_OK);
+        assert_true(one.accepted == two.accepted);
+        assert_memory_equal(one.counts, two.counts, 5 * sizeof *one.counts);
+        double total = 0;
+        for (int y = 0; y < 5; y++) total += one.counts[y];
+        assert_true(total == 100003);
+        sd_mc_result_free(&one);
+        sd_mc_result_free(&two);
+    }
+}
+
+static void test_mc_bad_input(void **state)
+{
+    (void)state;
+    double draft[2] = {0.5, 0.5}, target[2] = {0.3, 0.7}, bad[2] = {0.5, NAN};
+    sd_mc_params mp = sd_mc_default_params();
+    sd_mc_result m;
+    mp.samples = 0;
+    assert_int_equal(sd_mc_token(NULL, SD_SCHEME_SD, draft, target, 2, 1,
+                                 sd_verify_default_params(), mp, &m), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "samples"));
+    mp.samples = 1e15;
+    assert_int_equal(sd_mc_token(NULL, SD_SCHEME_SD, draft, target, 2, 1,
+                                 sd_verify_default_params(), mp, &m), SD_EINVAL);
+    mp.samples = 10;
+    assert_int_equal(sd_mc_token(NULL, SD_SCHEME_SD, bad, target, 2, 1,
+                                 sd_verify_default_params(), mp, &m), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "draft"));
+}
+
+/* Wilson interval: hand-checked value; degenerate counts stay inside [0, 1]. */
+static void test_mc_wilson(void **state)
+{
+    (void)state;
+    double lo, hi;
+    sd_mc_wilson(50, 100, 0.95, &lo, &hi);
+    /* z = 1.959964: centre 0.5, half-width z*sqrt(0.25/100 + z^2/40000)/(1 + z^2/100) */
+    double z = 1.959963984540054, h = z * sqrt(0.0025 + z * z / 40000) / (1 + z * z / 100);
+    assert_close(lo, 0.5 - h, 1e-12, 0);
+    assert_close(hi, 0.5 + h, 1e-12, 0);
+    sd_mc_wilson(0, 1000, 0.999, &lo, &hi);
+    assert_true(lo == 0 && hi > 0 && hi < 0.02);
+    sd_mc_wilson(1000, 1000, 0.999, &lo, &hi);
+    assert_true(hi == 1 && lo > 0.98);
+}
+
+static void test_gof_pooling_and_errors(void **state)
+{
+    (void)state;
+    /* exact expected counts: statistic 0, p = 1 */
+    double law[4] = {0.5, 0.3, 0.15, 0.05}, counts[4] = {500, 300, 150, 50};
+    sd_gof_result g;
+    assert_int_equal(sd_gof_test(counts, law, 4, 5.0, &g), SD_OK);
+    assert_close(g.chi2, 0, 0, 1e-12);
+    assert_close(g.chi2_p, 1, 0, 1e-12);
+    assert_int_equal(g.df, 3);
+    /* hand-computed chi-square: (o-e)^2/e over 4 cells */
+    double c2[4] = {520, 290, 140, 50};
+    assert_int_equal(sd_gof_test(c2, law, 4, 5.0, &g), SD_OK);
+    assert_close(g.chi2, 400.0 / 500 + 100.0 / 300 + 100.0 / 150, 1e-12, 0);
+    /* 20 samples: expected 10, 6, 3, 1. Smallest first: 1 and 3 (< 5) pool, and the pool
+     * (4) is still below 5, so 6 joins it: two cells, {10} and {6, 3, 1}. */
+    double small[4] = {10, 6, 3, 1};
+    assert_int_equal(sd_gof_test(small, law, 4, 5.0, &g), SD_OK);
+    assert_int_equal(g.cells, 2);
+    assert_close(g.chi2, 0, 0, 1e-12);
+    /* a count on an impossible cell */
+    double law0[3] = {0.5, 0.5, 0}, c3[3] = {10, 9, 1};
+    assert_int_equal(sd_gof_test(c3, law0, 3, 5.0, &g), SD_OK);
+    assert_true(g.impossible && g.min_p == 0);
+    double none[3] = {0, 0, 0};
+    assert_int_equal(sd_gof_test(none, law0, 3, 5.0, &g), SD_EINVAL);
+    /* a point-mass law: nothing to test, unless a count is impossible */
+    double point[3] = {1, 0, 0}, c4[3] = {100, 0, 0}, c5[3] = {99, 1, 0};
+    assert_int_equal(sd_gof_test(c4, point, 3, 5.0, &g), SD_OK);
+    assert_true(g.df == 0 && g.min_p == 1);
+    assert_int_equal(sd_gof_test(c5, point, 3, 5.0, &g), SD_OK);
+    assert_true(g.impossible && g.min_p == 0);
+    /* binned: 1000 tokens into 10 bins of equal law mass */
+    size_t V = 1000;
+    double *bl = malloc(V * sizeof *bl), *bc = malloc(V * sizeof *bc);
+    for (size_t i = 0; i < V; i++) bl[i] = 1.0 / V, bc[i] = 100;
+    assert_int_equal(sd_gof_binned(bc, bl, V, 10, 5.0, &g), SD_OK);
+    assert_int_equal(g.cells, 10);
+    assert_close(g.chi2, 0, 0, 1e-9);
+    /* a count on a zero-probability token survives binning */
+    bl[0] = 0, bl[1] = 2.0 / V;
+    bc[0] = 1, bc[1] = 199;
+    assert_int_equal(sd_gof_binned(bc, bl, V, 10, 5.0, &g), SD_OK);
+    assert_true(g.impossible && g.min_p == 0);
+    free(bl);
+    free(bc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mc_agrees_with_exact),
+        cmocka_unit_test(test_mc_otm_coupling),
+        cmocka_unit_test(test_mc_thread_count_invariance),
+        cmocka_unit_test(test_mc_bad_input),
+        cmocka_unit_test(test_mc_wilson),
+        cmocka_unit_test(test_gof_pooling_and_errors),
+    };
+    return cmocka_run_group_tests_name("mc", tests, NULL, NULL);
+}
