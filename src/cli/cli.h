@@ -70,5 +70,6 @@ int cmd_accept(int argc, char **argv);
 int cmd_otm(int argc, char **argv);
 int cmd_mc(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
+int cmd_tree(int argc, char **argv);
 
 #endif

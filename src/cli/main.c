@@ -17,6 +17,7 @@ static const struct {
     {"otm", cmd_otm, "the OTM-k linear programs (GLPK): sizes, status, optimum, solve time"},
     {"mc", cmd_mc, "Monte Carlo: acceptance with a confidence interval, goodness of fit"},
     {"certify", cmd_certify, "certify that a scheme preserves the target (token and sequence level)"},
+    {"tree", cmd_tree, "draft trees: block efficiency, speedup, GT and throughput-optimal trees"},
 };
 
 static void usage(FILE *f)

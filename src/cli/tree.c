@@ -1,0 +1,313 @@
+/* specdec tree: block efficiency, predicted speedup and token rate of a draft tree
+ * on a model pair, and trees built by the GT principle or for throughput. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cost.h"
+#include "lm.h"
+#include "mc.h"
+#include "sd_error.h"
+#include "tree.h"
+
+static const char *const help =
+    "usage: specdec tree --lm SPEC --scheme NAME (--shape SPEC | --optimize gt|throughput)\n"
+    "                    [--budget B] [--max-depth D] [--threshold C] [--cost-draft X]\n"
+    "                    [--cost-target SPEC] [--overhead X] [--size-ratio R]\n"
+    "                    [--exact | --no-exact] [--samples N] [--seed S] [--json]\n"
+    "\n"
+    "Verifies blocks drafted as a tree: each node's candidates are drafted from the\n"
+    "draft model and verified together with the token scheme; the walk descends into\n"
+    "the accepted candidate and ends with a correction or bonus token. Prints the block\n"
+    "efficiency (tokens per target call; exact by enumeration when small enough, and by\n"
+    "Monte Carlo with a 99.9%% interval), and from the cost model the iteration time,\n"
+    "token rate, speedup over autoregressive decoding and RSD's MBSU.\n"
+    "\n"
+    "  --lm SPEC          model pair: const:ALPHA (per-token acceptance ALPHA, context-free)\n"
+    "                     or markov:V,ORDER,ALPHA,SEED,MIX[,TEMP]\n"
+    "  --scheme NAME      token verifier at each node: sd or chain (one candidate per\n"
+    "                     node), specinfer or mcsd (i.i.d. candidates), rrs, mcsd-wor or\n"
+    "                     rsd-c (candidates without replacement), kseq\n"
+    "  --shape SPEC       chain:G | kconfig:K1,K2,... (MCSD k-config, RSD-C branching) |\n"
+    "                     parents:P1,P2,... (explicit: the parent of node 1, 2, ...)\n"
+    "  --optimize gt      grow the tree by the GT principle: every node whose estimated\n"
+    "                     path acceptance exceeds --threshold (default c = M_D / M_T(1));\n"
+    "                     also prints the throughput-optimal tree for comparison\n"
+    "  --optimize throughput  the tree with the highest predicted token rate\n"
+    "  --budget B         most draft nodes for --optimize (default 30)\n"
+    "  --max-depth D      most levels for --optimize (default 16)\n"
+    "  --max-rank R       most candidates per node for --optimize (default 8)\n"
+    "  --cost-draft X     M_D, one draft call (default 0.1); a tree of depth d makes d\n"
+    "  --cost-target SPEC M_T(n) for n tree tokens: const:T, affine:A,B,\n"
+    "                     linear-after:T,K,B, table:t1,t2,... (default const:1)\n"
+    "  --overhead X       per-iteration overhead (default 0)\n"
+    "  --size-ratio R     draft size / target size for MBSU (default: --cost-draft)\n"
+    "  --exact, --no-exact  insist on / skip the exact block efficiency (default: when small)\n"
+    "  --samples N        Monte-Carlo blocks (default 1e5; 0 = none)\n"
+    "  --seed S, --threads N, --json, -h/--help\n"
+    "\n"
+    "Example: specdec tree --lm const:0.8 --scheme chain --shape chain:4 --exact --json\n"
+    "         gives block efficiency (1 - 0.8^5) / 0.2 = 3.3616.\n";
+
+typedef struct {
+    const char *lm, *shape, *optimize, *cost_target;
+    sd_tree_params tp;
+    int have_scheme, exact, json;
+    size_t budget, max_depth, max_rank;
+    double threshold, cost_draft, overhead, size_ratio;
+    sd_mc_params mp;
+} tree_opts;
+
+static int scheme_alias(const char *name, sd_scheme *s)
+{
+    static const struct { const char *alias; sd_scheme s; } aliases[] = {
+        {"chain", SD_SCHEME_SD}, {"mcsd", SD_SCHEME_SPECINFER}, {"mcsd-wor", SD_SCHEME_RRS},
+        {"rsd-c", SD_SCHEME_RRS},
+    };
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (!strcmp(name, aliases[i].alias)) {
+            *s = aliases[i].s;
+            return SD_OK;
+        }
+    return sd_scheme_parse(name, s);
+}
+
+static double curve_cost(const void *ctx, double n) { return sd_cost_curve_eval(ctx, n); }
+
+enum { OPT_LM = OPT_FIRST_FREE, OPT_SCHEME, OPT_SHAPE, OPT_OPT, OPT_BUDGET, OPT_DEPTH, OPT_RANK,
+       OPT_THRESH, OPT_CD, OPT_CT, OPT_OVER, OPT_SIZE, OPT_EXACT, OPT_NOEXACT, OPT_SAMPLES,
+       OPT_SEED, OPT_THREADS };
+
+static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
+{
+    static const struct option longopts[] = {
+        {"lm", required_argument, 0, OPT_LM}, {"scheme", required_argument, 0, OPT_SCHEME},
+        {"shape", required_argument, 0, OPT_SHAPE}, {"optimize", required_argument, 0, OPT_OPT},
+        {"budget", required_argument, 0, OPT_BUDGET}, {"max-depth", required_argument, 0, OPT_DEPTH},
+        {"max-rank", required_argument, 0, OPT_RANK}, {"threshold", required_argument, 0, OPT_THRESH},
+        {"cost-draft", required_argument, 0, OPT_CD}, {"cost-target", required_argument, 0, OPT_CT},
+        {"overhead", required_argument, 0, OPT_OVER}, {"size-ratio", required_argument, 0, OPT_SIZE},
+        {"exact", no_argument, 0, OPT_EXACT}, {"no-exact", no_argument, 0, OPT_NOEXACT},
+        {"samples", required_argument, 0, OPT_SAMPLES}, {"seed", required_argument, 0, OPT_SEED},
+        {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int opt;
+    size_t sz;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_LM: o->lm = optarg; break;
+        case OPT_SCHEME:
+            if (scheme_alias(optarg, &o->tp.scheme))
+                return cli_usage(cmd, "unknown scheme '%s' (sd, chain, specinfer, mcsd, rrs, "
+                                      "mcsd-wor, rsd-c, kseq)", optarg);
+            o->have_scheme = 1;
+            break;
+        case OPT_SHAPE: o->shape = optarg; break;
+        case OPT_OPT:
+            if (strcmp(optarg, "gt") && strcmp(optarg, "throughput"))
+                return cli_usage(cmd, "--optimize is gt or throughput, not '%s'", optarg);
+            o->optimize = optarg;
+            break;
+        case OPT_BUDGET: if (cli_parse_size(optarg, "--budget", cmd, &o->budget)) return CLI_USAGE; break;
+        case OPT_DEPTH: if (cli_parse_size(optarg, "--max-depth", cmd, &o->max_depth)) return CLI_USAGE; break;
+        case OPT_RANK: if (cli_parse_size(optarg, "--max-rank", cmd, &o->max_rank)) return CLI_USAGE; break;
+        case OPT_THRESH: if (cli_parse_double(optarg, "--threshold", cmd, &o->threshold)) return CLI_USAGE; break;
+        case OPT_CD: if (cli_parse_double(optarg, "--cost-draft", cmd, &o->cost_draft)) return CLI_USAGE; break;
+        case OPT_CT: o->cost_target = optarg; break;
+        case OPT_OVER: if (cli_parse_double(optarg, "--overhead", cmd, &o->overhead)) return CLI_USAGE; break;
+        case OPT_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o->size_ratio)) return CLI_USAGE; break;
+        case OPT_EXACT: o->exact = 1; break;
+        case OPT_NOEXACT: o->exact = -1; break;
+        case OPT_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &o->mp.samples)) return CLI_USAGE; break;
+        case OPT_SEED:
+            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
+            o->mp.seed = (unsigned long)sz;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
+            o->mp.threads = (int)sz;
+            break;
+        case OPT_JSON: o->json = 1; break;
+        case 'h': fputs(help, stdout); return -1;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o->lm) return cli_usage(cmd, "--lm is required (const:ALPHA or markov:...)");
+    if (!o->have_scheme) return cli_usage(cmd, "--scheme is required");
+    if (!o->shape == !o->optimize) return cli_usage(cmd, "give one of --shape and --optimize");
+    if (o->cost_draft < 0 || o->overhead < 0) return cli_usage(cmd, "costs must be >= 0");
+    if (o->mp.samples != 0 && o->mp.samples < 2) return cli_usage(cmd, "--samples is 0 or >= 2");
+    return 0;
+}
+
+typedef struct {
+    double exact, mc, lo, hi, predicted;
+    int have_exact, have_mc;
+    sd_speed speed;
+} tree_eval;
+
+static int evaluate(const tree_opts *o, sd_lm *draft, sd_lm *target, const sd_tree *t,
+                    const sd_cost_model *cm, tree_eval *e, const char *cmd)
+{
+    size_t ctx[1] = {0};
+    memset(e, 0, sizeof *e);
+    if (o->exact >= 0) {
+        int rc = sd_tree_block_efficiency(t, &o->tp, draft, target, ctx, 1, 2e7, &e->exact);
+        if (rc == SD_OK) e->have_exact = 1;
+        else if (o->exact > 0 || rc != SD_ERANGE) return cli_fail(cmd, sd_errmsg());
+    }
+    if (o->mp.samples > 0) {
+        sd_mc_blocks_result r;
+        if (sd_mc_blocks(draft, target, ctx, 1, t, &o->tp, o->mp, &r)) return cli_fail(cmd, sd_errmsg());
+        e->have_mc = 1;
+        e->mc = r.efficiency, e->lo = r.ci_low, e->hi = r.ci_high;
+    }
+    double eff = e->have_exact ? e->exact : e->mc;
+    if (!e->have_exact && !e->have_mc) return cli_fail(cmd, "nothing to evaluate: --no-exact with --samples 0");
+    if (sd_cost_speed(cm, eff, (double)t->max_depth, (double)sd_tree_nodes(t), o->size_ratio, &e->speed))
+        return cli_fail(cmd, sd_errmsg());
+    return CLI_OK;
+}
+
+static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e, const char *label)
+{
+    char shape[4096];
+    if (sd_tree_format(t, shape, sizeof shape)) snprintf(shape, sizeof shape, "(%zu nodes)", sd_tree_nodes(t));
+    if (o->json) {
+        printf("{\"label\": \"%s\", \"shape\": \"%s\", \"nodes\": %zu, \"depth\": %zu, "
+               "\"block_efficiency\": ", label, shape, sd_tree_nodes(t), t->max_depth);
+        cli_json_double(stdout, e->have_exact ? e->exact : e->mc);
+        printf(", \"exact\": ");
+        cli_json_double(stdout, e->have_exact ? e->exact : NAN);
+        printf(", \"mc\": ");
+        cli_json_double(stdout, e->have_mc ? e->mc : NAN);
+        printf(", \"ci_low\": ");
+        cli_json_double(stdout, e->have_mc ? e->lo : NAN);
+        printf(", \"ci_high\": ");
+        cli_json_double(stdout, e->have_mc ? e->hi : NAN);
+        printf(", \"samples\": %.0f, \"iteration_time\": %.10g, \"token_rate\": %.10g, "
+               "\"speedup\": %.10g, \"mbsu\": %.10g",
+               e->have_mc ? o->mp.samples : 0, e->speed.iteration_time, e->speed.token_rate,
+               e->speed.speedup, e->speed.mbsu);
+        if (e->predicted > 0) printf(", \"predicted_efficiency\": %.10g", e->predicted);
+        printf("}");
+        return;
+    }
+    printf("== %s: %zu draft nodes, depth %zu\n   %s\n", label, sd_tree_nodes(t), t->max_depth, shape);
+    if (e->predicted > 0) printf("   predicted efficiency %.6f (1 + sum of estimated node acceptance)\n", e->predicted);
+    if (e->have_exact) printf("   block efficiency     %.10f (exact)\n", e->exact);
+    if (e->have_mc)
+        printf("   block efficiency     %.6f (Monte Carlo, %.0f blocks, 99.9%% CI [%.6f, %.6f])\n",
+               e->mc, o->mp.samples, e->lo, e->hi);
+    printf("   iteration time       %.6f   token rate %.6f   speedup %.4f   MBSU %.4f\n",
+           e->speed.iteration_time, e->speed.token_rate, e->speed.speedup, e->speed.mbsu);
+}
+
+int cmd_tree(int argc, char **argv)
+{
+    const char *cmd = "tree";
+    tree_opts o;
+    memset(&o, 0, sizeof o);
+    o.tp = sd_tree_default_params();
+    o.budget = 30, o.max_depth = 16, o.max_rank = 8;
+    o.threshold = NAN, o.cost_draft = 0.1, o.size_ratio = NAN;
+    o.cost_target = "const:1";
+    o.mp = sd_mc_default_params();
+    o.mp.samples = 1e5;
+    int rc = parse(argc, argv, cmd, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
+    sd_cost_curve *curve;
+    if (sd_cost_curve_parse(o.cost_target, &curve)) return cli_fail(cmd, sd_errmsg());
+    sd_cost_model cm = {o.cost_draft, curve, o.overhead};
+    if (isnan(o.threshold)) o.threshold = o.cost_draft / sd_cost_curve_eval(curve, 1);
+    sd_lm *draft = NULL, *target = NULL;
+    sd_tree *t = NULL, *best = NULL;
+    double ranks[SD_TREE_MAX_CHILDREN], best_rate = 0;
+    rc = CLI_OK;
+    if (sd_lm_pair_parse(o.lm, &draft, &target)) {
+        rc = cli_fail(cmd, sd_errmsg());
+        goto out;
+    }
+    if (o.shape) {
+        if (sd_tree_parse(o.shape, &t)) {
+            rc = cli_fail(cmd, sd_errmsg());
+            goto out;
+        }
+    } else {
+        if (o.max_rank < 1 || o.max_rank > SD_TREE_MAX_CHILDREN) {
+            rc = cli_usage(cmd, "--max-rank is 1 to %d", SD_TREE_MAX_CHILDREN);
+            goto out;
+        }
+        size_t ctx[1] = {0}, rank = o.tp.scheme == SD_SCHEME_SD ? 1 : o.max_rank;
+        if (sd_mc_rank_acceptance(draft, target, ctx, 1, &o.tp, rank, 200, 2000, o.mp.seed, ranks) ||
+            sd_tree_build_throughput(ranks, rank, o.cost_draft, curve_cost, curve, o.overhead,
+                                     o.budget, o.max_depth, &best, &best_rate) ||
+            (!strcmp(o.optimize, "gt") &&
+             sd_tree_build_gt(ranks, rank, o.threshold, o.budget, o.max_depth, &t))) {
+            rc = cli_fail(cmd, sd_errmsg());
+            goto out;
+        }
+        if (!t) t = best, best = NULL;
+        o.max_rank = rank;
+    }
+    tree_eval e, eb;
+    if ((rc = evaluate(&o, draft, target, t, &cm, &e, cmd))) goto out;
+    if (o.optimize) e.predicted = sd_tree_predicted_efficiency(t, ranks, o.max_rank);
+    if (best) {
+        if ((rc = evaluate(&o, draft, target, best, &cm, &eb, cmd))) goto out;
+        eb.predicted = sd_tree_predicted_efficiency(best, ranks, o.max_rank);
+    }
+    const char *label = o.optimize ? (!strcmp(o.optimize, "gt") ? "gt" : "throughput") : "shape";
+    if (o.json) {
+        printf("{\"lm\": \"%s\", \"scheme\": \"%s\", \"cost_draft\": %g, \"cost_target\": \"%s\", "
+               "\"threshold\": %g, ", o.lm, sd_scheme_name(o.tp.scheme), o.cost_draft,
+               o.cost_target, o.threshold);
+        if (o.optimize) {
+            printf("\"rank_acceptance\": [");
+            for (size_t r = 0; r < o.max_rank; r++) printf("%s%.6g", r ? ", " : "", ranks[r]);
+            printf("], ");
+        }
+        printf("\"tree\": ");
+        print_eval(&o, t, &e, label);
+        if (best) {
+            printf(", \"throughput_tree\": ");
+            print_eval(&o, best, &eb, "throughput");
+        }
+        /* the top-level keys of the first tree, for scripts that read one tree */
+        printf(", \"block_efficiency\": ");
+        cli_json_double(stdout, e.have_exact ? e.exact : e.mc);
+        printf(", \"ci_low\": ");
+        cli_json_double(stdout, e.have_mc ? e.lo : NAN);
+        printf(", \"ci_high\": ");
+        cli_json_double(stdout, e.have_mc ? e.hi : NAN);
+        printf(", \"speedup\": %.10g}\n", e.speed.speedup);
+    } else {
+        printf("# specdec tree: lm %s, scheme %s, M_D %g, M_T %s\n", o.lm,
+               sd_scheme_name(o.tp.scheme), o.cost_draft, o.cost_target);
+        if (o.optimize) {
+            printf("# rank acceptance (estimated over 200 contexts x 2000 trials):");
+            for (size_t r = 0; r < o.max_rank; r++) printf(" %.4f", ranks[r]);
+            printf("\n");
+            if (!strcmp(o.optimize, "gt")) printf("# GT threshold c = %g\n", o.threshold);
+        }
+        print_eval(&o, t, &e, label);
+        if (best) {
+            print_eval(&o, best, &eb, "throughput-optimal");
+            printf("== GT reaches %.1f%% of the throughput-optimal tree's token rate\n",
+                   100 * e.speed.token_rate / eb.speed.token_rate);
+        }
+    }
+out:
+    sd_tree_free(t);
+    sd_tree_free(best);
+    sd_lm_free(draft);
+    sd_lm_free(target);
+    sd_cost_curve_free(curve);
+    return rc;
+}

@@ -1,0 +1,233 @@
+/* cost: target cost curves, the time of one iteration, Leviathan's closed forms and
+ * the two gamma rules. See cost.h for the model. */
+#include "cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sd_error.h"
+
+enum { CURVE_CONST, CURVE_AFFINE, CURVE_LINEAR_AFTER, CURVE_TABLE };
+
+struct sd_cost_curve {
+    int kind;
+    size_t count; /* numbers in v */
+    double v[];   /* the spec's numbers, in order */
+};
+
+static const struct {
+    const char *name;
+    int kind;
+    size_t count; /* 0: one or more */
+    const char *args;
+} curve_kinds[] = {
+    {"const", CURVE_CONST, 1, "T"},
+    {"affine", CURVE_AFFINE, 2, "A,B"},
+    {"linear-after", CURVE_LINEAR_AFTER, 3, "T,K,B"},
+    {"table", CURVE_TABLE, 0, "t1,t2,...,tm"},
+};
+#define N_CURVE_KINDS (sizeof curve_kinds / sizeof curve_kinds[0])
+
+/* The numbers after the colon: comma-separated, finite. */
+static int parse_numbers(const char *spec, const char *list, sd_cost_curve *c)
+{
+    const char *s = list;
+    for (size_t i = 0; i < c->count; i++) {
+        char *end;
+        c->v[i] = strtod(s, &end);
+        if (end == s || (*end != ',' && *end != '\0'))
+            return sd_error(SD_EINVAL, "cost curve \"%s\": number %zu is not a number", spec, i + 1);
+        if (!isfinite(c->v[i]))
+            return sd_error(SD_EINVAL, "cost curve \"%s\": number %zu is not finite", spec, i + 1);
+        s = end + 1;
+    }
+    return SD_OK;
+}
+
+static int check_curve(const char *spec, const sd_cost_curve *c)
+{
+    const double *v = c->v;
+    switch (c->kind) {
+    case CURVE_CONST:
+        if (!(v[0] > 0)) return sd_error(SD_EINVAL, "cost curve \"%s\": T must be > 0", spec);
+        break;
+    case CURVE_AFFINE:
+        if (v[0] < 0 || v[1] < 0 || v[0] + v[1] <= 0)
+            return sd_error(SD_EINVAL, "cost curve \"%s\": A and B must be >= 0, A + B > 0", spec);
+        break;
+    case CURVE_LINEAR_AFTER:
+        if (!(v[0] > 0) || v[1] < 1 || v[2] < 0)
+            return sd_error(SD_EINVAL, "cost curve \"%s\": needs T > 0, K >= 1, B >= 0", spec);
+        break;
+    default:
+        for (size_t i = 0; i < c->count; i++) {
+            if (!(v[i] > 0))
+                return sd_error(SD_EINVAL, "cost curve \"%s\": entry %zu must be > 0", spec, i + 1);
+            if (i > 0 && v[i] < v[i - 1])
+                return sd_error(SD_EINVAL,
+                                "cost curve \"%s\": entry %zu is below entry %zu (the table must "
+                                "not decrease)", spec, i + 1, i);
+        }
+    }
+    return SD_OK;
+}
+
+int sd_cost_curve_parse(const char *spec, sd_cost_curve **out)
+{
+    if (!out) return sd_error(SD_EINVAL, "cost curve: no output pointer");
+    *out = NULL;
+    if (!spec || !*spec)
+        return sd_error(SD_EINVAL, "cost curve: empty spec (want const:T, affine:A,B, "
+                                   "linear-after:T,K,B or table:t1,...,tm)");
+    const char *colon = strchr(spec, ':');
+    size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
+    size_t k = 0;
+    while (k < N_CURVE_KINDS && !(strlen(curve_kinds[k].name) == name_len &&
+                                  strncmp(curve_kinds[k].name, spec, name_len) == 0))
+        k++;
+    if (k == N_CURVE_KINDS)
+        return sd_error(SD_EINVAL, "cost curve \"%s\": unknown kind (want const, affine, "
+                                   "linear-after or table)", spec);
+    size_t count = 1;
+    for (const char *s = colon ? colon + 1 : spec; *s; s++) count += *s == ',';
+    if (!colon || (curve_kinds[k].count && count != curve_kinds[k].count))
+        return sd_error(SD_EINVAL, "cost curve \"%s\": want %s:%s", spec, curve_kinds[k].name,
+                        curve_kinds[k].args);
+
+    sd_cost_curve *c = sd_xmalloc(sizeof *c + count * sizeof c->v[0]);
+    c->kind = curve_kinds[k].kind;
+    c->count = count;
+    int rc = parse_numbers(spec, colon + 1, c);
+    if (rc == SD_OK) rc = check_curve(spec, c);
+    if (rc != SD_OK) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return SD_OK;
+}
+
+double sd_cost_curve_eval(const sd_cost_curve *c, double n)
+{
+    if (!c || !(n >= 1)) return NAN;
+    const double *v = c->v;
+    switch (c->kind) {
+    case CURVE_CONST: return v[0];
+    case CURVE_AFFINE: return v[0] + v[1] * n;
+    case CURVE_LINEAR_AFTER: return n <= v[1] ? v[0] : v[0] + v[2] * (n - v[1]);
+    default: break;
+    }
+    size_t m = c->count;
+    if (m == 1) return v[0];
+    if (n >= (double)m) return v[m - 1] + (v[m - 1] - v[m - 2]) * (n - (double)m);
+    size_t i = (size_t)n; /* 1 <= i < m: between t_i and t_(i+1) */
+    return v[i - 1] + (n - (double)i) * (v[i] - v[i - 1]);
+}
+
+int sd_cost_curve_eval_e(const sd_cost_curve *c, double n, double *out)
+{
+    if (!c || !out) return sd_error(SD_EINVAL, "cost curve eval: NULL argument");
+    if (!(n >= 1)) return sd_error(SD_EINVAL, "cost curve eval: n = %g tokens, want n >= 1", n);
+    *out = sd_cost_curve_eval(c, n);
+    return SD_OK;
+}
+
+void sd_cost_curve_free(sd_cost_curve *c) { free(c); }
+
+static int check_model(const sd_cost_model *m)
+{
+    if (!m || !m->target) return sd_error(SD_EINVAL, "cost model: no model or no target curve");
+    if (!(m->draft_call >= 0) || !isfinite(m->draft_call))
+        return sd_error(SD_EINVAL, "cost model: draft_call = %g, want finite >= 0", m->draft_call);
+    if (!(m->overhead >= 0) || !isfinite(m->overhead))
+        return sd_error(SD_EINVAL, "cost model: overhead = %g, want finite >= 0", m->overhead);
+    return SD_OK;
+}
+
+static int nonneg(double x) { return x >= 0 && isfinite(x); }
+
+double sd_cost_iteration(const sd_cost_model *m, double draft_calls, double tree_nodes)
+{
+    if (check_model(m) != SD_OK || !nonneg(draft_calls) || !nonneg(tree_nodes)) return NAN;
+    return draft_calls * m->draft_call + sd_cost_curve_eval(m->target, tree_nodes + 1) +
+           m->overhead;
+}
+
+double sd_cost_ar_token(const sd_cost_model *m) { return sd_cost_iteration(m, 0, 0); }
+
+/* RSD App. D.2 writes the walltime improvement as eta / (L r + 1) with r "the relative
+ * speed of running the draft model to that of the target model", then says MBSU takes
+ * r = (size of the target model)/(size of the draft model). That ratio is > 1 (about
+ * 600 for a 70B target and a 115M draft) and would make MBSU far below 1 for every
+ * method. In Leviathan's formula the term is c = (draft time)/(target time) < 1, and
+ * with time proportional to size that is draft size / target size: size_ratio here.
+ * RSD's own tables agree: Llama 2-70B with the 115M draft, SD at L = 2, eff. 2.103, MBSU
+ * 2.096 = 2.103 / (2 * 0.115/69 + 1); the stated ratio would give 0.0017. */
+int sd_cost_speed(const sd_cost_model *m, double block_efficiency, double draft_calls,
+                  double tree_nodes, double size_ratio, sd_speed *out)
+{
+    if (!out) return sd_error(SD_EINVAL, "cost speed: no output");
+    int rc = check_model(m);
+    if (rc != SD_OK) return rc;
+    if (!(block_efficiency >= 1) || !isfinite(block_efficiency))
+        return sd_error(SD_EINVAL, "cost speed: block efficiency %g, want finite >= 1",
+                        block_efficiency);
+    if (!nonneg(draft_calls) || !nonneg(tree_nodes))
+        return sd_error(SD_EINVAL, "cost speed: draft_calls %g, tree_nodes %g, want finite >= 0",
+                        draft_calls, tree_nodes);
+    if (!nonneg(size_ratio))
+        return sd_error(SD_EINVAL, "cost speed: size ratio %g (draft/target), want finite >= 0",
+                        size_ratio);
+    out->block_efficiency = block_efficiency;
+    out->iteration_time = sd_cost_iteration(m, draft_calls, tree_nodes);
+    out->token_rate = block_efficiency / out->iteration_time;
+    out->speedup = out->token_rate * sd_cost_ar_token(m);
+    out->mbsu = block_efficiency / (draft_calls * size_ratio + 1);
+    return SD_OK;
+}
+
+double sd_leviathan_tokens(double alpha, double gamma)
+{
+    if (!(alpha >= 0 && alpha <= 1) || !nonneg(gamma)) return NAN;
+    if (alpha == 1) return gamma + 1;
+    if (alpha == 0) return 1;
+    /* 1 - a^(g+1) without cancellation; 1 - alpha is exact near 1 (Sterbenz) */
+    return -expm1((gamma + 1) * log1p(alpha - 1)) / (1 - alpha);
+}
+
+double sd_leviathan_speedup(double alpha, double gamma, double c)
+{
+    if (!nonneg(c)) return NAN;
+    return sd_leviathan_tokens(alpha, gamma) / (gamma * c + 1);
+}
+
+static int check_gamma_args(const char *who, double alpha, double c, int max_gamma)
+{
+    if (!(alpha >= 0 && alpha <= 1) || !nonneg(c) || max_gamma < 0)
+        return sd_error(SD_EINVAL, "%s: alpha %g (want [0, 1]), c %g (want >= 0), max_gamma %d "
+                                   "(want >= 0)", who, alpha, c, max_gamma);
+    return SD_OK;
+}
+
+int sd_leviathan_best_gamma(double alpha, double c, int max_gamma)
+{
+    int rc = check_gamma_args("leviathan best gamma", alpha, c, max_gamma);
+    if (rc != SD_OK) return rc;
+    int best = 0;
+    double best_speedup = sd_leviathan_speedup(alpha, 0, c);
+    for (int g = 1; g <= max_gamma; g++) {
+        double s = sd_leviathan_speedup(alpha, g, c);
+        if (s > best_speedup) best = g, best_speedup = s;
+    }
+    return best;
+}
+
+int sd_gt_sequence_gamma(double alpha, double c, int max_gamma)
+{
+    int rc = check_gamma_args("GT sequence gamma", alpha, c, max_gamma);
+    if (rc != SD_OK) return rc;
+    int g = 0; /* alpha^g is non-increasing: stop at the first g that fails */
+    while (g < max_gamma && pow(alpha, g + 1) > c) g++;
+    return g;
+}
