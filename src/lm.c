@@ -178,3 +178,46 @@ int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target)
     }
     return sd_error(SD_EINVAL, "unknown model spec '%s' (known: %s)", spec, sd_lm_help);
 }
+
+/* ---- the draft's i-step-ahead laws (a parallel drafter's proposals) ---- */
+
+typedef struct {
+    sd_lm *lm;
+    size_t *ctx, len, steps;
+    double *out, *next; /* next: steps x V scratch */
+} marg_ctx;
+
+static int marg_walk(marg_ctx *m, size_t i, double prob)
+{
+    size_t V = m->lm->vocab;
+    double *next = m->next + i * V;
+    int rc = sd_lm_next(m->lm, m->ctx, m->len + i, next);
+    if (rc) return rc;
+    for (size_t y = 0; y < V; y++) m->out[i * V + y] += prob * next[y];
+    if (i + 1 == m->steps) return SD_OK;
+    for (size_t y = 0; y < V && rc == SD_OK; y++) {
+        if (!(next[y] > 0)) continue;
+        m->ctx[m->len + i] = y;
+        rc = marg_walk(m, i + 1, prob * next[y]);
+        next = m->next + i * V; /* unchanged, but re-read after the recursion */
+    }
+    return rc;
+}
+
+int sd_lm_marginals(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out)
+{
+    size_t V = lm->vocab;
+    if (steps < 1) return sd_error(SD_EINVAL, "marginals: need at least one step");
+    double work = pow((double)V, (double)steps - 1);
+    if (work > 1e6)
+        return sd_error(SD_ERANGE, "the draft's %zu-step-ahead laws enumerate %.3g paths (V = %zu); "
+                                   "the limit is 1e6", steps, work, V);
+    marg_ctx m = {lm, sd_xmalloc((len + steps) * sizeof(size_t)), len, steps, out,
+                  sd_xmalloc(steps * V * sizeof(double))};
+    memcpy(m.ctx, context, len * sizeof *context);
+    memset(out, 0, steps * V * sizeof *out);
+    int rc = marg_walk(&m, 0, 1.0);
+    free(m.ctx);
+    free(m.next);
+    return rc;
+}

@@ -51,6 +51,12 @@ sd_lm *sd_lm_fixed(const double *prob, size_t vocab);
 int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target);
 extern const char *const sd_lm_help;
 
+/* out[i * V + y] = P(the token i steps ahead is y) under lm after the context,
+ * its own intermediate tokens summed out (i = 0 .. steps-1): what a parallel drafter
+ * that proposes every position from one call can at best propose. By enumeration:
+ * SD_ERANGE past 1e6 paths. */
+int sd_lm_marginals(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out);
+
 /* Exact probability of seq[0..n-1] following the prompt under lm. */
 int sd_lm_sequence_prob(sd_lm *lm, const size_t *prompt, size_t plen, const size_t *seq,
                         size_t n, double *prob);

@@ -99,17 +99,71 @@ int sd_tree_kconfig(const size_t *branch, size_t levels, sd_tree **out)
     return rc;
 }
 
+/* spectr:K,L (K chains under the root), parallel:L (a chain), dynamic:C,B,D,R (bounds). */
+static int parse_walk(const char *spec, size_t kind, sd_tree **out)
+{
+    static const char *const names[] = {"spectr", "parallel", "dynamic"};
+    static const int want[] = {2, 1, 4};
+    double a[4];
+    int n = sd_spec_numbers(spec, names[kind - 3], a, 4);
+    if (n != want[kind - 3])
+        return sd_error(SD_EINVAL, "tree shape '%s': %s takes %d number(s)", spec, names[kind - 3],
+                        want[kind - 3]);
+    for (int i = kind == 5 ? 1 : 0; i < n; i++)
+        if (!(a[i] >= 1) || a[i] != floor(a[i]) || a[i] > SD_TREE_MAX_NODES)
+            return sd_error(SD_EINVAL, "tree shape '%s': sizes are whole numbers from 1", spec);
+    int rc;
+    if (kind == 3) { /* K chains of L */
+        size_t K = (size_t)a[0], L = (size_t)a[1];
+        if ((double)K * (double)L > SD_TREE_MAX_NODES || K > SD_TREE_MAX_CHILDREN)
+            return sd_error(SD_ERANGE, "tree shape '%s': too large (K <= %d, K L <= %d)", spec,
+                            SD_TREE_MAX_CHILDREN, SD_TREE_MAX_NODES);
+        size_t *parent = sd_xmalloc((K * L + 1) * sizeof *parent), id = 1;
+        for (size_t s = 0; s < K; s++)
+            for (size_t l = 0; l < L; l++, id++) parent[id] = l ? id - 1 : 0;
+        /* parents must come first: chain s's first node is 1 + s L, its next ones follow */
+        rc = sd_tree_from_parents(parent, K * L + 1, out);
+        free(parent);
+        if (rc == SD_OK) (*out)->walk = SD_WALK_SPECTR, (*out)->width = K;
+        return rc;
+    }
+    if (kind == 4) {
+        size_t L = (size_t)a[0], *ones = sd_xmalloc(L * sizeof *ones);
+        for (size_t i = 0; i < L; i++) ones[i] = 1;
+        rc = sd_tree_kconfig(ones, L, out);
+        free(ones);
+        if (rc == SD_OK) (*out)->walk = SD_WALK_PARALLEL;
+        return rc;
+    }
+    if (!(a[0] >= 0 && a[0] < 1))
+        return sd_error(SD_EINVAL, "tree shape '%s': the threshold is in [0, 1)", spec);
+    if (a[3] > SD_TREE_MAX_CHILDREN)
+        return sd_error(SD_ERANGE, "tree shape '%s': at most %d candidates per node", spec,
+                        SD_TREE_MAX_CHILDREN);
+    size_t two[2] = {SD_TREE_NONE, 0};
+    if ((rc = sd_tree_from_parents(two, 2, out))) return rc;
+    sd_tree *t = *out; /* bounds only: the walk grows the tree */
+    t->walk = SD_WALK_DYNAMIC;
+    t->threshold = a[0];
+    t->budget = (size_t)a[1];
+    t->max_depth = (size_t)a[2];
+    t->max_children = (size_t)a[3];
+    return SD_OK;
+}
+
 int sd_tree_parse(const char *spec, sd_tree **out)
 {
     *out = NULL;
-    static const char *const kinds[] = {"chain", "kconfig", "parents"};
+    static const char *const kinds[] = {"chain", "kconfig", "parents", "spectr", "parallel", "dynamic"};
     const char *colon = strchr(spec, ':');
-    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 3;
-    for (size_t i = 0; i < 3; i++)
+    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 6;
+    for (size_t i = 0; i < 6; i++)
         if (colon && len == strlen(kinds[i]) && !strncmp(spec, kinds[i], len)) kind = i;
-    if (kind == 3)
-        return sd_error(SD_EINVAL, "tree shape '%s': expected chain:G, kconfig:K1,K2,... or "
-                                   "parents:P1,P2,...", spec);
+    if (kind == 6)
+        return sd_error(SD_EINVAL, "tree shape '%s': expected chain:G, kconfig:K1,K2,..., "
+                                   "parents:P1,P2,..., spectr:K,L, parallel:L or dynamic:C,B,D,R",
+                        spec);
+    if (kind >= 3) return parse_walk(spec, kind, out);
     size_t cap = 16, n = 0, *v = sd_xmalloc(cap * sizeof *v);
     const char *s = colon + 1;
     int rc = SD_OK;
@@ -149,6 +203,16 @@ int sd_tree_parse(const char *spec, sd_tree **out)
 
 int sd_tree_format(const sd_tree *t, char *buf, size_t cap)
 {
+    size_t need = 0;
+    if (t->walk == SD_WALK_SPECTR)
+        need = (size_t)snprintf(buf, cap, "spectr:%zu,%zu", t->width, t->max_depth);
+    else if (t->walk == SD_WALK_PARALLEL)
+        need = (size_t)snprintf(buf, cap, "parallel:%zu", t->max_depth);
+    else if (t->walk == SD_WALK_DYNAMIC)
+        need = (size_t)snprintf(buf, cap, "dynamic:%g,%zu,%zu,%zu", t->threshold, t->budget,
+                                t->max_depth, t->max_children);
+    if (t->walk != SD_WALK_TREE)
+        return need < cap ? SD_OK : sd_error(SD_ERANGE, "shape does not fit in %zu bytes", cap);
     size_t used = (size_t)snprintf(buf, cap, "parents:");
     for (size_t i = 1; i < t->n && used < cap; i++)
         used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i > 1 ? "," : "", t->parent[i]);
@@ -177,6 +241,8 @@ struct sd_tree_ws {
     size_t context_cap;
     double *pd, *pt;      /* (max_depth + 1) x V */
     size_t *tokens;
+    double *marg;         /* parallel: L x V proposals */
+    double *mask;         /* dynamic: V */
 };
 
 int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p, size_t vocab)
@@ -186,6 +252,13 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
         return sd_error(SD_EUNSUP, "otm in trees needs one LP coupling per node: use kseq, "
                                    "specinfer or rrs");
     if (vocab < SD_VOCAB_MIN) return sd_error(SD_EINVAL, "vocabulary of %zu tokens", vocab);
+    if (t->walk == SD_WALK_SPECTR && p->scheme == SD_SCHEME_RRS)
+        return sd_error(SD_EINVAL, "spectr's sequences are drafted independently: verify them "
+                                   "with kseq or specinfer, not rrs");
+    if (t->walk == SD_WALK_PARALLEL && p->scheme != SD_SCHEME_SD && p->scheme != SD_SCHEME_SPECINFER)
+        return sd_error(SD_EINVAL, "parallel drafts one token per position: verify with sd");
+    if (t->walk == SD_WALK_DYNAMIC && p->ops)
+        return sd_error(SD_EINVAL, "dynamic trees use their own point-mass verifier");
     sd_tree_ws *ws = sd_xcalloc(1, sizeof *ws);
     ws->tree = t;
     ws->params = *p;
@@ -198,11 +271,16 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     for (size_t i = 0; i < vocab; i++) uni[i] = 1.0 / (double)vocab;
     /* sd is specinfer with one candidate; trees give nodes several */
     sd_scheme s = p->scheme == SD_SCHEME_SD ? SD_SCHEME_SPECINFER : p->scheme;
-    for (size_t v = 0; v < t->n; v++) {
-        size_t c = t->nchild[v];
+    ws->marg = sd_xmalloc(t->max_depth * vocab * sizeof *ws->marg);
+    ws->mask = sd_xmalloc(vocab * sizeof *ws->mask);
+    /* which candidate counts occur: a static tree's own; spectr and dynamic: any up to the bound */
+    int any = t->walk == SD_WALK_SPECTR || t->walk == SD_WALK_DYNAMIC;
+    for (size_t v = 0; v < (any ? t->max_children + 1 : t->n); v++) {
+        size_t c = any ? v : t->nchild[v];
         if (c == 0 || ws->by_k[c]) continue;
-        int rc = p->ops ? sd_verifier_alloc_ops(&ws->by_k[c], p->ops, s, uni, uni, vocab, c, p->vp)
-                        : sd_verifier_alloc(&ws->by_k[c], s, uni, uni, vocab, c, p->vp);
+        const sd_verify_ops *ops = t->walk == SD_WALK_DYNAMIC ? &sd_ops_pointmass : p->ops;
+        int rc = ops ? sd_verifier_alloc_ops(&ws->by_k[c], ops, s, uni, uni, vocab, c, p->vp)
+                     : sd_verifier_alloc(&ws->by_k[c], s, uni, uni, vocab, c, p->vp);
         if (rc) {
             sd_tree_ws_free(ws);
             return rc;
@@ -221,6 +299,8 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->pd);
     free(ws->pt);
     free(ws->tokens);
+    free(ws->marg);
+    free(ws->mask);
     free(ws);
 }
 
@@ -235,8 +315,8 @@ static size_t *ws_context(sd_tree_ws *ws, const size_t *context, size_t len)
     return ws->context;
 }
 
-int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
-                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+static int walk_static(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
+                       size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
 {
     const sd_tree *t = ws->tree;
     size_t V = ws->vocab, node = 0, n = 0, *ctx = ws_context(ws, context, len);
@@ -268,6 +348,145 @@ int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *con
     }
     blk->tokens = n;
     return SD_OK;
+}
+
+static size_t bonus_token(sd_tree_ws *ws, const double *pd, const double *pt, gsl_rng *rng)
+{
+    return ws->params.bonus ? ws->params.bonus(pd, pt, pt - ws->vocab, ws->vocab, rng)
+                            : sd_dist_sample_cdf(pt, ws->vocab, rng);
+}
+
+/* SpecTr: the sequences that agree with the accepted prefix propose, i.i.d. given it. */
+static int walk_spectr(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
+                       size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    size_t V = ws->vocab, L = ws->tree->max_depth, alive = ws->tree->width, n = 0;
+    int rc;
+    while (n < max_tokens) {
+        double *pd = ws->pd + n * V, *pt = ws->pt + n * V;
+        if ((rc = sd_lm_next(draft, ctx, len + n, pd)) || (rc = sd_lm_next(target, ctx, len + n, pt)))
+            return rc;
+        size_t tok;
+        int accepted = 0;
+        if (n == L) {
+            tok = bonus_token(ws, pd, pt, rng);
+        } else {
+            sd_verifier *v = ws->by_k[alive];
+            sd_verdict vd;
+            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
+            sd_verifier_draft(v, rng, ws->tokens); /* every live sequence's next token */
+            if ((rc = sd_verifier_sample(v, ws->tokens, rng, &vd))) return rc;
+            tok = vd.token;
+            accepted = vd.accepted;
+            size_t same = 0;
+            for (size_t i = 0; i < alive; i++) same += ws->tokens[i] == tok;
+            alive = same;
+        }
+        ctx[len + n] = out[n] = tok;
+        n++;
+        blk->accepted += (size_t)accepted;
+        if (!accepted) break;
+        blk->deepest = n;
+    }
+    blk->tokens = n;
+    return SD_OK;
+}
+
+/* ParallelSpec: position i proposed from the draft's i-step-ahead law at the block start. */
+static int walk_parallel(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
+                         size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    size_t V = ws->vocab, L = ws->tree->max_depth, n = 0;
+    int rc = sd_lm_marginals(draft, ctx, len, L, ws->marg);
+    if (rc) return rc;
+    for (size_t i = 0; i < L; i++) ws->tokens[i] = sd_dist_sample_cdf(ws->marg + i * V, V, rng);
+    while (n < max_tokens) {
+        double *pt = ws->pt + n * V;
+        if ((rc = sd_lm_next(target, ctx, len + n, pt))) return rc;
+        size_t tok;
+        int accepted = 0;
+        if (n == L) {
+            tok = bonus_token(ws, ws->marg + (L - 1) * V, pt, rng);
+        } else {
+            sd_verifier *v = ws->by_k[1];
+            sd_verdict vd;
+            if ((rc = sd_verifier_reset(v, ws->marg + n * V, pt))) return rc;
+            if ((rc = sd_verifier_sample(v, ws->tokens + n, rng, &vd))) return rc;
+            tok = vd.token;
+            accepted = vd.accepted;
+        }
+        ctx[len + n] = out[n] = tok;
+        n++;
+        blk->accepted += (size_t)accepted;
+        if (!accepted) break;
+        blk->deepest = n;
+    }
+    blk->tokens = n;
+    return SD_OK;
+}
+
+/* GT dynamic (EAGLE-2 style): a node's candidates are its most probable draft tokens
+ * while path value * draft(x) > c, chosen, not sampled, and verified by recursive
+ * rejection against point masses. (Sampling candidates and stopping when one falls
+ * under the threshold is NOT lossless: the stop peeks at a draw that the rejection
+ * chain needs unconditioned; the sequence certification catches it.) */
+static int walk_dynamic(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
+                        size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, n = 0, nodes = 0;
+    double value = 1;
+    int rc;
+    while (n < max_tokens) {
+        double *pd = ws->pd + n * V, *pt = ws->pt + n * V;
+        if ((rc = sd_lm_next(draft, ctx, len + n, pd)) || (rc = sd_lm_next(target, ctx, len + n, pt)))
+            return rc;
+        size_t c = 0, tok;
+        int accepted = 0;
+        if (n < t->max_depth) {
+            memcpy(ws->mask, pd, V * sizeof *pd);
+            while (c < t->max_children && nodes + c < t->budget) {
+                size_t x = 0; /* the most probable token left (lowest index on ties) */
+                for (size_t y = 1; y < V; y++)
+                    if (ws->mask[y] > ws->mask[x]) x = y;
+                if (!(value * ws->mask[x] > t->threshold)) break;
+                ws->tokens[c++] = x;
+                ws->mask[x] = -1;
+            }
+        }
+        if (c == 0) {
+            tok = bonus_token(ws, pd, pt, rng);
+        } else {
+            sd_verifier *v = ws->by_k[c];
+            sd_verdict vd;
+            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
+            if ((rc = sd_verifier_sample(v, ws->tokens, rng, &vd))) return rc;
+            tok = vd.token;
+            accepted = vd.accepted;
+            nodes += c;
+            if (accepted) value *= pd[tok];
+        }
+        ctx[len + n] = out[n] = tok;
+        n++;
+        blk->accepted += (size_t)accepted;
+        if (!accepted) break;
+        blk->deepest = n;
+    }
+    blk->tokens = n;
+    return SD_OK;
+}
+
+int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
+                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    size_t *ctx = ws_context(ws, context, len);
+    memset(blk, 0, sizeof *blk);
+    switch (ws->tree->walk) {
+    case SD_WALK_SPECTR: return walk_spectr(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
+    case SD_WALK_PARALLEL: return walk_parallel(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
+    case SD_WALK_DYNAMIC: return walk_dynamic(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
+    default: return walk_static(ws, draft, target, context, len, max_tokens, rng, out, blk);
+    }
 }
 
 /* ---- exact block efficiency ---- */
@@ -324,6 +543,75 @@ static int eff_node(eff_ctx *e, size_t node, double *out)
     return rc;
 }
 
+/* SpecTr: E(level, live sequences, path) over every tuple of the live sequences' tokens. */
+static int eff_spectr(eff_ctx *e, size_t level, size_t alive, double *out)
+{
+    sd_tree_ws *ws = e->ws;
+    size_t V = ws->vocab, K = ws->tree->width, at = e->len + level;
+    if (level == ws->tree->max_depth) {
+        *out = 1;
+        return SD_OK;
+    }
+    double *pd = ws->pd + level * V, *pt = ws->pt + level * V, *w = e->weight + level * SD_TREE_MAX_CHILDREN * V;
+    int rc;
+    if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
+    if ((rc = sd_lm_next(e->target, ws->context, at, pt))) return rc;
+    sd_verifier *v = ws->by_k[alive];
+    if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
+    memset(w, 0, (K + 1) * V * sizeof *w); /* w[same][x]: accepted x with `same` copies */
+    size_t tup[SD_TREE_MAX_CHILDREN] = {0};
+    double *law = sd_xmalloc(V * sizeof *law), mass[SD_TREE_MAX_CHILDREN], acc;
+    for (;;) {
+        double p = sd_verifier_tuple_prob(v, tup);
+        if (p > 0) {
+            sd_verifier_law_rounds(v, tup, law, &acc, mass);
+            for (size_t i = 0; i < alive; i++) {
+                size_t same = 0;
+                for (size_t j = 0; j < alive; j++) same += tup[j] == tup[i];
+                w[same * V + tup[i]] += p * mass[i];
+            }
+        }
+        size_t i = 0;
+        while (i < alive && ++tup[i] == V) tup[i++] = 0;
+        if (i == alive) break;
+    }
+    free(law);
+    double total = 1;
+    for (size_t same = 1; same <= alive && rc == SD_OK; same++)
+        for (size_t x = 0; x < V && rc == SD_OK; x++) {
+            double wx = w[same * V + x], sub;
+            if (!(wx > 0)) continue;
+            ws->context[at] = x;
+            rc = eff_spectr(e, level + 1, same, &sub);
+            total += wx * sub;
+        }
+    *out = total;
+    return rc;
+}
+
+/* Parallel: E(i, path) = 1 + sum_x min(q_i(x), target(x | path)) E(i + 1, path x). */
+static int eff_parallel(eff_ctx *e, size_t i, double *out)
+{
+    sd_tree_ws *ws = e->ws;
+    size_t V = ws->vocab, at = e->len + i;
+    if (i == ws->tree->max_depth) {
+        *out = 1;
+        return SD_OK;
+    }
+    double *pt = ws->pt + i * V, *q = ws->marg + i * V, total = 1;
+    int rc = sd_lm_next(e->target, ws->context, at, pt);
+    for (size_t x = 0; x < V && rc == SD_OK; x++) {
+        double a = q[x] < pt[x] ? q[x] : pt[x], sub;
+        if (!(a > 0)) continue;
+        ws->context[at] = x;
+        rc = eff_parallel(e, i + 1, &sub);
+        total += a * sub;
+        pt = ws->pt + i * V; /* the recursion used deeper slots only */
+    }
+    *out = total;
+    return rc;
+}
+
 int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *draft,
                              sd_lm *target, const size_t *context, size_t len, double max_work,
                              double *efficiency)
@@ -331,8 +619,14 @@ int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *d
     size_t V = target->vocab;
     if (draft->vocab != V)
         return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
+    if (t->walk == SD_WALK_DYNAMIC)
+        return sd_error(SD_ERANGE, "a dynamic tree's block efficiency has no exact method here: "
+                                   "use Monte Carlo (--samples)");
     double work = 0;
-    for (size_t v = 0; v < t->n; v++)
+    if (t->walk == SD_WALK_SPECTR)
+        work = pow((double)V, (double)t->max_depth) * pow((double)V, (double)t->width) * (double)t->width;
+    if (t->walk == SD_WALK_PARALLEL) work = pow((double)V, (double)t->max_depth) * 2;
+    for (size_t v = 0; t->walk == SD_WALK_TREE && v < t->n; v++)
         if (t->nchild[v])
             work += pow((double)V, (double)t->depth[v] + (double)t->nchild[v]) * (double)t->nchild[v];
     if (work > max_work)
@@ -346,7 +640,11 @@ int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *d
     ws_context(ws, context, len);
     eff_ctx e = {ws, draft, target, len,
                  sd_xmalloc((t->max_depth + 1) * SD_TREE_MAX_CHILDREN * V * sizeof(double))};
-    rc = eff_node(&e, 0, efficiency);
+    if (t->walk == SD_WALK_SPECTR) rc = eff_spectr(&e, 0, t->width, efficiency);
+    else if (t->walk == SD_WALK_PARALLEL) {
+        rc = sd_lm_marginals(draft, context, len, t->max_depth, ws->marg);
+        if (rc == SD_OK) rc = eff_parallel(&e, 0, efficiency);
+    } else rc = eff_node(&e, 0, efficiency);
     free(e.weight);
     sd_tree_ws_free(ws);
     return rc;

@@ -10,7 +10,12 @@
  *
  *   chain:G          G levels of one candidate (Leviathan/Chen SD)
  *   kconfig:4,2,2,1  MCSD's k-configuration: every node at level l has k_l children
+ *                    (RSD-C's branching vector when drafted without replacement)
  *   parents:0,0,1    explicit: the parent of node 1, 2, ... (parents before children)
+ *   spectr:K,L       SpecTr: K independent sequences of L drafts (K x L nodes)
+ *   parallel:L       ParallelSpec: L positions from one draft call
+ *   dynamic:C,B,D,R  GT's dynamic tree: threshold C, at most B nodes on the walk, D
+ *                    levels, R candidates per node (top draft tokens, point-mass rejection)
  *
  *   sd_tree *t;
  *   sd_tree_parse("kconfig:3,2,1", &t);   RSD Fig. 3: 3 + 6 + 6 = 15 draft nodes
@@ -29,7 +34,27 @@
 #define SD_TREE_MAX_NODES 65536
 #define SD_TREE_MAX_CHILDREN 64
 
+/* How a block is drafted and walked. */
+typedef enum {
+    SD_WALK_TREE,     /* a static tree: a node's children are its candidates */
+    SD_WALK_SPECTR,   /* SpecTr K x L: K independent draft sequences; at each level the
+                         sequences that agree with the accepted prefix propose their next
+                         tokens (i.i.d. given the prefix), verified together (K-SEQ) */
+    SD_WALK_PARALLEL, /* ParallelSpec: all L positions drafted from one draft call, position
+                         i from the draft's i-step-ahead law given the block's context, each
+                         verified in turn (sd) */
+    SD_WALK_DYNAMIC   /* GT's dynamic tree: a node's candidates are its most probable draft
+                         tokens while the path's estimated acceptance (product of the draft
+                         probabilities along it) exceeds the threshold; verified by
+                         recursive rejection against point masses (any token scheme given
+                         is ignored) */
+} sd_walk;
+
 typedef struct {
+    sd_walk walk;
+    double threshold;  /* dynamic: GT's c */
+    size_t budget;     /* dynamic: most draft nodes per block */
+    size_t width;      /* spectr: K */
     size_t n;          /* nodes, the root included */
     size_t *parent;    /* [n]; the root's is SD_TREE_NONE */
     size_t *depth;     /* [n]; the root is at depth 0 */

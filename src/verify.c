@@ -248,6 +248,46 @@ const sd_verify_ops sd_ops_rrs = {
     rrs_sample_residual,
 };
 
+/* ---- point masses: candidates chosen by the drafter (top tokens, say), not drawn ----
+ * Recursive rejection with each candidate's draft law a point mass on it: round i
+ * accepts x_i with probability r_i(x_i), a rejection zeroes x_i in the residual.
+ * Lossless for any candidate list fixed before the target is looked at. */
+
+static int pointmass_prepare(sd_verifier *v)
+{
+    (void)v;
+    return SD_OK;
+}
+
+static void pointmass_begin(sd_verifier *v, const size_t *tokens)
+{
+    (void)tokens;
+    memcpy(v->cur_resid, v->target, v->vocab * sizeof *v->target);
+}
+
+static double pointmass_accept(sd_verifier *v, size_t round, size_t x)
+{
+    (void)round;
+    return v->cur_resid[x];
+}
+
+static void pointmass_reject(sd_verifier *v, size_t round, size_t x)
+{
+    (void)round;
+    double keep = 0;
+    v->cur_resid[x] = 0;
+    for (size_t y = 0; y < v->vocab; y++) keep += v->cur_resid[y];
+    if (keep > 0)
+        for (size_t y = 0; y < v->vocab; y++) v->cur_resid[y] /= keep;
+}
+
+static const double *pointmass_residual(sd_verifier *v) { return v->cur_resid; }
+
+const sd_verify_ops sd_ops_pointmass = {
+    "pointmass", 1, 0, 0, pointmass_prepare, pointmass_begin, pointmass_accept, pointmass_reject,
+    pointmass_residual, NULL,
+};
+
 /* ---- kseq: SpecTr Algorithm 2 ---- */
 
 static int kseq_prepare(sd_verifier *v)

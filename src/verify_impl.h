@@ -65,5 +65,8 @@ int sd_verifier_alloc_ops(sd_verifier **out, const sd_verify_ops *ops, sd_scheme
 
 /* The library's tables, so that tests can copy one and change a step. */
 extern const sd_verify_ops sd_ops_specinfer, sd_ops_rrs, sd_ops_kseq, sd_ops_otm;
+/* Candidates the drafter chose (not sampled): recursive rejection against point
+ * masses, round i accepts x_i with probability residual_i(x_i). GT's dynamic trees. */
+extern const sd_verify_ops sd_ops_pointmass;
 
 #endif

@@ -122,6 +122,24 @@ static void test_tree_exact_matches_mc(void **state)
                          sd_scheme_name(schemes[k]), e, r.ci_low, r.ci_high);
             sd_tree_free(x);
         }
+    /* SpecTr, parallel: their own exact recursions */
+    const char *walks[] = {"spectr:2,3", "spectr:3,2", "parallel:3"};
+    sd_scheme ws[] = {SD_SCHEME_KSEQ, SD_SCHEME_SPECINFER, SD_SCHEME_SD};
+    for (size_t k = 0; k < 3; k++) {
+        sd_tree *x = shape(walks[k]);
+        sd_tree_params p = sd_tree_default_params();
+        p.scheme = ws[k];
+        double e;
+        assert_int_equal(sd_tree_block_efficiency(x, &p, d, t, ctx, 1, 1e8, &e), SD_OK);
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 200000;
+        mp.seed = 100 + k;
+        sd_mc_blocks_result r;
+        assert_int_equal(sd_mc_blocks(d, t, ctx, 1, x, &p, mp, &r), SD_OK);
+        if (!(r.ci_low <= e && e <= r.ci_high))
+            fail_msg("%s: exact %.6f outside [%.6f, %.6f]", walks[k], e, r.ci_low, r.ci_high);
+        sd_tree_free(x);
+    }
     sd_lm_free(d);
     sd_lm_free(t);
 }
@@ -207,15 +225,21 @@ static void test_tree_throughput_beats_gt(void **state)
     assert_true(strictly > cases / 2);
 }
 
-/* Tree schemes preserve the target law at sequence level, on an irregular tree. */
+/* Every drafting scheme preserves the target law at sequence level: static trees
+ * (an irregular one), SpecTr K x L, the parallel drafter and GT's dynamic tree.
+ * 8 certifications of about 12 p-values each at 1e-6: false alarm ~ 2e-4. */
 static void test_tree_certified(void **state)
 {
     (void)state;
     sd_lm *d, *t;
     assert_int_equal(sd_lm_pair_parse("markov:4,1,0.5,7,0.8", &d, &t), SD_OK);
-    sd_tree *x = shape("parents:0,0,0,1,1,2,4");
-    sd_scheme schemes[] = {SD_SCHEME_SPECINFER, SD_SCHEME_RRS, SD_SCHEME_KSEQ};
-    for (size_t k = 0; k < 3; k++) {
+    const char *shapes[] = {"parents:0,0,0,1,1,2,4", "parents:0,0,0,1,1,2,4",
+                            "parents:0,0,0,1,1,2,4", "spectr:3,2", "spectr:2,3", "parallel:3",
+                            "dynamic:0.05,12,4,3", "kconfig:2,2"};
+    sd_scheme schemes[] = {SD_SCHEME_SPECINFER, SD_SCHEME_RRS, SD_SCHEME_KSEQ, SD_SCHEME_KSEQ,
+                           SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_RRS, SD_SCHEME_RRS};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        sd_tree *x = shape(shapes[k]);
         sd_seq_params sp = sd_seq_default_params();
         sp.tree.scheme = schemes[k];
         sp.shape = x;
@@ -224,10 +248,11 @@ static void test_tree_certified(void **state)
         size_t prompt[1] = {1};
         sd_seq_cert c;
         assert_int_equal(sd_seq_certify(d, t, prompt, 1, &sp, mp, &c), SD_OK);
-        if (!(c.min_p >= 1e-6)) fail_msg("%s rejected: p = %g", sd_scheme_name(schemes[k]), c.min_p);
-        assert_true(c.block_efficiency > 1.5);
+        if (!(c.min_p >= 1e-6))
+            fail_msg("%s on %s rejected: p = %g", sd_scheme_name(schemes[k]), shapes[k], c.min_p);
+        assert_true(c.block_efficiency > 1.3);
+        sd_tree_free(x);
     }
-    sd_tree_free(x);
     sd_lm_free(d);
     sd_lm_free(t);
 }

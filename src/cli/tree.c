@@ -31,7 +31,14 @@ static const char *const help =
     "                     node), specinfer or mcsd (i.i.d. candidates), rrs, mcsd-wor or\n"
     "                     rsd-c (candidates without replacement), kseq\n"
     "  --shape SPEC       chain:G | kconfig:K1,K2,... (MCSD k-config, RSD-C branching) |\n"
-    "                     parents:P1,P2,... (explicit: the parent of node 1, 2, ...)\n"
+    "                     parents:P1,P2,... (explicit: the parent of node 1, 2, ...) |\n"
+    "                     spectr:K,L (SpecTr: K independent sequences of L, verified level\n"
+    "                     by level over the sequences that agree so far; kseq or specinfer)\n"
+    "                     | parallel:L (ParallelSpec: L positions from one draft call, each\n"
+    "                     from the draft's law that many steps ahead; sd) | dynamic:C,B,D,R\n"
+    "                     (GT's dynamic tree: candidates without replacement while the\n"
+    "                     path's draft probability exceeds C; at most B nodes, D levels,\n"
+    "                     R per node; rrs)\n"
     "  --optimize gt      grow the tree by the GT principle: every node whose estimated\n"
     "                     path acceptance exceeds --threshold (default c = M_D / M_T(1));\n"
     "                     also prints the throughput-optimal tree for comparison\n"
@@ -145,6 +152,18 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
     return 0;
 }
 
+/* A sequential drafter calls once per level, a parallel one once. */
+static double tree_draft_calls(const sd_tree *t)
+{
+    return t->walk == SD_WALK_PARALLEL ? 1 : (double)t->max_depth;
+}
+
+/* Tokens the target verifies: a dynamic tree is charged its budget (an upper bound). */
+static double tree_cost_nodes(const sd_tree *t)
+{
+    return t->walk == SD_WALK_DYNAMIC ? (double)t->budget : (double)sd_tree_nodes(t);
+}
+
 typedef struct {
     double exact, mc, lo, hi, predicted;
     int have_exact, have_mc;
@@ -169,7 +188,7 @@ static int evaluate(const tree_opts *o, sd_lm *draft, sd_lm *target, const sd_tr
     }
     double eff = e->have_exact ? e->exact : e->mc;
     if (!e->have_exact && !e->have_mc) return cli_fail(cmd, "nothing to evaluate: --no-exact with --samples 0");
-    if (sd_cost_speed(cm, eff, (double)t->max_depth, (double)sd_tree_nodes(t), o->size_ratio, &e->speed))
+    if (sd_cost_speed(cm, eff, tree_draft_calls(t), tree_cost_nodes(t), o->size_ratio, &e->speed))
         return cli_fail(cmd, sd_errmsg());
     return CLI_OK;
 }
@@ -179,8 +198,9 @@ static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e,
     char shape[4096];
     if (sd_tree_format(t, shape, sizeof shape)) snprintf(shape, sizeof shape, "(%zu nodes)", sd_tree_nodes(t));
     if (o->json) {
-        printf("{\"label\": \"%s\", \"shape\": \"%s\", \"nodes\": %zu, \"depth\": %zu, "
-               "\"block_efficiency\": ", label, shape, sd_tree_nodes(t), t->max_depth);
+        printf("{\"label\": \"%s\", \"shape\": \"%s\", \"nodes\": %.0f, \"depth\": %zu, "
+               "\"draft_calls\": %.0f, \"block_efficiency\": ", label, shape, tree_cost_nodes(t),
+               t->max_depth, tree_draft_calls(t));
         cli_json_double(stdout, e->have_exact ? e->exact : e->mc);
         printf(", \"exact\": ");
         cli_json_double(stdout, e->have_exact ? e->exact : NAN);
@@ -198,7 +218,12 @@ static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e,
         printf("}");
         return;
     }
-    printf("== %s: %zu draft nodes, depth %zu\n   %s\n", label, sd_tree_nodes(t), t->max_depth, shape);
+    if (t->walk == SD_WALK_DYNAMIC)
+        printf("== %s: dynamic, at most %zu nodes (charged in full), depth <= %zu\n   %s\n", label,
+               t->budget, t->max_depth, shape);
+    else
+        printf("== %s: %zu draft nodes, depth %zu, %.0f draft call(s)\n   %s\n", label,
+               sd_tree_nodes(t), t->max_depth, tree_draft_calls(t), shape);
     if (e->predicted > 0) printf("   predicted efficiency %.6f (1 + sum of estimated node acceptance)\n", e->predicted);
     if (e->have_exact) printf("   block efficiency     %.10f (exact)\n", e->exact);
     if (e->have_mc)
