@@ -102,8 +102,8 @@ int sd_tree_kconfig(const size_t *branch, size_t levels, sd_tree **out)
 /* spectr:K,L (K chains under the root), parallel:L (a chain), dynamic:C,B,D,R (bounds). */
 static int parse_walk(const char *spec, size_t kind, sd_tree **out)
 {
-    static const char *const names[] = {"spectr", "parallel", "dynamic"};
-    static const int want[] = {2, 1, 4};
+    static const char *const names[] = {"spectr", "parallel", "dynamic", "beam"};
+    static const int want[] = {2, 1, 4, 2};
     double a[4];
     int n = sd_spec_numbers(spec, names[kind - 3], a, 4);
     if (n != want[kind - 3])
@@ -113,6 +113,18 @@ static int parse_walk(const char *spec, size_t kind, sd_tree **out)
         if (!(a[i] >= 1) || a[i] != floor(a[i]) || a[i] > SD_TREE_MAX_NODES)
             return sd_error(SD_EINVAL, "tree shape '%s': sizes are whole numbers from 1", spec);
     int rc;
+    if (kind == 6) { /* beam: bounds W x L; the walk builds the tree */
+        size_t W = (size_t)a[0], L = (size_t)a[1], two[2] = {SD_TREE_NONE, 0};
+        if (W > SD_TREE_MAX_CHILDREN || (double)W * (double)L > SD_TREE_MAX_NODES)
+            return sd_error(SD_ERANGE, "tree shape '%s': too large (W <= %d, W L <= %d)", spec,
+                            SD_TREE_MAX_CHILDREN, SD_TREE_MAX_NODES);
+        if ((rc = sd_tree_from_parents(two, 2, out))) return rc;
+        (*out)->walk = SD_WALK_BEAM;
+        (*out)->width = W;
+        (*out)->max_depth = L;
+        (*out)->max_children = W;
+        return SD_OK;
+    }
     if (kind == 3) { /* K chains of L */
         size_t K = (size_t)a[0], L = (size_t)a[1];
         if ((double)K * (double)L > SD_TREE_MAX_NODES || K > SD_TREE_MAX_CHILDREN)
@@ -154,15 +166,16 @@ static int parse_walk(const char *spec, size_t kind, sd_tree **out)
 int sd_tree_parse(const char *spec, sd_tree **out)
 {
     *out = NULL;
-    static const char *const kinds[] = {"chain", "kconfig", "parents", "spectr", "parallel", "dynamic"};
+    static const char *const kinds[] = {"chain",    "kconfig", "parents", "spectr",
+                                        "parallel", "dynamic", "beam"};
     const char *colon = strchr(spec, ':');
-    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 6;
-    for (size_t i = 0; i < 6; i++)
+    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 7;
+    for (size_t i = 0; i < 7; i++)
         if (colon && len == strlen(kinds[i]) && !strncmp(spec, kinds[i], len)) kind = i;
-    if (kind == 6)
+    if (kind == 7)
         return sd_error(SD_EINVAL, "tree shape '%s': expected chain:G, kconfig:K1,K2,..., "
-                                   "parents:P1,P2,..., spectr:K,L, parallel:L or dynamic:C,B,D,R",
-                        spec);
+                                   "parents:P1,P2,..., spectr:K,L, parallel:L, beam:W,L or "
+                                   "dynamic:C,B,D,R", spec);
     if (kind >= 3) return parse_walk(spec, kind, out);
     size_t cap = 16, n = 0, *v = sd_xmalloc(cap * sizeof *v);
     const char *s = colon + 1;
@@ -208,6 +221,8 @@ int sd_tree_format(const sd_tree *t, char *buf, size_t cap)
         need = (size_t)snprintf(buf, cap, "spectr:%zu,%zu", t->width, t->max_depth);
     else if (t->walk == SD_WALK_PARALLEL)
         need = (size_t)snprintf(buf, cap, "parallel:%zu", t->max_depth);
+    else if (t->walk == SD_WALK_BEAM)
+        need = (size_t)snprintf(buf, cap, "beam:%zu,%zu", t->width, t->max_depth);
     else if (t->walk == SD_WALK_DYNAMIC)
         need = (size_t)snprintf(buf, cap, "dynamic:%g,%zu,%zu,%zu", t->threshold, t->budget,
                                 t->max_depth, t->max_children);
@@ -242,6 +257,10 @@ struct sd_tree_ws {
     double *pd, *pt;      /* (max_depth + 1) x V */
     size_t *tokens;
     double *marg;         /* parallel: L x V proposals */
+    /* beam: (L + 1) x W nodes; node (l, j) has a path of l tokens */
+    size_t *beam_parent, *beam_token, *beam_path, *beam_nkids, *beam_kids;
+    double *beam_phi, *beam_g, *cand_t, *cand_phi;
+    size_t *cand_node, *cand_tok, *beam_count, *beam_top;
     double *mask;         /* dynamic: V */
 };
 
@@ -257,6 +276,11 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
                                    "with kseq or specinfer, not rrs");
     if (t->walk == SD_WALK_PARALLEL && p->scheme != SD_SCHEME_SD && p->scheme != SD_SCHEME_SPECINFER)
         return sd_error(SD_EINVAL, "parallel drafts one token per position: verify with sd");
+    if (t->walk == SD_WALK_BEAM && p->scheme != SD_SCHEME_RRS)
+        return sd_error(SD_EINVAL, "beam search drafts each node's children without "
+                                   "replacement: verify with rrs");
+    if (t->walk == SD_WALK_BEAM && t->width > vocab)
+        return sd_error(SD_EINVAL, "beam width %zu exceeds the vocabulary of %zu", t->width, vocab);
     if (t->walk == SD_WALK_DYNAMIC && p->ops)
         return sd_error(SD_EINVAL, "dynamic trees use their own point-mass verifier");
     sd_tree_ws *ws = sd_xcalloc(1, sizeof *ws);
@@ -272,9 +296,25 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     /* sd is specinfer with one candidate; trees give nodes several */
     sd_scheme s = p->scheme == SD_SCHEME_SD ? SD_SCHEME_SPECINFER : p->scheme;
     ws->marg = sd_xmalloc(t->max_depth * vocab * sizeof *ws->marg);
+    if (t->walk == SD_WALK_BEAM) {
+        size_t W = t->width, L = t->max_depth, slots = (L + 1) * W;
+        ws->beam_parent = sd_xmalloc(slots * sizeof(size_t));
+        ws->beam_token = sd_xmalloc(slots * sizeof(size_t));
+        ws->beam_path = sd_xmalloc(slots * (L + 1) * sizeof(size_t));
+        ws->beam_nkids = sd_xmalloc(slots * sizeof(size_t));
+        ws->beam_kids = sd_xmalloc(slots * W * sizeof(size_t));
+        ws->beam_phi = sd_xmalloc(slots * sizeof(double));
+        ws->beam_g = sd_xmalloc(slots * sizeof(double));
+        ws->beam_count = sd_xmalloc((L + 1) * sizeof(size_t));
+        ws->beam_top = sd_xmalloc(W * sizeof(size_t));
+        ws->cand_t = sd_xmalloc(W * vocab * sizeof(double));
+        ws->cand_phi = sd_xmalloc(W * vocab * sizeof(double));
+        ws->cand_node = sd_xmalloc(W * vocab * sizeof(size_t));
+        ws->cand_tok = sd_xmalloc(W * vocab * sizeof(size_t));
+    }
     ws->mask = sd_xmalloc(vocab * sizeof *ws->mask);
     /* which candidate counts occur: a static tree's own; spectr and dynamic: any up to the bound */
-    int any = t->walk == SD_WALK_SPECTR || t->walk == SD_WALK_DYNAMIC;
+    int any = t->walk == SD_WALK_SPECTR || t->walk == SD_WALK_DYNAMIC || t->walk == SD_WALK_BEAM;
     for (size_t v = 0; v < (any ? t->max_children + 1 : t->n); v++) {
         size_t c = any ? v : t->nchild[v];
         if (c == 0 || ws->by_k[c]) continue;
@@ -301,6 +341,19 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->tokens);
     free(ws->marg);
     free(ws->mask);
+    free(ws->beam_parent);
+    free(ws->beam_token);
+    free(ws->beam_path);
+    free(ws->beam_nkids);
+    free(ws->beam_kids);
+    free(ws->beam_phi);
+    free(ws->beam_g);
+    free(ws->beam_count);
+    free(ws->beam_top);
+    free(ws->cand_t);
+    free(ws->cand_phi);
+    free(ws->cand_node);
+    free(ws->cand_tok);
     free(ws);
 }
 
@@ -476,6 +529,104 @@ static int walk_dynamic(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx
     return SD_OK;
 }
 
+/* log(1 + e^w) without overflow */
+static double log1pexp(double w) { return w > 0 ? w + log1p(exp(-w)) : log1p(exp(w)); }
+
+/* Stochastic beam search (Kool et al. 2019, RSD-S): every beam node's children get
+ * Gumbel-perturbed log probabilities, truncated so that their maximum equals the
+ * parent's value; the W largest over the level form the next beam. */
+static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t len, gsl_rng *rng)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, W = t->width, L = t->max_depth, P = L + 1;
+    double *pd = ws->pd;
+    ws->beam_count[0] = 1;
+    ws->beam_phi[0] = ws->beam_g[0] = 0;
+    size_t *path = sd_xmalloc((len + L + 1) * sizeof *path);
+    memcpy(path, ctx, len * sizeof *ctx);
+    int rc = SD_OK;
+    for (size_t l = 0; l < L && rc == SD_OK; l++) {
+        size_t nc = 0;
+        for (size_t j = 0; j < ws->beam_count[l] && rc == SD_OK; j++) {
+            size_t node = l * W + j;
+            memcpy(path + len, ws->beam_path + node * P, l * sizeof *path);
+            if ((rc = sd_lm_next(draft, path, len + l, pd))) break;
+            double z = -INFINITY, G = ws->beam_g[node];
+            size_t first = nc;
+            for (size_t x = 0; x < V; x++) {
+                if (!(pd[x] > 0)) continue;
+                double phi = ws->beam_phi[node] + log(pd[x]);
+                ws->cand_t[nc] = phi - log(-log(gsl_rng_uniform_pos(rng)));
+                ws->cand_phi[nc] = phi, ws->cand_node[nc] = node, ws->cand_tok[nc] = x;
+                if (ws->cand_t[nc] > z) z = ws->cand_t[nc];
+                nc++;
+            }
+            for (size_t i = first; i < nc; i++) { /* truncate at the parent's value G */
+                double g = ws->cand_t[i];
+                ws->cand_t[i] = g >= z ? G : G - log1pexp(G - g + log(-expm1(g - z)));
+            }
+        }
+        /* the W largest truncated values: partial selection by insertion */
+        size_t keep = nc < W ? nc : W, *top = ws->beam_top;
+        size_t have = 0;
+        for (size_t i = 0; i < nc; i++) {
+            if (have == keep && ws->cand_t[i] <= ws->cand_t[top[keep - 1]]) continue;
+            size_t s = have < keep ? have++ : keep - 1;
+            while (s > 0 && ws->cand_t[top[s - 1]] < ws->cand_t[i]) top[s] = top[s - 1], s--;
+            top[s] = i;
+        }
+        ws->beam_count[l + 1] = keep;
+        for (size_t j = 0; j < ws->beam_count[l]; j++) ws->beam_nkids[l * W + j] = 0;
+        for (size_t r = 0; r < keep; r++) { /* in decreasing value: each parent's kids in order */
+            size_t i = top[r], node = (l + 1) * W + r, par = ws->cand_node[i];
+            ws->beam_parent[node] = par;
+            ws->beam_token[node] = ws->cand_tok[i];
+            ws->beam_phi[node] = ws->cand_phi[i];
+            ws->beam_g[node] = ws->cand_t[i];
+            memcpy(ws->beam_path + node * P, ws->beam_path + par * P, l * sizeof(size_t));
+            ws->beam_path[node * P + l] = ws->cand_tok[i];
+            ws->beam_kids[par * W + ws->beam_nkids[par]++] = node;
+        }
+    }
+    for (size_t j = 0; j < ws->beam_count[L]; j++) ws->beam_nkids[L * W + j] = 0;
+    free(path);
+    return rc;
+}
+
+static int walk_beam(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
+                     size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    size_t V = ws->vocab, W = ws->tree->width, n = 0, node = 0;
+    int rc = build_beam(ws, draft, ctx, len, rng);
+    if (rc) return rc;
+    while (n < max_tokens) {
+        double *pd = ws->pd + n * V, *pt = ws->pt + n * V;
+        if ((rc = sd_lm_next(draft, ctx, len + n, pd)) || (rc = sd_lm_next(target, ctx, len + n, pt)))
+            return rc;
+        size_t c = ws->beam_nkids[node], tok;
+        int accepted = 0;
+        if (c == 0) {
+            tok = bonus_token(ws, pd, pt, rng);
+        } else {
+            for (size_t i = 0; i < c; i++) ws->tokens[i] = ws->beam_token[ws->beam_kids[node * W + i]];
+            sd_verifier *v = ws->by_k[c];
+            sd_verdict vd;
+            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
+            if ((rc = sd_verifier_sample(v, ws->tokens, rng, &vd))) return rc;
+            tok = vd.token;
+            accepted = vd.accepted;
+            if (accepted) node = ws->beam_kids[node * W + vd.draft_index];
+        }
+        ctx[len + n] = out[n] = tok;
+        n++;
+        blk->accepted += (size_t)accepted;
+        if (!accepted) break;
+        blk->deepest = n;
+    }
+    blk->tokens = n;
+    return SD_OK;
+}
+
 int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
                   size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
 {
@@ -485,6 +636,7 @@ int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *con
     case SD_WALK_SPECTR: return walk_spectr(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
     case SD_WALK_PARALLEL: return walk_parallel(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
     case SD_WALK_DYNAMIC: return walk_dynamic(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
+    case SD_WALK_BEAM: return walk_beam(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
     default: return walk_static(ws, draft, target, context, len, max_tokens, rng, out, blk);
     }
 }
@@ -619,9 +771,10 @@ int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *d
     size_t V = target->vocab;
     if (draft->vocab != V)
         return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
-    if (t->walk == SD_WALK_DYNAMIC)
-        return sd_error(SD_ERANGE, "a dynamic tree's block efficiency has no exact method here: "
-                                   "use Monte Carlo (--samples)");
+    if (t->walk == SD_WALK_DYNAMIC || t->walk == SD_WALK_BEAM)
+        return sd_error(SD_ERANGE, "%s tree's block efficiency has no exact method here: use "
+                                   "Monte Carlo (--samples)",
+                        t->walk == SD_WALK_BEAM ? "a beam-search" : "a dynamic");
     double work = 0;
     if (t->walk == SD_WALK_SPECTR)
         work = pow((double)V, (double)t->max_depth) * pow((double)V, (double)t->width) * (double)t->width;

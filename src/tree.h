@@ -14,6 +14,7 @@
  *   parents:0,0,1    explicit: the parent of node 1, 2, ... (parents before children)
  *   spectr:K,L       SpecTr: K independent sequences of L drafts (K x L nodes)
  *   parallel:L       ParallelSpec: L positions from one draft call
+ *   beam:W,L         RSD-S: stochastic beam search of width W over L levels (W x L nodes)
  *   dynamic:C,B,D,R  GT's dynamic tree: threshold C, at most B nodes on the walk, D
  *                    levels, R candidates per node (top draft tokens, point-mass rejection)
  *
@@ -43,6 +44,9 @@ typedef enum {
     SD_WALK_PARALLEL, /* ParallelSpec: all L positions drafted from one draft call, position
                          i from the draft's i-step-ahead law given the block's context, each
                          verified in turn (sd) */
+    SD_WALK_BEAM,     /* RSD-S: stochastic beam search (width W, L levels) drafts the tree;
+                         a node's children in the beam, by decreasing truncated Gumbel,
+                         are a without-replacement sample: recursive rejection (rrs) */
     SD_WALK_DYNAMIC   /* GT's dynamic tree: a node's candidates are its most probable draft
                          tokens while the path's estimated acceptance (product of the draft
                          probabilities along it) exceeds the threshold; verified by

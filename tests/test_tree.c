@@ -226,8 +226,9 @@ static void test_tree_throughput_beats_gt(void **state)
 }
 
 /* Every drafting scheme preserves the target law at sequence level: static trees
- * (an irregular one), SpecTr K x L, the parallel drafter and GT's dynamic tree.
- * 8 certifications of about 12 p-values each at 1e-6: false alarm ~ 2e-4. */
+ * (an irregular one), SpecTr K x L, the parallel drafter, GT's dynamic tree and
+ * RSD-S's beam search. 9 certifications of about 12 p-values each at 1e-6: false
+ * alarm ~ 2e-4. */
 static void test_tree_certified(void **state)
 {
     (void)state;
@@ -235,9 +236,10 @@ static void test_tree_certified(void **state)
     assert_int_equal(sd_lm_pair_parse("markov:4,1,0.5,7,0.8", &d, &t), SD_OK);
     const char *shapes[] = {"parents:0,0,0,1,1,2,4", "parents:0,0,0,1,1,2,4",
                             "parents:0,0,0,1,1,2,4", "spectr:3,2", "spectr:2,3", "parallel:3",
-                            "dynamic:0.05,12,4,3", "kconfig:2,2"};
+                            "dynamic:0.05,12,4,3", "kconfig:2,2", "beam:3,3"};
     sd_scheme schemes[] = {SD_SCHEME_SPECINFER, SD_SCHEME_RRS, SD_SCHEME_KSEQ, SD_SCHEME_KSEQ,
-                           SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_RRS, SD_SCHEME_RRS};
+                           SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_RRS, SD_SCHEME_RRS,
+                           SD_SCHEME_RRS};
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
         sd_tree *x = shape(shapes[k]);
         sd_seq_params sp = sd_seq_default_params();
