@@ -71,5 +71,6 @@ int cmd_otm(int argc, char **argv);
 int cmd_mc(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
 int cmd_tree(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const struct {
     {"mc", cmd_mc, "Monte Carlo: acceptance with a confidence interval, goodness of fit"},
     {"certify", cmd_certify, "certify that a scheme preserves the target (token and sequence level)"},
     {"tree", cmd_tree, "draft trees: block efficiency, speedup, GT and throughput-optimal trees"},
+    {"compare", cmd_compare, "RSD's fixed-budget / fixed-length table: every scheme on a model pair"},
 };
 
 static void usage(FILE *f)

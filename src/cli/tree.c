@@ -30,7 +30,8 @@ static const char *const help =
     "  --scheme NAME      token verifier at each node: sd or chain (one candidate per\n"
     "                     node), specinfer or mcsd (i.i.d. candidates), rrs, mcsd-wor or\n"
     "                     rsd-c (candidates without replacement), kseq\n"
-    "  --shape SPEC       chain:G | kconfig:K1,K2,... (MCSD k-config, RSD-C branching) |\n"
+    "  --shape SPEC       G (a chain, with sd/chain) or K1,K2,... (a k-configuration) |\n"
+    "                     chain:G | kconfig:K1,K2,... (MCSD k-config, RSD-C branching) |\n"
     "                     parents:P1,P2,... (explicit: the parent of node 1, 2, ...) |\n"
     "                     spectr:K,L (SpecTr: K independent sequences of L, verified level\n"
     "                     by level over the sequences that agree so far; kseq or specinfer)\n"
@@ -260,6 +261,12 @@ int cmd_tree(int argc, char **argv)
         goto out;
     }
     if (o.shape) {
+        char bare[4096]; /* numbers alone: a chain length for sd, else a k-configuration */
+        if (!strchr(o.shape, ':')) {
+            snprintf(bare, sizeof bare, "%s:%.4000s",
+                     o.tp.scheme == SD_SCHEME_SD && !strchr(o.shape, ',') ? "chain" : "kconfig", o.shape);
+            o.shape = bare;
+        }
         if (sd_tree_parse(o.shape, &t)) {
             rc = cli_fail(cmd, sd_errmsg());
             goto out;
@@ -331,6 +338,160 @@ int cmd_tree(int argc, char **argv)
 out:
     sd_tree_free(t);
     sd_tree_free(best);
+    sd_lm_free(draft);
+    sd_lm_free(target);
+    sd_cost_curve_free(curve);
+    return rc;
+}
+
+/* ---- specdec compare ---- */
+
+static const char *const compare_help =
+    "usage: specdec compare --lm SPEC (--budget B | --length L) [--shapes FILE]\n"
+    "                       [--samples N] [--cost-draft X] [--cost-target SPEC]\n"
+    "                       [--size-ratio R] [--seed S] [--json]\n"
+    "\n"
+    "RSD's fixed-budget and fixed-length comparisons on a model pair: every tree RSD\n"
+    "used for that budget (6, 10, 14, 21, 30 draft tokens) or draft length (2-5), for SD\n"
+    "(a chain), SpecTr (K x L sequences, K-SEQ), RSD-C (branching vectors, recursive\n"
+    "rejection) and RSD-S (beam search, recursive rejection), with block efficiency\n"
+    "(Monte Carlo, 99.9%% interval), token rate, speedup and MBSU under the cost model.\n"
+    "Shapes come from data/rsd_shapes.tsv (RSD App. D.3, with the tables' node counts).\n"
+    "\n"
+    "  --lm SPEC          const:ALPHA or markov:V,ORDER,ALPHA,SEED,MIX[,TEMP]\n"
+    "  --budget B         fixed-budget table for B in {6, 10, 14, 21, 30}\n"
+    "  --length L         fixed-length table for L in {2, 3, 4, 5}\n"
+    "  --shapes FILE      the shape table (default data/rsd_shapes.tsv)\n"
+    "  --samples N        blocks per tree (default 1e5)\n"
+    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --json: as for tree\n";
+
+/* One row of the shape table as a tree spec and its verifier. */
+static int row_spec(const char *method, const char *shape, char *spec, size_t cap, sd_scheme *s)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.63s", shape);
+    char *x = strchr(buf, 'x');
+    if (!strcmp(method, "sd")) snprintf(spec, cap, "chain:%s", buf), *s = SD_SCHEME_SD;
+    else if (!strcmp(method, "rsd-c")) snprintf(spec, cap, "kconfig:%s", buf), *s = SD_SCHEME_RRS;
+    else if (x && !strcmp(method, "spectr"))
+        *x = ',', snprintf(spec, cap, "spectr:%s", buf), *s = SD_SCHEME_KSEQ;
+    else if (x && !strcmp(method, "rsd-s"))
+        *x = ',', snprintf(spec, cap, "beam:%s", buf), *s = SD_SCHEME_RRS;
+    else return -1;
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    const char *cmd = "compare";
+    enum { C_LM = 2000, C_BUDGET, C_LENGTH, C_SHAPES, C_SAMPLES, C_CD, C_CT, C_SIZE, C_SEED, C_JSON };
+    static const struct option longopts[] = {
+        {"lm", required_argument, 0, C_LM}, {"budget", required_argument, 0, C_BUDGET},
+        {"length", required_argument, 0, C_LENGTH}, {"shapes", required_argument, 0, C_SHAPES},
+        {"samples", required_argument, 0, C_SAMPLES}, {"cost-draft", required_argument, 0, C_CD},
+        {"cost-target", required_argument, 0, C_CT}, {"size-ratio", required_argument, 0, C_SIZE},
+        {"seed", required_argument, 0, C_SEED}, {"json", no_argument, 0, C_JSON},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    tree_opts o;
+    memset(&o, 0, sizeof o);
+    o.tp = sd_tree_default_params();
+    o.cost_draft = 0.1, o.size_ratio = NAN, o.cost_target = "const:1", o.exact = -1;
+    o.mp = sd_mc_default_params();
+    o.mp.samples = 1e5;
+    const char *shapes = "data/rsd_shapes.tsv", *experiment = NULL;
+    size_t value = 0, sz;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case C_LM: o.lm = optarg; break;
+        case C_BUDGET:
+            if (cli_parse_size(optarg, "--budget", cmd, &value)) return CLI_USAGE;
+            experiment = "fixed-budget";
+            break;
+        case C_LENGTH:
+            if (cli_parse_size(optarg, "--length", cmd, &value)) return CLI_USAGE;
+            experiment = "fixed-length";
+            break;
+        case C_SHAPES: shapes = optarg; break;
+        case C_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &o.mp.samples)) return CLI_USAGE; break;
+        case C_CD: if (cli_parse_double(optarg, "--cost-draft", cmd, &o.cost_draft)) return CLI_USAGE; break;
+        case C_CT: o.cost_target = optarg; break;
+        case C_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o.size_ratio)) return CLI_USAGE; break;
+        case C_SEED:
+            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
+            o.mp.seed = (unsigned long)sz;
+            break;
+        case C_JSON: o.json = 1; break;
+        case 'h': fputs(compare_help, stdout); return CLI_OK;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o.lm || !experiment) return cli_usage(cmd, "give --lm and one of --budget or --length");
+    if (!(o.mp.samples >= 2)) return cli_usage(cmd, "--samples must be >= 2");
+    if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
+    FILE *f = fopen(shapes, "r");
+    if (!f) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot open the shape table '%s' (run from the repository, or "
+                                  "pass --shapes FILE)", shapes);
+        return cli_fail(cmd, msg);
+    }
+    sd_cost_curve *curve = NULL;
+    sd_lm *draft = NULL, *target = NULL;
+    int rc = CLI_OK, rows = 0;
+    if (sd_cost_curve_parse(o.cost_target, &curve) || sd_lm_pair_parse(o.lm, &draft, &target)) {
+        rc = cli_fail(cmd, sd_errmsg());
+        goto out;
+    }
+    sd_cost_model cm = {o.cost_draft, curve, 0};
+    char line[1024];
+    if (o.json) printf("{\"lm\": \"%s\", \"experiment\": \"%s\", \"value\": %zu, \"rows\": [", o.lm, experiment, value);
+    else {
+        printf("# specdec compare: %s %zu on %s, M_D %g, M_T %s, %.0f blocks per tree\n",
+               experiment, value, o.lm, o.cost_draft, o.cost_target, o.mp.samples);
+        printf("%-7s %-16s %5s %10s %9s %10s %8s %8s\n", "method", "shape", "nodes", "block eff",
+               "+-", "tok rate", "speedup", "MBSU");
+    }
+    while (fgets(line, sizeof line, f) && rc == CLI_OK) {
+        char exp[32], method[16], shape[64];
+        size_t val, nodes;
+        if (line[0] == '#' || sscanf(line, "%31s %zu %15s %63s %zu", exp, &val, method, shape, &nodes) != 5)
+            continue;
+        if (strcmp(exp, experiment) || val != value) continue;
+        char spec[128];
+        sd_tree *t;
+        if (row_spec(method, shape, spec, sizeof spec, &o.tp.scheme) || sd_tree_parse(spec, &t)) {
+            rc = cli_fail(cmd, "a row of the shape table does not parse");
+            break;
+        }
+        tree_eval e;
+        rc = evaluate(&o, draft, target, t, &cm, &e, cmd);
+        if (rc == CLI_OK) {
+            double half = (e.hi - e.lo) / 2;
+            if (o.json)
+                printf("%s\n  {\"method\": \"%s\", \"shape\": \"%s\", \"nodes\": %zu, "
+                       "\"block_efficiency\": %.6f, \"ci_low\": %.6f, \"ci_high\": %.6f, "
+                       "\"token_rate\": %.6f, \"speedup\": %.6f, \"mbsu\": %.6f}",
+                       rows ? "," : "", method, shape, nodes, e.mc, e.lo, e.hi,
+                       e.speed.token_rate, e.speed.speedup, e.speed.mbsu);
+            else
+                printf("%-7s %-16s %5zu %10.4f %9.4f %10.4f %8.4f %8.4f\n", method, shape, nodes,
+                       e.mc, half, e.speed.token_rate, e.speed.speedup, e.speed.mbsu);
+            rows++;
+        }
+        sd_tree_free(t);
+    }
+    if (rc == CLI_OK && rows == 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "no %s rows for %zu in %s (budgets 6, 10, 14, 21, 30; lengths 2-5)",
+                 experiment, value, shapes);
+        rc = cli_fail(cmd, msg);
+    } else if (rc == CLI_OK && o.json) printf("\n]}\n");
+out:
+    fclose(f);
     sd_lm_free(draft);
     sd_lm_free(target);
     sd_cost_curve_free(curve);

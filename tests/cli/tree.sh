@@ -1,0 +1,44 @@
+#!/bin/sh
+# Command-line tests of 'specdec tree' and 'specdec compare'.
+# usage: tree.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect() {
+    code=$1; pat=$2; shift 3
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" != "$code" ]; then bad "exit $rc (want $code): $*"; echo "$out" | head -5; return; fi
+    if [ -n "$pat" ] && ! printf '%s' "$out" | grep -q -- "$pat"; then
+        bad "no '$pat' in output of: $*"; echo "$out" | head -5; return; fi
+    ok
+}
+expect 0 "usage: specdec tree" -- "$SPECDEC" tree --help
+expect 0 "usage: specdec compare" -- "$SPECDEC" compare --help
+# the contract: (1 - 0.8^5) / 0.2 = 3.3616
+expect 0 '"block_efficiency": 3.361600000000' -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape 4 --exact --json
+out=$("$SPECDEC" tree --lm const:0.8 --scheme chain --shape 4 --exact --json)
+for key in block_efficiency ci_low ci_high speedup; do
+    printf '%s' "$out" | grep -q "\"$key\":" && ok || bad "tree --json lacks $key"
+done
+# Leviathan: speedup (1 - a^(g+1)) / ((1 - a)(g c + 1)) = 3.3616 / 1.4 at c = 0.1
+expect 0 '"speedup": 2.40114285' -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape 4 --exact --samples 0 --json
+# GT goes 10 deep at alpha 0.8, c 0.1; the throughput-optimal chain 6 (Leviathan's optimum)
+expect 0 "gt: 10 draft nodes, depth 10" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --optimize gt --samples 1000
+expect 0 "throughput-optimal: 6 draft nodes, depth 6" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --optimize gt --samples 1000
+expect 0 "exact" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme kseq --shape spectr:2,3 --samples 1000
+expect 0 "Monte Carlo" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme rsd-c --shape beam:2,3 --samples 1000
+expect 0 "rsd-s" -- "$SPECDEC" compare --lm markov:4,1,0.5,7,0.5 --budget 6 --samples 2000
+expect 0 '"method": "spectr"' -- "$SPECDEC" compare --lm markov:4,1,0.5,7,0.5 --length 2 --samples 2000 --json
+# bad input
+expect 1 "depth 0" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape chain:0
+expect 1 "0 children" -- "$SPECDEC" tree --lm const:0.8 --scheme mcsd --shape kconfig:2,0
+expect 1 "limit" -- "$SPECDEC" tree --lm const:0.8 --scheme mcsd --shape kconfig:64,64,64
+expect 1 "unknown model spec" -- "$SPECDEC" tree --lm gpt9 --scheme chain --shape 3
+expect 1 "tree budget" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --optimize throughput --budget 100000000
+expect 1 "verify with rrs" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme kseq --shape beam:2,2
+expect 2 "one of --shape and --optimize" -- "$SPECDEC" tree --lm const:0.8 --scheme chain
+expect 2 "unknown scheme" -- "$SPECDEC" tree --lm const:0.8 --scheme nope --shape 3
+expect 1 "no fixed-budget rows" -- "$SPECDEC" compare --lm const:0.8 --budget 7
+echo "cli tree/compare: $pass passed, $fail failed"
+[ "$fail" = 0 ]
