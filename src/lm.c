@@ -11,11 +11,21 @@
 #include "family.h"
 #include "sd_error.h"
 
-const char *const sd_lm_help = "const:ALPHA | markov:V,ORDER,ALPHA,SEED,MIX[,TEMP]";
+const char *const sd_lm_help = "const:ALPHA | markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]]";
 
 int sd_lm_next(sd_lm *lm, const size_t *context, size_t len, double *out)
 {
     return lm->ops->next(lm, context, len, out);
+}
+
+int sd_lm_next_batch(sd_lm *lm, const size_t *const *contexts, const size_t *lens, size_t batch,
+                     double *out)
+{
+    int rc = SD_OK;
+    if (lm->ops->next_batch) return lm->ops->next_batch(lm, contexts, lens, batch, out);
+    for (size_t b = 0; b < batch && rc == SD_OK; b++)
+        rc = lm->ops->next(lm, contexts[b], lens[b], out + b * lm->vocab);
+    return rc;
 }
 
 void sd_lm_free(sd_lm *lm)
@@ -70,7 +80,7 @@ static void markov_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops markov_ops = {"markov", markov_next, markov_free};
+static const sd_lm_ops markov_ops = {"markov", markov_next, NULL, markov_free};
 
 static sd_lm *markov_alloc(size_t V, size_t order, double *rows)
 {
@@ -87,14 +97,14 @@ static sd_lm *markov_alloc(size_t V, size_t order, double *rows)
 
 int sd_lm_markov_pair(const char *spec, sd_lm **draft, sd_lm **target)
 {
-    double a[6] = {0, 0, 0, 0, 0, 1};
-    int n = sd_spec_numbers(spec, "markov", a, 6);
-    if (n < 5 || n > 6 || a[0] < 2 || a[0] != floor(a[0]) || a[1] < 1 || a[1] > 3 ||
+    double a[7] = {0, 0, 0, 0, 0, 1, 0};
+    int n = sd_spec_numbers(spec, "markov", a, 7);
+    if (n < 5 || n > 7 || a[6] < 0 || a[6] != floor(a[6]) || a[0] < 2 || a[0] != floor(a[0]) || a[1] < 1 || a[1] > 3 ||
         a[1] != floor(a[1]) || !(a[2] > 0) || a[3] < 0 || a[3] != floor(a[3]) || !(a[4] >= 0) ||
         !(a[4] <= 1) || !(a[5] > 0))
         return sd_error(SD_EINVAL,
-                        "model spec '%s': expected markov:V,ORDER,ALPHA,SEED,MIX[,TEMP] with V >= 2, "
-                        "ORDER 1-3, ALPHA > 0, SEED >= 0, MIX in [0, 1], TEMP > 0",
+                        "model spec '%s': expected markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] with "
+                        "V >= 2, ORDER 1-3, ALPHA > 0, SEED >= 0, MIX in [0, 1], TEMP > 0, TOPK >= 0",
                         spec);
     size_t V = (size_t)a[0], order = (size_t)a[1];
     double rows_d = pow(a[0], a[1]);
@@ -117,6 +127,7 @@ int sd_lm_markov_pair(const char *spec, sd_lm **draft, sd_lm **target)
             z += dr[i];
         }
         for (size_t i = 0; i < V; i++) dr[i] /= z;
+        if (a[6] > 0) sd_dist_top_k(dr, V, (size_t)a[6]); /* truncation: a draft that never says the tail */
     }
     gsl_rng_free(r);
     free(alpha);
@@ -147,7 +158,7 @@ static void fixed_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops fixed_ops = {"fixed", fixed_next, fixed_free};
+static const sd_lm_ops fixed_ops = {"fixed", fixed_next, NULL, fixed_free};
 
 sd_lm *sd_lm_fixed(const double *prob, size_t vocab)
 {

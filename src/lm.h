@@ -20,6 +20,10 @@ typedef struct {
     const char *kind;
     /* out: the next-token distribution after context[0..len-1], vocab doubles */
     int (*next)(sd_lm *lm, const size_t *context, size_t len, double *out);
+    /* optional: every context of a batch (a tree's nodes) in one call, out batch x V;
+     * NULL: next() per context. The transformer decoder batches a tree in one pass. */
+    int (*next_batch)(sd_lm *lm, const size_t *const *contexts, const size_t *lens,
+                      size_t batch, double *out);
     void (*free)(sd_lm *lm);
 } sd_lm_ops;
 
@@ -31,12 +35,15 @@ struct sd_lm {
 };
 
 int sd_lm_next(sd_lm *lm, const size_t *context, size_t len, double *out);
+int sd_lm_next_batch(sd_lm *lm, const size_t *const *contexts, const size_t *lens, size_t batch,
+                     double *out);
 void sd_lm_free(sd_lm *lm);
 
 /* A seeded pair of Markov models over a small vocabulary:
- *   markov:V,ORDER,ALPHA,SEED,MIX[,TEMP]
+ *   markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]]
  * target: each of the V^ORDER rows ~ Dirichlet(ALPHA); draft: (1 - MIX) target +
- * MIX * an independent Dirichlet(ALPHA) row, then at temperature TEMP (default 1).
+ * MIX * an independent Dirichlet(ALPHA) row, then at temperature TEMP (default 1),
+ * then truncated to its TOPK most probable tokens (0 = off, the default).
  * A context shorter than ORDER is padded on the left with token 0. */
 int sd_lm_markov_pair(const char *spec, sd_lm **draft, sd_lm **target);
 
