@@ -631,25 +631,18 @@ static size_t build_header(sd_npy_dtype dtype, size_t ndim, const size_t *shape,
     return total;
 }
 
-static int write_all(FILE *f, const unsigned char *header, size_t hlen, sd_npy_dtype dtype,
-                     const double *data, size_t count)
-{
-    if (fwrite(header, 1, hlen, f) != hlen) return -1;
-    size_t esize = sd_npy_dtype_size(dtype), per = CHUNK_BYTES / esize;
-    unsigned char *chunk = sd_xmalloc(CHUNK_BYTES);
-    int bad = 0;
-    for (size_t done = 0; done < count && !bad; done += per) {
-        size_t take = count - done < per ? count - done : per;
-        sd_npy_encode(dtype, data + done, take, chunk);
-        bad = fwrite(chunk, esize, take, f) != take;
-    }
-    free(chunk);
-    return bad ? -1 : 0;
-}
+struct sd_npy_writer {
+    FILE *f;
+    char *path, *tmp;
+    sd_npy_dtype dtype;
+    size_t count, written;
+    unsigned char *chunk;
+};
 
-int sd_npy_write(const char *path, sd_npy_dtype dtype, size_t ndim, const size_t *shape,
-                 const double *data)
+int sd_npy_writer_open(const char *path, sd_npy_dtype dtype, size_t ndim, const size_t *shape,
+                       sd_npy_writer **out)
 {
+    *out = NULL;
     if (sd_npy_dtype_size(dtype) == 0)
         return sd_error(SD_EINVAL, "%s: unknown .npy dtype code %d", path, (int)dtype);
     if (ndim > SD_NPY_NDIM_MAX)
@@ -663,20 +656,91 @@ int sd_npy_write(const char *path, sd_npy_dtype dtype, size_t ndim, const size_t
             return sd_error(SD_ERANGE, "%s: shape too large to write", path);
         count *= shape[i];
     }
-    if (count > 0 && !data) return sd_error(SD_EINVAL, "%s: no data to write", path);
     unsigned char header[512];
     size_t hlen = build_header(dtype, ndim, shape, header, sizeof header);
-    FILE *f = fopen(path, "wb");
-    if (!f) return sd_error(SD_EIO, "%s: cannot create: %s", path, strerror(errno));
-    int bad = write_all(f, header, hlen, dtype, data, count);
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
+    sd_npy_writer *w = sd_xcalloc(1, sizeof *w);
+    size_t n = strlen(path);
+    w->path = sd_xmalloc(n + 1);
+    memcpy(w->path, path, n + 1);
+    w->tmp = sd_xmalloc(n + 5);
+    snprintf(w->tmp, n + 5, "%s.tmp", path);
+    w->dtype = dtype;
+    w->count = count;
+    w->f = fopen(w->tmp, "wb");
+    if (!w->f) {
+        int rc = sd_error(SD_EIO, "%s: cannot create: %s", w->tmp, strerror(errno));
+        free(w->path), free(w->tmp), free(w);
+        return rc;
     }
-    if (bad) {
-        remove(path);
-        return sd_error(SD_EIO, "%s: write failed: %s", path, strerror(err));
+    w->chunk = sd_xmalloc(CHUNK_BYTES);
+    if (fwrite(header, 1, hlen, w->f) != hlen) {
+        int rc = sd_error(SD_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+        sd_npy_writer_abort(w);
+        return rc;
     }
+    *out = w;
     return SD_OK;
+}
+
+int sd_npy_writer_append(sd_npy_writer *w, const double *data, size_t count)
+{
+    if (count > w->count - w->written)
+        return sd_error(SD_EINVAL, "%s: %zu more elements than the shape holds", w->path,
+                        count - (w->count - w->written));
+    size_t esize = sd_npy_dtype_size(w->dtype), per = CHUNK_BYTES / esize;
+    for (size_t done = 0; done < count; done += per) {
+        size_t take = count - done < per ? count - done : per;
+        sd_npy_encode(w->dtype, data + done, take, w->chunk);
+        if (fwrite(w->chunk, esize, take, w->f) != take)
+            return sd_error(SD_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+    }
+    w->written += count;
+    return SD_OK;
+}
+
+void sd_npy_writer_abort(sd_npy_writer *w)
+{
+    if (!w) return;
+    if (w->f) fclose(w->f);
+    remove(w->tmp);
+    free(w->chunk);
+    free(w->path);
+    free(w->tmp);
+    free(w);
+}
+
+int sd_npy_writer_close(sd_npy_writer *w)
+{
+    int rc = SD_OK;
+    if (w->written != w->count)
+        rc = sd_error(SD_EINVAL, "%s: %zu of %zu elements written", w->path, w->written, w->count);
+    else if (fclose(w->f) != 0)
+        rc = sd_error(SD_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+    else if (rename(w->tmp, w->path) != 0)
+        rc = sd_error(SD_EIO, "%s: cannot rename from %s: %s", w->path, w->tmp, strerror(errno));
+    if (rc == SD_OK) {
+        w->f = NULL;
+        free(w->chunk), free(w->path), free(w->tmp), free(w);
+        return SD_OK;
+    }
+    if (w->written == w->count) w->f = NULL; /* already closed */
+    sd_npy_writer_abort(w);
+    return rc;
+}
+
+int sd_npy_write(const char *path, sd_npy_dtype dtype, size_t ndim, const size_t *shape,
+                 const double *data)
+{
+    sd_npy_writer *w;
+    int rc = sd_npy_writer_open(path, dtype, ndim, shape, &w);
+    if (rc) return rc;
+    if (w->count > 0 && !data) {
+        sd_npy_writer_abort(w);
+        return sd_error(SD_EINVAL, "%s: no data to write", path);
+    }
+    if ((rc = sd_npy_writer_append(w, data, w->count))) {
+        sd_npy_writer_abort(w);
+        return rc;
+    }
+    return sd_npy_writer_close(w);
 }

@@ -78,6 +78,16 @@ int sd_npy_write(const char *path, sd_npy_dtype dtype, size_t ndim, const size_t
                  const double *data);
 
 /* Python's repr of hdr's shape, "()", "(3,)" or "(2, 3)", into out (cut to cap - 1 bytes). */
+/* Streaming writer, for files larger than memory: open with the final shape, append
+ * elements in C order, close (which checks the count and renames path.tmp to path:
+ * nothing half-written is left under the name). abort removes the temporary file. */
+typedef struct sd_npy_writer sd_npy_writer;
+int sd_npy_writer_open(const char *path, sd_npy_dtype dtype, size_t ndim, const size_t *shape,
+                       sd_npy_writer **out);
+int sd_npy_writer_append(sd_npy_writer *w, const double *data, size_t count);
+int sd_npy_writer_close(sd_npy_writer *w);
+void sd_npy_writer_abort(sd_npy_writer *w);
+
 void sd_npy_format_shape(const sd_npy_header *hdr, char *out, size_t cap);
 
 /* Bytes per element (2, 2, 4, 8) and the descr written ("<f2", "<u2", "<f4", "<f8"). */

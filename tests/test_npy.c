@@ -511,6 +511,39 @@ static void test_npy_rejects_bad_preambles(void **state)
     assert_msg_has("directory");
 }
 
+/* The streaming writer: rows appended in pieces read back whole; a short write
+ * leaves nothing under the name. */
+static void test_npy_streaming_writer(void **state)
+{
+    (void)state;
+    char path[256];
+    tpath(path, "stream.npy");
+    size_t shape[2] = {5, 3};
+    sd_npy_writer *w;
+    assert_int_equal(sd_npy_writer_open(path, SD_NPY_F32, 2, shape, &w), SD_OK);
+    double row[3];
+    for (int r = 0; r < 5; r++) {
+        for (int c = 0; c < 3; c++) row[c] = r * 10 + c + 0.5;
+        assert_int_equal(sd_npy_writer_append(w, row, 3), SD_OK);
+    }
+    assert_int_equal(sd_npy_writer_append(w, row, 1), SD_EINVAL); /* past the shape */
+    assert_int_equal(sd_npy_writer_close(w), SD_OK);
+    sd_npy_header h;
+    double *data;
+    assert_int_equal(sd_npy_read(path, 0, &h, &data), SD_OK);
+    assert_int_equal(h.count, 15);
+    assert_true(data[14] == 42.5 && data[3] == 10.5);
+    free(data);
+    tpath(path, "short.npy");
+    assert_int_equal(sd_npy_writer_open(path, SD_NPY_F64, 2, shape, &w), SD_OK);
+    assert_int_equal(sd_npy_writer_append(w, row, 3), SD_OK);
+    assert_int_equal(sd_npy_writer_close(w), SD_EINVAL);
+    assert_int_equal(access(path, F_OK), -1);
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_int_equal(access(tmp, F_OK), -1);
+}
+
 static void test_npy_write_errors(void **state)
 {
     (void)state;
@@ -551,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_npy_parse_header_in_memory),
         cmocka_unit_test(test_npy_rejects_bad_headers),
         cmocka_unit_test(test_npy_rejects_bad_preambles),
+        cmocka_unit_test(test_npy_streaming_writer),
         cmocka_unit_test(test_npy_write_errors),
     };
     return cmocka_run_group_tests_name("npy", tests, group_setup, group_teardown);
