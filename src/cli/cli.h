@@ -72,5 +72,7 @@ int cmd_mc(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
 int cmd_tree(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_synth_log(int argc, char **argv);
 
 #endif

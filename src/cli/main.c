@@ -19,6 +19,8 @@ static const struct {
     {"certify", cmd_certify, "certify that a scheme preserves the target (token and sequence level)"},
     {"tree", cmd_tree, "draft trees: block efficiency, speedup, GT and throughput-optimal trees"},
     {"compare", cmd_compare, "RSD's fixed-budget / fixed-length table: every scheme on a model pair"},
+    {"replay", cmd_replay, "every scheme on logged draft/target logits (.npy, .safetensors)"},
+    {"synth-log", cmd_synth_log, "write a logit log from a synthetic model pair"},
 };
 
 static void usage(FILE *f)

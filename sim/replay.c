@@ -1,0 +1,231 @@
+#include "replay.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_cdf.h>
+
+#include "accept.h"
+#include "cost.h"
+#include "dist.h"
+#include "mc.h"
+#include "npy.h"
+#include "sd_error.h"
+
+sd_replay_params sd_replay_default_params(void)
+{
+    sd_replay_params p;
+    memset(&p, 0, sizeof p);
+    p.temperature = 1;
+    p.top_p = 1;
+    p.k = 4;
+    for (int s = 0; s < SD_SCHEME_COUNT; s++) p.want[s] = 1;
+    p.cost_ratio = 0.1;
+    p.mc_trials = 2000;
+    p.exact_max_ops = 2e6;
+    p.seed = 2385;
+    return p;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* min, 10%, 50%, 90%, max (nearest rank); sorts v */
+static void quantiles(double *v, size_t n, double *q)
+{
+    static const double at[5] = {0, 0.1, 0.5, 0.9, 1};
+    qsort(v, n, sizeof *v, cmp_double);
+    for (int i = 0; i < 5; i++) q[i] = n ? v[(size_t)(at[i] * (double)(n - 1) + 0.5)] : NAN;
+}
+
+static void mean_ci(const double *v, size_t n, double *mean, double *lo, double *hi)
+{
+    double s = 0, ss = 0;
+    for (size_t i = 0; i < n; i++) s += v[i];
+    double m = n ? s / (double)n : NAN;
+    for (size_t i = 0; i < n; i++) ss += (v[i] - m) * (v[i] - m);
+    double half = n > 1 ? gsl_cdf_ugaussian_Qinv(0.0005) * sqrt(ss / (double)(n - 1) / (double)n) : 0;
+    *mean = m, *lo = m - half, *hi = m + half;
+}
+
+/* Maps the draft's logits into the target's vocabulary: mass on draft tokens with no
+ * target counterpart goes to one extra token the target never gives (always rejected). */
+static void map_logits(const sd_replay_params *p, const double *draft, size_t vd, double *out,
+                       size_t vt)
+{
+    for (size_t i = 0; i <= vt; i++) out[i] = -INFINITY;
+    double mx = -INFINITY, extra = 0;
+    for (size_t i = 0; i < vd; i++) mx = draft[i] > mx ? draft[i] : mx;
+    for (size_t i = 0; i < vd; i++) {
+        size_t j = i < p->vocab_map_n ? p->vocab_map[i] : SIZE_MAX;
+        if (j < vt) out[j] = out[j] == -INFINITY ? draft[i] : mx + log(exp(out[j] - mx) + exp(draft[i] - mx));
+        else extra += exp(draft[i] - mx);
+    }
+    if (extra > 0) out[vt] = mx + log(extra);
+}
+
+/* One scheme's acceptance at one position: exact where feasible, else Monte Carlo. */
+static int position_acceptance(sd_scheme s, const double *d, const double *t, size_t V,
+                               const sd_replay_params *p, size_t pos, double *acc, int *mc)
+{
+    sd_accept_result r;
+    int rc = s == SD_SCHEME_RRS ? sd_accept_rrs(d, t, V, p->k, p->exact_max_ops, &r.acceptance)
+                                : sd_accept_exact(s, d, t, V, p->k, sd_verify_default_params(), &r);
+    *mc = 0;
+    if (rc == SD_OK) {
+        *acc = r.acceptance;
+        return SD_OK;
+    }
+    if (rc != SD_ERANGE) return rc;
+    sd_mc_params mp = sd_mc_default_params();
+    mp.samples = p->mc_trials;
+    mp.seed = p->seed + pos;
+    mp.chunks = 1;
+    mp.threads = 1;
+    sd_mc_result m;
+    if ((rc = sd_mc_token(NULL, s, d, t, V, p->k, sd_verify_default_params(), mp, &m))) return rc;
+    *acc = m.acceptance;
+    *mc = 1;
+    sd_mc_result_free(&m);
+    return SD_OK;
+}
+
+int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result *res)
+{
+    memset(res, 0, sizeof *res);
+    size_t vd = sd_log_vocab_draft(log), vt = sd_log_vocab_target(log), n = sd_log_positions(log);
+    if (p->max_positions && p->max_positions < n) n = p->max_positions;
+    if (vd != vt && !p->vocab_map)
+        return sd_error(SD_EINVAL, "the draft log has %zu tokens and the target log %zu: give "
+                                   "--vocab-map FILE (draft id, target id per line)", vd, vt);
+    if (p->vocab_map && p->vocab_map_n != vd)
+        return sd_error(SD_EINVAL, "the vocabulary map has %zu entries; the draft has %zu tokens",
+                        p->vocab_map_n, vd);
+    if (p->k < 1) return sd_error(SD_EINVAL, "k = %zu: need at least one draft", p->k);
+    size_t V = p->vocab_map ? vt + 1 : vt; /* + the unmappable bucket */
+    double *dl = sd_xmalloc(vd * sizeof *dl), *tl = sd_xmalloc((V + 1) * sizeof *tl);
+    double *dm = sd_xmalloc((V + 1) * sizeof *dm), *dp = sd_xmalloc(V * sizeof *dp), *tp = sd_xmalloc(V * sizeof *tp);
+    double *acc[SD_SCHEME_COUNT] = {0}, *tv = sd_xmalloc(n * sizeof *tv), *sd16 = NULL;
+    double *alpha = sd_xmalloc(n * sizeof *alpha); /* sd acceptance per position, NaN if skipped */
+    for (int s = 0; s < SD_SCHEME_COUNT; s++)
+        if (p->want[s]) acc[s] = sd_xmalloc(n * sizeof *acc[s]);
+    if (p->precision_check) sd16 = sd_xmalloc(n * sizeof *sd16);
+    int rc = SD_OK;
+    size_t used = 0;
+    double t0 = now(), last = t0;
+    res->first_bad = SIZE_MAX;
+    for (size_t i = 0; i < n && rc == SD_OK; i++) {
+        if ((rc = sd_log_row(log, i, dl, tl))) break;
+        const double *dsrc = dl;
+        if (p->vocab_map) {
+            map_logits(p, dl, vd, dm, vt);
+            tl[vt] = -INFINITY;
+            dsrc = dm;
+        }
+        int bad = sd_dist_from_logits(dsrc, V, p->temperature, p->top_k, p->top_p, dp, "draft") ||
+                  sd_dist_from_logits(tl, V, p->temperature, p->top_k, p->top_p, tp, "target");
+        if (bad) {
+            if (res->first_bad == SIZE_MAX) res->first_bad = i;
+            res->skipped++;
+            alpha[i] = NAN;
+            if (!p->skip_bad) {
+                rc = sd_error(SD_EINVAL, "position %zu: %s (use --skip-bad-positions to go on)", i,
+                              sd_errmsg());
+                break;
+            }
+            continue;
+        }
+        alpha[i] = sd_dist_overlap(dp, tp, V);
+        tv[used] = sd_dist_tv(dp, tp, V);
+        for (int s = 0; s < SD_SCHEME_COUNT && rc == SD_OK; s++) {
+            if (!p->want[s]) continue;
+            int mc;
+            rc = s == SD_SCHEME_SD ? (acc[s][used] = alpha[i], SD_OK)
+                                   : position_acceptance((sd_scheme)s, dp, tp, V, p, i, &acc[s][used], &mc);
+            if (rc == SD_OK && s != SD_SCHEME_SD) res->scheme[s].mc_positions += mc;
+            if (rc == SD_OK && p->per_position[s]) p->per_position[s][used] = acc[s][used];
+        }
+        if (rc == SD_OK && sd16) { /* the same position with float16 logits */
+            for (size_t y = 0; y < V; y++) {
+                dm[y] = sd_half_to_double(sd_double_to_half(dsrc[y]));
+                tl[y] = sd_half_to_double(sd_double_to_half(tl[y]));
+            }
+            if (!sd_dist_from_logits(dm, V, p->temperature, p->top_k, p->top_p, dp, "draft") &&
+                !sd_dist_from_logits(tl, V, p->temperature, p->top_k, p->top_p, tp, "target"))
+                sd16[used] = sd_dist_overlap(dp, tp, V);
+            else
+                sd16[used] = NAN;
+            res->f16_abs_diff += fabs(sd16[used] - alpha[i]);
+        }
+        used++;
+        double t = now();
+        if (p->progress && t - last > 1) {
+            fprintf(stderr, "\rreplay: %zu/%zu positions (%.0f%%), %.1f s", i + 1, n,
+                    100.0 * (double)(i + 1) / (double)n, t - t0);
+            last = t;
+        }
+    }
+    if (p->progress && now() - t0 > 1) fprintf(stderr, "\rreplay: %zu/%zu positions, %.1f s\n", n, n, now() - t0);
+    if (rc == SD_OK && used == 0) rc = sd_error(SD_EINVAL, "no usable position in the log (%zu skipped)", res->skipped);
+    if (rc == SD_OK) {
+        res->positions = used;
+        for (int s = 0; s < SD_SCHEME_COUNT; s++) {
+            if (!acc[s]) continue;
+            sd_replay_scheme *r = &res->scheme[s];
+            r->ran = 1;
+            r->method = r->mc_positions > 0 ? "exact, Monte Carlo where out of reach" : "exact";
+            mean_ci(acc[s], used, &r->mean, &r->ci_low, &r->ci_high);
+            quantiles(acc[s], used, r->quantile);
+        }
+        double tvm, lo, hi;
+        mean_ci(tv, used, &tvm, &lo, &hi);
+        res->tv_mean = tvm;
+        quantiles(tv, used, res->tv_quantile);
+        /* the chain along the logged path: block from position t accepts i drafts with
+         * prod_{j<i} alpha[t + j], inside one sequence and over usable positions */
+        size_t len = sd_log_sequence_length(log);
+        double mean_alpha = 0;
+        size_t na = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!isnan(alpha[i])) mean_alpha += alpha[i], na++;
+        mean_alpha /= (double)na;
+        for (size_t g = 1; g <= SD_REPLAY_MAX_GAMMA; g++) {
+            double sum = 0;
+            size_t blocks = 0;
+            for (size_t t = 0; t < n; t++) {
+                if (isnan(alpha[t])) continue;
+                double e = 1, prod = 1;
+                for (size_t j = 0; j < g && t + j < n && (t + j) / len == t / len && !isnan(alpha[t + j]); j++)
+                    prod *= alpha[t + j], e += prod;
+                sum += e, blocks++;
+            }
+            res->chain_efficiency[g] = sum / (double)blocks;
+            res->chain_speedup[g] = res->chain_efficiency[g] / ((double)g * p->cost_ratio + 1);
+            res->leviathan_efficiency[g] = sd_leviathan_tokens(mean_alpha, (double)g);
+        }
+        if (sd16) {
+            double m16, l16, h16;
+            mean_ci(sd16, used, &m16, &l16, &h16);
+            res->f16_sd_mean = m16;
+            res->f16_abs_diff /= (double)used;
+        }
+        res->seconds = now() - t0;
+    }
+    for (int s = 0; s < SD_SCHEME_COUNT; s++) free(acc[s]);
+    free(dl), free(tl), free(dm), free(dp), free(tp), free(tv), free(alpha), free(sd16);
+    return rc;
+}

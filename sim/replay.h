@@ -1,0 +1,71 @@
+/* replay: what every scheme would have given on logged draft/target logits.
+ *
+ * Position by position: logits -> distributions (temperature, top-k, top-p applied
+ * now, to both models), then each scheme's exact acceptance (sd_accept_exact; where
+ * the exact method is out of reach, a seeded Monte-Carlo estimate per position),
+ * the total variation, and from the per-position sd acceptance along the logged
+ * path the chain's block efficiency and predicted speedup for gamma = 1..8. The log
+ * is read a row at a time from its memory map: constant memory whatever its size.
+ *
+ *   sd_replay_params p = sd_replay_default_params();
+ *   p.k = 4;
+ *   sd_replay_result r;
+ *   sd_replay_run(log, &p, &r);   r.scheme[SD_SCHEME_RRS].mean ...
+ *   sd_replay_result_free(&r);
+ */
+#ifndef SD_REPLAY_H
+#define SD_REPLAY_H
+
+#include <stddef.h>
+
+#include "logs.h"
+#include "verify.h"
+
+#define SD_REPLAY_MAX_GAMMA 8
+
+typedef struct {
+    double temperature;        /* applied to both models' logits (default 1; 0 = greedy) */
+    size_t top_k;              /* 0 = off */
+    double top_p;              /* 1 = off */
+    size_t k;                  /* drafts per position (default 4; sd uses 1) */
+    int want[SD_SCHEME_COUNT]; /* schemes to replay */
+    double cost_ratio;         /* c = M_D / M_T for the chain speedup (default 0.1) */
+    int skip_bad;              /* skip positions with NaN / +inf logits instead of failing */
+    double mc_trials;          /* per position, where the exact method is out of reach */
+    double exact_max_ops;      /* rrs's exact recursion per position (default 2e6 operations,
+                                  a few ms); past it, Monte Carlo */
+    unsigned long seed;
+    int progress;              /* a progress line on stderr for runs over a second */
+    int precision_check;       /* also replay sd with the logits rounded to float16 */
+    const size_t *vocab_map;   /* draft token -> target token (SIZE_MAX: none); NULL: same V */
+    size_t vocab_map_n;        /* entries of vocab_map (= draft V) */
+    size_t max_positions;      /* 0 = all */
+    double *per_position[SD_SCHEME_COUNT]; /* optional: each scheme's acceptance at every
+                                  usable position (room for the log's positions) */
+} sd_replay_params;
+
+sd_replay_params sd_replay_default_params(void);
+
+typedef struct {
+    int ran;
+    const char *method;        /* "exact" or "monte carlo" (some positions) */
+    double mc_positions;       /* positions estimated by Monte Carlo */
+    double mean, ci_low, ci_high; /* over positions (99.9%, normal approximation) */
+    double quantile[5];        /* min, 10%, 50%, 90%, max */
+} sd_replay_scheme;
+
+typedef struct {
+    size_t positions, skipped;
+    size_t first_bad;          /* first position with bad logits (if any) */
+    sd_replay_scheme scheme[SD_SCHEME_COUNT];
+    double tv_mean, tv_quantile[5];
+    double chain_efficiency[SD_REPLAY_MAX_GAMMA + 1]; /* along the logged path, gamma 1..8 */
+    double chain_speedup[SD_REPLAY_MAX_GAMMA + 1];
+    double leviathan_efficiency[SD_REPLAY_MAX_GAMMA + 1]; /* i.i.d. at the mean sd acceptance */
+    double f16_sd_mean, f16_abs_diff;  /* precision check: sd with float16 logits */
+    double seconds;
+} sd_replay_result;
+
+int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result *res);
+
+#endif

@@ -1,0 +1,321 @@
+/* specdec replay: every scheme on logged logits; specdec synth-log: write such a log
+ * from a synthetic model pair. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dist.h"
+#include "lm.h"
+#include "logs.h"
+#include "npy.h"
+#include "replay.h"
+#include "sd_error.h"
+
+static const char *const help =
+    "usage: specdec replay (--log FILE.safetensors | --draft-log D.npy --target-log T.npy\n"
+    "                      [--tokens-log K.npy]) [--scheme LIST|all] [-k K]\n"
+    "                      [--temperature T] [--top-k N] [--top-p P] [--cost-ratio C]\n"
+    "                      [--vocab-map FILE] [--skip-bad-positions] [--precision-check]\n"
+    "                      [--positions N] [--samples M] [--seed S] [--json]\n"
+    "\n"
+    "What each verification scheme would have given on logged draft and target logits,\n"
+    "without rerunning the models. Per scheme: the mean exact acceptance over positions\n"
+    "(Monte Carlo with M trials at positions beyond the exact method's reach) with a\n"
+    "99.9%% interval over positions and its quantiles; the total variation between the\n"
+    "models; the chain's block efficiency along the logged path and its predicted\n"
+    "speedup for gamma = 1..8 at cost ratio C.\n"
+    "\n"
+    "Logs (data/logs/FORMAT.md): two .npy files of [positions, V] or [sequences,\n"
+    "positions, V] logits (float16, bfloat16 as <u2, float32, float64), or one\n"
+    ".safetensors with draft_logits, target_logits and optionally tokens. Read through a\n"
+    "memory map, a row at a time: any size in constant memory.\n"
+    "\n"
+    "  --scheme LIST          sd, specinfer, rrs, kseq, otm, comma-separated, or all\n"
+    "  -k, --k K              drafts per position (default 4)\n"
+    "  --temperature T, --top-k N, --top-p P   applied to both models at replay time\n"
+    "  --cost-ratio C         M_D / M_T for the chain speedup (default 0.1)\n"
+    "  --vocab-map FILE       draft and target vocabularies differ: lines 'draft_id target_id'\n"
+    "                         (draft tokens without a line can never be accepted)\n"
+    "  --skip-bad-positions   skip positions with NaN or +inf logits (counted, first reported)\n"
+    "  --precision-check      also replay sd with the logits rounded to float16\n"
+    "  --positions N          only the first N positions\n"
+    "  --samples M            Monte-Carlo trials per position where needed (default 2000):\n"
+    "                         rrs past about 2e6 operations per position (k >= 3 on large V)\n"
+    "  --seed S, --json, -h/--help\n";
+
+static int read_vocab_map(const char *path, size_t vd, size_t vt, size_t **map)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    *map = sd_xmalloc(vd * sizeof **map);
+    for (size_t i = 0; i < vd; i++) (*map)[i] = SIZE_MAX;
+    char line[256];
+    int rc = SD_OK;
+    for (size_t ln = 1; fgets(line, sizeof line, f) && rc == SD_OK; ln++) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        long long a, b;
+        char extra;
+        int got = sscanf(line, "%lld %lld %c", &a, &b, &extra);
+        if (got <= 0) continue;
+        if (got != 2 || a < 0 || b < 0 || (size_t)a >= vd || (size_t)b >= vt)
+            rc = sd_error(SD_EFORMAT, "%s:%zu: expected 'draft_id target_id' with ids below %zu "
+                                      "and %zu", path, ln, vd, vt);
+        else (*map)[a] = (size_t)b;
+    }
+    fclose(f);
+    if (rc) free(*map), *map = NULL;
+    return rc;
+}
+
+static void json_quantiles(const double *q)
+{
+    printf("{\"min\": %.10g, \"p10\": %.10g, \"median\": %.10g, \"p90\": %.10g, \"max\": %.10g}",
+           q[0], q[1], q[2], q[3], q[4]);
+}
+
+int cmd_replay(int argc, char **argv)
+{
+    const char *cmd = "replay";
+    enum { R_LOG = 3000, R_DLOG, R_TLOG, R_KLOG, R_SCHEME, R_TEMP, R_TOPK, R_TOPP, R_COST, R_MAP,
+           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON };
+    static const struct option longopts[] = {
+        {"log", required_argument, 0, R_LOG}, {"draft-log", required_argument, 0, R_DLOG},
+        {"target-log", required_argument, 0, R_TLOG}, {"tokens-log", required_argument, 0, R_KLOG},
+        {"scheme", required_argument, 0, R_SCHEME}, {"k", required_argument, 0, 'k'},
+        {"temperature", required_argument, 0, R_TEMP}, {"top-k", required_argument, 0, R_TOPK},
+        {"top-p", required_argument, 0, R_TOPP}, {"cost-ratio", required_argument, 0, R_COST},
+        {"vocab-map", required_argument, 0, R_MAP}, {"skip-bad-positions", no_argument, 0, R_SKIP},
+        {"precision-check", no_argument, 0, R_PREC}, {"positions", required_argument, 0, R_POS},
+        {"samples", required_argument, 0, R_SAMPLES}, {"seed", required_argument, 0, R_SEED},
+        {"json", no_argument, 0, R_JSON}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    sd_replay_params p = sd_replay_default_params();
+    const char *logp = NULL, *dlog = NULL, *tlog = NULL, *klog = NULL, *schemes = "all", *mapf = NULL;
+    int json = 0, opt;
+    size_t sz;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case R_LOG: logp = optarg; break;
+        case R_DLOG: dlog = optarg; break;
+        case R_TLOG: tlog = optarg; break;
+        case R_KLOG: klog = optarg; break;
+        case R_SCHEME: schemes = optarg; break;
+        case 'k': if (cli_parse_size(optarg, "-k", cmd, &p.k)) return CLI_USAGE; break;
+        case R_TEMP: if (cli_parse_double(optarg, "--temperature", cmd, &p.temperature)) return CLI_USAGE; break;
+        case R_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &p.top_k)) return CLI_USAGE; break;
+        case R_TOPP: if (cli_parse_double(optarg, "--top-p", cmd, &p.top_p)) return CLI_USAGE; break;
+        case R_COST: if (cli_parse_double(optarg, "--cost-ratio", cmd, &p.cost_ratio)) return CLI_USAGE; break;
+        case R_MAP: mapf = optarg; break;
+        case R_SKIP: p.skip_bad = 1; break;
+        case R_PREC: p.precision_check = 1; break;
+        case R_POS: if (cli_parse_size(optarg, "--positions", cmd, &p.max_positions)) return CLI_USAGE; break;
+        case R_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &p.mc_trials)) return CLI_USAGE; break;
+        case R_SEED:
+            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
+            p.seed = (unsigned long)sz;
+            break;
+        case R_JSON: json = 1; break;
+        case 'h': fputs(help, stdout); return CLI_OK;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!logp == !(dlog && tlog) || ((dlog || tlog) && !(dlog && tlog)))
+        return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
+    if (strcmp(schemes, "all")) {
+        memset(p.want, 0, sizeof p.want);
+        char *copy = strdup(schemes), *save = NULL;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            sd_scheme s;
+            if (sd_scheme_parse(tok, &s)) {
+                free(copy);
+                return cli_usage(cmd, "%s", sd_errmsg());
+            }
+            p.want[s] = 1;
+        }
+        free(copy);
+    }
+    if (p.k < 1) return cli_fail(cmd, "-k must be at least 1");
+    p.progress = 1;
+    sd_log *log;
+    int rc = logp ? sd_log_open_safetensors(logp, &log) : sd_log_open_npy(dlog, tlog, klog, &log);
+    if (rc) return cli_fail(cmd, sd_errmsg());
+    size_t *map = NULL;
+    if (mapf) {
+        if (read_vocab_map(mapf, sd_log_vocab_draft(log), sd_log_vocab_target(log), &map)) {
+            sd_log_close(log);
+            return cli_fail(cmd, sd_errmsg());
+        }
+        p.vocab_map = map;
+        p.vocab_map_n = sd_log_vocab_draft(log);
+    }
+    sd_replay_result r;
+    rc = sd_replay_run(log, &p, &r);
+    if (rc) {
+        rc = cli_fail(cmd, sd_errmsg());
+        goto out;
+    }
+    if (json) {
+        printf("{\"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, \"dtype\": \"%s\", "
+               "\"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"results\": [",
+               r.positions, r.skipped, sd_log_vocab_target(log), sd_log_dtype_name(log),
+               p.temperature, p.top_k, p.top_p);
+        int first = 1;
+        for (int s = 0; s < SD_SCHEME_COUNT; s++) {
+            const sd_replay_scheme *x = &r.scheme[s];
+            if (!x->ran) continue;
+            printf("%s\n  {\"scheme\": \"%s\", \"k\": %zu, \"mean_acceptance\": %.12g, "
+                   "\"ci_low\": %.12g, \"ci_high\": %.12g, \"method\": \"%s\", "
+                   "\"mc_positions\": %.0f, \"quantiles\": ",
+                   first ? "" : ",", sd_scheme_name((sd_scheme)s), sd_scheme_drafts((sd_scheme)s, p.k),
+                   x->mean, x->ci_low, x->ci_high, x->method, x->mc_positions);
+            json_quantiles(x->quantile);
+            printf("}");
+            first = 0;
+        }
+        printf("\n], \"tv\": {\"mean\": %.10g, \"quantiles\": ", r.tv_mean);
+        json_quantiles(r.tv_quantile);
+        printf("}, \"cost_ratio\": %g, \"chain\": [", p.cost_ratio);
+        for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
+            printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, "
+                   "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
+                   r.chain_efficiency[g], r.chain_speedup[g], r.leviathan_efficiency[g]);
+        printf("]");
+        if (p.precision_check)
+            printf(", \"float16\": {\"sd_mean_acceptance\": %.12g, \"mean_abs_change\": %.6g}",
+                   r.f16_sd_mean, r.f16_abs_diff);
+        printf("}\n");
+    } else {
+        printf("# specdec replay: %zu positions (%zu skipped), V = %zu, %s logits, T = %g, "
+               "top-k %zu, top-p %g, k = %zu\n", r.positions, r.skipped, sd_log_vocab_target(log),
+               sd_log_dtype_name(log), p.temperature, p.top_k, p.top_p, p.k);
+        if (r.skipped) printf("# first bad position: %zu\n", r.first_bad);
+        printf("%-10s %10s %21s   %-8s %-8s %-8s %-8s %-8s  %s\n", "scheme", "mean acc",
+               "99.9% CI", "min", "p10", "median", "p90", "max", "method");
+        for (int s = 0; s < SD_SCHEME_COUNT; s++) {
+            const sd_replay_scheme *x = &r.scheme[s];
+            if (!x->ran) continue;
+            printf("%-10s %10.6f [%9.6f, %9.6f]   %-8.4f %-8.4f %-8.4f %-8.4f %-8.4f  %s\n",
+                   sd_scheme_name((sd_scheme)s), x->mean, x->ci_low, x->ci_high, x->quantile[0],
+                   x->quantile[1], x->quantile[2], x->quantile[3], x->quantile[4], x->method);
+        }
+        printf("total variation: mean %.6f, median %.4f, p90 %.4f\n", r.tv_mean,
+               r.tv_quantile[2], r.tv_quantile[3]);
+        printf("chain along the logged path (cost ratio %g):\n  gamma  block eff  speedup  (i.i.d. at mean sd acceptance)\n", p.cost_ratio);
+        for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
+            printf("  %5d  %9.4f  %7.4f  %9.4f\n", g, r.chain_efficiency[g], r.chain_speedup[g],
+                   r.leviathan_efficiency[g]);
+        if (p.precision_check)
+            printf("float16 logits: sd acceptance %.6f (float64/32: %.6f), mean |change| per "
+                   "position %.3g\n", r.f16_sd_mean, r.scheme[SD_SCHEME_SD].mean, r.f16_abs_diff);
+    }
+out:
+    free(map);
+    sd_log_close(log);
+    return rc;
+}
+
+/* ---- specdec synth-log ---- */
+
+static const char *const synth_help =
+    "usage: specdec synth-log --lm SPEC --out PATH [--positions N] [--sequences S]\n"
+    "                         [--dtype f16|bf16|f32|f64] [--seed S]\n"
+    "\n"
+    "Writes a log of draft and target logits (log-probabilities) along sequences sampled\n"
+    "from the target model of a synthetic pair, in the format 'specdec replay' reads:\n"
+    "PATH.draft.npy, PATH.target.npy, PATH.tokens.npy, or one PATH.safetensors.\n"
+    "\n"
+    "  --lm SPEC        const:ALPHA or markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]]\n"
+    "  --positions N    positions per sequence (default 400)\n"
+    "  --sequences S    sequences (default 1; > 1 writes [S, N, V] arrays)\n"
+    "  --dtype D        stored precision (default f32)\n";
+
+typedef struct {
+    sd_lm *draft, *target;
+    size_t length, *ctx;
+    gsl_rng *rng;
+    double *pd, *pt;
+} synth_ctx;
+
+static int synth_row(void *p, size_t i, double *dl, double *tl, long long *tok)
+{
+    synth_ctx *s = p;
+    size_t pos = i % s->length, V = s->target->vocab;
+    int rc;
+    if ((rc = sd_lm_next(s->draft, s->ctx, pos, s->pd)) || (rc = sd_lm_next(s->target, s->ctx, pos, s->pt)))
+        return rc;
+    for (size_t y = 0; y < V; y++) {
+        dl[y] = s->pd[y] > 0 ? log(s->pd[y]) : -INFINITY;
+        tl[y] = s->pt[y] > 0 ? log(s->pt[y]) : -INFINITY;
+    }
+    s->ctx[pos] = sd_dist_sample_cdf(s->pt, V, s->rng);
+    *tok = (long long)s->ctx[pos];
+    return SD_OK;
+}
+
+int cmd_synth_log(int argc, char **argv)
+{
+    const char *cmd = "synth-log";
+    enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE, S_SEED };
+    static const struct option longopts[] = {
+        {"lm", required_argument, 0, S_LM}, {"out", required_argument, 0, S_OUT},
+        {"positions", required_argument, 0, S_POS}, {"sequences", required_argument, 0, S_SEQ},
+        {"dtype", required_argument, 0, S_DTYPE}, {"seed", required_argument, 0, S_SEED},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *lm = NULL, *out = NULL;
+    size_t positions = 400, sequences = 1, seed = 2385;
+    int dtype = SD_NPY_F32, opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case S_LM: lm = optarg; break;
+        case S_OUT: out = optarg; break;
+        case S_POS: if (cli_parse_size(optarg, "--positions", cmd, &positions)) return CLI_USAGE; break;
+        case S_SEQ: if (cli_parse_size(optarg, "--sequences", cmd, &sequences)) return CLI_USAGE; break;
+        case S_SEED: if (cli_parse_size(optarg, "--seed", cmd, &seed)) return CLI_USAGE; break;
+        case S_DTYPE:
+            if (!strcmp(optarg, "f16")) dtype = SD_NPY_F16;
+            else if (!strcmp(optarg, "bf16")) dtype = SD_NPY_BF16;
+            else if (!strcmp(optarg, "f32")) dtype = SD_NPY_F32;
+            else if (!strcmp(optarg, "f64")) dtype = SD_NPY_F64;
+            else return cli_usage(cmd, "--dtype is f16, bf16, f32 or f64, not '%s'", optarg);
+            break;
+        case 'h': fputs(synth_help, stdout); return CLI_OK;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (!lm || !out) return cli_usage(cmd, "--lm and --out are required");
+    if (!positions || !sequences || positions > 100000000 / sequences)
+        return cli_usage(cmd, "--positions and --sequences must be >= 1 (1e8 positions at most)");
+    synth_ctx s;
+    memset(&s, 0, sizeof s);
+    if (sd_lm_pair_parse(lm, &s.draft, &s.target)) return cli_fail(cmd, sd_errmsg());
+    size_t V = s.target->vocab;
+    s.length = positions;
+    s.ctx = sd_xcalloc(positions + 1, sizeof *s.ctx);
+    s.pd = sd_xmalloc(V * sizeof *s.pd);
+    s.pt = sd_xmalloc(V * sizeof *s.pt);
+    s.rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(s.rng, (unsigned long)seed);
+    char seedbuf[32], posbuf[32];
+    snprintf(seedbuf, sizeof seedbuf, "%zu", seed);
+    snprintf(posbuf, sizeof posbuf, "%zu", positions);
+    const char *meta[] = {"generator", "specdec synth-log", "lm", lm, "seed", seedbuf,
+                          "positions", posbuf, NULL};
+    int rc = sd_log_write(out, dtype, sequences, positions, V, synth_row, &s, meta);
+    if (rc) rc = cli_fail(cmd, sd_errmsg());
+    else fprintf(stderr, "synth-log: %zu x %zu positions over %zu tokens written to %s\n",
+                 sequences, positions, V, out);
+    gsl_rng_free(s.rng);
+    free(s.ctx), free(s.pd), free(s.pt);
+    sd_lm_free(s.draft);
+    sd_lm_free(s.target);
+    return rc;
+}

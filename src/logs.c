@@ -1,0 +1,223 @@
+#include "logs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "npy.h"
+#include "sd_error.h"
+
+/* One memory-mapped .npy array. */
+typedef struct {
+    char *path;
+    const unsigned char *map;
+    size_t size;
+    sd_npy_header hdr;
+} mapped_npy;
+
+struct sd_log {
+    mapped_npy draft, target, tokens;
+    int has_tokens;
+    size_t positions, length, vocab_draft, vocab_target;
+    void *st; /* safetensors backend, when opened from one */
+    const void *st_draft, *st_target, *st_tokens;
+};
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = sd_xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+static int map_file(const char *path, const unsigned char **map, size_t *size)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return sd_error(SD_EIO, "%s: not a regular file", path);
+    }
+    *size = (size_t)st.st_size;
+    if (*size == 0) {
+        close(fd);
+        return sd_error(SD_EFORMAT, "%s: empty file", path);
+    }
+    void *m = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return sd_error(SD_EIO, "%s: cannot map: %s", path, strerror(errno));
+    posix_madvise(m, *size, POSIX_MADV_SEQUENTIAL);
+    *map = m;
+    return SD_OK;
+}
+
+static int open_npy(const char *path, mapped_npy *a)
+{
+    int rc = map_file(path, &a->map, &a->size);
+    if (rc) return rc;
+    a->path = dup_str(path);
+    return sd_npy_parse_header(a->map, a->size, a->size, path, &a->hdr);
+}
+
+static void close_npy(mapped_npy *a)
+{
+    if (a->map) munmap((void *)a->map, a->size);
+    free(a->path);
+    memset(a, 0, sizeof *a);
+}
+
+/* positions and vocabulary of a [P, V] or [S, P, V] logits array */
+static int logits_shape(const sd_npy_header *h, const char *path, size_t *seq, size_t *len,
+                        size_t *vocab)
+{
+    if (h->ndim == 2) *seq = 1, *len = h->shape[0], *vocab = h->shape[1];
+    else if (h->ndim == 3) *seq = h->shape[0], *len = h->shape[1], *vocab = h->shape[2];
+    else return sd_error(SD_EFORMAT, "%s: logits must be [positions, V] or [sequences, positions, "
+                                     "V], not %zu-D", path, h->ndim);
+    if (*seq * *len == 0) return sd_error(SD_EFORMAT, "%s: no positions", path);
+    if (*vocab < 2) return sd_error(SD_EFORMAT, "%s: vocabulary of %zu", path, *vocab);
+    return SD_OK;
+}
+
+int sd_log_open_npy(const char *draft_path, const char *target_path, const char *tokens_path,
+                    sd_log **out)
+{
+    *out = NULL;
+    sd_log *l = sd_xcalloc(1, sizeof *l);
+    size_t ds, dl, ts, tl;
+    int rc = open_npy(draft_path, &l->draft);
+    if (!rc) rc = open_npy(target_path, &l->target);
+    if (!rc) rc = logits_shape(&l->draft.hdr, draft_path, &ds, &dl, &l->vocab_draft);
+    if (!rc) rc = logits_shape(&l->target.hdr, target_path, &ts, &tl, &l->vocab_target);
+    if (!rc && (ds != ts || dl != tl))
+        rc = sd_error(SD_EFORMAT, "%s has %zu x %zu positions but %s has %zu x %zu: the logs must "
+                                  "cover the same positions", draft_path, ds, dl, target_path, ts, tl);
+    if (!rc && tokens_path) {
+        rc = open_npy(tokens_path, &l->tokens);
+        if (!rc && l->tokens.hdr.count != ds * dl)
+            rc = sd_error(SD_EFORMAT, "%s: %zu tokens for %zu positions", tokens_path,
+                          l->tokens.hdr.count, ds * dl);
+        l->has_tokens = rc == SD_OK;
+    }
+    if (rc) {
+        sd_log_close(l);
+        return rc;
+    }
+    l->positions = ds * dl;
+    l->length = dl;
+    *out = l;
+    return SD_OK;
+}
+
+void sd_log_close(sd_log *l)
+{
+    if (!l) return;
+    close_npy(&l->draft);
+    close_npy(&l->target);
+    close_npy(&l->tokens);
+    free(l);
+}
+
+size_t sd_log_positions(const sd_log *l) { return l->positions; }
+size_t sd_log_sequence_length(const sd_log *l) { return l->length; }
+size_t sd_log_vocab_draft(const sd_log *l) { return l->vocab_draft; }
+size_t sd_log_vocab_target(const sd_log *l) { return l->vocab_target; }
+int sd_log_has_tokens(const sd_log *l) { return l->has_tokens; }
+
+const char *sd_log_dtype_name(const sd_log *l)
+{
+    static const char *const names[] = {"f16", "bf16", "f32", "f64"};
+    return names[l->target.hdr.dtype];
+}
+
+const char *sd_log_metadata(const sd_log *l, const char *key)
+{
+    (void)l, (void)key;
+    return NULL;
+}
+
+int sd_log_row(const sd_log *l, size_t i, double *draft, double *target)
+{
+    if (i >= l->positions)
+        return sd_error(SD_EINVAL, "position %zu is past the log's %zu", i, l->positions);
+    size_t de = sd_npy_dtype_size(l->draft.hdr.dtype), te = sd_npy_dtype_size(l->target.hdr.dtype);
+    sd_npy_decode(l->draft.hdr.dtype, l->draft.map + l->draft.hdr.data_offset + i * l->vocab_draft * de,
+                  l->vocab_draft, draft);
+    sd_npy_decode(l->target.hdr.dtype,
+                  l->target.map + l->target.hdr.data_offset + i * l->vocab_target * te,
+                  l->vocab_target, target);
+    return SD_OK;
+}
+
+int sd_log_token(const sd_log *l, size_t i, long long *token)
+{
+    if (!l->has_tokens) return sd_error(SD_EINVAL, "the log has no tokens");
+    if (i >= l->positions) return sd_error(SD_EINVAL, "position %zu is past the log", i);
+    double t;
+    size_t e = sd_npy_dtype_size(l->tokens.hdr.dtype);
+    sd_npy_decode(l->tokens.hdr.dtype, l->tokens.map + l->tokens.hdr.data_offset + i * e, 1, &t);
+    *token = (long long)t;
+    return SD_OK;
+}
+
+int sd_log_open_safetensors(const char *path, sd_log **out)
+{
+    *out = NULL;
+    return sd_error(SD_EUNSUP, "%s: safetensors logs are not read yet", path);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int sd_log_write(const char *path, int dtype, size_t sequences, size_t length, size_t vocab,
+                 sd_log_row_fn row, void *ctx, const char *const *meta_kv)
+{
+    (void)meta_kv;
+    if (ends_with(path, ".safetensors"))
+        return sd_error(SD_EUNSUP, "%s: safetensors logs are not written yet", path);
+    size_t n = strlen(path) + 16;
+    char *dp = sd_xmalloc(n), *tp = sd_xmalloc(n), *kp = sd_xmalloc(n);
+    snprintf(dp, n, "%s.draft.npy", path);
+    snprintf(tp, n, "%s.target.npy", path);
+    snprintf(kp, n, "%s.tokens.npy", path);
+    size_t shape[3] = {sequences, length, vocab};
+    int three = sequences > 1, rc;
+    sd_npy_writer *wd = NULL, *wt = NULL, *wk = NULL;
+    rc = sd_npy_writer_open(dp, (sd_npy_dtype)dtype, three ? 3 : 2, three ? shape : shape + 1, &wd);
+    if (!rc) rc = sd_npy_writer_open(tp, (sd_npy_dtype)dtype, three ? 3 : 2, three ? shape : shape + 1, &wt);
+    if (!rc) rc = sd_npy_writer_open(kp, SD_NPY_F64, three ? 2 : 1, three ? shape : shape + 1, &wk);
+    double *d = sd_xmalloc(vocab * sizeof *d), *t = sd_xmalloc(vocab * sizeof *t);
+    for (size_t i = 0; !rc && i < sequences * length; i++) {
+        long long tok = 0;
+        double tokd;
+        rc = row(ctx, i, d, t, &tok);
+        tokd = (double)tok;
+        if (!rc) rc = sd_npy_writer_append(wd, d, vocab);
+        if (!rc) rc = sd_npy_writer_append(wt, t, vocab);
+        if (!rc) rc = sd_npy_writer_append(wk, &tokd, 1);
+    }
+    /* close in order; a close frees its writer whatever happens, the rest are aborted */
+    int renamed = 0; /* how many of the three files this call has put in place */
+    sd_npy_writer *ws[3] = {wd, wt, wk};
+    for (int k = 0; k < 3; k++) {
+        if (!ws[k]) continue;
+        if (rc) sd_npy_writer_abort(ws[k]);
+        else if (!(rc = sd_npy_writer_close(ws[k]))) renamed = k + 1;
+    }
+    if (rc) { /* no partial log: what this call already renamed goes too */
+        if (renamed >= 1) remove(dp);
+        if (renamed >= 2) remove(tp);
+    }
+    free(d), free(t), free(dp), free(tp), free(kp);
+    return rc;
+}

@@ -1,0 +1,248 @@
+/* Tests of src/logs and sim/replay: a log of known distributions replays to the exact
+ * acceptance of each scheme, position by position; temperatures apply at replay time;
+ * bad logs fail with the file and position named. */
+#include "support.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "accept.h"
+#include "dist.h"
+#include "logs.h"
+#include "npy.h"
+#include "replay.h"
+#include "sd_error.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/sd_test_replay_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+#define P 24
+#define V 7
+
+/* logits = log(p) of random pairs; row i of the draft and target */
+typedef struct {
+    double draft[P][V], target[P][V];
+    int nan_at; /* a NaN logit at this position, or -1 */
+} known;
+
+static int known_row(void *ctx, size_t i, double *dl, double *tl, long long *tok)
+{
+    known *k = ctx;
+    for (size_t y = 0; y < V; y++) {
+        dl[y] = log(k->draft[i][y]);
+        tl[y] = log(k->target[i][y]);
+    }
+    if ((int)i == k->nan_at) tl[2] = NAN;
+    *tok = (long long)(i % V);
+    return SD_OK;
+}
+
+static void make_known(known *k, unsigned long seed)
+{
+    gsl_rng *r = sd_test_rng(seed);
+    for (size_t i = 0; i < P; i++) {
+        sd_test_dirichlet(r, i % 2 ? 1.0 : 0.3, V, k->draft[i]);
+        sd_test_dirichlet(r, 1.0, V, k->target[i]);
+        for (size_t y = 0; y < V; y++) { /* keep every token drawable */
+            k->draft[i][y] = (k->draft[i][y] + 1e-3) / (1 + V * 1e-3);
+            k->target[i][y] = (k->target[i][y] + 1e-3) / (1 + V * 1e-3);
+        }
+    }
+    k->nan_at = -1;
+    gsl_rng_free(r);
+}
+
+static sd_log *open_prefix(const char *prefix)
+{
+    char d[256], t[256], tk[256];
+    snprintf(d, sizeof d, "%s.draft.npy", prefix);
+    snprintf(t, sizeof t, "%s.target.npy", prefix);
+    snprintf(tk, sizeof tk, "%s.tokens.npy", prefix);
+    sd_log *l;
+    if (sd_log_open_npy(d, t, tk, &l)) fail_msg("%s", sd_errmsg());
+    return l;
+}
+
+static void test_replay_matches_accept_position_by_position(void **state)
+{
+    (void)state;
+    known k;
+    make_known(&k, 17);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s/known", dir);
+    assert_int_equal(sd_log_write(prefix, SD_NPY_F64, 1, P, V, known_row, &k, NULL), SD_OK);
+    sd_log *l = open_prefix(prefix);
+    assert_int_equal(sd_log_positions(l), P);
+    assert_true(sd_log_has_tokens(l));
+    long long tok;
+    assert_int_equal(sd_log_token(l, 9, &tok), SD_OK);
+    assert_int_equal(tok, 9 % V);
+    sd_replay_params p = sd_replay_default_params();
+    p.k = 3;
+    double *per[SD_SCHEME_COUNT];
+    for (int s = 0; s < SD_SCHEME_COUNT; s++) per[s] = p.per_position[s] = malloc(P * sizeof(double));
+    sd_replay_result r;
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
+    assert_int_equal(r.positions, P);
+    for (int s = 0; s < SD_SCHEME_COUNT; s++) {
+        double sum = 0;
+        for (size_t i = 0; i < P; i++) {
+            sd_accept_result ex;
+            assert_int_equal(sd_accept_exact((sd_scheme)s, k.draft[i], k.target[i], V, 3,
+                                             sd_verify_default_params(), &ex), SD_OK);
+            assert_close(per[s][i], ex.acceptance, 0, 1e-12);
+            sum += ex.acceptance;
+        }
+        assert_close(r.scheme[s].mean, sum / P, 0, 1e-12);
+        assert_true(r.scheme[s].ci_low <= r.scheme[s].mean && r.scheme[s].mean <= r.scheme[s].ci_high);
+        free(per[s]);
+    }
+    /* chain block efficiency along the path at gamma 1: 1 + mean alpha */
+    assert_close(r.chain_efficiency[1], 1 + r.scheme[SD_SCHEME_SD].mean, 0, 1e-12);
+    sd_log_close(l);
+}
+
+static void test_replay_temperature_and_precision(void **state)
+{
+    (void)state;
+    known k;
+    make_known(&k, 23);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s/temp", dir);
+    assert_int_equal(sd_log_write(prefix, SD_NPY_F64, 1, P, V, known_row, &k, NULL), SD_OK);
+    sd_log *l = open_prefix(prefix);
+    sd_replay_params p = sd_replay_default_params();
+    p.temperature = 0.7;
+    p.top_p = 0.9;
+    memset(p.want, 0, sizeof p.want);
+    p.want[SD_SCHEME_SD] = 1;
+    p.precision_check = 1;
+    sd_replay_result r;
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
+    double sum = 0, dl[V], tl[V], dp[V], tp[V];
+    for (size_t i = 0; i < P; i++) {
+        for (size_t y = 0; y < V; y++) dl[y] = log(k.draft[i][y]), tl[y] = log(k.target[i][y]);
+        sd_dist_from_logits(dl, V, 0.7, 0, 0.9, dp, "draft");
+        sd_dist_from_logits(tl, V, 0.7, 0, 0.9, tp, "target");
+        sum += sd_dist_overlap(dp, tp, V);
+    }
+    assert_close(r.scheme[SD_SCHEME_SD].mean, sum / P, 0, 1e-12);
+    /* float16 logits move sd's acceptance by about 1e-3 at most here */
+    assert_true(r.f16_abs_diff > 0 && r.f16_abs_diff < 1e-2);
+    sd_log_close(l);
+}
+
+static void test_replay_bad_logs(void **state)
+{
+    (void)state;
+    known k;
+    make_known(&k, 5);
+    k.nan_at = 7;
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s/nan", dir);
+    assert_int_equal(sd_log_write(prefix, SD_NPY_F32, 1, P, V, known_row, &k, NULL), SD_OK);
+    sd_log *l = open_prefix(prefix);
+    sd_replay_params p = sd_replay_default_params();
+    sd_replay_result r;
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "position 7"));
+    assert_non_null(strstr(sd_errmsg(), "--skip-bad-positions"));
+    p.skip_bad = 1;
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
+    assert_int_equal(r.skipped, 1);
+    assert_int_equal(r.first_bad, 7);
+    assert_int_equal(r.positions, P - 1);
+    sd_log_close(l);
+    /* shapes that disagree, a missing file, a truncated file */
+    double row[2 * V];
+    size_t s1[2] = {2, V}, s2[2] = {3, V}, s3[2] = {2, V + 1};
+    for (size_t i = 0; i < 2 * V; i++) row[i] = 0.5;
+    char a[160], b[160], c[160];
+    snprintf(a, sizeof a, "%s/a.npy", dir);
+    snprintf(b, sizeof b, "%s/b.npy", dir);
+    snprintf(c, sizeof c, "%s/c.npy", dir);
+    double big[3 * (V + 1)];
+    for (size_t i = 0; i < 3 * (V + 1); i++) big[i] = 0.5;
+    assert_int_equal(sd_npy_write(a, SD_NPY_F32, 2, s1, row), SD_OK);
+    assert_int_equal(sd_npy_write(b, SD_NPY_F32, 2, s2, big), SD_OK);
+    assert_int_equal(sd_npy_write(c, SD_NPY_F32, 2, s3, big), SD_OK);
+    assert_int_equal(sd_log_open_npy(a, b, NULL, &l), SD_EFORMAT);
+    assert_non_null(strstr(sd_errmsg(), "same positions"));
+    assert_int_equal(sd_log_open_npy(a, "/nonexistent/x.npy", NULL, &l), SD_EIO);
+    assert_non_null(strstr(sd_errmsg(), "/nonexistent/x.npy"));
+    /* different vocabularies: an error without a map; with one, a replay */
+    assert_int_equal(sd_log_open_npy(a, c, NULL, &l), SD_OK);
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "--vocab-map"));
+    size_t map[V];
+    for (size_t i = 0; i < V; i++) map[i] = i;
+    p.vocab_map = map;
+    p.vocab_map_n = V;
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
+    /* uniform draft over 7 of the target's 8 uniform tokens: sd acceptance 7/8 */
+    assert_close(r.scheme[SD_SCHEME_SD].mean, 7.0 / 8, 0, 1e-6);
+    sd_log_close(l);
+    /* a truncated file */
+    FILE *f = fopen(a, "r+b");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 100), 0);
+    fclose(f);
+    assert_int_equal(sd_log_open_npy(a, a, NULL, &l), SD_EFORMAT);
+    assert_non_null(strstr(sd_errmsg(), a));
+}
+
+/* [sequences, positions, V]: a block never runs past its sequence's end. */
+static void test_replay_sequences(void **state)
+{
+    (void)state;
+    known k;
+    make_known(&k, 31);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s/seqs", dir);
+    /* 4 sequences of 6 positions, the same 24 rows */
+    assert_int_equal(sd_log_write(prefix, SD_NPY_F64, 4, 6, V, known_row, &k, NULL), SD_OK);
+    sd_log *l = open_prefix(prefix);
+    assert_int_equal(sd_log_positions(l), 24);
+    assert_int_equal(sd_log_sequence_length(l), 6);
+    sd_replay_params p = sd_replay_default_params();
+    sd_replay_result r;
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
+    /* gamma 8 from the last position of a sequence counts one token: the chain's
+     * efficiency is at most 1 + mean over t of (positions left in t's sequence) */
+    double alpha[24], want = 0;
+    for (size_t i = 0; i < 24; i++) alpha[i] = sd_dist_overlap(k.draft[i], k.target[i], V);
+    for (size_t t = 0; t < 24; t++) {
+        double e = 1, prod = 1;
+        for (size_t j = 0; j < 8 && (t + j) / 6 == t / 6; j++) prod *= alpha[t + j], e += prod;
+        want += e / 24;
+    }
+    assert_close(r.chain_efficiency[8], want, 0, 1e-12);
+    sd_log_close(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_matches_accept_position_by_position),
+        cmocka_unit_test(test_replay_temperature_and_precision),
+        cmocka_unit_test(test_replay_bad_logs),
+        cmocka_unit_test(test_replay_sequences),
+    };
+    return cmocka_run_group_tests_name("replay", tests, setup, teardown);
+}
