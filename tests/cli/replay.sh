@@ -1,0 +1,41 @@
+#!/bin/sh
+# Command-line tests of 'specdec replay' and 'specdec synth-log'.
+SPECDEC=${1:-build/specdec}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect() {
+    code=$1; pat=$2; shift 3
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" != "$code" ]; then bad "exit $rc (want $code): $*"; echo "$out" | head -5; return; fi
+    if [ -n "$pat" ] && ! printf '%s' "$out" | grep -q -- "$pat"; then
+        bad "no '$pat' in output of: $*"; echo "$out" | head -5; return; fi
+    ok
+}
+D=data/logs/sample
+expect 0 "usage: specdec replay" -- "$SPECDEC" replay --help
+expect 0 "usage: specdec synth-log" -- "$SPECDEC" synth-log --help
+expect 0 '"positions": 400' -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --tokens-log $D.tokens.npy -k 4 --json
+out=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy -k 2 --scheme sd,rrs --json)
+for key in positions results scheme k mean_acceptance ci_low ci_high; do
+    printf '%s' "$out" | grep -q "\"$key\":" && ok || bad "replay --json lacks $key"
+done
+expect 0 "float16 logits" -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd --precision-check --temperature 0.7 --top-p 0.9
+# a log written now replays the same as the shipped one
+expect 0 "written" -- "$SPECDEC" synth-log --lm markov:256,1,0.1,2385,0.4,1.3 --out "$T/again" --positions 400
+a=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd,otm --json)
+b=$("$SPECDEC" replay --draft-log "$T/again.draft.npy" --target-log "$T/again.target.npy" --scheme sd,otm --json)
+[ "$a" = "$b" ] && ok || bad "data/logs/sample differs from a fresh synth-log"
+# bad input
+expect 1 "no-such.npy" -- "$SPECDEC" replay --draft-log no-such.npy --target-log $D.target.npy
+head -c 300 $D.draft.npy > "$T/trunc.npy"
+expect 1 "trunc.npy" -- "$SPECDEC" replay --draft-log "$T/trunc.npy" --target-log $D.target.npy
+"$SPECDEC" synth-log --lm markov:256,1,0.1,2385,0.4,1.3 --out "$T/short" --positions 100 2>/dev/null
+expect 1 "same positions" -- "$SPECDEC" replay --draft-log "$T/short.draft.npy" --target-log $D.target.npy
+expect 2 "give --log FILE" -- "$SPECDEC" replay --draft-log $D.draft.npy
+expect 2 "unknown scheme" -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme nope
+expect 1 "model spec" -- "$SPECDEC" synth-log --lm markov:1 --out "$T/x"
+echo "cli replay: $pass passed, $fail failed"
+[ "$fail" = 0 ]
