@@ -172,6 +172,7 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
             res->f16_abs_diff += fabs(sd16[used] - alpha[i]);
         }
         used++;
+        if ((i + 1) % 256 == 0) sd_log_release(log, i + 1);
         double t = now();
         if (p->progress && t - last > 1) {
             fprintf(stderr, "\rreplay: %zu/%zu positions (%.0f%%), %.1f s", i + 1, n,

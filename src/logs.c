@@ -1,3 +1,5 @@
+/* madvise(MADV_DONTNEED): glibc makes posix_madvise(POSIX_MADV_DONTNEED) a no-op */
+#define _DEFAULT_SOURCE
 #include "logs.h"
 
 #include <errno.h>
@@ -154,6 +156,22 @@ int sd_log_row(const sd_log *l, size_t i, double *draft, double *target)
                   l->target.map + l->target.hdr.data_offset + i * l->vocab_target * te,
                   l->vocab_target, target);
     return SD_OK;
+}
+
+/* Drops the mapped pages of rows before `upto` from memory (they stay on disk). */
+static void release_rows(const mapped_npy *a, size_t row_bytes, size_t upto)
+{
+    if (!a->map) return;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t end = a->hdr.data_offset + upto * row_bytes;
+    end -= end % (size_t)page;
+    if (end > 0 && end <= a->size) madvise((void *)a->map, end, MADV_DONTNEED);
+}
+
+void sd_log_release(const sd_log *l, size_t upto)
+{
+    release_rows(&l->draft, l->vocab_draft * sd_npy_dtype_size(l->draft.hdr.dtype), upto);
+    release_rows(&l->target, l->vocab_target * sd_npy_dtype_size(l->target.hdr.dtype), upto);
 }
 
 int sd_log_token(const sd_log *l, size_t i, long long *token)

@@ -38,6 +38,9 @@ const char *sd_log_metadata(const sd_log *log, const char *key); /* NULL if none
 /* Logits of position i (decoded to double). */
 int sd_log_row(const sd_log *log, size_t i, double *draft_logits, double *target_logits);
 int sd_log_token(const sd_log *log, size_t i, long long *token);
+/* A sequential reader is done with rows before upto: their pages may leave memory
+ * (a hint; the file is untouched), so a scan of any length keeps a constant footprint. */
+void sd_log_release(const sd_log *log, size_t upto);
 
 /* Writes a log (safetensors if the path ends in .safetensors, else path is a prefix:
  * PREFIX.draft.npy, PREFIX.target.npy, PREFIX.tokens.npy). Rows come from a callback
