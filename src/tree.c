@@ -290,7 +290,9 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     ws->by_k = sd_xcalloc(t->max_children + 1, sizeof *ws->by_k);
     ws->pd = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pd);
     ws->pt = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pt);
-    ws->tokens = sd_xmalloc((t->max_children + 1) * sizeof *ws->tokens);
+    /* candidates of a node, or a parallel drafter's L proposals */
+    size_t ntok = (t->max_children > t->max_depth ? t->max_children : t->max_depth) + 1;
+    ws->tokens = sd_xmalloc(ntok * sizeof *ws->tokens);
     double *uni = ws->pd;
     for (size_t i = 0; i < vocab; i++) uni[i] = 1.0 / (double)vocab;
     /* sd is specinfer with one candidate; trees give nodes several */
