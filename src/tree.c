@@ -290,9 +290,8 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     ws->by_k = sd_xcalloc(t->max_children + 1, sizeof *ws->by_k);
     ws->pd = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pd);
     ws->pt = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pt);
-    /* candidates of a node, or a parallel drafter's L proposals */
-    size_t ntok = (t->max_children > t->max_depth ? t->max_children : t->max_depth) + 1;
-    ws->tokens = sd_xmalloc(ntok * sizeof *ws->tokens);
+    /* a node's candidates, then (parallel) the L proposals from SD_TREE_MAX_CHILDREN on */
+    ws->tokens = sd_xmalloc((SD_TREE_MAX_CHILDREN + t->max_depth + 1) * sizeof *ws->tokens);
     double *uni = ws->pd;
     for (size_t i = 0; i < vocab; i++) uni[i] = 1.0 / (double)vocab;
     /* sd is specinfer with one candidate; trees give nodes several */
@@ -370,165 +369,10 @@ static size_t *ws_context(sd_tree_ws *ws, const size_t *context, size_t len)
     return ws->context;
 }
 
-static int walk_static(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
-                       size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
-{
-    const sd_tree *t = ws->tree;
-    size_t V = ws->vocab, node = 0, n = 0, *ctx = ws_context(ws, context, len);
-    int rc;
-    memset(blk, 0, sizeof *blk);
-    while (n < max_tokens) {
-        double *pd = ws->pd + n * V, *pt = ws->pt + n * V; /* one slot per depth */
-        if ((rc = sd_lm_next(draft, ctx, len + n, pd))) return rc;
-        if ((rc = sd_lm_next(target, ctx, len + n, pt))) return rc;
-        size_t c = t->nchild[node], tok;
-        int accepted = 0;
-        if (c == 0) {
-            tok = ws->params.bonus ? ws->params.bonus(pd, pt, pt - V, V, rng)
-                                   : sd_dist_sample_cdf(pt, V, rng);
-        } else {
-            sd_verifier *v = ws->by_k[c];
-            sd_verdict verdict;
-            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
-            sd_verifier_trial(v, rng, ws->tokens, &verdict);
-            tok = verdict.token;
-            accepted = verdict.accepted;
-            if (accepted) node = sd_tree_child(t, node, verdict.draft_index);
-        }
-        ctx[len + n] = out[n] = tok;
-        n++;
-        blk->accepted += (size_t)accepted;
-        if (!accepted) break;
-        blk->deepest = t->depth[node];
-    }
-    blk->tokens = n;
-    return SD_OK;
-}
-
 static size_t bonus_token(sd_tree_ws *ws, const double *pd, const double *pt, gsl_rng *rng)
 {
     return ws->params.bonus ? ws->params.bonus(pd, pt, pt - ws->vocab, ws->vocab, rng)
                             : sd_dist_sample_cdf(pt, ws->vocab, rng);
-}
-
-/* SpecTr: the sequences that agree with the accepted prefix propose, i.i.d. given it. */
-static int walk_spectr(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
-                       size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
-{
-    size_t V = ws->vocab, L = ws->tree->max_depth, alive = ws->tree->width, n = 0;
-    int rc;
-    while (n < max_tokens) {
-        double *pd = ws->pd + n * V, *pt = ws->pt + n * V;
-        if ((rc = sd_lm_next(draft, ctx, len + n, pd)) || (rc = sd_lm_next(target, ctx, len + n, pt)))
-            return rc;
-        size_t tok;
-        int accepted = 0;
-        if (n == L) {
-            tok = bonus_token(ws, pd, pt, rng);
-        } else {
-            sd_verifier *v = ws->by_k[alive];
-            sd_verdict vd;
-            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
-            sd_verifier_draft(v, rng, ws->tokens); /* every live sequence's next token */
-            if ((rc = sd_verifier_sample(v, ws->tokens, rng, &vd))) return rc;
-            tok = vd.token;
-            accepted = vd.accepted;
-            size_t same = 0;
-            for (size_t i = 0; i < alive; i++) same += ws->tokens[i] == tok;
-            alive = same;
-        }
-        ctx[len + n] = out[n] = tok;
-        n++;
-        blk->accepted += (size_t)accepted;
-        if (!accepted) break;
-        blk->deepest = n;
-    }
-    blk->tokens = n;
-    return SD_OK;
-}
-
-/* ParallelSpec: position i proposed from the draft's i-step-ahead law at the block start. */
-static int walk_parallel(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
-                         size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
-{
-    size_t V = ws->vocab, L = ws->tree->max_depth, n = 0;
-    int rc = sd_lm_marginals(draft, ctx, len, L, ws->marg);
-    if (rc) return rc;
-    for (size_t i = 0; i < L; i++) ws->tokens[i] = sd_dist_sample_cdf(ws->marg + i * V, V, rng);
-    while (n < max_tokens) {
-        double *pt = ws->pt + n * V;
-        if ((rc = sd_lm_next(target, ctx, len + n, pt))) return rc;
-        size_t tok;
-        int accepted = 0;
-        if (n == L) {
-            tok = bonus_token(ws, ws->marg + (L - 1) * V, pt, rng);
-        } else {
-            sd_verifier *v = ws->by_k[1];
-            sd_verdict vd;
-            if ((rc = sd_verifier_reset(v, ws->marg + n * V, pt))) return rc;
-            if ((rc = sd_verifier_sample(v, ws->tokens + n, rng, &vd))) return rc;
-            tok = vd.token;
-            accepted = vd.accepted;
-        }
-        ctx[len + n] = out[n] = tok;
-        n++;
-        blk->accepted += (size_t)accepted;
-        if (!accepted) break;
-        blk->deepest = n;
-    }
-    blk->tokens = n;
-    return SD_OK;
-}
-
-/* GT dynamic (EAGLE-2 style): a node's candidates are its most probable draft tokens
- * while path value * draft(x) > c, chosen, not sampled, and verified by recursive
- * rejection against point masses. (Sampling candidates and stopping when one falls
- * under the threshold is NOT lossless: the stop peeks at a draw that the rejection
- * chain needs unconditioned; the sequence certification catches it.) */
-static int walk_dynamic(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
-                        size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
-{
-    const sd_tree *t = ws->tree;
-    size_t V = ws->vocab, n = 0, nodes = 0;
-    double value = 1;
-    int rc;
-    while (n < max_tokens) {
-        double *pd = ws->pd + n * V, *pt = ws->pt + n * V;
-        if ((rc = sd_lm_next(draft, ctx, len + n, pd)) || (rc = sd_lm_next(target, ctx, len + n, pt)))
-            return rc;
-        size_t c = 0, tok;
-        int accepted = 0;
-        if (n < t->max_depth) {
-            memcpy(ws->mask, pd, V * sizeof *pd);
-            while (c < t->max_children && nodes + c < t->budget) {
-                size_t x = 0; /* the most probable token left (lowest index on ties) */
-                for (size_t y = 1; y < V; y++)
-                    if (ws->mask[y] > ws->mask[x]) x = y;
-                if (!(value * ws->mask[x] > t->threshold)) break;
-                ws->tokens[c++] = x;
-                ws->mask[x] = -1;
-            }
-        }
-        if (c == 0) {
-            tok = bonus_token(ws, pd, pt, rng);
-        } else {
-            sd_verifier *v = ws->by_k[c];
-            sd_verdict vd;
-            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
-            if ((rc = sd_verifier_sample(v, ws->tokens, rng, &vd))) return rc;
-            tok = vd.token;
-            accepted = vd.accepted;
-            nodes += c;
-            if (accepted) value *= pd[tok];
-        }
-        ctx[len + n] = out[n] = tok;
-        n++;
-        blk->accepted += (size_t)accepted;
-        if (!accepted) break;
-        blk->deepest = n;
-    }
-    blk->tokens = n;
-    return SD_OK;
 }
 
 /* log(1 + e^w) without overflow */
@@ -595,30 +439,154 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
     return rc;
 }
 
-static int walk_beam(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, size_t len,
-                     size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+/* Where a walk stands inside a block. */
+typedef struct {
+    size_t node;   /* static, beam: the accepted node */
+    size_t alive;  /* spectr: sequences that agree with the accepted prefix */
+    size_t nodes;  /* dynamic: candidates drafted so far */
+    double value;  /* dynamic: the path's estimated acceptance */
+} walk_state;
+
+/* One level of a walk: with the draft's law pd and the target's pt after the current
+ * prefix (n tokens into the block), the token it yields and whether it was a draft
+ * accepted. A leaf yields the bonus token. */
+typedef int (*walk_step)(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
+                         const double *pt, gsl_rng *rng, size_t *tok, int *accepted);
+
+/* candidates ws->tokens[0..c-1] verified by the node's verifier; the accepted index */
+static int verify_given(sd_tree_ws *ws, size_t c, const double *pd, const double *pt,
+                        gsl_rng *rng, size_t *tok, int *accepted, size_t *index)
 {
-    size_t V = ws->vocab, W = ws->tree->width, n = 0, node = 0;
-    int rc = build_beam(ws, draft, ctx, len, rng);
+    sd_verifier *v = ws->by_k[c];
+    sd_verdict vd;
+    int rc = sd_verifier_reset(v, pd, pt);
+    if (!rc) rc = sd_verifier_sample(v, ws->tokens, rng, &vd);
     if (rc) return rc;
-    while (n < max_tokens) {
-        double *pd = ws->pd + n * V, *pt = ws->pt + n * V;
-        if ((rc = sd_lm_next(draft, ctx, len + n, pd)) || (rc = sd_lm_next(target, ctx, len + n, pt)))
-            return rc;
-        size_t c = ws->beam_nkids[node], tok;
-        int accepted = 0;
-        if (c == 0) {
-            tok = bonus_token(ws, pd, pt, rng);
-        } else {
-            for (size_t i = 0; i < c; i++) ws->tokens[i] = ws->beam_token[ws->beam_kids[node * W + i]];
-            sd_verifier *v = ws->by_k[c];
-            sd_verdict vd;
-            if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
-            if ((rc = sd_verifier_sample(v, ws->tokens, rng, &vd))) return rc;
-            tok = vd.token;
-            accepted = vd.accepted;
-            if (accepted) node = ws->beam_kids[node * W + vd.draft_index];
+    *tok = vd.token, *accepted = vd.accepted, *index = vd.draft_index;
+    return SD_OK;
+}
+
+static int step_static(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
+                       const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
+{
+    (void)n;
+    size_t c = ws->tree->nchild[st->node];
+    if (c == 0) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    sd_verifier *v = ws->by_k[c];
+    sd_verdict vd;
+    int rc = sd_verifier_reset(v, pd, pt);
+    if (rc) return rc;
+    sd_verifier_trial(v, rng, ws->tokens, &vd); /* candidates drawn as rounds reach them */
+    *tok = vd.token, *accepted = vd.accepted;
+    if (vd.accepted) st->node = sd_tree_child(ws->tree, st->node, vd.draft_index);
+    return SD_OK;
+}
+
+/* SpecTr: the sequences that agree with the accepted prefix propose, i.i.d. given it. */
+static int step_spectr(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
+                       const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
+{
+    if (n == ws->tree->max_depth) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    size_t index;
+    sd_verifier *v = ws->by_k[st->alive];
+    int rc = sd_verifier_reset(v, pd, pt);
+    if (rc) return rc;
+    sd_verifier_draft(v, rng, ws->tokens); /* every live sequence's next token */
+    if ((rc = verify_given(ws, st->alive, pd, pt, rng, tok, accepted, &index))) return rc;
+    size_t same = 0;
+    for (size_t i = 0; i < st->alive; i++) same += ws->tokens[i] == *tok;
+    st->alive = same;
+    return SD_OK;
+}
+
+/* ParallelSpec: position n's proposal (drawn at the block start) against the target. */
+static int step_parallel(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
+                         const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
+{
+    (void)st;
+    size_t index;
+    if (n == ws->tree->max_depth) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    size_t keep = ws->tokens[0];
+    ws->tokens[0] = ws->tokens[SD_TREE_MAX_CHILDREN + n]; /* the proposal for position n */
+    int rc = verify_given(ws, 1, pd, pt, rng, tok, accepted, &index);
+    ws->tokens[0] = keep;
+    return rc;
+}
+
+static int step_beam(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
+                     const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
+{
+    (void)n;
+    size_t W = ws->tree->width, c = ws->beam_nkids[st->node], index;
+    if (c == 0) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    for (size_t i = 0; i < c; i++) ws->tokens[i] = ws->beam_token[ws->beam_kids[st->node * W + i]];
+    int rc = verify_given(ws, c, pd, pt, rng, tok, accepted, &index);
+    if (!rc && *accepted) st->node = ws->beam_kids[st->node * W + index];
+    return rc;
+}
+
+/* GT dynamic (EAGLE-2 style): a node's candidates are its most probable draft tokens
+ * while path value * draft(x) > c, chosen, not sampled, and verified by recursive
+ * rejection against point masses. (Sampling candidates and stopping when one falls
+ * under the threshold is NOT lossless: the stop peeks at a draw that the rejection
+ * chain needs unconditioned; the sequence certification catches it.) */
+static int step_dynamic(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
+                        const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, c = 0, index;
+    if (n < t->max_depth) {
+        memcpy(ws->mask, pd, V * sizeof *pd);
+        while (c < t->max_children && st->nodes + c < t->budget) {
+            size_t x = 0; /* the most probable token left (lowest index on ties) */
+            for (size_t y = 1; y < V; y++)
+                if (ws->mask[y] > ws->mask[x]) x = y;
+            if (!(st->value * ws->mask[x] > t->threshold)) break;
+            ws->tokens[c++] = x;
+            ws->mask[x] = -1;
         }
+    }
+    if (c == 0) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    int rc = verify_given(ws, c, pd, pt, rng, tok, accepted, &index);
+    st->nodes += c;
+    if (!rc && *accepted) st->value *= pd[*tok];
+    return rc;
+}
+
+int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
+                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, n = 0, *ctx = ws_context(ws, context, len);
+    walk_state st = {0, t->width, 0, 1};
+    walk_step step = step_static;
+    int rc = SD_OK;
+    memset(blk, 0, sizeof *blk);
+    switch (t->walk) {
+    case SD_WALK_SPECTR: step = step_spectr; break;
+    case SD_WALK_DYNAMIC: step = step_dynamic; break;
+    case SD_WALK_BEAM:
+        step = step_beam;
+        rc = build_beam(ws, draft, ctx, len, rng);
+        break;
+    case SD_WALK_PARALLEL: /* one draft call proposes every position */
+        step = step_parallel;
+        rc = sd_lm_marginals(draft, ctx, len, t->max_depth, ws->marg);
+        for (size_t i = 0; !rc && i < t->max_depth; i++)
+            ws->tokens[SD_TREE_MAX_CHILDREN + i] = sd_dist_sample_cdf(ws->marg + i * V, V, rng);
+        break;
+    default: break;
+    }
+    while (rc == SD_OK && n < max_tokens) {
+        double *pd = ws->pd + n * V, *pt = ws->pt + n * V; /* one slot per depth */
+        if (t->walk == SD_WALK_PARALLEL) /* the proposal law stands for the draft's */
+            memcpy(pd, ws->marg + (n < t->max_depth ? n : t->max_depth - 1) * V, V * sizeof *pd);
+        else if ((rc = sd_lm_next(draft, ctx, len + n, pd)))
+            break;
+        if ((rc = sd_lm_next(target, ctx, len + n, pt))) break;
+        size_t tok = 0;
+        int accepted = 0;
+        if ((rc = step(ws, &st, n, pd, pt, rng, &tok, &accepted))) break;
         ctx[len + n] = out[n] = tok;
         n++;
         blk->accepted += (size_t)accepted;
@@ -626,21 +594,7 @@ static int walk_beam(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, size_t *ctx, s
         blk->deepest = n;
     }
     blk->tokens = n;
-    return SD_OK;
-}
-
-int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
-                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
-{
-    size_t *ctx = ws_context(ws, context, len);
-    memset(blk, 0, sizeof *blk);
-    switch (ws->tree->walk) {
-    case SD_WALK_SPECTR: return walk_spectr(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
-    case SD_WALK_PARALLEL: return walk_parallel(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
-    case SD_WALK_DYNAMIC: return walk_dynamic(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
-    case SD_WALK_BEAM: return walk_beam(ws, draft, target, ctx, len, max_tokens, rng, out, blk);
-    default: return walk_static(ws, draft, target, context, len, max_tokens, rng, out, blk);
-    }
+    return rc;
 }
 
 /* ---- exact block efficiency ---- */
