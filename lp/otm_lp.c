@@ -26,7 +26,7 @@
 
 sd_otm_lp_params sd_otm_lp_default_params(void)
 {
-    sd_otm_lp_params p = {SD_OTM_LP_TUPLE, 4294967296.0, NULL, NULL, 0};
+    sd_otm_lp_params p = {SD_OTM_LP_TUPLE, 4294967296.0, NULL, NULL, 0, 0};
     return p;
 }
 
@@ -81,7 +81,8 @@ static void estimate_double(sd_otm_lp_form form, size_t vocab, size_t k, double 
 int sd_otm_lp_estimate(sd_otm_lp_form form, size_t vocab, size_t k, size_t *rows, size_t *cols,
                        size_t *nonzeros, double *bytes)
 {
-    if (!vocab || !k) return sd_error(SD_EINVAL, "otm LP: V = %zu, k = %zu; both must be >= 1", vocab, k);
+    if (!vocab || !k)
+        return sd_error(SD_EINVAL, "otm LP: V = %zu, k = %zu; both must be >= 1", vocab, k);
     if (form != SD_OTM_LP_TUPLE && form != SD_OTM_LP_SET)
         return sd_error(SD_EINVAL, "otm LP: unknown form %d", (int)form);
     double rd, cd, bd;
@@ -433,12 +434,19 @@ static int attempt(glp_prob *lp, const glp_smcp *parm, int exact, const char *na
     return -1;
 }
 
-/* Primal simplex with the textbook ratio test first: on these max-flow LPs, whose
- * bounds span many orders of magnitude (products of k small probabilities), GLPK's
- * default Harris ratio test can loop for ever on "numerical instability" (glpsol
- * does the same on the written LP file). Should it still fail (iteration limit or a
- * status other than optimal), the dual simplex from the standard basis, then, for
- * small LPs, GLPK's exact rational simplex from the basis reached. */
+/* GLPK's defaults are not good enough here. The bounds span many orders of
+ * magnitude (products of k small probabilities), and
+ *   - the default Harris ratio test can loop for ever on "numerical instability"
+ *     (glpsol does the same on the written LP file): we use the textbook one;
+ *   - the default primal feasibility tolerance tol_bnd = 1e-7 lets the optimum
+ *     overshoot the true one by up to ~1e-7 (flows on sources lighter than that
+ *     are noise to it). The constraint matrix is a network matrix (totally
+ *     unimodular), so basic solutions are sums and differences of the bounds and
+ *     are computed to a few ulps: a tolerance of 1e-14 is safe and gives the
+ *     optimum to ~1e-15.
+ * Should the primal simplex still fail (iteration limit, or a status other than
+ * optimal), the dual simplex from the standard basis, then, for small LPs, GLPK's
+ * exact rational simplex from the basis reached. */
 static int run_simplex(glp_prob *lp, const sd_otm_lp_params *p, size_t vocab, size_t k,
                        sd_otm_lp_result *r)
 {
@@ -448,10 +456,11 @@ static int run_simplex(glp_prob *lp, const sd_otm_lp_params *p, size_t vocab, si
     parm.msg_lev = levels[p->msg_level < 0 ? 0 : p->msg_level > 3 ? 3 : p->msg_level];
     parm.presolve = GLP_OFF; /* keep the basis and the column order we extract from */
     parm.r_test = GLP_RT_STD;
-    double size = (double)r->rows + (double)r->cols, limit = 20 * size + 10000;
-    parm.it_lim = limit < INT_MAX ? (int)limit : INT_MAX;
+    parm.tol_bnd = 1e-14;
+    /* typical runs take 0.2 (rows + cols) iterations; a looping solver stops here */
+    double size = (double)r->rows + (double)r->cols, limit = 2 * size + 10000;
+    parm.it_lim = p->it_lim > 0 ? p->it_lim : limit < INT_MAX ? (int)limit : INT_MAX;
     glp_scale_prob(lp, GLP_SF_AUTO);
-    if (getenv("TOLB")) parm.tol_bnd = atof(getenv("TOLB"));
     char log[512] = "";
     int ok = attempt(lp, &parm, 0, "primal simplex", r, log, sizeof log) == 0;
     if (!ok) {
@@ -464,7 +473,6 @@ static int run_simplex(glp_prob *lp, const sd_otm_lp_params *p, size_t vocab, si
         if (glp_get_status(lp) == GLP_UNDEF) glp_std_basis(lp);
         ok = attempt(lp, &parm, 1, "exact simplex", r, log, sizeof log) == 0;
     }
-    if (ok && getenv("POLISH")) { ok = attempt(lp, &parm, 1, "exact polish", r, log, sizeof log) == 0; }
     r->acceptance = glp_get_obj_val(lp);
     if (!ok)
         return sd_error(SD_ELP, "GLPK found no optimum of the %s LP (V=%zu, k=%zu): %s",

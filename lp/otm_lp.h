@@ -35,10 +35,15 @@ typedef enum { SD_OTM_LP_TUPLE, SD_OTM_LP_SET } sd_otm_lp_form;
 typedef struct {
     sd_otm_lp_form form;
     double max_bytes;       /* refuse an LP whose estimated memory exceeds this (default 4 GiB) */
-    const char *write_lp;   /* write the LP in CPLEX LP format to this path ('glpsol --lp'), or NULL */
+    const char *write_lp;   /* write the LP in CPLEX LP format to this path ('glpsol --lp'),
+                               or NULL */
     const char *write_data; /* write GMPL data for lp/otm.mod to this path, or NULL */
-    int msg_level;          /* GLPK output, sent to stderr: 0 off (GLP_MSG_OFF), 1 normal
-                               (GLP_MSG_ON), 2 all (GLP_MSG_ALL), 3 debug */
+    int msg_level;          /* GLPK output: 0 off (GLP_MSG_OFF, and glp_term_out off), 1 normal
+                               (GLP_MSG_ON), 2 all (GLP_MSG_ALL), 3 debug; above 0 a GLPK
+                               terminal hook sends it to stderr during the call (replacing
+                               any hook the caller set) */
+    int it_lim;             /* simplex iteration limit per attempt; 0 (default) means
+                               2 (rows + cols) + 10000, ten times what a solve needs */
 } sd_otm_lp_params;
 
 sd_otm_lp_params sd_otm_lp_default_params(void);

@@ -83,7 +83,8 @@ void sd_otm_set_foreach(size_t vocab, size_t k,
 typedef struct sd_otm_coupling {
     size_t vocab, k, nsets;
     double *set_mass;  /* [nsets]   w(S) */
-    double *accept;    /* [nsets*k] accept[s*k + j] = pi(S, j-th smallest member of S); unused slots 0 */
+    double *accept;    /* [nsets*k] accept[s*k + j] = pi(S, j-th smallest member of S);
+                          slots j >= |S| are 0 */
     double *residual;  /* [vocab]   law of the output when no draft is accepted (normalised;
                           = target if acceptance is 1) */
     double acceptance; /* sum of accept */

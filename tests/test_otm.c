@@ -239,18 +239,20 @@ static void test_otm_monotone_in_k(void **state)
     gsl_rng_free(rng);
 }
 
-/* Sizes where SpecTr's equality form is infeasible for glpsol: the inequality
- * form is solved to optimality and agrees with the closed form. */
+/* Sizes and skewed pairs where glpsol declares SpecTr's equality form infeasible
+ * (THEORY.md): the inequality form is solved to optimality and agrees with the
+ * closed form. */
 static void test_otm_tuple_lp_equality_breaking_sizes(void **state)
 {
     (void)state;
     gsl_rng *rng = sd_test_rng(1024);
     const size_t sizes[2][2] = {{10, 4}, {24, 3}};
+    const double alphas[2] = {0.1, 0.3};
     double draft[24], target[24];
     for (int i = 0; i < 2; i++) {
         size_t V = sizes[i][0], k = sizes[i][1];
-        sd_test_dirichlet(rng, 1.0, V, draft);
-        sd_test_dirichlet(rng, 1.0, V, target);
+        sd_test_dirichlet(rng, alphas[i], V, draft);
+        sd_test_dirichlet(rng, alphas[i], V, target);
         double closed = sd_otm_acceptance(draft, target, V, k);
         sd_otm_coupling *c;
         assert_int_equal(sd_otm_coupling_alloc(&c, draft, V, k), SD_OK);

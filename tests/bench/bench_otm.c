@@ -101,8 +101,8 @@ static void bench_series(gsl_rng *rng, sd_otm_lp_form form, size_t k, const size
             stop = why;
             break;
         }
-        printf("%-6s %2zu %5zu %9zu %9zu %9.1f %9.4f %9.4f %-15s %9.1e\n", sd_otm_lp_form_name(form),
-               k, V, rows, cols, bytes / 1048576.0, r.solve_seconds, total, r.method,
+        printf("%-6s %2zu %5zu %9zu %9zu %9.1f %9.4f %9.4f %-15s %9.1e\n",
+               sd_otm_lp_form_name(form), k, V, rows, cols, bytes / 1048576.0, r.solve_seconds, total, r.method,
                fabs(r.acceptance - closed));
         last_seconds = r.solve_seconds;
         last_cols = (double)cols;
