@@ -516,3 +516,12 @@ int sd_otm_lp_solve(const double *draft, const double *target, size_t vocab, siz
     if (result) *result = r;
     return rc;
 }
+
+double sd_otm_lp_predicted_seconds(sd_otm_lp_form form, size_t vocab, size_t k)
+{
+    size_t rows, cols, nz;
+    double bytes;
+    if (sd_otm_lp_estimate(form, vocab, k, &rows, &cols, &nz, &bytes) != SD_OK) return -1;
+    double x = (double)cols / 1e5;
+    return 30.0 * x * x;
+}

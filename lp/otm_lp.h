@@ -65,6 +65,11 @@ typedef struct {
 /* Size of the LP of a form for (V, k) without building it; the bytes are a model
  * of GLPK's peak memory. SD_ERANGE if a count overflows size_t, SD_EINVAL if V or
  * k is 0. */
+/* A rough solve time in seconds on one core of this class of machine: the simplex
+ * grows about with the square of the columns (bench_otm: ~4 s at 35000 columns, ~30 s
+ * at 100000). Callers refuse long solves with it; -1 if the size overflows. */
+double sd_otm_lp_predicted_seconds(sd_otm_lp_form form, size_t vocab, size_t k);
+
 int sd_otm_lp_estimate(sd_otm_lp_form form, size_t vocab, size_t k, size_t *rows, size_t *cols,
                        size_t *nonzeros, double *bytes);
 

@@ -94,6 +94,15 @@ static void run_scheme(int s, const double *draft, const double *target, size_t 
         lp.form = s == S_OTM_LP ? SD_OTM_LP_TUPLE : SD_OTM_LP_SET;
         lp.max_bytes = lp_max;
         sd_otm_lp_result res;
+        double predicted = sd_otm_lp_predicted_seconds(lp.form, V, k);
+        if (predicted > 60) {
+            r->status = sd_error(SD_ERANGE, "the %s LP would take GLPK about %.0f s; the closed "
+                                            "form (otm) gives the same value (or: specdec otm --force)",
+                                 s == S_OTM_LP ? "tuple" : "set", predicted);
+            r->ok = 0;
+            snprintf(r->error, sizeof r->error, "%s", sd_errmsg());
+            return;
+        }
         r->status = sd_otm_lp_solve(draft, target, V, k, lp, &res, NULL);
         r->ok = r->status == SD_OK;
         if (r->ok) {

@@ -28,6 +28,7 @@ static const char *const help =
     "  --max-mem BYTES        refuse an LP whose estimated memory exceeds this (default 4e9)\n"
     "  --theorem1             also evaluate SpecTr's Theorem-1 bound by brute force (tiny V)\n"
     "  --verbose              GLPK's own messages on stderr\n"
+    "  --force                solve LPs predicted to take over a minute too\n"
     "  --json                 one JSON object\n"
     "  -h, --help             this text\n"
     "\n"
@@ -53,7 +54,8 @@ static void write_path(char *buf, size_t n, const char *base, const char *suffix
 int cmd_otm(int argc, char **argv)
 {
     const char *cmd = "otm";
-    enum { OPT_FORM = OPT_FIRST_FREE, OPT_WRITE_LP, OPT_WRITE_DATA, OPT_MAXMEM, OPT_THM, OPT_VERB };
+    enum { OPT_FORM = OPT_FIRST_FREE, OPT_WRITE_LP, OPT_WRITE_DATA, OPT_MAXMEM, OPT_THM, OPT_VERB,
+           OPT_FORCE };
     static const struct option longopts[] = {
         CLI_PAIR_LONGOPTS,
         {"k", required_argument, 0, 'k'},
@@ -63,13 +65,14 @@ int cmd_otm(int argc, char **argv)
         {"max-mem", required_argument, 0, OPT_MAXMEM},
         {"theorem1", no_argument, 0, OPT_THM},
         {"verbose", no_argument, 0, OPT_VERB},
+        {"force", no_argument, 0, OPT_FORCE},
         {"json", no_argument, 0, OPT_JSON},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     cli_pair pair = CLI_PAIR_INIT;
     size_t k = 2;
-    int json = 0, opt, rc, forms = 3, theorem1 = 0, verbose = 0;
+    int json = 0, opt, rc, forms = 3, theorem1 = 0, verbose = 0, force = 0;
     const char *write_lp = NULL, *write_data = NULL;
     double max_mem = 4e9;
     optind = 1;
@@ -94,6 +97,7 @@ int cmd_otm(int argc, char **argv)
             break;
         case OPT_THM: theorem1 = 1; break;
         case OPT_VERB: verbose = 1; break;
+        case OPT_FORCE: force = 1; break;
         case OPT_JSON: json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
@@ -130,6 +134,17 @@ int cmd_otm(int argc, char **argv)
         p.write_data = data_path[0] ? data_path : NULL;
         p.msg_level = verbose;
         rows[f].ran = 1;
+        double predicted = sd_otm_lp_predicted_seconds(p.form, V, k);
+        if (!force && predicted > 60) {
+            snprintf(rows[f].error, sizeof rows[f].error,
+                     "the %s LP would take GLPK about %.0f s; use the closed form (specdec "
+                     "accept --scheme otm)%s, or --force", form_names[f], predicted,
+                     f ? "" : " or the set form (--form set)");
+            rows[f].status = SD_ERANGE;
+            fprintf(stderr, "specdec otm: %s\n", rows[f].error);
+            failed = CLI_FAIL;
+            continue;
+        }
         rows[f].status = sd_otm_lp_solve(draft, target, V, k, p, &rows[f].res, NULL);
         if (rows[f].status) {
             snprintf(rows[f].error, sizeof rows[f].error, "%s", sd_errmsg());
