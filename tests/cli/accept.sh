@@ -4,19 +4,7 @@
 SPECDEC=${1:-build/specdec}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect CODE PATTERN -- command...: exit code CODE and PATTERN in stdout+stderr
-expect() {
-    code=$1; pat=$2; shift 3
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" != "$code" ]; then bad "exit $rc (want $code): $*"; echo "$out" | head -5; return; fi
-    if [ -n "$pat" ] && ! printf '%s' "$out" | grep -q -- "$pat"; then
-        bad "no '$pat' in output of: $*"; echo "$out" | head -5; return; fi
-    ok
-}
+. "$(dirname "$0")/lib.sh"
 
 # --- the contract ---
 expect 0 "usage: specdec accept" -- "$SPECDEC" accept --help
@@ -97,5 +85,4 @@ if command -v glpsol >/dev/null 2>&1; then
         && ok || bad "glpsol on lp/otm.mod + data gives '$got', specdec '$want'"
 fi
 
-echo "cli accept/otm: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish "cli accept/otm"

@@ -2,17 +2,7 @@
 # Command-line tests of 'specdec mc' and 'specdec certify'.
 # usage: mc.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect() {
-    code=$1; pat=$2; shift 3
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" != "$code" ]; then bad "exit $rc (want $code): $*"; echo "$out" | head -5; return; fi
-    if [ -n "$pat" ] && ! printf '%s' "$out" | grep -q -- "$pat"; then
-        bad "no '$pat' in output of: $*"; echo "$out" | head -5; return; fi
-    ok
-}
+. "$(dirname "$0")/lib.sh"
 
 expect 0 "usage: specdec mc" -- "$SPECDEC" mc --help
 expect 0 "usage: specdec certify" -- "$SPECDEC" certify --help
@@ -41,5 +31,4 @@ expect 1 "model spec" -- "$SPECDEC" certify --scheme sd --lm markov:1 --samples 
 expect 1 "V^length" -- "$SPECDEC" certify --scheme sd --lm markov:50,1,1,1,0.5 --length 6 --samples 1000
 expect 1 "not lossless" -- "$SPECDEC" mc --draft 0.75,0.25 --target 0.5,0.5 --scheme kseq --gamma 1 --samples 100
 
-echo "cli mc/certify: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish "cli mc/certify"

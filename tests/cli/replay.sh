@@ -3,17 +3,7 @@
 SPECDEC=${1:-build/specdec}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect() {
-    code=$1; pat=$2; shift 3
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" != "$code" ]; then bad "exit $rc (want $code): $*"; echo "$out" | head -5; return; fi
-    if [ -n "$pat" ] && ! printf '%s' "$out" | grep -q -- "$pat"; then
-        bad "no '$pat' in output of: $*"; echo "$out" | head -5; return; fi
-    ok
-}
+. "$(dirname "$0")/lib.sh"
 D=data/logs/sample
 expect 0 "usage: specdec replay" -- "$SPECDEC" replay --help
 expect 0 "usage: specdec synth-log" -- "$SPECDEC" synth-log --help
@@ -37,5 +27,4 @@ expect 1 "same positions" -- "$SPECDEC" replay --draft-log "$T/short.draft.npy" 
 expect 2 "give --log FILE" -- "$SPECDEC" replay --draft-log $D.draft.npy
 expect 2 "unknown scheme" -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme nope
 expect 1 "model spec" -- "$SPECDEC" synth-log --lm markov:1 --out "$T/x"
-echo "cli replay: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish "cli replay"

@@ -2,17 +2,7 @@
 # Command-line tests of 'specdec tree' and 'specdec compare'.
 # usage: tree.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect() {
-    code=$1; pat=$2; shift 3
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" != "$code" ]; then bad "exit $rc (want $code): $*"; echo "$out" | head -5; return; fi
-    if [ -n "$pat" ] && ! printf '%s' "$out" | grep -q -- "$pat"; then
-        bad "no '$pat' in output of: $*"; echo "$out" | head -5; return; fi
-    ok
-}
+. "$(dirname "$0")/lib.sh"
 expect 0 "usage: specdec tree" -- "$SPECDEC" tree --help
 expect 0 "usage: specdec compare" -- "$SPECDEC" compare --help
 # the issue's contract: (1 - 0.8^5) / 0.2 = 3.3616
@@ -40,5 +30,4 @@ expect 1 "verify with rrs" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme
 expect 2 "one of --shape and --optimize" -- "$SPECDEC" tree --lm const:0.8 --scheme chain
 expect 2 "unknown scheme" -- "$SPECDEC" tree --lm const:0.8 --scheme nope --shape 3
 expect 1 "no fixed-budget rows" -- "$SPECDEC" compare --lm const:0.8 --budget 7
-echo "cli tree/compare: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish "cli tree/compare"
