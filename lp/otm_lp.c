@@ -525,3 +525,22 @@ double sd_otm_lp_predicted_seconds(sd_otm_lp_form form, size_t vocab, size_t k)
     double x = (double)cols / 1e5;
     return 30.0 * x * x;
 }
+
+int sd_otm_lp_coupling(void *ctx, const double *draft, const double *target, size_t vocab,
+                       size_t k, sd_otm_coupling **out)
+{
+    (void)ctx;
+    *out = NULL;
+    sd_otm_coupling *c;
+    int rc = sd_otm_coupling_alloc(&c, draft, vocab, k);
+    if (rc) return rc;
+    sd_otm_lp_params p = sd_otm_lp_default_params();
+    p.form = SD_OTM_LP_SET;
+    sd_otm_lp_result r;
+    if ((rc = sd_otm_lp_solve(draft, target, vocab, k, p, &r, c))) {
+        sd_otm_coupling_free(c);
+        return rc;
+    }
+    *out = c;
+    return SD_OK;
+}

@@ -65,6 +65,11 @@ typedef struct {
 /* Size of the LP of a form for (V, k) without building it; the bytes are a model
  * of GLPK's peak memory. SD_ERANGE if a count overflows size_t, SD_EINVAL if V or
  * k is 0. */
+/* An sd_otm_coupling_fn (verify.h): an optimal coupling from the set LP, for
+ * verifiers whose pair changes (trees, sequences). ctx: unused (NULL). */
+int sd_otm_lp_coupling(void *ctx, const double *draft, const double *target, size_t vocab,
+                       size_t k, sd_otm_coupling **out);
+
 /* A rough solve time in seconds on one core of this class of machine: the simplex
  * grows about with the square of the columns (bench_otm: ~4 s at 35000 columns, ~30 s
  * at 100000). Callers refuse long solves with it; -1 if the size overflows. */

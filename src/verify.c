@@ -339,9 +339,18 @@ const sd_verify_ops sd_ops_kseq = {
 static int otm_prepare(sd_verifier *v)
 {
     const sd_otm_coupling *c = v->params.otm;
+    if (!c && v->params.otm_solve) {
+        sd_otm_coupling_free(v->otm_owned);
+        v->otm_owned = NULL;
+        int rc = v->params.otm_solve(v->params.otm_ctx, v->draft, v->target, v->vocab, v->k,
+                                     &v->otm_owned);
+        if (rc) return rc;
+        c = v->otm_owned;
+    }
     if (!c)
         return sd_error(SD_EINVAL, "otm verifier needs an OTM coupling (solve the LP first: "
                                    "specdec accept --scheme otm-setlp)");
+    v->otm = c;
     if (c->vocab != v->vocab || c->k != v->k)
         return sd_error(SD_EINVAL, "otm coupling is for V=%zu, k=%zu; verifier has V=%zu, k=%zu",
                         c->vocab, c->k, v->vocab, v->k);
@@ -390,7 +399,7 @@ static double otm_member_mass(sd_verifier *v, size_t round, size_t x)
 {
     for (size_t i = 0; i < round; i++)
         if (v->tokens[i] == x) return -1;
-    const sd_otm_coupling *c = v->params.otm;
+    const sd_otm_coupling *c = v->otm;
     size_t m = 0;
     while (m < v->k && v->set_work[m] != x) m++;
     if (m == v->k) return -1;
@@ -401,7 +410,7 @@ static double otm_accept(sd_verifier *v, size_t round, size_t x)
 {
     double a = otm_member_mass(v, round, x);
     if (a <= 0) return 0;
-    double left = v->params.otm->set_mass[v->otm_set] - v->otm_cum;
+    double left = v->otm->set_mass[v->otm_set] - v->otm_cum;
     return left > a ? a / left : 1.0;
 }
 
@@ -411,7 +420,7 @@ static void otm_reject(sd_verifier *v, size_t round, size_t x)
     if (a > 0) v->otm_cum += a;
 }
 
-static const double *otm_residual(sd_verifier *v) { return v->params.otm->residual; }
+static const double *otm_residual(sd_verifier *v) { return v->otm->residual; }
 
 const sd_verify_ops sd_ops_otm = {
     "otm", 0, 1, 1, otm_prepare, otm_begin, otm_accept, otm_reject, otm_residual, NULL,
@@ -503,6 +512,7 @@ void sd_verifier_free(sd_verifier *v)
     free(v->rounds);
     free(v->keys);
     free(v->set_work);
+    sd_otm_coupling_free(v->otm_owned);
     if (v->rrs) {
         free(v->rrs->r1);
         free(v->rrs->ratio);

@@ -56,10 +56,18 @@ size_t sd_scheme_drafts(sd_scheme scheme, size_t k);
 
 struct sd_otm_coupling;
 
+/* Makes an OTM coupling for a pair (lp/otm_lp.h's sd_otm_lp_coupling is one): the
+ * verifier owns *out and frees it with sd_otm_coupling_free. */
+typedef int (*sd_otm_coupling_fn)(void *ctx, const double *draft, const double *target,
+                                  size_t vocab, size_t k, struct sd_otm_coupling **out);
+
 typedef struct {
     double kseq_gamma;  /* kseq division factor; 0 means gamma* */
     int allow_lossy;    /* let kseq run with gamma < gamma* (NOT lossless: for studies only) */
-    const struct sd_otm_coupling *otm; /* otm: the coupling to sample from (required) */
+    const struct sd_otm_coupling *otm; /* otm: the coupling to sample from, or ... */
+    sd_otm_coupling_fn otm_solve;      /* ... a solver called at every (re)set: trees and
+                                          sequences, whose pair changes at every node */
+    void *otm_ctx;
 } sd_verify_params;
 
 sd_verify_params sd_verify_default_params(void);

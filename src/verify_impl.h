@@ -50,6 +50,8 @@ struct sd_verifier {
     double otm_cum;              /* otm: accepted mass of the set's members seen so far */
     size_t otm_set;              /* otm: rank of the drafted set */
     size_t *set_work;            /* otm: k indices */
+    const struct sd_otm_coupling *otm; /* otm: the coupling in use */
+    struct sd_otm_coupling *otm_owned; /* otm: made by params.otm_solve, freed with v */
     sd_rrs_state *rrs;
     sd_alias *draft_alias;
     sd_alias *resid_alias;       /* built once when fixed_residual */

@@ -9,6 +9,7 @@
 #include "cost.h"
 #include "lm.h"
 #include "mc.h"
+#include "otm_lp.h"
 #include "sd_error.h"
 #include "seq.h"
 #include "tree.h"
@@ -122,17 +123,18 @@ static void test_tree_exact_matches_mc(void **state)
                          sd_scheme_name(schemes[k]), e, r.ci_low, r.ci_high);
             sd_tree_free(x);
         }
-    /* SpecTr, parallel: their own exact recursions */
-    const char *walks[] = {"spectr:2,3", "spectr:3,2", "parallel:3"};
-    sd_scheme ws[] = {SD_SCHEME_KSEQ, SD_SCHEME_SPECINFER, SD_SCHEME_SD};
-    for (size_t k = 0; k < 3; k++) {
+    /* SpecTr, parallel: their own exact recursions; otm with an LP at every node */
+    const char *walks[] = {"spectr:2,3", "spectr:3,2", "parallel:3", "spectr:2,2", "kconfig:2,1"};
+    sd_scheme ws[] = {SD_SCHEME_KSEQ, SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_OTM, SD_SCHEME_OTM};
+    for (size_t k = 0; k < 5; k++) {
         sd_tree *x = shape(walks[k]);
         sd_tree_params p = sd_tree_default_params();
         p.scheme = ws[k];
+        p.vp.otm_solve = sd_otm_lp_coupling;
         double e;
         assert_int_equal(sd_tree_block_efficiency(x, &p, d, t, ctx, 1, 1e8, &e), SD_OK);
         sd_mc_params mp = sd_mc_default_params();
-        mp.samples = 200000;
+        mp.samples = ws[k] == SD_SCHEME_OTM ? 50000 : 200000; /* an LP per node visited */
         mp.seed = 100 + k;
         sd_mc_blocks_result r;
         assert_int_equal(sd_mc_blocks(d, t, ctx, 1, x, &p, mp, &r), SD_OK);
@@ -227,8 +229,8 @@ static void test_tree_throughput_beats_gt(void **state)
 
 /* Every drafting scheme preserves the target law at sequence level: static trees
  * (an irregular one), SpecTr K x L, the parallel drafter, GT's dynamic tree and
- * RSD-S's beam search. 9 certifications of about 12 p-values each at 1e-6: false
- * alarm ~ 2e-4. */
+ * RSD-S's beam search, SpecTr with OTM. 10 certifications of about 12 p-values
+ * each at 1e-6: false alarm ~ 2e-4. */
 static void test_tree_certified(void **state)
 {
     (void)state;
@@ -236,17 +238,18 @@ static void test_tree_certified(void **state)
     assert_int_equal(sd_lm_pair_parse("markov:4,1,0.5,7,0.8", &d, &t), SD_OK);
     const char *shapes[] = {"parents:0,0,0,1,1,2,4", "parents:0,0,0,1,1,2,4",
                             "parents:0,0,0,1,1,2,4", "spectr:3,2", "spectr:2,3", "parallel:3",
-                            "dynamic:0.05,12,4,3", "kconfig:2,2", "beam:3,3"};
+                            "dynamic:0.05,12,4,3", "kconfig:2,2", "beam:3,3", "spectr:2,2"};
     sd_scheme schemes[] = {SD_SCHEME_SPECINFER, SD_SCHEME_RRS, SD_SCHEME_KSEQ, SD_SCHEME_KSEQ,
                            SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_RRS, SD_SCHEME_RRS,
-                           SD_SCHEME_RRS};
+                           SD_SCHEME_RRS, SD_SCHEME_OTM};
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
         sd_tree *x = shape(shapes[k]);
         sd_seq_params sp = sd_seq_default_params();
         sp.tree.scheme = schemes[k];
+        sp.tree.vp.otm_solve = sd_otm_lp_coupling;
         sp.shape = x;
         sd_mc_params mp = sd_mc_default_params();
-        mp.samples = 200000;
+        mp.samples = schemes[k] == SD_SCHEME_OTM ? 100000 : 200000;
         size_t prompt[1] = {1};
         sd_seq_cert c;
         assert_int_equal(sd_seq_certify(d, t, prompt, 1, &sp, mp, &c), SD_OK);
@@ -269,7 +272,7 @@ static void test_tree_errors(void **state)
     sd_tree_ws *ws;
     p.scheme = SD_SCHEME_RRS; /* 5 candidates without replacement from 4 tokens */
     assert_int_equal(sd_tree_ws_alloc(&ws, x, &p, 4), SD_EINVAL);
-    p.scheme = SD_SCHEME_OTM;
+    p.scheme = SD_SCHEME_OTM; /* without a coupling solver */
     assert_int_equal(sd_tree_ws_alloc(&ws, x, &p, 4), SD_EUNSUP);
     sd_tree_free(x);
     x = shape("kconfig:4,4,4,4");

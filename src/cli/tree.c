@@ -9,6 +9,7 @@
 #include "cost.h"
 #include "lm.h"
 #include "mc.h"
+#include "otm_lp.h"
 #include "sd_error.h"
 #include "tree.h"
 
@@ -29,7 +30,8 @@ static const char *const help =
     "                     or markov:V,ORDER,ALPHA,SEED,MIX[,TEMP]\n"
     "  --scheme NAME      token verifier at each node: sd or chain (one candidate per\n"
     "                     node), specinfer or mcsd (i.i.d. candidates), rrs, mcsd-wor or\n"
-    "                     rsd-c (candidates without replacement), kseq\n"
+    "                     rsd-c (candidates without replacement), kseq, otm (an OTM-k\n"
+    "                     coupling from a GLPK LP at every node: small vocabularies)\n"
     "  --shape SPEC       G (a chain, with sd/chain) or K1,K2,... (a k-configuration) |\n"
     "                     chain:G | kconfig:K1,K2,... (MCSD k-config, RSD-C branching) |\n"
     "                     parents:P1,P2,... (explicit: the parent of node 1, 2, ...) |\n"
@@ -248,6 +250,7 @@ int cmd_tree(int argc, char **argv)
     int rc = parse(argc, argv, cmd, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
+    if (o.tp.scheme == SD_SCHEME_OTM) o.tp.vp.otm_solve = sd_otm_lp_coupling; /* an LP per node */
     sd_cost_curve *curve;
     if (sd_cost_curve_parse(o.cost_target, &curve)) return cli_fail(cmd, sd_errmsg());
     sd_cost_model cm = {o.cost_draft, curve, o.overhead};
