@@ -62,20 +62,64 @@ static void mean_ci(const double *v, size_t n, double *mean, double *lo, double 
     *mean = m, *lo = m - half, *hi = m + half;
 }
 
-/* Maps the draft's logits into the target's vocabulary: mass on draft tokens with no
- * target counterpart goes to one extra token the target never gives (always rejected). */
-static void map_logits(const sd_replay_params *p, const double *draft, size_t vd, double *out,
-                       size_t vt)
+/* Maps the draft's law (already at the replay temperature and truncation) into the
+ * target's vocabulary: draft tokens sharing a target id add up; mass on draft tokens
+ * with no target counterpart goes to one extra token the target never gives (always
+ * rejected). */
+static void map_probs(const sd_replay_params *p, const double *draft, size_t vd, double *out,
+                      size_t vt)
 {
-    for (size_t i = 0; i <= vt; i++) out[i] = -INFINITY;
-    double mx = -INFINITY, extra = 0;
-    for (size_t i = 0; i < vd; i++) mx = draft[i] > mx ? draft[i] : mx;
+    for (size_t i = 0; i <= vt; i++) out[i] = 0;
     for (size_t i = 0; i < vd; i++) {
         size_t j = i < p->vocab_map_n ? p->vocab_map[i] : SIZE_MAX;
-        if (j < vt) out[j] = out[j] == -INFINITY ? draft[i] : mx + log(exp(out[j] - mx) + exp(draft[i] - mx));
-        else extra += exp(draft[i] - mx);
+        out[j < vt ? j : vt] += draft[i];
     }
-    if (extra > 0) out[vt] = mx + log(extra);
+}
+
+/* Both laws of one position: logits -> (temperature, top-k, top-p) -> the target's
+ * vocabulary. Nonzero if a logit is NaN or +inf. */
+static int position_laws(const sd_replay_params *p, const double *dl, size_t vd, double *tl,
+                         size_t vt, double *scratch, double *dp, double *tp)
+{
+    if (!p->vocab_map)
+        return sd_dist_from_logits(dl, vt, p->temperature, p->top_k, p->top_p, dp, "draft") ||
+               sd_dist_from_logits(tl, vt, p->temperature, p->top_k, p->top_p, tp, "target");
+    if (sd_dist_from_logits(dl, vd, p->temperature, p->top_k, p->top_p, scratch, "draft") ||
+        sd_dist_from_logits(tl, vt, p->temperature, p->top_k, p->top_p, tp, "target"))
+        return 1;
+    map_probs(p, scratch, vd, dp, vt);
+    tp[vt] = 0;
+    return 0;
+}
+
+/* Expected tokens per block of a chain of gamma drafts walking one sequence of
+ * acceptances alpha[0..n-1] (NaN: a skipped position, taken as a rejection): blocks
+ * start where the last one ended, so the start law is carried forward. */
+static void chain_blocks(const double *alpha, size_t n, size_t gamma, double *start,
+                         double *tokens_out, double *blocks_out)
+{
+    double tokens = 0, blocks = 0;
+    memset(start, 0, (n + 1) * sizeof *start);
+    start[0] = 1;
+    for (size_t t = 0; t < n; t++) {
+        if (!(start[t] > 0)) continue;
+        blocks += start[t];
+        double reach = 1; /* P(the first i drafts are accepted) */
+        for (size_t i = 0; i <= gamma; i++) {
+            double a = i < gamma && t + i < n && !isnan(alpha[t + i]) ? alpha[t + i] : 0;
+            double stop = i < gamma ? reach * (1 - a) : reach; /* exactly i accepted */
+            size_t next = t + i + 1 < n ? t + i + 1 : n;       /* a block ends at the sequence end */
+            tokens += start[t] * stop * (double)(next - t);
+            start[next] += start[t] * stop;
+            reach *= a;
+            if (!(reach > 0) && i < gamma) {
+                /* the rest of the chain is unreachable */
+                break;
+            }
+        }
+    }
+    *tokens_out += tokens;
+    *blocks_out += blocks;
 }
 
 /* One scheme's acceptance at one position: exact where feasible, else Monte Carlo. */
@@ -118,26 +162,19 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
     if (p->k < 1) return sd_error(SD_EINVAL, "k = %zu: need at least one draft", p->k);
     size_t V = p->vocab_map ? vt + 1 : vt; /* + the unmappable bucket */
     double *dl = sd_xmalloc(vd * sizeof *dl), *tl = sd_xmalloc((V + 1) * sizeof *tl);
-    double *dm = sd_xmalloc((V + 1) * sizeof *dm), *dp = sd_xmalloc(V * sizeof *dp), *tp = sd_xmalloc(V * sizeof *tp);
+    double *dm = sd_xmalloc((vd > V ? vd : V) * sizeof *dm), *dp = sd_xmalloc(V * sizeof *dp), *tp = sd_xmalloc(V * sizeof *tp);
     double *acc[SD_SCHEME_COUNT] = {0}, *tv = sd_xmalloc(n * sizeof *tv), *sd16 = NULL;
     double *alpha = sd_xmalloc(n * sizeof *alpha); /* sd acceptance per position, NaN if skipped */
     for (int s = 0; s < SD_SCHEME_COUNT; s++)
         if (p->want[s]) acc[s] = sd_xmalloc(n * sizeof *acc[s]);
     if (p->precision_check) sd16 = sd_xmalloc(n * sizeof *sd16);
     int rc = SD_OK;
-    size_t used = 0;
+    size_t used = 0, n16 = 0;
     double t0 = now(), last = t0;
     res->first_bad = SIZE_MAX;
     for (size_t i = 0; i < n && rc == SD_OK; i++) {
         if ((rc = sd_log_row(log, i, dl, tl))) break;
-        const double *dsrc = dl;
-        if (p->vocab_map) {
-            map_logits(p, dl, vd, dm, vt);
-            tl[vt] = -INFINITY;
-            dsrc = dm;
-        }
-        int bad = sd_dist_from_logits(dsrc, V, p->temperature, p->top_k, p->top_p, dp, "draft") ||
-                  sd_dist_from_logits(tl, V, p->temperature, p->top_k, p->top_p, tp, "target");
+        int bad = position_laws(p, dl, vd, tl, vt, dm, dp, tp);
         if (bad) {
             if (res->first_bad == SIZE_MAX) res->first_bad = i;
             res->skipped++;
@@ -160,16 +197,15 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
             if (rc == SD_OK && p->per_position[s]) p->per_position[s][used] = acc[s][used];
         }
         if (rc == SD_OK && sd16) { /* the same position with float16 logits */
-            for (size_t y = 0; y < V; y++) {
-                dm[y] = sd_half_to_double(sd_double_to_half(dsrc[y]));
-                tl[y] = sd_half_to_double(sd_double_to_half(tl[y]));
+            for (size_t y = 0; y < vd; y++) dl[y] = sd_half_to_double(sd_double_to_half(dl[y]));
+            for (size_t y = 0; y < vt; y++) tl[y] = sd_half_to_double(sd_double_to_half(tl[y]));
+            if (!position_laws(p, dl, vd, tl, vt, dm, dp, tp)) {
+                sd16[n16] = sd_dist_overlap(dp, tp, V);
+                res->f16_abs_diff += fabs(sd16[n16] - alpha[i]);
+                n16++;
+            } else {
+                res->f16_skipped++; /* a logit past float16's range */
             }
-            if (!sd_dist_from_logits(dm, V, p->temperature, p->top_k, p->top_p, dp, "draft") &&
-                !sd_dist_from_logits(tl, V, p->temperature, p->top_k, p->top_p, tp, "target"))
-                sd16[used] = sd_dist_overlap(dp, tp, V);
-            else
-                sd16[used] = NAN;
-            res->f16_abs_diff += fabs(sd16[used] - alpha[i]);
         }
         used++;
         if ((i + 1) % 256 == 0) sd_log_release(log, i + 1);
@@ -196,33 +232,27 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
         mean_ci(tv, used, &tvm, &lo, &hi);
         res->tv_mean = tvm;
         quantiles(tv, used, res->tv_quantile);
-        /* the chain along the logged path: block from position t accepts i drafts with
-         * prod_{j<i} alpha[t + j], inside one sequence and over usable positions */
+        /* the chain along the logged path, sequence by sequence */
         size_t len = sd_log_sequence_length(log);
-        double mean_alpha = 0;
+        double mean_alpha = 0, *start = sd_xmalloc((len + 1) * sizeof *start);
         size_t na = 0;
         for (size_t i = 0; i < n; i++)
             if (!isnan(alpha[i])) mean_alpha += alpha[i], na++;
         mean_alpha /= (double)na;
         for (size_t g = 1; g <= SD_REPLAY_MAX_GAMMA; g++) {
-            double sum = 0;
-            size_t blocks = 0;
-            for (size_t t = 0; t < n; t++) {
-                if (isnan(alpha[t])) continue;
-                double e = 1, prod = 1;
-                for (size_t j = 0; j < g && t + j < n && (t + j) / len == t / len && !isnan(alpha[t + j]); j++)
-                    prod *= alpha[t + j], e += prod;
-                sum += e, blocks++;
-            }
-            res->chain_efficiency[g] = sum / (double)blocks;
+            double tok = 0, blocks = 0; /* expected, summed over the sequences */
+            for (size_t s0 = 0; s0 < n; s0 += len)
+                chain_blocks(alpha + s0, s0 + len <= n ? len : n - s0, g, start, &tok, &blocks);
+            res->chain_efficiency[g] = tok / blocks;
             res->chain_speedup[g] = res->chain_efficiency[g] / ((double)g * p->cost_ratio + 1);
             res->leviathan_efficiency[g] = sd_leviathan_tokens(mean_alpha, (double)g);
         }
+        free(start);
         if (sd16) {
             double m16, l16, h16;
-            mean_ci(sd16, used, &m16, &l16, &h16);
-            res->f16_sd_mean = m16;
-            res->f16_abs_diff /= (double)used;
+            mean_ci(sd16, n16, &m16, &l16, &h16);
+            res->f16_sd_mean = n16 ? m16 : NAN;
+            res->f16_abs_diff = n16 ? res->f16_abs_diff / (double)n16 : NAN;
         }
         res->seconds = now() - t0;
     }

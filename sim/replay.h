@@ -4,7 +4,8 @@
  * now, to both models), then each scheme's exact acceptance (sd_accept_exact; where
  * the exact method is out of reach, a seeded Monte-Carlo estimate per position),
  * the total variation, and from the per-position sd acceptance along the logged
- * path the chain's block efficiency and predicted speedup for gamma = 1..8. The log
+ * path the chain's block efficiency (blocks start where the last ended, a forward
+ * pass over start positions) and predicted speedup for gamma = 1..8. The log
  * is read a row at a time from its memory map: constant memory whatever its size.
  *
  *   sd_replay_params p = sd_replay_default_params();
@@ -63,6 +64,7 @@ typedef struct {
     double chain_speedup[SD_REPLAY_MAX_GAMMA + 1];
     double leviathan_efficiency[SD_REPLAY_MAX_GAMMA + 1]; /* i.i.d. at the mean sd acceptance */
     double f16_sd_mean, f16_abs_diff;  /* precision check: sd with float16 logits */
+    size_t f16_skipped;        /* positions whose logits overflow float16 */
     double seconds;
 } sd_replay_result;
 

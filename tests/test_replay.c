@@ -113,8 +113,6 @@ static void test_replay_matches_accept_position_by_position(void **state)
         assert_true(r.scheme[s].ci_low <= r.scheme[s].mean && r.scheme[s].mean <= r.scheme[s].ci_high);
         free(per[s]);
     }
-    /* chain block efficiency along the path at gamma 1: 1 + mean alpha */
-    assert_close(r.chain_efficiency[1], 1 + r.scheme[SD_SCHEME_SD].mean, 0, 1e-12);
     sd_log_close(l);
 }
 
@@ -207,15 +205,34 @@ static void test_replay_bad_logs(void **state)
     assert_non_null(strstr(sd_errmsg(), a));
 }
 
-/* [sequences, positions, V]: a block never runs past its sequence's end. */
+/* Blocks along the logged path, simulated: each block starts where the last ended,
+ * accepts draft i with alpha[t + i], never runs past its sequence's end. */
+static double simulate_chain(const double *alpha, size_t n, size_t len, size_t gamma, gsl_rng *r,
+                             int runs)
+{
+    double tokens = 0, blocks = 0;
+    for (int run = 0; run < runs; run++)
+        for (size_t s0 = 0; s0 < n; s0 += len)
+            for (size_t t = s0; t < s0 + len;) {
+                size_t i = 0;
+                while (i < gamma && t + i < s0 + len && gsl_rng_uniform(r) < alpha[t + i]) i++;
+                size_t got = i + 1 < s0 + len - t ? i + 1 : s0 + len - t;
+                tokens += (double)got, blocks += 1, t += got;
+            }
+    return tokens / blocks;
+}
+
+/* [sequences, positions, V], and the chain's block efficiency along the logged path
+ * against a simulation of the blocks. */
 static void test_replay_sequences(void **state)
 {
     (void)state;
     known k;
     make_known(&k, 31);
+    for (size_t i = 0; i < 6; i++) /* alternate certain and hopeless positions */
+        for (size_t y = 0; y < V; y++) k.draft[i][y] = k.target[i][y] = 1.0 / V;
     char prefix[128];
     snprintf(prefix, sizeof prefix, "%s/seqs", dir);
-    /* 4 sequences of 6 positions, the same 24 rows */
     assert_int_equal(sd_log_write(prefix, SD_NPY_F64, 4, 6, V, known_row, &k, NULL), SD_OK);
     sd_log *l = open_prefix(prefix);
     assert_int_equal(sd_log_positions(l), 24);
@@ -223,16 +240,72 @@ static void test_replay_sequences(void **state)
     sd_replay_params p = sd_replay_default_params();
     sd_replay_result r;
     assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
-    /* gamma 8 from the last position of a sequence counts one token: the chain's
-     * efficiency is at most 1 + mean over t of (positions left in t's sequence) */
-    double alpha[24], want = 0;
+    double alpha[24];
     for (size_t i = 0; i < 24; i++) alpha[i] = sd_dist_overlap(k.draft[i], k.target[i], V);
-    for (size_t t = 0; t < 24; t++) {
-        double e = 1, prod = 1;
-        for (size_t j = 0; j < 8 && (t + j) / 6 == t / 6; j++) prod *= alpha[t + j], e += prod;
-        want += e / 24;
+    assert_close(alpha[0], 1, 0, 1e-12);
+    gsl_rng *rng = sd_test_rng(3);
+    for (size_t g = 1; g <= 8; g++) {
+        double sim = simulate_chain(alpha, 24, 6, g, rng, 40000);
+        /* ~1e6 blocks: the simulation's standard error is below 2e-3 */
+        assert_close(r.chain_efficiency[g], sim, 0, 1e-2);
     }
-    assert_close(r.chain_efficiency[8], want, 0, 1e-12);
+    gsl_rng_free(rng);
+    sd_log_close(l);
+}
+
+/* alpha alternating 1, 0: every gamma-1 block starts on a certain position and yields 2 */
+static void test_replay_chain_alternating(void **state)
+{
+    (void)state;
+    known k;
+    make_known(&k, 41);
+    for (size_t i = 0; i < P; i++)
+        for (size_t y = 0; y < V; y++) {
+            k.target[i][y] = y == 0 ? 0.999999 : 1e-6 / (V - 1);
+            k.draft[i][y] = i % 2 == 0 ? k.target[i][y] : (y == 1 ? 0.999999 : 1e-6 / (V - 1));
+        }
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s/alt", dir);
+    assert_int_equal(sd_log_write(prefix, SD_NPY_F64, 1, P, V, known_row, &k, NULL), SD_OK);
+    sd_log *l = open_prefix(prefix);
+    sd_replay_params p = sd_replay_default_params();
+    memset(p.want, 0, sizeof p.want);
+    p.want[SD_SCHEME_SD] = 1;
+    sd_replay_result r;
+    assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
+    assert_close(r.chain_efficiency[1], 2, 0, 1e-4);
+    sd_log_close(l);
+}
+
+/* A vocabulary map merges draft tokens in probability space, after the temperature. */
+static void test_replay_vocab_map_temperature(void **state)
+{
+    (void)state;
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s/vm_draft.npy", dir);
+    snprintf(b, sizeof b, "%s/vm_target.npy", dir);
+    double dl[3] = {0.5, 0, 0}, tl[2] = {1, 0};
+    size_t sd[2] = {1, 3}, st[2] = {1, 2};
+    assert_int_equal(sd_npy_write(a, SD_NPY_F64, 2, sd, dl), SD_OK);
+    assert_int_equal(sd_npy_write(b, SD_NPY_F64, 2, st, tl), SD_OK);
+    sd_log *l;
+    assert_int_equal(sd_log_open_npy(a, b, NULL, &l), SD_OK);
+    size_t map[3] = {0, 1, 1};
+    double temps[2] = {0, 0.5};
+    for (int i = 0; i < 2; i++) {
+        sd_replay_params p = sd_replay_default_params();
+        memset(p.want, 0, sizeof p.want);
+        p.want[SD_SCHEME_SD] = 1;
+        p.vocab_map = map, p.vocab_map_n = 3, p.temperature = temps[i];
+        sd_replay_result r;
+        assert_int_equal(sd_replay_run(l, &p, &r), SD_OK);
+        /* T = 0: both greedy on token 0; T = 0.5: draft (e, 1, 1)/(e + 2) mapped to
+         * (e, 2)/(e + 2) against target (e^2, 1)/(e^2 + 1) */
+        double e = exp(1.0), want = i == 0 ? 1
+                                           : fmin(e / (e + 2), e * e / (e * e + 1)) +
+                                                 fmin(2 / (e + 2), 1 / (e * e + 1));
+        assert_close(r.scheme[SD_SCHEME_SD].mean, want, 0, 1e-12);
+    }
     sd_log_close(l);
 }
 
@@ -243,6 +316,8 @@ int main(void)
         cmocka_unit_test(test_replay_temperature_and_precision),
         cmocka_unit_test(test_replay_bad_logs),
         cmocka_unit_test(test_replay_sequences),
+        cmocka_unit_test(test_replay_chain_alternating),
+        cmocka_unit_test(test_replay_vocab_map_temperature),
     };
     return cmocka_run_group_tests_name("replay", tests, setup, teardown);
 }

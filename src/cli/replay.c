@@ -25,9 +25,10 @@ static const char *const help =
     "What each verification scheme would have given on logged draft and target logits,\n"
     "without rerunning the models. Per scheme: the mean exact acceptance over positions\n"
     "(Monte Carlo with M trials at positions beyond the exact method's reach) with a\n"
-    "99.9%% interval over positions and its quantiles; the total variation between the\n"
+    "99.9% interval over positions and its quantiles; the total variation between the\n"
     "models; the chain's block efficiency along the logged path and its predicted\n"
-    "speedup for gamma = 1..8 at cost ratio C.\n"
+    "speedup for gamma = 1..8 at cost ratio C (blocks start where the last one ended).\n"
+    "The tokens log, if given, is checked against the positions but not used yet.\n"
     "\n"
     "Logs (data/logs/FORMAT.md): two .npy files of [positions, V] or [sequences,\n"
     "positions, V] logits (float16, bfloat16 as <u2, float32, float64), or one\n"
@@ -187,9 +188,13 @@ int cmd_replay(int argc, char **argv)
                    "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
                    r.chain_efficiency[g], r.chain_speedup[g], r.leviathan_efficiency[g]);
         printf("]");
-        if (p.precision_check)
-            printf(", \"float16\": {\"sd_mean_acceptance\": %.12g, \"mean_abs_change\": %.6g}",
-                   r.f16_sd_mean, r.f16_abs_diff);
+        if (p.precision_check) {
+            printf(", \"float16\": {\"sd_mean_acceptance\": ");
+            cli_json_double(stdout, r.f16_sd_mean);
+            printf(", \"mean_abs_change\": ");
+            cli_json_double(stdout, r.f16_abs_diff);
+            printf(", \"positions_out_of_range\": %zu}", r.f16_skipped);
+        }
         printf("}\n");
     } else {
         printf("# specdec replay: %zu positions (%zu skipped), V = %zu, %s logits, T = %g, "
@@ -212,8 +217,9 @@ int cmd_replay(int argc, char **argv)
             printf("  %5d  %9.4f  %7.4f  %9.4f\n", g, r.chain_efficiency[g], r.chain_speedup[g],
                    r.leviathan_efficiency[g]);
         if (p.precision_check)
-            printf("float16 logits: sd acceptance %.6f (float64/32: %.6f), mean |change| per "
-                   "position %.3g\n", r.f16_sd_mean, r.scheme[SD_SCHEME_SD].mean, r.f16_abs_diff);
+            printf("float16 logits: sd acceptance %.6f (as logged: %.6f), mean |change| per "
+                   "position %.3g%s\n", r.f16_sd_mean, r.scheme[SD_SCHEME_SD].mean, r.f16_abs_diff,
+                   r.f16_skipped ? " (positions with logits past float16's range left out)" : "");
     }
 out:
     free(map);
