@@ -36,7 +36,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check bench figs demo clean install help
+.PHONY: all deps test check fuzz bench figs demo clean install help
 .SECONDARY:
 
 all: $(BIN)
@@ -55,13 +55,17 @@ $(BIN): $(CLI_OBJ) $(LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
 # test helpers shared by the test and benchmark programs (planted bugs live here, not in the library)
-TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/planted.o
+TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/planted.o $(BUILD)/tests/fuzz_core.o
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_AUX) $(LIB) -lcmocka $(LDLIBS)
 
 $(BUILD)/tests/bench/%: $(BUILD)/tests/bench/%.o $(TEST_AUX) $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_AUX) $(LIB) -lcmocka $(LDLIBS)
+
+$(BUILD)/tests/fuzz_logs: $(BUILD)/tests/fuzz_logs.o $(TEST_AUX) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_AUX) $(LIB) -lcmocka $(LDLIBS)
 
@@ -78,6 +82,13 @@ test: $(BIN) $(TEST_BIN)
 check:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
+
+# fuzz: 100000 mutated .npy/.safetensors files through the readers, under the same sanitizers.
+fuzz:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  build-san/tests/fuzz_logs
+	build-san/tests/fuzz_logs 100000
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
@@ -101,6 +112,7 @@ help:
 	@echo "make demo    run the main job on the shipped default pair"
 	@echo "make test    run the cmocka tests and the command-line tests"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
+	@echo "make fuzz    100000 mutated logit files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets)"
 	@echo "make figs    regenerate the paper figures"
 	@echo "make clean   remove build trees"
