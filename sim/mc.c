@@ -175,11 +175,11 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
     int rc = sd_tree_ws_alloc(&probe, shape, tp, V);
     if (rc) return rc;
     sd_tree_ws_free(probe);
-    double tokens = 0, sq = 0, accepted = 0, t0 = now();
+    double tokens = 0, sq = 0, accepted = 0, nodes = 0, t0 = now();
     int failed = 0;
     char why[512] = "";
 #pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads()) \
-    reduction(+ : tokens, sq, accepted)
+    reduction(+ : tokens, sq, accepted, nodes)
     {
         sd_tree_ws *ws = NULL;
         int lrc = sd_tree_ws_alloc(&ws, shape, tp, V);
@@ -196,6 +196,7 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
                 tokens += (double)b.tokens;
                 sq += (double)b.tokens * (double)b.tokens;
                 accepted += (double)b.accepted;
+                nodes += (double)b.nodes;
             }
             gsl_rng_free(rng);
         }
@@ -214,6 +215,7 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
     res->tokens = tokens;
     res->accepted = accepted;
     res->efficiency = mean;
+    res->mean_nodes = nodes / n;
     res->ci_low = mean - half;
     res->ci_high = mean + half;
     res->seconds = now() - t0;

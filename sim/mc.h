@@ -63,6 +63,7 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
 typedef struct {
     double blocks, tokens, accepted;
     double efficiency, ci_low, ci_high; /* tokens per block */
+    double mean_nodes;                  /* draft nodes verified per block (trees built per block vary) */
     double seconds;
 } sd_mc_blocks_result;
 

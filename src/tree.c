@@ -247,6 +247,45 @@ sd_tree_params sd_tree_default_params(void)
     return p;
 }
 
+/* A max-heap of candidate nodes by value (the tree builders and GT dynamic trees). */
+typedef struct {
+    double value;
+    size_t parent, rank, depth;
+} frontier_item;
+
+typedef struct {
+    frontier_item *heap;
+    size_t n, cap;
+} frontier;
+
+static void frontier_push(frontier *f, frontier_item it)
+{
+    if (f->n == f->cap) f->heap = sd_xrealloc(f->heap, (f->cap = f->cap ? 2 * f->cap : 64) * sizeof *f->heap);
+    size_t i = f->n++;
+    while (i > 0 && f->heap[(i - 1) / 2].value < it.value) {
+        f->heap[i] = f->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    f->heap[i] = it;
+}
+
+static frontier_item frontier_pop(frontier *f)
+{
+    frontier_item top = f->heap[0], last = f->heap[--f->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        double mv = last.value;
+        if (l < f->n && f->heap[l].value > mv) m = l, mv = f->heap[l].value;
+        if (r < f->n && f->heap[r].value > mv) m = r;
+        if (m == i) break;
+        f->heap[i] = f->heap[m];
+        i = m;
+    }
+    if (f->n) f->heap[i] = last;
+    return top;
+}
+
 struct sd_tree_ws {
     const sd_tree *tree;
     sd_tree_params params;
@@ -257,10 +296,14 @@ struct sd_tree_ws {
     double *pd, *pt;      /* (max_depth + 1) x V */
     size_t *tokens;
     double *marg;         /* parallel: L x V proposals */
-    /* beam: (L + 1) x W nodes; node (l, j) has a path of l tokens */
-    size_t *beam_parent, *beam_token, *beam_path, *beam_nkids, *beam_kids;
+    /* beam: (L + 1) x W nodes, node (l, j) at l * W + j; a path is read off the parents */
+    size_t *beam_parent, *beam_token, *beam_nkids, *beam_kids;
     double *beam_phi, *beam_g, *cand_t, *cand_phi;
     size_t *cand_node, *cand_tok, *beam_count, *beam_top;
+    /* dynamic: up to B + 1 nodes; each node's R most probable tokens and their probs */
+    size_t *dyn_parent, *dyn_token, *dyn_depth, *dyn_nkids, *dyn_kids, *dyn_top, dyn_n;
+    double *dyn_value, *dyn_topp;
+    frontier dyn_heap;
     double *mask;         /* dynamic: V */
 };
 
@@ -300,11 +343,21 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     /* sd is specinfer with one candidate; trees give nodes several */
     sd_scheme s = p->scheme == SD_SCHEME_SD ? SD_SCHEME_SPECINFER : p->scheme;
     ws->marg = sd_xmalloc(t->max_depth * vocab * sizeof *ws->marg);
+    if (t->walk == SD_WALK_DYNAMIC) {
+        size_t B = t->budget + 1, R = t->max_children;
+        ws->dyn_parent = sd_xmalloc(B * sizeof(size_t));
+        ws->dyn_token = sd_xmalloc(B * sizeof(size_t));
+        ws->dyn_depth = sd_xmalloc(B * sizeof(size_t));
+        ws->dyn_nkids = sd_xmalloc(B * sizeof(size_t));
+        ws->dyn_kids = sd_xmalloc(B * R * sizeof(size_t));
+        ws->dyn_top = sd_xmalloc(B * R * sizeof(size_t));
+        ws->dyn_value = sd_xmalloc(B * sizeof(double));
+        ws->dyn_topp = sd_xmalloc(B * R * sizeof(double));
+    }
     if (t->walk == SD_WALK_BEAM) {
         size_t W = t->width, L = t->max_depth, slots = (L + 1) * W;
         ws->beam_parent = sd_xmalloc(slots * sizeof(size_t));
         ws->beam_token = sd_xmalloc(slots * sizeof(size_t));
-        ws->beam_path = sd_xmalloc(slots * (L + 1) * sizeof(size_t));
         ws->beam_nkids = sd_xmalloc(slots * sizeof(size_t));
         ws->beam_kids = sd_xmalloc(slots * W * sizeof(size_t));
         ws->beam_phi = sd_xmalloc(slots * sizeof(double));
@@ -347,12 +400,14 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->mask);
     free(ws->beam_parent);
     free(ws->beam_token);
-    free(ws->beam_path);
     free(ws->beam_nkids);
     free(ws->beam_kids);
     free(ws->beam_phi);
     free(ws->beam_g);
     free(ws->beam_count);
+    free(ws->dyn_parent), free(ws->dyn_token), free(ws->dyn_depth), free(ws->dyn_nkids);
+    free(ws->dyn_kids), free(ws->dyn_top), free(ws->dyn_value), free(ws->dyn_topp);
+    free(ws->dyn_heap.heap);
     free(ws->beam_top);
     free(ws->cand_t);
     free(ws->cand_phi);
@@ -372,9 +427,11 @@ static size_t *ws_context(sd_tree_ws *ws, const size_t *context, size_t len)
     return ws->context;
 }
 
-static size_t bonus_token(sd_tree_ws *ws, const double *pd, const double *pt, gsl_rng *rng)
+/* The bonus token after an accepted leaf n levels down (parent's law: none at the root). */
+static size_t bonus_token(sd_tree_ws *ws, const double *pd, const double *pt, size_t n,
+                          gsl_rng *rng)
 {
-    return ws->params.bonus ? ws->params.bonus(pd, pt, pt - ws->vocab, ws->vocab, rng)
+    return ws->params.bonus ? ws->params.bonus(pd, pt, n ? pt - ws->vocab : NULL, ws->vocab, rng)
                             : sd_dist_sample_cdf(pt, ws->vocab, rng);
 }
 
@@ -387,7 +444,7 @@ static double log1pexp(double w) { return w > 0 ? w + log1p(exp(-w)) : log1p(exp
 static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t len, gsl_rng *rng)
 {
     const sd_tree *t = ws->tree;
-    size_t V = ws->vocab, W = t->width, L = t->max_depth, P = L + 1;
+    size_t V = ws->vocab, W = t->width, L = t->max_depth;
     double *pd = ws->pd;
     ws->beam_count[0] = 1;
     ws->beam_phi[0] = ws->beam_g[0] = 0;
@@ -398,7 +455,8 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
         size_t nc = 0;
         for (size_t j = 0; j < ws->beam_count[l] && rc == SD_OK; j++) {
             size_t node = l * W + j;
-            memcpy(path + len, ws->beam_path + node * P, l * sizeof *path);
+            for (size_t d = l, x = node; d > 0; d--, x = ws->beam_parent[x]) /* the node's path */
+                path[len + d - 1] = ws->beam_token[x];
             if ((rc = sd_lm_next(draft, path, len + l, pd))) break;
             double z = -INFINITY, G = ws->beam_g[node];
             size_t first = nc;
@@ -432,8 +490,6 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
             ws->beam_token[node] = ws->cand_tok[i];
             ws->beam_phi[node] = ws->cand_phi[i];
             ws->beam_g[node] = ws->cand_t[i];
-            memcpy(ws->beam_path + node * P, ws->beam_path + par * P, l * sizeof(size_t));
-            ws->beam_path[node * P + l] = ws->cand_tok[i];
             ws->beam_kids[par * W + ws->beam_nkids[par]++] = node;
         }
     }
@@ -472,9 +528,8 @@ static int verify_given(sd_tree_ws *ws, size_t c, const double *pd, const double
 static int step_static(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
                        const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
 {
-    (void)n;
     size_t c = ws->tree->nchild[st->node];
-    if (c == 0) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    if (c == 0) return *tok = bonus_token(ws, pd, pt, n, rng), SD_OK;
     sd_verifier *v = ws->by_k[c];
     sd_verdict vd;
     int rc = sd_verifier_reset(v, pd, pt);
@@ -489,7 +544,7 @@ static int step_static(sd_tree_ws *ws, walk_state *st, size_t n, const double *p
 static int step_spectr(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
                        const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
 {
-    if (n == ws->tree->max_depth) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    if (n == ws->tree->max_depth) return *tok = bonus_token(ws, pd, pt, n, rng), SD_OK;
     size_t index;
     sd_verifier *v = ws->by_k[st->alive];
     int rc = sd_verifier_reset(v, pd, pt);
@@ -508,7 +563,7 @@ static int step_parallel(sd_tree_ws *ws, walk_state *st, size_t n, const double 
 {
     (void)st;
     size_t index;
-    if (n == ws->tree->max_depth) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    if (n == ws->tree->max_depth) return *tok = bonus_token(ws, pd, pt, n, rng), SD_OK;
     size_t keep = ws->tokens[0];
     ws->tokens[0] = ws->tokens[SD_TREE_MAX_CHILDREN + n]; /* the proposal for position n */
     int rc = verify_given(ws, 1, pd, pt, rng, tok, accepted, &index);
@@ -519,40 +574,78 @@ static int step_parallel(sd_tree_ws *ws, walk_state *st, size_t n, const double 
 static int step_beam(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
                      const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
 {
-    (void)n;
     size_t W = ws->tree->width, c = ws->beam_nkids[st->node], index;
-    if (c == 0) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    if (c == 0) return *tok = bonus_token(ws, pd, pt, n, rng), SD_OK;
     for (size_t i = 0; i < c; i++) ws->tokens[i] = ws->beam_token[ws->beam_kids[st->node * W + i]];
     int rc = verify_given(ws, c, pd, pt, rng, tok, accepted, &index);
     if (!rc && *accepted) st->node = ws->beam_kids[st->node * W + index];
     return rc;
 }
 
-/* GT dynamic (EAGLE-2 style): a node's candidates are its most probable draft tokens
- * while path value * draft(x) > c, chosen, not sampled, and verified by recursive
- * rejection against point masses. (Sampling candidates and stopping when one falls
- * under the threshold is NOT lossless: the stop peeks at a draw that the rejection
- * chain needs unconditioned; the sequence certification catches it.) */
+/* The R most probable tokens of a law (ties: lowest index first), in order. */
+static void top_tokens(const double *law, size_t V, size_t R, size_t *tok, double *prob)
+{
+    size_t have = 0;
+    for (size_t y = 0; y < V; y++) {
+        if (!(law[y] > 0) || (have == R && law[y] <= prob[R - 1])) continue;
+        size_t s = have < R ? have++ : R - 1;
+        while (s > 0 && prob[s - 1] < law[y]) tok[s] = tok[s - 1], prob[s] = prob[s - 1], s--;
+        tok[s] = y, prob[s] = law[y];
+    }
+    for (size_t s = have; s < R; s++) tok[s] = SD_TREE_NONE, prob[s] = 0;
+}
+
+/* GT dynamic (EAGLE-2 style), grown at every block: best-first over candidate nodes
+ * (a node's next most probable token) by path value = product of draft probabilities,
+ * while the value exceeds c, up to B nodes, D levels, R children. The tree depends on
+ * the draft only and its candidates are chosen, not sampled: recursive rejection
+ * against point masses verifies it losslessly. (An earlier version sampled candidates
+ * and stopped at the first one under the threshold: the stop peeks at a draw the
+ * rejection chain needs unconditioned, and the sequence certification rejected it.) */
+static int build_dynamic(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t len)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, R = t->max_children, n = 1;
+    size_t *path = sd_xmalloc((len + t->max_depth + 1) * sizeof *path);
+    memcpy(path, ctx, len * sizeof *ctx);
+    frontier *f = &ws->dyn_heap;
+    f->n = 0;
+    ws->dyn_parent[0] = SD_TREE_NONE, ws->dyn_depth[0] = 0, ws->dyn_value[0] = 1, ws->dyn_nkids[0] = 0;
+    int rc = sd_lm_next(draft, path, len, ws->pd);
+    if (!rc) top_tokens(ws->pd, V, R, ws->dyn_top, ws->dyn_topp);
+    if (!rc && t->max_depth > 0) frontier_push(f, (frontier_item){ws->dyn_topp[0], 0, 0, 1});
+    while (!rc && f->n && n <= t->budget) {
+        frontier_item it = frontier_pop(f);
+        if (!(it.value > t->threshold)) break;
+        size_t id = n++, par = it.parent;
+        ws->dyn_parent[id] = par, ws->dyn_token[id] = ws->dyn_top[par * R + it.rank];
+        ws->dyn_depth[id] = it.depth, ws->dyn_value[id] = it.value, ws->dyn_nkids[id] = 0;
+        ws->dyn_kids[par * R + ws->dyn_nkids[par]++] = id;
+        if (it.rank + 1 < R && ws->dyn_top[par * R + it.rank + 1] != SD_TREE_NONE)
+            frontier_push(f, (frontier_item){ws->dyn_value[par] * ws->dyn_topp[par * R + it.rank + 1],
+                                             par, it.rank + 1, it.depth});
+        if (it.depth < t->max_depth) { /* the new node's own candidates */
+            for (size_t d = it.depth, x = id; d > 0; d--, x = ws->dyn_parent[x])
+                path[len + d - 1] = ws->dyn_token[x];
+            if ((rc = sd_lm_next(draft, path, len + it.depth, ws->pd))) break;
+            top_tokens(ws->pd, V, R, ws->dyn_top + id * R, ws->dyn_topp + id * R);
+            if (ws->dyn_top[id * R] != SD_TREE_NONE)
+                frontier_push(f, (frontier_item){it.value * ws->dyn_topp[id * R], id, 0, it.depth + 1});
+        }
+    }
+    ws->dyn_n = n;
+    free(path);
+    return rc;
+}
+
 static int step_dynamic(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
                         const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
 {
-    const sd_tree *t = ws->tree;
-    size_t V = ws->vocab, c = 0, index;
-    if (n < t->max_depth) {
-        memcpy(ws->mask, pd, V * sizeof *pd);
-        while (c < t->max_children && st->nodes + c < t->budget) {
-            size_t x = 0; /* the most probable token left (lowest index on ties) */
-            for (size_t y = 1; y < V; y++)
-                if (ws->mask[y] > ws->mask[x]) x = y;
-            if (!(st->value * ws->mask[x] > t->threshold)) break;
-            ws->tokens[c++] = x;
-            ws->mask[x] = -1;
-        }
-    }
-    if (c == 0) return *tok = bonus_token(ws, pd, pt, rng), SD_OK;
+    size_t R = ws->tree->max_children, c = ws->dyn_nkids[st->node], index;
+    if (c == 0) return *tok = bonus_token(ws, pd, pt, n, rng), SD_OK;
+    for (size_t i = 0; i < c; i++) ws->tokens[i] = ws->dyn_token[ws->dyn_kids[st->node * R + i]];
     int rc = verify_given(ws, c, pd, pt, rng, tok, accepted, &index);
-    st->nodes += c;
-    if (!rc && *accepted) st->value *= pd[*tok];
+    if (!rc && *accepted) st->node = ws->dyn_kids[st->node * R + index];
     return rc;
 }
 
@@ -565,12 +658,19 @@ int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *con
     walk_step step = step_static;
     int rc = SD_OK;
     memset(blk, 0, sizeof *blk);
+    blk->nodes = sd_tree_nodes(t);
     switch (t->walk) {
     case SD_WALK_SPECTR: step = step_spectr; break;
-    case SD_WALK_DYNAMIC: step = step_dynamic; break;
+    case SD_WALK_DYNAMIC:
+        step = step_dynamic;
+        rc = build_dynamic(ws, draft, ctx, len);
+        blk->nodes = ws->dyn_n - 1;
+        break;
     case SD_WALK_BEAM:
         step = step_beam;
         rc = build_beam(ws, draft, ctx, len, rng);
+        blk->nodes = 0;
+        for (size_t l = 1; !rc && l <= t->max_depth; l++) blk->nodes += ws->beam_count[l];
         break;
     case SD_WALK_PARALLEL: /* one draft call proposes every position */
         step = step_parallel;
@@ -619,7 +719,7 @@ static int eff_node(eff_ctx *e, size_t node, double *out)
         *out = 1;
         return SD_OK;
     }
-    double *pd = ws->pd + d * V, *pt = ws->pt + d * V, *w = e->weight + d * SD_TREE_MAX_CHILDREN * V;
+    double *pd = ws->pd + d * V, *pt = ws->pt + d * V, *w = e->weight + d * (SD_TREE_MAX_CHILDREN + 1) * V;
     int rc;
     if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
     if ((rc = sd_lm_next(e->target, ws->context, at, pt))) return rc;
@@ -663,7 +763,8 @@ static int eff_spectr(eff_ctx *e, size_t level, size_t alive, double *out)
         *out = 1;
         return SD_OK;
     }
-    double *pd = ws->pd + level * V, *pt = ws->pt + level * V, *w = e->weight + level * SD_TREE_MAX_CHILDREN * V;
+    double *pd = ws->pd + level * V, *pt = ws->pt + level * V;
+    double *w = e->weight + level * (SD_TREE_MAX_CHILDREN + 1) * V;
     int rc;
     if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
     if ((rc = sd_lm_next(e->target, ws->context, at, pt))) return rc;
@@ -751,7 +852,7 @@ int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *d
     if (rc) return rc;
     ws_context(ws, context, len);
     eff_ctx e = {ws, draft, target, len,
-                 sd_xmalloc((t->max_depth + 1) * SD_TREE_MAX_CHILDREN * V * sizeof(double))};
+                 sd_xmalloc((t->max_depth + 1) * (SD_TREE_MAX_CHILDREN + 1) * V * sizeof(double))};
     if (t->walk == SD_WALK_SPECTR) rc = eff_spectr(&e, 0, t->width, efficiency);
     else if (t->walk == SD_WALK_PARALLEL) {
         rc = sd_lm_marginals(draft, context, len, t->max_depth, ws->marg);
@@ -763,44 +864,6 @@ int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *d
 }
 
 /* ---- greedy builders ---- */
-
-typedef struct {
-    double value;
-    size_t parent, rank, depth;
-} frontier_item;
-
-typedef struct {
-    frontier_item *heap;
-    size_t n, cap;
-} frontier;
-
-static void frontier_push(frontier *f, frontier_item it)
-{
-    if (f->n == f->cap) f->heap = sd_xrealloc(f->heap, (f->cap = f->cap ? 2 * f->cap : 64) * sizeof *f->heap);
-    size_t i = f->n++;
-    while (i > 0 && f->heap[(i - 1) / 2].value < it.value) {
-        f->heap[i] = f->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    f->heap[i] = it;
-}
-
-static frontier_item frontier_pop(frontier *f)
-{
-    frontier_item top = f->heap[0], last = f->heap[--f->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        double mv = last.value;
-        if (l < f->n && f->heap[l].value > mv) m = l, mv = f->heap[l].value;
-        if (r < f->n && f->heap[r].value > mv) m = r;
-        if (m == i) break;
-        f->heap[i] = f->heap[m];
-        i = m;
-    }
-    if (f->n) f->heap[i] = last;
-    return top;
-}
 
 /* Grows by value; calls step(ctx, added, value, depth) after each node; stops at
  * budget, at threshold, or when step returns nonzero. parent[] gets the shape. */
@@ -829,6 +892,15 @@ static size_t grow(const double *a, size_t max_rank, double threshold, size_t bu
     return n;
 }
 
+/* Rank acceptances made non-increasing (a running minimum): estimates are noisy,
+ * and the greedy's "every node above the threshold" needs values that fall with rank. */
+static double *monotone_ranks(const double *a, size_t max_rank)
+{
+    double *m = sd_xmalloc(max_rank * sizeof *m);
+    for (size_t r = 0; r < max_rank; r++) m[r] = r && a[r] > m[r - 1] ? m[r - 1] : a[r];
+    return m;
+}
+
 static int check_ranks(const double *a, size_t max_rank, size_t budget)
 {
     if (max_rank < 1 || max_rank > SD_TREE_MAX_CHILDREN)
@@ -849,7 +921,9 @@ int sd_tree_build_gt(const double *rank_accept, size_t max_rank, double threshol
     int rc = check_ranks(rank_accept, max_rank, budget);
     if (rc) return rc;
     size_t *parent = sd_xmalloc((budget + 1) * sizeof *parent), *depth = sd_xmalloc((budget + 1) * sizeof *depth);
-    size_t n = grow(rank_accept, max_rank, threshold, budget, max_depth, parent, depth, NULL, NULL);
+    double *a = monotone_ranks(rank_accept, max_rank);
+    size_t n = grow(a, max_rank, threshold, budget, max_depth, parent, depth, NULL, NULL);
+    free(a);
     rc = n < 2 ? sd_error(SD_EINVAL, "no node's estimated acceptance (first: %g) exceeds the "
                                      "threshold %g: speculation does not pay here",
                           rank_accept[0], threshold)
@@ -886,20 +960,21 @@ int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, double 
     int rc = check_ranks(rank_accept, max_rank, budget);
     if (rc) return rc;
     size_t *parent = sd_xmalloc((budget + 1) * sizeof *parent), *depth = sd_xmalloc((budget + 1) * sizeof *depth);
-    double best = 0;
+    double best = 0, *a = monotone_ranks(rank_accept, max_rank);
     size_t best_d = 0, best_n = 0;
     for (size_t d = 1; d <= max_depth; d++) {
         rate_ctx r = {draft_call, overhead, 0, 0, target_cost, cost_ctx, 0, 0};
-        grow(rank_accept, max_rank, 0, budget, d, parent, depth, track_rate, &r);
+        grow(a, max_rank, 0, budget, d, parent, depth, track_rate, &r);
         if (r.best_rate > best) best = r.best_rate, best_d = d, best_n = r.best_n;
         if (r.deepest < d) break; /* deeper bounds change nothing */
     }
     if (best_n < 2) rc = sd_error(SD_EINVAL, "no tree beats drafting nothing under this cost model");
     else {
-        size_t n = grow(rank_accept, max_rank, 0, best_n - 1, best_d, parent, depth, NULL, NULL);
+        size_t n = grow(a, max_rank, 0, best_n - 1, best_d, parent, depth, NULL, NULL);
         rc = sd_tree_from_parents(parent, n, out);
         *rate = best;
     }
+    free(a);
     free(parent);
     free(depth);
     return rc;

@@ -15,8 +15,8 @@
  *   spectr:K,L       SpecTr: K independent sequences of L drafts (K x L nodes)
  *   parallel:L       ParallelSpec: L positions from one draft call
  *   beam:W,L         RSD-S: stochastic beam search of width W over L levels (W x L nodes)
- *   dynamic:C,B,D,R  GT's dynamic tree: threshold C, at most B nodes on the walk, D
- *                    levels, R candidates per node (top draft tokens, point-mass rejection)
+ *   dynamic:C,B,D,R  GT's dynamic tree: threshold C, at most B nodes, D levels, R
+ *                    candidates per node (top draft tokens, point-mass rejection)
  *
  *   sd_tree *t;
  *   sd_tree_parse("kconfig:3,2,1", &t);   RSD Fig. 3: 3 + 6 + 6 = 15 draft nodes
@@ -47,11 +47,12 @@ typedef enum {
     SD_WALK_BEAM,     /* RSD-S: stochastic beam search (width W, L levels) drafts the tree;
                          a node's children in the beam, by decreasing truncated Gumbel,
                          are a without-replacement sample: recursive rejection (rrs) */
-    SD_WALK_DYNAMIC   /* GT's dynamic tree: a node's candidates are its most probable draft
-                         tokens while the path's estimated acceptance (product of the draft
-                         probabilities along it) exceeds the threshold; verified by
-                         recursive rejection against point masses (any token scheme given
-                         is ignored) */
+    SD_WALK_DYNAMIC   /* GT's dynamic tree: grown best-first at every block, adding the
+                         candidate node of highest estimated path acceptance (product of
+                         the draft probabilities along it) while it exceeds the threshold,
+                         up to B nodes, D levels and each node's R most probable tokens;
+                         verified by recursive rejection against point masses (the token
+                         scheme given is ignored) */
 } sd_walk;
 
 typedef struct {
@@ -106,6 +107,7 @@ typedef struct {
     size_t tokens;     /* produced: accepted + 1 */
     size_t accepted;   /* accepted draft tokens */
     size_t deepest;    /* depth of the accepted leaf-most node */
+    size_t nodes;      /* draft nodes the target verified in this block (the tree's size) */
 } sd_block;
 
 /* Verifies one block after context[0..len-1]; writes the tokens to out (room for

@@ -92,8 +92,8 @@ static size_t bonus_from_draft(const double *draft, const double *target,
 static size_t bonus_wrong_node(const double *draft, const double *target,
                                const double *parent_target, size_t vocab, gsl_rng *rng)
 {
-    (void)draft, (void)target;
-    return sd_dist_sample_cdf(parent_target, vocab, rng);
+    (void)draft;
+    return sd_dist_sample_cdf(parent_target ? parent_target : target, vocab, rng);
 }
 
 /* tree walk: a node's later candidates verified against the first residual, as if

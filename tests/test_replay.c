@@ -13,6 +13,7 @@
 #include "logs.h"
 #include "npy.h"
 #include "replay.h"
+#include "safetensors.h"
 #include "sd_error.h"
 
 static char dir[64];
@@ -114,6 +115,42 @@ static void test_replay_matches_accept_position_by_position(void **state)
         free(per[s]);
     }
     sd_log_close(l);
+}
+
+/* A safetensors log of the same rows replays identically, tokens and metadata included. */
+static void test_replay_safetensors(void **state)
+{
+    (void)state;
+    known k;
+    make_known(&k, 19);
+    char path[128], prefix[128];
+    snprintf(path, sizeof path, "%s/known.safetensors", dir);
+    snprintf(prefix, sizeof prefix, "%s/known19", dir);
+    const char *meta[] = {"draft", "d-model", "target", "t-model", NULL};
+    assert_int_equal(sd_log_write(path, SD_NPY_F32, 1, P, V, known_row, &k, meta), SD_OK);
+    assert_int_equal(sd_log_write(prefix, SD_NPY_F32, 1, P, V, known_row, &k, NULL), SD_OK);
+    sd_log *a, *b;
+    assert_int_equal(sd_log_open_safetensors(path, &a), SD_OK);
+    b = open_prefix(prefix);
+    assert_string_equal(sd_log_metadata(a, "target"), "t-model");
+    long long tok;
+    assert_int_equal(sd_log_token(a, 11, &tok), SD_OK);
+    assert_int_equal(tok, 11 % V);
+    sd_replay_params p = sd_replay_default_params();
+    sd_replay_result ra, rb;
+    assert_int_equal(sd_replay_run(a, &p, &ra), SD_OK);
+    assert_int_equal(sd_replay_run(b, &p, &rb), SD_OK);
+    for (int s = 0; s < SD_SCHEME_COUNT; s++) assert_true(ra.scheme[s].mean == rb.scheme[s].mean);
+    sd_log_close(a);
+    sd_log_close(b);
+    /* a file without target_logits */
+    snprintf(path, sizeof path, "%s/partial.safetensors", dir);
+    size_t shape[2] = {2, 3};
+    double zeros[6] = {0};
+    sd_st_write_tensor only = {"draft_logits", SD_NPY_F32, 0, 0, 2, shape, zeros, NULL};
+    assert_int_equal(sd_st_write(path, &only, 1, NULL), SD_OK);
+    assert_int_equal(sd_log_open_safetensors(path, &a), SD_EFORMAT);
+    assert_non_null(strstr(sd_errmsg(), "target_logits"));
 }
 
 static void test_replay_temperature_and_precision(void **state)
@@ -313,6 +350,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_matches_accept_position_by_position),
+        cmocka_unit_test(test_replay_safetensors),
         cmocka_unit_test(test_replay_temperature_and_precision),
         cmocka_unit_test(test_replay_bad_logs),
         cmocka_unit_test(test_replay_sequences),

@@ -15,7 +15,8 @@
 
 static const char *const help =
     "usage: specdec tree --lm SPEC --scheme NAME (--shape SPEC | --optimize gt|throughput)\n"
-    "                    [--budget B] [--max-depth D] [--threshold C] [--cost-draft X]\n"
+    "                    [--budget B] [--max-depth D] [--max-rank R] [--threshold C]\n"
+    "                    [--cost-draft X]\n"
     "                    [--cost-target SPEC] [--overhead X] [--size-ratio R]\n"
     "                    [--exact | --no-exact] [--samples N] [--seed S] [--json]\n"
     "\n"
@@ -38,10 +39,11 @@ static const char *const help =
     "                     spectr:K,L (SpecTr: K independent sequences of L, verified level\n"
     "                     by level over the sequences that agree so far; kseq or specinfer)\n"
     "                     | parallel:L (ParallelSpec: L positions from one draft call, each\n"
-    "                     from the draft's law that many steps ahead; sd) | dynamic:C,B,D,R\n"
-    "                     (GT's dynamic tree: candidates without replacement while the\n"
-    "                     path's draft probability exceeds C; at most B nodes, D levels,\n"
-    "                     R per node; rrs)\n"
+    "                     from the draft's law that many steps ahead; sd) | beam:W,L (RSD-S:\n"
+    "                     stochastic beam search, width W, L levels; rrs) | dynamic:C,B,D,R\n"
+    "                     (GT's dynamic tree, grown per block best-first while a node's path\n"
+    "                     draft probability exceeds C: at most B nodes, D levels, each node's\n"
+    "                     R most probable tokens; verified against point masses)\n"
     "  --optimize gt      grow the tree by the GT principle: every node whose estimated\n"
     "                     path acceptance exceeds --threshold (default c = M_D / M_T(1));\n"
     "                     also prints the throughput-optimal tree for comparison\n"
@@ -161,14 +163,18 @@ static double tree_draft_calls(const sd_tree *t)
     return t->walk == SD_WALK_PARALLEL ? 1 : (double)t->max_depth;
 }
 
-/* Tokens the target verifies: a dynamic tree is charged its budget (an upper bound). */
-static double tree_cost_nodes(const sd_tree *t)
+/* Draft nodes the target verifies: a static shape's own; a beam (at most W L) or a
+ * dynamic tree is built per block, charged its mean size over the Monte-Carlo blocks
+ * (without them: its bound). */
+static double tree_cost_nodes(const sd_tree *t, double mc_mean)
 {
-    return t->walk == SD_WALK_DYNAMIC ? (double)t->budget : (double)sd_tree_nodes(t);
+    if (t->walk == SD_WALK_BEAM) return mc_mean > 0 ? mc_mean : (double)(t->width * t->max_depth);
+    if (t->walk == SD_WALK_DYNAMIC) return mc_mean > 0 ? mc_mean : (double)t->budget;
+    return (double)sd_tree_nodes(t);
 }
 
 typedef struct {
-    double exact, mc, lo, hi, predicted;
+    double exact, mc, lo, hi, predicted, nodes;
     int have_exact, have_mc;
     sd_speed speed;
 } tree_eval;
@@ -188,10 +194,12 @@ static int evaluate(const tree_opts *o, sd_lm *draft, sd_lm *target, const sd_tr
         if (sd_mc_blocks(draft, target, ctx, 1, t, &o->tp, o->mp, &r)) return cli_fail(cmd, sd_errmsg());
         e->have_mc = 1;
         e->mc = r.efficiency, e->lo = r.ci_low, e->hi = r.ci_high;
+        e->nodes = r.mean_nodes;
     }
     double eff = e->have_exact ? e->exact : e->mc;
     if (!e->have_exact && !e->have_mc) return cli_fail(cmd, "nothing to evaluate: --no-exact with --samples 0");
-    if (sd_cost_speed(cm, eff, tree_draft_calls(t), tree_cost_nodes(t), o->size_ratio, &e->speed))
+    if (sd_cost_speed(cm, eff, tree_draft_calls(t), tree_cost_nodes(t, e->nodes), o->size_ratio,
+                      &e->speed))
         return cli_fail(cmd, sd_errmsg());
     return CLI_OK;
 }
@@ -201,9 +209,9 @@ static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e,
     char shape[4096];
     if (sd_tree_format(t, shape, sizeof shape)) snprintf(shape, sizeof shape, "(%zu nodes)", sd_tree_nodes(t));
     if (o->json) {
-        printf("{\"label\": \"%s\", \"shape\": \"%s\", \"nodes\": %.0f, \"depth\": %zu, "
-               "\"draft_calls\": %.0f, \"block_efficiency\": ", label, shape, tree_cost_nodes(t),
-               t->max_depth, tree_draft_calls(t));
+        printf("{\"label\": \"%s\", \"shape\": \"%s\", \"nodes\": %.6g, \"depth\": %zu, "
+               "\"draft_calls\": %.0f, \"block_efficiency\": ", label, shape,
+               tree_cost_nodes(t, e->nodes), t->max_depth, tree_draft_calls(t));
         cli_json_double(stdout, e->have_exact ? e->exact : e->mc);
         printf(", \"exact\": ");
         cli_json_double(stdout, e->have_exact ? e->exact : NAN);
@@ -221,9 +229,9 @@ static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e,
         printf("}");
         return;
     }
-    if (t->walk == SD_WALK_DYNAMIC)
-        printf("== %s: dynamic, at most %zu nodes (charged in full), depth <= %zu\n   %s\n", label,
-               t->budget, t->max_depth, shape);
+    if (t->walk == SD_WALK_DYNAMIC || t->walk == SD_WALK_BEAM)
+        printf("== %s: built per block, %.2f draft nodes on average (charged so), depth <= %zu\n"
+               "   %s\n", label, tree_cost_nodes(t, e->nodes), t->max_depth, shape);
     else
         printf("== %s: %zu draft nodes, depth %zu, %.0f draft call(s)\n   %s\n", label,
                sd_tree_nodes(t), t->max_depth, tree_draft_calls(t), shape);

@@ -18,6 +18,12 @@ expect 0 "written" -- "$SPECDEC" synth-log --lm markov:256,1,0.1,2385,0.4,1.3 --
 a=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd,otm --json)
 b=$("$SPECDEC" replay --draft-log "$T/again.draft.npy" --target-log "$T/again.target.npy" --scheme sd,otm --json)
 [ "$a" = "$b" ] && ok || bad "data/logs/sample differs from a fresh synth-log"
+# the same log as one safetensors file replays the same
+a=$("$SPECDEC" replay --log $D.safetensors --scheme sd,otm,rrs --json)
+b=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd,otm,rrs --json)
+[ "$a" = "$b" ] && ok || bad "data/logs/sample.safetensors replays differently from the .npy pair"
+printf 'not json at all' > "$T/bad.safetensors"
+expect 1 "bad.safetensors" -- "$SPECDEC" replay --log "$T/bad.safetensors"
 # bad input
 expect 1 "no-such.npy" -- "$SPECDEC" replay --draft-log no-such.npy --target-log $D.target.npy
 head -c 300 $D.draft.npy > "$T/trunc.npy"
