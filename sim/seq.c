@@ -99,6 +99,52 @@ static void marginal_tests(const double *counts, const double *law, size_t V, si
     free(ml);
 }
 
+/* Beyond enumerable V^L: the target's exact law of each position and of each adjacent
+ * pair, by a forward pass over its states (the last `memory` tokens). marg: L x V,
+ * pair: (L - 1) x V x V. */
+static int forward_laws(sd_lm *target, const size_t *prompt, size_t plen, size_t L, double *marg,
+                        double *pair)
+{
+    size_t V = target->vocab, m = target->memory, S = 1;
+    for (size_t i = 0; i < m; i++) S *= V;
+    double *p = sd_xcalloc(S, sizeof *p), *q = sd_xcalloc(S, sizeof *q);
+    double *law = sd_xmalloc(V * sizeof *law), *law2 = sd_xmalloc(V * sizeof *law2);
+    size_t *ctx = sd_xmalloc((plen + L + 1) * sizeof *ctx), *win = ctx + plen;
+    memcpy(ctx, prompt, plen * sizeof *prompt);
+    int rc = SD_OK;
+    /* state = the last min(m, i) generated tokens in base V; the prompt is fixed, so the
+     * context of a state is the prompt followed by those tokens */
+    p[0] = 1;
+    memset(marg, 0, L * V * sizeof *marg);
+    if (L > 1) memset(pair, 0, (L - 1) * V * V * sizeof *pair);
+    for (size_t i = 0; i < L && rc == SD_OK; i++) {
+        size_t w = i < m ? i : m, Sw = 1, Sn = 1;
+        for (size_t j = 0; j < w; j++) Sw *= V;
+        for (size_t j = 0; j < (i + 1 < m ? i + 1 : m); j++) Sn *= V;
+        memset(q, 0, Sn * sizeof *q);
+        for (size_t s = 0; s < Sw && rc == SD_OK; s++) {
+            if (!(p[s] > 0)) continue;
+            for (size_t j = w, x = s; j-- > 0; x /= V) win[j] = x % V; /* the state's tokens */
+            if ((rc = sd_lm_next(target, ctx, plen + w, law))) break;
+            for (size_t y = 0; y < V && rc == SD_OK; y++) {
+                double py = p[s] * law[y];
+                marg[i * V + y] += py;
+                size_t next = w < m ? s * V + y : (s * V + y) % Sn;
+                q[next] += py;
+                if (i + 1 < L && py > 0) { /* the pair (y_i, y_{i+1}) */
+                    win[w] = y;
+                    if ((rc = sd_lm_next(target, ctx, plen + w + 1, law2))) break;
+                    for (size_t z = 0; z < V; z++) pair[(i * V + y) * V + z] += py * law2[z];
+                }
+            }
+        }
+        double *t = p;
+        p = q, q = t;
+    }
+    free(p), free(q), free(law), free(law2), free(ctx);
+    return rc;
+}
+
 int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t plen,
                    const sd_seq_params *sp, sd_mc_params mp, sd_seq_cert *res)
 {
@@ -111,14 +157,29 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
     if (!(mp.samples >= 1) || mp.samples > SD_MC_MAX_SAMPLES)
         return sd_error(SD_EINVAL, "samples = %g: need 1 to %g", mp.samples, SD_MC_MAX_SAMPLES);
     double cells_d = pow((double)V, (double)sp->length);
-    if (cells_d > SD_SEQ_MAX_CELLS)
-        return sd_error(SD_ERANGE,
-                        "sequence certification enumerates V^length = %zu^%zu = %.3g sequences; "
-                        "the limit is %d (use a smaller vocabulary or length)",
-                        V, sp->length, cells_d, SD_SEQ_MAX_CELLS);
-    size_t cells = (size_t)cells_d;
-    double *law = sd_xmalloc(cells * sizeof *law);
-    int rc = exact_law(target, prompt, plen, sp->length, cells, law);
+    /* joint: the law of whole sequences (V^L cells); else each position's and each
+     * adjacent pair's law, from a forward pass over the target's states */
+    int joint = cells_d <= SD_SEQ_MAX_CELLS;
+    size_t L = sp->length, cells;
+    double *law;
+    int rc;
+    if (joint) {
+        cells = (size_t)cells_d;
+        law = sd_xmalloc(cells * sizeof *law);
+        rc = exact_law(target, prompt, plen, L, cells, law);
+    } else {
+        double states = target->memory == SD_LM_MEMORY_ALL ? INFINITY
+                                                           : pow((double)V, (double)target->memory);
+        if (states * (double)V * (double)V > 1e7 || L > 100000)
+            return sd_error(SD_ERANGE,
+                            "sequence certification: V^length = %zu^%zu = %.3g sequences is too "
+                            "many to enumerate, and the target's state space (V^%s) too large "
+                            "for exact marginals", V, L, cells_d,
+                            target->memory == SD_LM_MEMORY_ALL ? "all" : "memory");
+        cells = L * V + (L - 1) * V * V;
+        law = sd_xmalloc(cells * sizeof *law);
+        rc = forward_laws(target, prompt, plen, L, law, law + L * V);
+    }
     if (rc) {
         free(law);
         return rc;
@@ -151,9 +212,14 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
             for (double i = 0; i < n && !lrc; i++) {
                 lrc = sd_seq_generate(draft, target, prompt, plen, sp, ws, rng, out, &st);
                 if (lrc) break; /* out is not a whole sequence */
-                size_t cell = 0;
-                for (size_t j = 0; j < sp->length; j++) cell = cell * V + out[j];
-                local[cell] += 1;
+                if (joint) {
+                    size_t cell = 0;
+                    for (size_t j = 0; j < L; j++) cell = cell * V + out[j];
+                    local[cell] += 1;
+                } else {
+                    for (size_t j = 0; j < L; j++) local[j * V + out[j]] += 1;
+                    for (size_t j = 0; j + 1 < L; j++) local[L * V + (j * V + out[j]) * V + out[j + 1]] += 1;
+                }
             }
             gsl_rng_free(rng);
         }
@@ -178,11 +244,31 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
         free(counts);
         return sd_error(failed, "%s", why);
     }
-    rc = sd_gof_test(counts, law, cells, 5.0, &res->joint);
+    if (joint) {
+        rc = sd_gof_test(counts, law, cells, 5.0, &res->joint);
+        if (rc == SD_OK) {
+            res->cells = cells;
+            res->min_p = res->joint.min_p;
+            marginal_tests(counts, law, V, L, cells, res);
+        }
+    } else { /* every position's law and every adjacent pair's */
+        res->cells = 0;
+        res->marginal_min.min_p = res->pair_min.min_p = 2;
+        for (size_t j = 0; j < L && rc == SD_OK; j++) {
+            sd_gof_result g;
+            rc = sd_gof_test(counts + j * V, law + j * V, V, 5.0, &g);
+            if (rc == SD_OK && g.min_p < res->marginal_min.min_p) res->marginal_min = g, res->marginal_pos = j;
+        }
+        for (size_t j = 0; j + 1 < L && rc == SD_OK; j++) {
+            sd_gof_result g;
+            size_t at = L * V + j * V * V;
+            rc = sd_gof_test(counts + at, law + at, V * V, 5.0, &g);
+            if (rc == SD_OK && g.min_p < res->pair_min.min_p) res->pair_min = g, res->pair_pos = j;
+        }
+        res->joint.min_p = res->joint.chi2_p = res->joint.g_p = NAN;
+        res->min_p = res->pair_min.min_p;
+    }
     if (rc == SD_OK) {
-        res->cells = cells;
-        res->min_p = res->joint.min_p;
-        marginal_tests(counts, law, V, sp->length, cells, res);
         if (res->marginal_min.min_p < res->min_p) res->min_p = res->marginal_min.min_p;
         res->stats = total;
         res->block_efficiency = total.tokens / total.blocks;

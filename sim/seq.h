@@ -46,10 +46,12 @@ int sd_seq_generate(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t pl
 #define SD_SEQ_MAX_CELLS 1048576
 
 typedef struct {
-    size_t cells;              /* V^length */
-    sd_gof_result joint;       /* the law of whole sequences */
+    size_t cells;              /* V^length (0: too many; the pair tests stand in) */
+    sd_gof_result joint;       /* the law of whole sequences (p NaN when not enumerable) */
     sd_gof_result marginal_min;/* the per-position marginal test with the smallest p */
     size_t marginal_pos;       /* its position */
+    sd_gof_result pair_min;    /* past V^length cells: the adjacent-pair test with the smallest p */
+    size_t pair_pos;
     double min_p;              /* min over the joint and every marginal */
     sd_seq_stats stats;
     double block_efficiency;   /* tokens per target call */
@@ -57,7 +59,9 @@ typedef struct {
 } sd_seq_cert;
 
 /* Generates mp.samples sequences (chunked and seeded like sd_mc_token) and tests
- * their law against the target's exact sequence law. */
+ * their law against the target's exact law: whole sequences and every position when
+ * V^length <= SD_SEQ_MAX_CELLS; beyond, every position and every adjacent pair, their
+ * exact laws from a forward pass over the target's states (its last `memory` tokens). */
 int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t plen,
                    const sd_seq_params *sp, sd_mc_params mp, sd_seq_cert *res);
 

@@ -91,6 +91,7 @@ static sd_lm *markov_alloc(size_t V, size_t order, double *rows)
     lm->ops = &markov_ops;
     lm->vocab = V;
     lm->cost = 1;
+    lm->memory = order;
     lm->impl = m;
     return lm;
 }
@@ -169,6 +170,7 @@ sd_lm *sd_lm_fixed(const double *prob, size_t vocab)
     lm->ops = &fixed_ops;
     lm->vocab = vocab;
     lm->cost = 1;
+    lm->memory = 0;
     lm->impl = f;
     return lm;
 }

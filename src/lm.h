@@ -16,6 +16,8 @@
 
 typedef struct sd_lm sd_lm;
 
+#define SD_LM_MEMORY_ALL ((size_t)-1)
+
 typedef struct {
     const char *kind;
     /* out: the next-token distribution after context[0..len-1], vocab doubles */
@@ -31,6 +33,8 @@ struct sd_lm {
     const sd_lm_ops *ops;
     size_t vocab;
     double cost;   /* relative cost of one call (cost model) */
+    size_t memory; /* the next-token law depends on the last `memory` tokens only
+                      (Markov: its order; SD_LM_MEMORY_ALL: on everything) */
     void *impl;
 };
 

@@ -28,7 +28,7 @@ expect 2 "unknown scheme" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --sc
 expect 2 "--scheme is required" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5
 expect 1 "draft: .*negative" -- "$SPECDEC" mc --draft -0.5,1.5 --target 0.5,0.5 --scheme sd
 expect 1 "model spec" -- "$SPECDEC" certify --scheme sd --lm markov:1 --samples 1000
-expect 1 "V^length" -- "$SPECDEC" certify --scheme sd --lm markov:50,1,1,1,0.5 --length 6 --samples 1000
+expect 0 "adjacent pairs" -- "$SPECDEC" certify --scheme rrs -k 2 --lm markov:50,1,1,1,0.5 --length 6 --samples 1000 --seq-samples 100000
 expect 1 "not lossless" -- "$SPECDEC" mc --draft 0.75,0.25 --target 0.5,0.5 --scheme kseq --gamma 1 --samples 100
 
 finish "cli mc/certify"
