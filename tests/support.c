@@ -1,6 +1,10 @@
 #include "support.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <gsl/gsl_randist.h>
 
@@ -30,4 +34,33 @@ gsl_rng *sd_test_rng(unsigned long seed)
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, seed);
     return r;
+}
+
+int sd_test_tmpdir_make(char dir[64], const char *tag)
+{
+    snprintf(dir, 64, "/tmp/sd_test_%.20s_XXXXXX", tag);
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+int sd_test_tmpdir_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (rmdir(path) != 0) unlink(path);
+    }
+    closedir(d);
+    return rmdir(dir);
+}
+
+void sd_test_write_bytes(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
 }

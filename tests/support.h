@@ -18,6 +18,13 @@ void sd_test_assert_close(double a, double b, double rtol, double atol, const ch
 
 /* A Dirichlet(alpha, ..., alpha) draw of length n into out. */
 void sd_test_dirichlet(gsl_rng *r, double alpha, size_t n, double *out);
+/* A scratch directory /tmp/sd_test_TAG_XXXXXX written into dir (64 bytes); 0 on success. */
+int sd_test_tmpdir_make(char dir[64], const char *tag);
+/* Removes dir, the files in it and its empty subdirectories; 0 on success. */
+int sd_test_tmpdir_remove(const char *dir);
+/* Writes len bytes to path (the test fails if it cannot). */
+void sd_test_write_bytes(const char *path, const void *buf, size_t len);
+
 /* A generator seeded with seed (caller frees with gsl_rng_free). */
 gsl_rng *sd_test_rng(unsigned long seed);
 

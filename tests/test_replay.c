@@ -21,16 +21,13 @@ static char dir[64];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/sd_test_replay_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return sd_test_tmpdir_make(dir, "replay");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
+    return sd_test_tmpdir_remove(dir);
 }
 
 #define P 24

@@ -18,34 +18,20 @@ static char tmpdir[64];
 static int group_setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/sd_test_vecio_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return sd_test_tmpdir_make(tmpdir, "vecio");
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    DIR *d = opendir(tmpdir);
-    if (!d) return -1;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-        if (rmdir(path) != 0) unlink(path);
-    }
-    closedir(d);
-    return rmdir(tmpdir);
+    return sd_test_tmpdir_remove(tmpdir);
 }
 
 static void tpath(char out[256], const char *leaf) { snprintf(out, 256, "%s/%s", tmpdir, leaf); }
 
 static void write_bytes(const char *path, const void *buf, size_t len)
 {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(buf, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
+    sd_test_write_bytes(path, buf, len);
 }
 
 static void write_text(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
