@@ -479,8 +479,19 @@ int cmd_compare(int argc, char **argv)
             break;
         }
         tree_eval e;
-        rc = evaluate(&o, draft, target, t, &cm, &e, cmd);
-        if (rc == CLI_OK) {
+        sd_error_clear();
+        if (evaluate(&o, draft, target, t, &cm, &e, cmd) != CLI_OK) { /* e.g. rrs wants more
+                                                                          tokens than the draft has */
+            if (o.json) {
+                printf("%s\n  {\"method\": \"%s\", \"shape\": \"%s\", \"nodes\": %zu, "
+                       "\"block_efficiency\": null, \"error\": ", rows ? "," : "", method, shape, nodes);
+                cli_json_string(stdout, sd_errmsg());
+                printf("}");
+            } else {
+                printf("%-7s %-16s %5zu   skipped: %s\n", method, shape, nodes, sd_errmsg());
+            }
+            rows++;
+        } else {
             double half = (e.hi - e.lo) / 2;
             if (o.json)
                 printf("%s\n  {\"method\": \"%s\", \"shape\": \"%s\", \"nodes\": %zu, "
