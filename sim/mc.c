@@ -65,6 +65,30 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+void sd_progress_start(sd_progress *p, int on, const char *what, const char *unit, double total)
+{
+    p->on = on, p->what = what, p->unit = unit, p->total = total, p->done = 0;
+    p->t0 = p->last = now();
+}
+
+void sd_progress_add(sd_progress *p, double n)
+{
+    p->done += n;
+    double t = now();
+    if (p->on && t - p->last > 1.0) {
+        fprintf(stderr, "\r%s: %.0f/%.0f %s (%.0f%%), %.1f s", p->what, p->done, p->total, p->unit,
+                100 * p->done / p->total, t - p->t0);
+        p->last = t;
+    }
+}
+
+void sd_progress_end(sd_progress *p)
+{
+    if (p->on && now() - p->t0 > 1.0)
+        fprintf(stderr, "\r%s: %.0f/%.0f %s (100%%), %.1f s\n", p->what, p->done, p->total,
+                p->unit, now() - p->t0);
+}
+
 static double chunk_size(double samples, size_t chunks, size_t c)
 {
     double base = floor(samples / (double)chunks);
@@ -92,8 +116,9 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
     size_t kk = sd_verifier_k(probe);
     sd_verifier_free(probe);
 
-    double *counts = sd_xcalloc(vocab, sizeof *counts), accepted = 0, done = 0;
-    double t0 = now(), last = t0;
+    double *counts = sd_xcalloc(vocab, sizeof *counts), accepted = 0, t0 = now();
+    sd_progress prog;
+    sd_progress_start(&prog, mp.progress, "mc", "trials", mp.samples);
     int failed = 0;
     char why[512] = "";
 #pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads()) \
@@ -118,15 +143,7 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
             accepted += acc;
             gsl_rng_free(rng);
 #pragma omp critical(sd_mc_progress)
-            {
-                done += n;
-                double t = now();
-                if (mp.progress && t - last > 1.0) {
-                    fprintf(stderr, "\rmc: %.0f/%.0f trials (%.0f%%), %.1f s", done, mp.samples,
-                            100 * done / mp.samples, t - t0);
-                    last = t;
-                }
-            }
+            sd_progress_add(&prog, n);
         }
 #pragma omp critical(sd_mc_merge)
         {
@@ -140,9 +157,7 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
         free(tokens);
         sd_verifier_free(v);
     }
-    if (mp.progress && now() - t0 > 1.0)
-        fprintf(stderr, "\rmc: %.0f/%.0f trials (100%%), %.1f s\n", mp.samples, mp.samples,
-                now() - t0);
+    sd_progress_end(&prog);
     if (failed) {
         free(counts);
         return sd_error(failed, "%s", why);
@@ -176,6 +191,8 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
     if (rc) return rc;
     sd_tree_ws_free(probe);
     double tokens = 0, sq = 0, accepted = 0, nodes = 0, t0 = now();
+    sd_progress prog;
+    sd_progress_start(&prog, mp.progress, "blocks", "blocks", mp.samples);
     int failed = 0;
     char why[512] = "";
 #pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads()) \
@@ -199,6 +216,8 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
                 nodes += (double)b.nodes;
             }
             gsl_rng_free(rng);
+#pragma omp critical(sd_mc_blocks_progress)
+            sd_progress_add(&prog, n);
         }
 #pragma omp critical(sd_mc_blocks_merge)
         if (lrc && !failed) {
@@ -208,6 +227,7 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
         free(out);
         sd_tree_ws_free(ws);
     }
+    sd_progress_end(&prog);
     if (failed) return sd_error(failed, "%s", why);
     double n = mp.samples, mean = tokens / n, var = (sq - n * mean * mean) / (n - 1);
     double half = gsl_cdf_ugaussian_Qinv((1 - mp.confidence) / 2) * sqrt(var > 0 ? var / n : 0);

@@ -46,6 +46,17 @@ typedef struct {
 
 void sd_mc_result_free(sd_mc_result *r);
 
+/* A progress line on stderr for runs over a second ("what: done/total unit (x%), t s"),
+ * redrawn at most once a second; add() is called under a lock by the caller. */
+typedef struct {
+    int on;
+    const char *what, *unit;
+    double total, done, t0, last;
+} sd_progress;
+void sd_progress_start(sd_progress *p, int on, const char *what, const char *unit, double total);
+void sd_progress_add(sd_progress *p, double n);
+void sd_progress_end(sd_progress *p);
+
 /* Generator of chunk `chunk` of a run seeded with `seed` (caller frees). */
 gsl_rng *sd_mc_chunk_rng(unsigned long seed, size_t chunk);
 

@@ -193,6 +193,8 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
     sd_tree_ws_free(probe);
 
     double *counts = sd_xcalloc(cells, sizeof *counts), t0 = now();
+    sd_progress prog;
+    sd_progress_start(&prog, mp.progress, "certify", "sequences", mp.samples);
     sd_seq_stats total = {0, 0, 0, 0};
     int failed = 0;
     char why[512] = "";
@@ -222,6 +224,8 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
                 }
             }
             gsl_rng_free(rng);
+#pragma omp critical(sd_seq_progress)
+            sd_progress_add(&prog, n);
         }
 #pragma omp critical(sd_seq_merge)
         {
@@ -239,6 +243,7 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
         free(out);
         sd_tree_ws_free(ws);
     }
+    sd_progress_end(&prog);
     if (failed) {
         free(law);
         free(counts);

@@ -255,6 +255,7 @@ int cmd_tree(int argc, char **argv)
     o.cost_target = "const:1";
     o.mp = sd_mc_default_params();
     o.mp.samples = 1e5;
+    o.mp.progress = 1;
     int rc = parse(argc, argv, cmd, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
