@@ -36,7 +36,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench figs demo clean install help
+.PHONY: all deps test check fuzz bench figs figs-check demo clean install help
 .SECONDARY:
 
 all: $(BIN)
@@ -97,14 +97,20 @@ bench: $(BENCH_BIN)
 demo: $(BIN)
 	$(BIN) accept --draft data/pair/draft.txt --target data/pair/target.txt -k 4 --scheme all
 
-figs:
-	@echo "figs: the paper-figure pipeline is not built yet (issue 7)"
+# figs: the data of every recipe (specdec figs), then gnuplot draws PNG and SVG.
+figs: $(BIN)
+	$(BIN) figs --out out/figs
+	sh plots/draw.sh out/figs
+
+# figs-check: the figures' reference values only (fast; the test suite runs it too).
+figs-check: $(BIN)
+	$(BIN) figs --check
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/specdec
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san out
 
 help:
 	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot); needs root or sudo"
@@ -114,7 +120,8 @@ help:
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets)"
-	@echo "make figs    regenerate the paper figures"
+	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
+	@echo "make figs-check  only check the figures' reference values"
 	@echo "make clean   remove build trees"
 	@echo "V=1 shows the commands; BUILD=dir picks the build tree"
 

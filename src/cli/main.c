@@ -21,6 +21,7 @@ static const struct {
     {"compare", cmd_compare, "RSD's fixed-budget / fixed-length table: every scheme on a model pair"},
     {"replay", cmd_replay, "every scheme on logged draft/target logits (.npy, .safetensors)"},
     {"synth-log", cmd_synth_log, "write a logit log from a synthetic model pair"},
+    {"figs", cmd_figs, "the data of the paper figures, with their reference values checked"},
 };
 
 static void usage(FILE *f)

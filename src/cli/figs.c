@@ -1,0 +1,264 @@
+/* specdec figs: the data of the paper figures specdec reproduces, with each figure's
+ * reference values checked. Drawing is gnuplot's (plots/draw.sh; no C starts it). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "accept.h"
+#include "cli.h"
+#include "cost.h"
+#include "family.h"
+#include "sd_error.h"
+
+static const char *const help =
+    "usage: specdec figs [NAME...] [--out DIR] [--list] [--check]\n"
+    "\n"
+    "Writes the data of each paper-figure recipe to DIR/NAME.tsv (a '#' header says\n"
+    "what each column is, and the source), and checks the figure's reference values\n"
+    "(closed forms from the papers) against specdec's engines. plots/draw.sh DIR turns\n"
+    "the data into PNG and SVG with gnuplot ('make figs' does both).\n"
+    "\n"
+    "  NAME...        recipes to run (default: all)\n"
+    "  --out DIR      where to write (default out/figs)\n"
+    "  --list         the recipes, their class and what they show\n"
+    "  --check        only compute and check the reference values (exit 1 if one moves\n"
+    "                 beyond its tolerance); nothing is written\n";
+
+typedef struct {
+    FILE *f;     /* NULL with --check */
+    int failed;  /* reference checks that failed */
+    int checks;
+    const char *name;
+} fig;
+
+static void check(fig *g, const char *what, double got, double want, double tol)
+{
+    g->checks++;
+    if (!(fabs(got - want) <= tol)) {
+        g->failed++;
+        fprintf(stderr, "figs: %s: %s = %.12g, reference %.12g (tolerance %g)\n", g->name, what,
+                got, want, tol);
+    }
+}
+
+static double acc(sd_scheme s, const double *draft, const double *target, size_t V, size_t k)
+{
+    sd_accept_result r;
+    if (sd_accept_exact(s, draft, target, V, k, sd_verify_default_params(), &r)) return NAN;
+    return r.acceptance;
+}
+
+/* SpecTr Fig. 1: draft U(120), target U(120/r): OTM-k = 1 - (1 - 1/r)^k; K-SEQ attains it. */
+static void spectr_fig1(fig *g)
+{
+    static const int rs[] = {2, 3, 4, 6, 8, 12};
+    double draft[120], target[120];
+    if (g->f) {
+        fprintf(g->f, "# SpecTr Fig. 1: optimal k-draft acceptance, draft U(120), target U(120/r)\n"
+                      "# columns: k, then for r = 2 3 4 6 8 12: otm (specdec closed form), kseq\n");
+    }
+    for (int i = 0; i < 120; i++) draft[i] = 1.0 / 120;
+    for (int k = 1; k <= 10; k++) {
+        if (g->f) fprintf(g->f, "%d", k);
+        for (size_t j = 0; j < sizeof rs / sizeof *rs; j++) {
+            int d = 120 / rs[j];
+            for (int i = 0; i < 120; i++) target[i] = i < d ? 1.0 / d : 0;
+            double otm = acc(SD_SCHEME_OTM, draft, target, 120, (size_t)k);
+            double ks = acc(SD_SCHEME_KSEQ, draft, target, 120, (size_t)k);
+            double want = 1 - pow(1 - 1.0 / rs[j], k);
+            check(g, "otm", otm, want, 1e-12);
+            check(g, "kseq", ks, want, 1e-12);
+            if (g->f) fprintf(g->f, "\t%.12g\t%.12g", otm, ks);
+        }
+        if (g->f) fprintf(g->f, "\n");
+    }
+}
+
+/* SpecTr's Bernoulli closed form, p and q the draft's and target's probability of token 1. */
+static double bernoulli_otm(double p, double q, int k)
+{
+    return fmin(q, 1 - pow(1 - p, k)) + fmin(1 - q, 1 - pow(p, k));
+}
+
+/* SpecTr Fig. 2: draft Ber(0.25), targets Ber(q), acceptance against k. */
+static void spectr_fig2(fig *g)
+{
+    static const double qs[] = {0.05, 0.1, 0.25, 0.5, 0.75, 0.9};
+    const double p = 0.25;
+    if (g->f)
+        fprintf(g->f, "# SpecTr Fig. 2: OTM-k acceptance, draft Ber(0.25), targets Ber(q)\n"
+                      "# columns: k, then otm for q = 0.05 0.1 0.25 0.5 0.75 0.9\n");
+    for (int k = 1; k <= 10; k++) {
+        if (g->f) fprintf(g->f, "%d", k);
+        for (size_t j = 0; j < sizeof qs / sizeof *qs; j++) {
+            double draft[2] = {1 - p, p}, target[2] = {1 - qs[j], qs[j]};
+            double otm = acc(SD_SCHEME_OTM, draft, target, 2, (size_t)k);
+            check(g, "otm vs closed form", otm, bernoulli_otm(p, qs[j], k), 1e-12);
+            if (g->f) fprintf(g->f, "\t%.12g", otm);
+        }
+        if (g->f) fprintf(g->f, "\n");
+    }
+}
+
+/* SpecTr Fig. 3: the same against q for k = 1, 2, 4, 8; for k = 8 the acceptance is 1
+ * for q between about 1.5e-5 and 0.9. */
+static void spectr_fig3(fig *g)
+{
+    static const int ks[] = {1, 2, 4, 8};
+    const double p = 0.25;
+    if (g->f)
+        fprintf(g->f, "# SpecTr Fig. 3: OTM-k acceptance against the target's q, draft Ber(0.25)\n"
+                      "# columns: q, then otm for k = 1 2 4 8\n");
+    for (int i = 0; i <= 400; i++) {
+        double q = i / 400.0, draft[2] = {1 - p, p}, target[2] = {1 - q, q};
+        if (g->f) fprintf(g->f, "%.6g", q);
+        for (size_t j = 0; j < 4; j++) {
+            double otm = acc(SD_SCHEME_OTM, draft, target, 2, (size_t)ks[j]);
+            check(g, "otm vs closed form", otm, bernoulli_otm(p, q, ks[j]), 1e-12);
+            if (g->f) fprintf(g->f, "\t%.12g", otm);
+        }
+        if (g->f) fprintf(g->f, "\n");
+    }
+    /* exactly: 1 on [0.25^8, 1 - 0.75^8] = [1.53e-5, 0.89989] */
+    double lo[2] = {1 - 1.6e-5, 1.6e-5}, hi[2] = {1 - 0.8998, 0.8998};
+    double below[2] = {1 - 1.5e-5, 1.5e-5}, above[2] = {0.1, 0.9}, draft[2] = {0.75, 0.25};
+    check(g, "k=8 at q=1.6e-5", acc(SD_SCHEME_OTM, draft, lo, 2, 8), 1, 1e-15);
+    check(g, "k=8 at q=0.8998", acc(SD_SCHEME_OTM, draft, hi, 2, 8), 1, 1e-15);
+    check(g, "k=8 at q=1.5e-5 is < 1", acc(SD_SCHEME_OTM, draft, below, 2, 8) < 1, 1, 0);
+    check(g, "k=8 at q=0.9 is < 1", acc(SD_SCHEME_OTM, draft, above, 2, 8) < 1, 1, 0);
+}
+
+/* RSD Fig. 1: K = 2, draft Ber(p), target Ber(q): multi-round (specinfer), K-SEQ, OTM
+ * and recursive rejection (rrs) over the (p, q) square. */
+static void rsd_fig1(fig *g)
+{
+    static const sd_scheme s[4] = {SD_SCHEME_SPECINFER, SD_SCHEME_KSEQ, SD_SCHEME_OTM, SD_SCHEME_RRS};
+    if (g->f)
+        fprintf(g->f, "# RSD Fig. 1: acceptance of K = 2 drafts, draft Ber(p), target Ber(q)\n"
+                      "# (p, q: probability of token 1); columns: p, q, specinfer, kseq, otm, rrs\n"
+                      "# blocks of constant p, separated by blank lines (gnuplot pm3d)\n");
+    for (int i = 1; i < 50; i++) {
+        for (int j = 0; j <= 50; j++) {
+            double p = i / 50.0, q = j / 50.0, draft[2] = {1 - p, p}, target[2] = {1 - q, q};
+            if (g->f) fprintf(g->f, "%.4g\t%.4g", p, q);
+            for (int m = 0; m < 4; m++)
+                if (g->f) fprintf(g->f, "\t%.10g", acc(s[m], draft, target, 2, 2));
+            if (g->f) fprintf(g->f, "\n");
+        }
+        if (g->f) fprintf(g->f, "\n");
+    }
+    double draft[2] = {0.75, 0.25}, target[2] = {0.5, 0.5};
+    check(g, "specinfer at (0.75, 0.25) -> (0.5, 0.5)", acc(s[0], draft, target, 2, 2), 0.8125, 1e-12);
+    check(g, "kseq there", acc(s[1], draft, target, 2, 2), 0.847597, 1e-6);
+    check(g, "otm there", acc(s[2], draft, target, 2, 2), 0.9375, 1e-12);
+    check(g, "rrs there", acc(s[3], draft, target, 2, 2), 1, 1e-12);
+}
+
+/* Leviathan et al.'s expected speedup against the draft length (used by GTCP). */
+static void leviathan(fig *g)
+{
+    static const double as[] = {0.6, 0.7, 0.8, 0.9}, cs[] = {0.05, 0.1, 0.2};
+    if (g->f)
+        fprintf(g->f, "# Leviathan et al.: expected speedup (1 - a^(g+1)) / ((1 - a)(g c + 1))\n"
+                      "# columns: gamma, then for c = 0.05 0.1 0.2, for a = 0.6 0.7 0.8 0.9\n");
+    for (int gm = 0; gm <= 16; gm++) {
+        if (g->f) fprintf(g->f, "%d", gm);
+        for (int ci = 0; ci < 3; ci++)
+            for (int ai = 0; ai < 4; ai++)
+                if (g->f) fprintf(g->f, "\t%.10g", sd_leviathan_speedup(as[ai], gm, cs[ci]));
+        if (g->f) fprintf(g->f, "\n");
+    }
+    /* the example: acceptance 0.8, cost ratio 0.1: Leviathan's optimum 6, GT's rule 10 */
+    check(g, "best gamma at a 0.8, c 0.1", sd_leviathan_best_gamma(0.8, 0.1, 64), 6, 0);
+    check(g, "GT gamma at a 0.8, c 0.1", sd_gt_sequence_gamma(0.8, 0.1, 64), 10, 0);
+}
+
+static const struct {
+    const char *name, *cls, *what;
+    void (*run)(fig *);
+} recipes[] = {
+    {"spectr-fig1", "T", "optimal k-draft acceptance for uniform pairs: closed form, OTM, K-SEQ", spectr_fig1},
+    {"spectr-fig2", "T", "OTM-k acceptance against k, draft Ber(0.25), several targets", spectr_fig2},
+    {"spectr-fig3", "T", "OTM-k acceptance against the target's q for k = 1, 2, 4, 8", spectr_fig3},
+    {"rsd-fig1", "T", "K = 2 Bernoulli map: specinfer, K-SEQ, OTM, recursive rejection", rsd_fig1},
+    {"leviathan-speedup", "T", "Leviathan's expected speedup against draft length", leviathan},
+};
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *s = buf + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int cmd_figs(int argc, char **argv)
+{
+    const char *cmd = "figs", *out = "out/figs";
+    int list = 0, only_check = 0, opt;
+    static const struct option longopts[] = {
+        {"out", required_argument, 0, 'o'}, {"list", no_argument, 0, 'l'},
+        {"check", no_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'o': out = optarg; break;
+        case 'l': list = 1; break;
+        case 'c': only_check = 1; break;
+        case 'h': fputs(help, stdout); return CLI_OK;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    size_t n = sizeof recipes / sizeof *recipes;
+    if (list) {
+        printf("%-20s %-5s %s\n", "recipe", "class", "what");
+        for (size_t i = 0; i < n; i++) printf("%-20s %-5s %s\n", recipes[i].name, recipes[i].cls, recipes[i].what);
+        printf("(classes: T exact theory; the inventory of every figure and table of the five\n"
+               "papers, with the rest's classes, is paper-figs/inventory.tsv)\n");
+        return CLI_OK;
+    }
+    for (int a = optind; a < argc; a++) {
+        size_t i = 0;
+        while (i < n && strcmp(argv[a], recipes[i].name)) i++;
+        if (i == n) return cli_usage(cmd, "unknown recipe '%s' (specdec figs --list)", argv[a]);
+    }
+    if (!only_check && make_dirs(out) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot create %s: %s", out, strerror(errno));
+        return cli_fail(cmd, msg);
+    }
+    int failed = 0, checks = 0;
+    for (size_t i = 0; i < n; i++) {
+        int want = optind == argc;
+        for (int a = optind; a < argc; a++) want |= !strcmp(argv[a], recipes[i].name);
+        if (!want) continue;
+        fig g = {NULL, 0, 0, recipes[i].name};
+        char path[4096];
+        if (!only_check) {
+            snprintf(path, sizeof path, "%s/%s.tsv", out, recipes[i].name);
+            if (!(g.f = fopen(path, "w"))) {
+                char msg[4200];
+                snprintf(msg, sizeof msg, "cannot write %s: %s", path, strerror(errno));
+                return cli_fail(cmd, msg);
+            }
+        }
+        recipes[i].run(&g);
+        if (g.f) fclose(g.f);
+        fprintf(stderr, "figs: %-18s %d reference checks, %d off%s%s\n", recipes[i].name, g.checks,
+                g.failed, only_check ? "" : ", data in ", only_check ? "" : path);
+        failed += g.failed;
+        checks += g.checks;
+    }
+    printf("figs: %d reference checks, %d off\n", checks, failed);
+    return failed ? CLI_FAIL : CLI_OK;
+}
