@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "accept.h"
 #include "cli.h"
+#include "figs.h"
 #include "cost.h"
 #include "family.h"
 #include "sd_error.h"
@@ -27,14 +29,7 @@ static const char *const help =
     "  --check        only compute and check the reference values (exit 1 if one moves\n"
     "                 beyond its tolerance); nothing is written\n";
 
-typedef struct {
-    FILE *f;     /* NULL with --check */
-    int failed;  /* reference checks that failed */
-    int checks;
-    const char *name;
-} fig;
-
-static void check(fig *g, const char *what, double got, double want, double tol)
+void fig_check(fig *g, const char *what, double got, double want, double tol)
 {
     g->checks++;
     if (!(fabs(got - want) <= tol)) {
@@ -44,11 +39,20 @@ static void check(fig *g, const char *what, double got, double want, double tol)
     }
 }
 
-static double acc(sd_scheme s, const double *draft, const double *target, size_t V, size_t k)
+double fig_acc(sd_scheme s, const double *draft, const double *target, size_t V, size_t k)
 {
     sd_accept_result r;
     if (sd_accept_exact(s, draft, target, V, k, sd_verify_default_params(), &r)) return NAN;
     return r.acceptance;
+}
+
+void fig_out(fig *g, const char *fmt, ...)
+{
+    if (!g->f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(g->f, fmt, ap);
+    va_end(ap);
 }
 
 /* SpecTr Fig. 1: draft U(120), target U(120/r): OTM-k = 1 - (1 - 1/r)^k; K-SEQ attains it. */
@@ -66,11 +70,11 @@ static void spectr_fig1(fig *g)
         for (size_t j = 0; j < sizeof rs / sizeof *rs; j++) {
             int d = 120 / rs[j];
             for (int i = 0; i < 120; i++) target[i] = i < d ? 1.0 / d : 0;
-            double otm = acc(SD_SCHEME_OTM, draft, target, 120, (size_t)k);
-            double ks = acc(SD_SCHEME_KSEQ, draft, target, 120, (size_t)k);
+            double otm = fig_acc(SD_SCHEME_OTM, draft, target, 120, (size_t)k);
+            double ks = fig_acc(SD_SCHEME_KSEQ, draft, target, 120, (size_t)k);
             double want = 1 - pow(1 - 1.0 / rs[j], k);
-            check(g, "otm", otm, want, 1e-12);
-            check(g, "kseq", ks, want, 1e-12);
+            fig_check(g, "otm", otm, want, 1e-12);
+            fig_check(g, "kseq", ks, want, 1e-12);
             if (g->f) fprintf(g->f, "\t%.12g\t%.12g", otm, ks);
         }
         if (g->f) fprintf(g->f, "\n");
@@ -95,8 +99,8 @@ static void spectr_fig2(fig *g)
         if (g->f) fprintf(g->f, "%d", k);
         for (size_t j = 0; j < sizeof qs / sizeof *qs; j++) {
             double draft[2] = {1 - p, p}, target[2] = {1 - qs[j], qs[j]};
-            double otm = acc(SD_SCHEME_OTM, draft, target, 2, (size_t)k);
-            check(g, "otm vs closed form", otm, bernoulli_otm(p, qs[j], k), 1e-12);
+            double otm = fig_acc(SD_SCHEME_OTM, draft, target, 2, (size_t)k);
+            fig_check(g, "otm vs closed form", otm, bernoulli_otm(p, qs[j], k), 1e-12);
             if (g->f) fprintf(g->f, "\t%.12g", otm);
         }
         if (g->f) fprintf(g->f, "\n");
@@ -116,8 +120,8 @@ static void spectr_fig3(fig *g)
         double q = i / 400.0, draft[2] = {1 - p, p}, target[2] = {1 - q, q};
         if (g->f) fprintf(g->f, "%.6g", q);
         for (size_t j = 0; j < 4; j++) {
-            double otm = acc(SD_SCHEME_OTM, draft, target, 2, (size_t)ks[j]);
-            check(g, "otm vs closed form", otm, bernoulli_otm(p, q, ks[j]), 1e-12);
+            double otm = fig_acc(SD_SCHEME_OTM, draft, target, 2, (size_t)ks[j]);
+            fig_check(g, "otm vs closed form", otm, bernoulli_otm(p, q, ks[j]), 1e-12);
             if (g->f) fprintf(g->f, "\t%.12g", otm);
         }
         if (g->f) fprintf(g->f, "\n");
@@ -125,10 +129,10 @@ static void spectr_fig3(fig *g)
     /* exactly: 1 on [0.25^8, 1 - 0.75^8] = [1.53e-5, 0.89989] */
     double lo[2] = {1 - 1.6e-5, 1.6e-5}, hi[2] = {1 - 0.8998, 0.8998};
     double below[2] = {1 - 1.5e-5, 1.5e-5}, above[2] = {0.1, 0.9}, draft[2] = {0.75, 0.25};
-    check(g, "k=8 at q=1.6e-5", acc(SD_SCHEME_OTM, draft, lo, 2, 8), 1, 1e-15);
-    check(g, "k=8 at q=0.8998", acc(SD_SCHEME_OTM, draft, hi, 2, 8), 1, 1e-15);
-    check(g, "k=8 at q=1.5e-5 is < 1", acc(SD_SCHEME_OTM, draft, below, 2, 8) < 1, 1, 0);
-    check(g, "k=8 at q=0.9 is < 1", acc(SD_SCHEME_OTM, draft, above, 2, 8) < 1, 1, 0);
+    fig_check(g, "k=8 at q=1.6e-5", fig_acc(SD_SCHEME_OTM, draft, lo, 2, 8), 1, 1e-15);
+    fig_check(g, "k=8 at q=0.8998", fig_acc(SD_SCHEME_OTM, draft, hi, 2, 8), 1, 1e-15);
+    fig_check(g, "k=8 at q=1.5e-5 is < 1", fig_acc(SD_SCHEME_OTM, draft, below, 2, 8) < 1, 1, 0);
+    fig_check(g, "k=8 at q=0.9 is < 1", fig_acc(SD_SCHEME_OTM, draft, above, 2, 8) < 1, 1, 0);
 }
 
 /* RSD Fig. 1: K = 2, draft Ber(p), target Ber(q): multi-round (specinfer), K-SEQ, OTM
@@ -145,16 +149,16 @@ static void rsd_fig1(fig *g)
             double p = i / 50.0, q = j / 50.0, draft[2] = {1 - p, p}, target[2] = {1 - q, q};
             if (g->f) fprintf(g->f, "%.4g\t%.4g", p, q);
             for (int m = 0; m < 4; m++)
-                if (g->f) fprintf(g->f, "\t%.10g", acc(s[m], draft, target, 2, 2));
+                if (g->f) fprintf(g->f, "\t%.10g", fig_acc(s[m], draft, target, 2, 2));
             if (g->f) fprintf(g->f, "\n");
         }
         if (g->f) fprintf(g->f, "\n");
     }
     double draft[2] = {0.75, 0.25}, target[2] = {0.5, 0.5};
-    check(g, "specinfer at (0.75, 0.25) -> (0.5, 0.5)", acc(s[0], draft, target, 2, 2), 0.8125, 1e-12);
-    check(g, "kseq there", acc(s[1], draft, target, 2, 2), 0.847597, 1e-6);
-    check(g, "otm there", acc(s[2], draft, target, 2, 2), 0.9375, 1e-12);
-    check(g, "rrs there", acc(s[3], draft, target, 2, 2), 1, 1e-12);
+    fig_check(g, "specinfer at (0.75, 0.25) -> (0.5, 0.5)", fig_acc(s[0], draft, target, 2, 2), 0.8125, 1e-12);
+    fig_check(g, "kseq there", fig_acc(s[1], draft, target, 2, 2), 0.847597, 1e-6);
+    fig_check(g, "otm there", fig_acc(s[2], draft, target, 2, 2), 0.9375, 1e-12);
+    fig_check(g, "rrs there", fig_acc(s[3], draft, target, 2, 2), 1, 1e-12);
 }
 
 /* Leviathan et al.'s expected speedup against the draft length (used by GTCP). */
@@ -172,8 +176,8 @@ static void leviathan(fig *g)
         if (g->f) fprintf(g->f, "\n");
     }
     /* the example: acceptance 0.8, cost ratio 0.1: Leviathan's optimum 6, GT's rule 10 */
-    check(g, "best gamma at a 0.8, c 0.1", sd_leviathan_best_gamma(0.8, 0.1, 64), 6, 0);
-    check(g, "GT gamma at a 0.8, c 0.1", sd_gt_sequence_gamma(0.8, 0.1, 64), 10, 0);
+    fig_check(g, "best gamma at a 0.8, c 0.1", sd_leviathan_best_gamma(0.8, 0.1, 64), 6, 0);
+    fig_check(g, "GT gamma at a 0.8, c 0.1", sd_gt_sequence_gamma(0.8, 0.1, 64), 10, 0);
 }
 
 static const struct {
@@ -184,7 +188,17 @@ static const struct {
     {"spectr-fig2", "T", "OTM-k acceptance against k, draft Ber(0.25), several targets", spectr_fig2},
     {"spectr-fig3", "T", "OTM-k acceptance against the target's q for k = 1, 2, 4, 8", spectr_fig3},
     {"rsd-fig1", "T", "K = 2 Bernoulli map: specinfer, K-SEQ, OTM, recursive rejection", rsd_fig1},
+    {"rsd-fig1-slices", "T", "RSD Fig. 1 as slices: acceptance against q at p = 0.25 and 0.75", fig_rsd_fig1_slices},
     {"leviathan-speedup", "T", "Leviathan's expected speedup against draft length", leviathan},
+    {"rsd-fig4", "S", "RSD fixed draft length 2-5: block efficiency, MBSU, token rate per method", fig_rsd_lengths},
+    {"rsd-fig5", "S", "RSD fixed target budget 6-30: block efficiency, MBSU, token rate per method", fig_rsd_budgets},
+    {"mcsd-fig3", "S", "MCSD: acceptance against k, i.i.d. and without-replacement drafts", fig_mcsd_k},
+    {"mcsd-fig4-5", "S", "MCSD: block efficiency and speedup per k-configuration", fig_mcsd_configs},
+    {"spectr-fig5", "S", "SpecTr: OTM-k against K-SEQ on distributions compressed to top tokens", fig_spectr_fig5},
+    {"gt-table4", "S", "GTCP threshold sweep: token rate against c / (M_D/M_T), beside the paper's", fig_gt_thresholds},
+    {"parallelspec-fig4", "S", "ParallelSpec ablation: parallel against sequential drafter, L = 1..8", fig_parallel_ablation},
+    {"beyond-otm-gap", "B", "OTM-k minus each scheme over random Dirichlet pairs, against k", fig_otm_gap},
+    {"beyond-gt-throughput", "B", "GT's tree against the throughput-optimal tree, rate against c", fig_gt_vs_throughput},
 };
 
 /* mkdir -p */
@@ -223,8 +237,9 @@ int cmd_figs(int argc, char **argv)
     if (list) {
         printf("%-20s %-5s %s\n", "recipe", "class", "what");
         for (size_t i = 0; i < n; i++) printf("%-20s %-5s %s\n", recipes[i].name, recipes[i].cls, recipes[i].what);
-        printf("(classes: T exact theory; the inventory of every figure and table of the five\n"
-               "papers, with the rest's classes, is paper-figs/inventory.tsv)\n");
+        printf("(classes: T exact theory, S the papers' experiments in kind on synthetic models,\n"
+               "B beyond the papers; every figure and table of the five papers, with its class,\n"
+               "is listed in paper-figs/README.md)\n");
         return CLI_OK;
     }
     for (int a = optind; a < argc; a++) {
@@ -242,7 +257,7 @@ int cmd_figs(int argc, char **argv)
         int want = optind == argc;
         for (int a = optind; a < argc; a++) want |= !strcmp(argv[a], recipes[i].name);
         if (!want) continue;
-        fig g = {NULL, 0, 0, recipes[i].name};
+        fig g = {NULL, 0, 0, recipes[i].name, only_check ? 0.1 : 1.0};
         char path[4096];
         if (!only_check) {
             snprintf(path, sizeof path, "%s/%s.tsv", out, recipes[i].name);

@@ -1,0 +1,12 @@
+# ParallelSpec Fig. 4 in kind: parallel drafter (one draft call) against a sequential chain.
+load 'plots/style.gp'
+if (fmt eq "svg") { set terminal svg size 1000,420 dynamic enhanced font "Helvetica,12" background rgb "white" } else { set terminal pngcairo size 1000,420 enhanced font "Helvetica,11" background rgb "white" }
+set output out.".".fmt
+set multiplot layout 1,2 title "ParallelSpec Fig. 4 in kind: number of parallel draft positions L"
+set xlabel "L"
+set key left top
+set ylabel "block efficiency"
+plot datafile using 1:2 with linespoints ls 1 title "parallel (one draft call)", '' using 1:4 with linespoints ls 2 title "sequential (L calls)"
+set ylabel "speedup"
+plot datafile using 1:3 with linespoints ls 1 title "parallel", '' using 1:5 with linespoints ls 2 title "sequential"
+unset multiplot

@@ -1,0 +1,36 @@
+/* figs: pieces the figure recipes share (figs.c holds the registry and the T-class
+ * recipes, figs_s.c the experiments in kind and the figures beyond the papers). */
+#ifndef SD_CLI_FIGS_H
+#define SD_CLI_FIGS_H
+
+#include <stdio.h>
+
+#include "verify.h"
+
+typedef struct {
+    FILE *f;     /* the recipe's TSV; NULL with --check (compute and check only) */
+    int failed;  /* reference checks off their tolerance */
+    int checks;
+    const char *name;
+    double scale; /* Monte-Carlo effort: 1 normally, smaller with --check */
+} fig;
+
+/* A reference value: counts, and reports on stderr when got is off by more than tol. */
+void fig_check(fig *g, const char *what, double got, double want, double tol);
+/* Exact acceptance (NaN on error). */
+double fig_acc(sd_scheme s, const double *draft, const double *target, size_t V, size_t k);
+/* printf into the recipe's data file, when there is one. */
+void fig_out(fig *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void fig_rsd_fig1_slices(fig *g);
+void fig_rsd_lengths(fig *g);
+void fig_rsd_budgets(fig *g);
+void fig_mcsd_k(fig *g);
+void fig_mcsd_configs(fig *g);
+void fig_spectr_fig5(fig *g);
+void fig_gt_thresholds(fig *g);
+void fig_parallel_ablation(fig *g);
+void fig_otm_gap(fig *g);
+void fig_gt_vs_throughput(fig *g);
+
+#endif
