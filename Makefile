@@ -98,8 +98,9 @@ demo: $(BIN)
 	$(BIN) accept --draft data/pair/draft.txt --target data/pair/target.txt -k 4 --scheme all
 
 # figs: the data of every recipe (specdec figs), then gnuplot draws PNG and SVG.
-figs: $(BIN)
+figs: $(BIN) $(BUILD)/tests/bench/bench_planted
 	$(BIN) figs --out out/figs
+	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv
 	sh plots/draw.sh out/figs
 
 # figs-check: the figures' reference values only (fast; the test suite runs it too).

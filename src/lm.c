@@ -234,3 +234,40 @@ int sd_lm_marginals(sd_lm *lm, const size_t *context, size_t len, size_t steps, 
     free(m.next);
     return rc;
 }
+
+/* ---- sampling temperature over any model ---- */
+
+typedef struct {
+    sd_lm *base;
+    double temperature;
+} tempered;
+
+static int tempered_next(sd_lm *lm, const size_t *context, size_t len, double *out)
+{
+    tempered *t = lm->impl;
+    int rc = sd_lm_next(t->base, context, len, out);
+    if (rc) return rc;
+    double z = 0;
+    for (size_t y = 0; y < lm->vocab; y++) z += out[y] = out[y] > 0 ? pow(out[y], 1 / t->temperature) : 0;
+    for (size_t y = 0; y < lm->vocab; y++) out[y] /= z;
+    return SD_OK;
+}
+
+static void tempered_free(sd_lm *lm)
+{
+    free(lm->impl);
+    free(lm);
+}
+
+static const sd_lm_ops tempered_ops = {"tempered", tempered_next, NULL, tempered_free};
+
+sd_lm *sd_lm_tempered(sd_lm *base, double temperature)
+{
+    sd_lm *lm = sd_xcalloc(1, sizeof *lm);
+    tempered *t = sd_xmalloc(sizeof *t);
+    t->base = base, t->temperature = temperature;
+    lm->ops = &tempered_ops;
+    lm->vocab = base->vocab, lm->cost = base->cost, lm->memory = base->memory;
+    lm->impl = t;
+    return lm;
+}

@@ -54,6 +54,10 @@ int sd_lm_markov_pair(const char *spec, sd_lm **draft, sd_lm **target);
 /* A model that ignores its context: always prob (copied). */
 sd_lm *sd_lm_fixed(const double *prob, size_t vocab);
 
+/* base's laws at sampling temperature T > 0 (prob^(1/T), renormalised); base is not
+ * owned and must outlive the result. */
+sd_lm *sd_lm_tempered(sd_lm *base, double temperature);
+
 /* A draft/target pair from a spec:
  *   const:ALPHA   3 tokens, context-free, sum min(draft, target) = ALPHA at every step
  *                 (draft (A, 0, 1-A), target (A, 1-A, 0)): a chain of G drafts yields

@@ -180,6 +180,26 @@ static void leviathan(fig *g)
     fig_check(g, "GT gamma at a 0.8, c 0.1", sd_gt_sequence_gamma(0.8, 0.1, 64), 10, 0);
 }
 
+/* GTCP's node cost/benefit (its eqs. 3-5): along a chain with acceptance a, node i is
+ * reached with a^i; it pays M_T a^i and costs M_D, so the time saved grows while
+ * a^i > c = M_D / M_T and falls after. */
+static void gt_nodes(fig *g)
+{
+    const double a = 0.8, c = 0.1;
+    fig_out(g, "# GTCP's per-node benefit and cost, chain with acceptance a = 0.8, c = M_D/M_T = 0.1\n"
+               "# columns: node i, benefit a^i, cost c, time saved dT(i) = sum_{j<=i} (a^j - c),\n"
+               "# Leviathan's speedup at gamma = i\n");
+    double dt = 0, best = -1;
+    int arg = 0;
+    for (int i = 1; i <= 20; i++) {
+        dt += pow(a, i) - c;
+        if (dt > best) best = dt, arg = i;
+        fig_out(g, "%d\t%.8f\t%g\t%.8f\t%.8f\n", i, pow(a, i), c, dt, sd_leviathan_speedup(a, i, c));
+    }
+    fig_check(g, "time saved peaks at GT's depth 10", arg, 10, 0);
+    fig_check(g, "Leviathan's speedup peaks at 6", sd_leviathan_best_gamma(a, c, 20), 6, 0);
+}
+
 static const struct {
     const char *name, *cls, *what;
     void (*run)(fig *);
@@ -190,12 +210,14 @@ static const struct {
     {"rsd-fig1", "T", "K = 2 Bernoulli map: specinfer, K-SEQ, OTM, recursive rejection", rsd_fig1},
     {"rsd-fig1-slices", "T", "RSD Fig. 1 as slices: acceptance against q at p = 0.25 and 0.75", fig_rsd_fig1_slices},
     {"leviathan-speedup", "T", "Leviathan's expected speedup against draft length", leviathan},
+    {"gt-nodes", "T", "GTCP's per-node benefit a^i against the cost c, and the time saved", gt_nodes},
     {"rsd-fig4", "S", "RSD fixed draft length 2-5: block efficiency, MBSU, token rate per method", fig_rsd_lengths},
     {"rsd-fig5", "S", "RSD fixed target budget 6-30: block efficiency, MBSU, token rate per method", fig_rsd_budgets},
     {"mcsd-fig3", "S", "MCSD: acceptance against k, i.i.d. and without-replacement drafts", fig_mcsd_k},
     {"mcsd-fig4-5", "S", "MCSD: block efficiency and speedup per k-configuration", fig_mcsd_configs},
     {"spectr-fig5", "S", "SpecTr: OTM-k against K-SEQ on distributions compressed to top tokens", fig_spectr_fig5},
     {"gt-table4", "S", "GTCP threshold sweep: token rate against c / (M_D/M_T), beside the paper's", fig_gt_thresholds},
+    {"gt-fig3", "S", "GTCP Fig. 3 in kind: sampling temperature against speedup", fig_gt_temperature},
     {"parallelspec-fig4", "S", "ParallelSpec ablation: parallel against sequential drafter, L = 1..8", fig_parallel_ablation},
     {"beyond-otm-gap", "B", "OTM-k minus each scheme over random Dirichlet pairs, against k", fig_otm_gap},
     {"beyond-gt-throughput", "B", "GT's tree against the throughput-optimal tree, rate against c", fig_gt_vs_throughput},

@@ -32,5 +32,6 @@ void fig_gt_thresholds(fig *g);
 void fig_parallel_ablation(fig *g);
 void fig_otm_gap(fig *g);
 void fig_gt_vs_throughput(fig *g);
+void fig_gt_temperature(fig *g);
 
 #endif

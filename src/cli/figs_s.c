@@ -365,3 +365,34 @@ void fig_gt_vs_throughput(fig *g)
     }
     pair_close(&p);
 }
+
+/* GTCP Fig. 3 in kind: the sampling temperature (both models) against the speedup of
+ * GT's dynamic tree and a chain. */
+void fig_gt_temperature(fig *g)
+{
+    pair_ctx p;
+    if (pair_open(&p, PAIR)) return;
+    sd_lm *d0 = p.draft, *t0 = p.target;
+    fig_out(g, "# GTCP Fig. 3 in kind: sampling temperature against speedup on %s (both models\n"
+               "# tempered), M_D/M_T = %g, M_T(n) %s\n"
+               "# columns: T, GT dynamic block eff, speedup, chain:4 block eff, speedup\n", PAIR, MD, MT);
+    for (int i = 1; i <= 8; i++) {
+        double T = 0.25 * i;
+        p.draft = sd_lm_tempered(d0, T);
+        p.target = sd_lm_tempered(t0, T);
+        char dyn[64];
+        snprintf(dyn, sizeof dyn, "dynamic:%g,32,8,4", MD);
+        double e1, h1, e2, h2;
+        sd_speed s1, s2;
+        if (!eval_tree(&p, dyn, SD_SCHEME_RRS, 40000 * g->scale, &e1, &h1, &s1) &&
+            !eval_tree(&p, "chain:4", SD_SCHEME_SD, 40000 * g->scale, &e2, &h2, &s2)) {
+            fig_out(g, "%g\t%.5f\t%.5f\t%.5f\t%.5f\n", T, e1, s1.speedup, e2, s2.speedup);
+            fig_check(g, "block efficiencies within [1, depth + 1]",
+                      e1 >= 1 && e1 <= 9 && e2 >= 1 && e2 <= 5, 1, 0);
+        }
+        sd_lm_free(p.draft);
+        sd_lm_free(p.target);
+    }
+    p.draft = d0, p.target = t0;
+    pair_close(&p);
+}
