@@ -101,7 +101,8 @@ demo: $(BIN)
 figs: $(BIN) $(BUILD)/tests/bench/bench_planted
 	$(BIN) figs --out out/figs
 	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv
-	sh plots/draw.sh out/figs
+	sh plots/draw.sh out/figs --thumbs paper-figs/img
+	sh plots/gallery.sh out/figs $(BIN)
 
 # figs-check: the figures' reference values only (fast; the test suite runs it too).
 figs-check: $(BIN)

@@ -1,7 +1,6 @@
 # GTCP's node cost/benefit picture: benefit a^i against cost c; time saved and speedup.
 load 'plots/style.gp'
-if (fmt eq "svg") { set terminal svg size 1000,420 dynamic enhanced font "Helvetica,12" background rgb "white" } else { set terminal pngcairo size 1000,420 enhanced font "Helvetica,11" background rgb "white" }
-set output out.".".fmt
+eval setterm(1000, 420)
 set multiplot layout 1,2 title "GT principle: a node pays while its acceptance a^i exceeds c = M_D/M_T (a = 0.8, c = 0.1)"
 set xlabel "node (draft position) i"
 set key right top

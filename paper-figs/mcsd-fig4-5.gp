@@ -1,7 +1,6 @@
 # MCSD Figs. 4-5 in kind: block efficiency and speedup per k-configuration.
 load 'plots/style.gp'
-if (fmt eq "svg") { set terminal svg size 1000,440 dynamic enhanced font "Helvetica,12" background rgb "white" } else { set terminal pngcairo size 1000,440 enhanced font "Helvetica,11" background rgb "white" }
-set output out.".".fmt
+eval setterm(1000, 440)
 set multiplot layout 1,2 title "MCSD Figs. 4-5 in kind: k-configurations on a synthetic Markov pair"
 set style data histograms
 set style histogram clustered gap 1

@@ -1,7 +1,6 @@
 # ParallelSpec Fig. 4 in kind: parallel drafter (one draft call) against a sequential chain.
 load 'plots/style.gp'
-if (fmt eq "svg") { set terminal svg size 1000,420 dynamic enhanced font "Helvetica,12" background rgb "white" } else { set terminal pngcairo size 1000,420 enhanced font "Helvetica,11" background rgb "white" }
-set output out.".".fmt
+eval setterm(1000, 420)
 set multiplot layout 1,2 title "ParallelSpec Fig. 4 in kind: number of parallel draft positions L"
 set xlabel "L"
 set key left top

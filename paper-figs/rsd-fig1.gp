@@ -1,7 +1,6 @@
 # RSD Fig. 1: acceptance of K = 2 drafts over the (p, q) square, four schemes.
 load 'plots/style.gp'
-if (fmt eq "svg") { set terminal svg size 1000,860 dynamic enhanced font "Helvetica,12" background rgb "white" } else { set terminal pngcairo size 1000,860 enhanced font "Helvetica,11" background rgb "white" }
-set output out.".".fmt
+eval setterm(1000, 860)
 set multiplot layout 2,2 title "RSD Fig. 1: acceptance with K = 2 drafts, draft Ber(p), target Ber(q)"
 set view map
 set pm3d map interpolate 0,0

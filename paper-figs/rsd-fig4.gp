@@ -1,7 +1,6 @@
 # RSD Fig. 4 in kind: fixed draft length, every tree per method.
 load 'plots/style.gp'
-if (fmt eq "svg") { set terminal svg size 1100,420 dynamic enhanced font "Helvetica,12" background rgb "white" } else { set terminal pngcairo size 1100,420 enhanced font "Helvetica,11" background rgb "white" }
-set output out.".".fmt
+eval setterm(1100, 420)
 set multiplot layout 1,3 title "RSD Fig. 4 in kind (synthetic Markov pair): every tree of RSD's list, by draft length"
 set xlabel "draft length"
 set xrange [1.5:5.5]

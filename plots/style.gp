@@ -1,14 +1,13 @@
 # specdec's shared gnuplot style. Every figure script starts with
 #   load 'plots/style.gp'
 # and receives from plots/draw.sh: datafile (the TSV), out (path without extension),
-# fmt ("png" or "svg").
-if (fmt eq "svg") {
-    set terminal svg size 800,520 dynamic enhanced font "Helvetica,13" background rgb "white"
-    set output out.".svg"
-} else {
-    set terminal pngcairo size 800,520 enhanced font "Helvetica,12" background rgb "white"
-    set output out.".png"
-}
+# fmt ("png" or "svg"), and small=1 for the gallery's thumbnails. A script that needs
+# another canvas size says so with: eval setterm(width, height)
+sc = exists("small") ? 0.6 : 1.0
+setterm(w, h) = (fmt eq "svg") \
+  ? sprintf('set terminal svg size %d,%d dynamic enhanced font "Helvetica,12" background rgb "white"; set output "%s.svg"', w * sc, h * sc, out) \
+  : sprintf('set terminal pngcairo size %d,%d enhanced font "Helvetica,%d" background rgb "white"; set output "%s.png"', w * sc, h * sc, sc < 1 ? 8 : 11, out)
+eval setterm(800, 520)
 set datafile separator "\t"
 set datafile commentschars "#"
 set border 3 lw 1.2
