@@ -33,5 +33,6 @@ void fig_parallel_ablation(fig *g);
 void fig_otm_gap(fig *g);
 void fig_gt_vs_throughput(fig *g);
 void fig_gt_temperature(fig *g);
+void fig_spectr_table2(fig *g);
 
 #endif
