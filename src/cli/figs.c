@@ -216,6 +216,7 @@ static const struct {
     {"mcsd-fig3", "S", "MCSD: acceptance against k, i.i.d. and without-replacement drafts", fig_mcsd_k},
     {"mcsd-fig4-5", "S", "MCSD: block efficiency and speedup per k-configuration", fig_mcsd_configs},
     {"spectr-table2", "S", "SpecTr Table 2 in kind: tokens per call of K x L drafts, beside the paper's", fig_spectr_table2},
+    {"spectr-table4", "S", "SpecTr Table 4 in kind: draft quality against tokens per call, K x 4", fig_spectr_table4},
     {"spectr-fig5", "S", "SpecTr: OTM-k against K-SEQ on distributions compressed to top tokens", fig_spectr_fig5},
     {"gt-table4", "S", "GTCP threshold sweep: token rate against c / (M_D/M_T), beside the paper's", fig_gt_thresholds},
     {"gt-fig3", "S", "GTCP Fig. 3 in kind: sampling temperature against speedup", fig_gt_temperature},

@@ -34,5 +34,6 @@ void fig_otm_gap(fig *g);
 void fig_gt_vs_throughput(fig *g);
 void fig_gt_temperature(fig *g);
 void fig_spectr_table2(fig *g);
+void fig_spectr_table4(fig *g);
 
 #endif
