@@ -99,10 +99,11 @@ demo: $(BIN)
 
 # figs: the data of every recipe (specdec figs), then gnuplot draws PNG and SVG.
 figs: $(BIN) $(BUILD)/tests/bench/bench_planted
-	$(BIN) figs --out out/figs
-	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv
-	sh plots/draw.sh out/figs --thumbs paper-figs/img
-	sh plots/gallery.sh out/figs $(BIN)
+	@start=$$(date +%s) && \
+	$(BIN) figs --out out/figs && \
+	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv && \
+	sh plots/draw.sh out/figs --thumbs paper-figs/img && \
+	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
 
 # figs-check: the figures' reference values only (fast; the test suite runs it too).
 figs-check: $(BIN)

@@ -13,10 +13,12 @@
 #include "figs.h"
 #include "cost.h"
 #include "family.h"
+#include "lm.h"
 #include "sd_error.h"
 
 static const char *const help =
-    "usage: specdec figs [NAME...] [--out DIR] [--list] [--check]\n"
+    "usage: specdec figs [NAME...] [--out DIR] [--list [--tsv]] [--check]\n"
+    "                    [--lm SPEC] [--cost-draft X] [--cost-target SPEC]\n"
     "\n"
     "Writes the data of each paper-figure recipe to DIR/NAME.tsv (a '#' header says\n"
     "what each column is, and the source), and checks the figure's reference values\n"
@@ -25,13 +27,31 @@ static const char *const help =
     "\n"
     "  NAME...        recipes to run (default: all)\n"
     "  --out DIR      where to write (default out/figs)\n"
-    "  --list         the recipes, their class and what they show\n"
+    "  --list         the recipes, their class and what they show; then every figure\n"
+    "                 and table of the five papers with its class (T, S, structural,\n"
+    "                 X) and status: recipe, unit test, or not here (X: why, and what\n"
+    "                 stands in, in the inventory)\n"
+    "  --inventory F  the inventory --list reads (default paper-figs/inventory.tsv)\n"
+    "  --tsv          with --list: the recipes only, tab-separated (name, class,\n"
+    "                 what specdec plots, what the paper plotted and what differs)\n"
     "  --check        only compute and check the reference values (exit 1 if one moves\n"
-    "                 beyond its tolerance); nothing is written\n";
+    "                 beyond its tolerance); nothing is written\n"
+    "\n"
+    "The S recipes (the papers' experiments in kind) run on one model pair and cost\n"
+    "model, which the data headers name:\n"
+    "  --lm SPEC          the pair, as 'specdec tree --lm' takes it (default\n"
+    "                     " FIG_DEFAULT_LM "); spectr-table4 varies the draft's quality\n"
+    "                     in that Markov family itself and keeps its own pairs\n"
+    "  --cost-draft X     M_D / M_T, one draft call (default %g)\n"
+    "  --cost-target SPEC M_T(n) for n tree tokens (default " FIG_DEFAULT_MT ")\n"
+    "The T recipes are exact and take no model. A reference check of an S recipe is a\n"
+    "property any pair must satisfy (more drafts never hurt, exact = Monte Carlo, ...),\n"
+    "so --check holds on any pair.\n";
 
 void fig_check(fig *g, const char *what, double got, double want, double tol)
 {
     g->checks++;
+    if (tol > 0 && fabs(got - want) >= g->maxdev) g->maxdev = fabs(got - want), g->maxwhat = what;
     if (!(fabs(got - want) <= tol)) {
         g->failed++;
         fprintf(stderr, "figs: %s: %s = %.12g, reference %.12g (tolerance %g)\n", g->name, what,
@@ -200,30 +220,106 @@ static void gt_nodes(fig *g)
     fig_check(g, "Leviathan's speedup peaks at 6", sd_leviathan_best_gamma(a, c, 20), 6, 0);
 }
 
+/* name, class, what specdec computes, what the paper plotted and how this differs */
 static const struct {
-    const char *name, *cls, *what;
+    const char *name, *cls, *what, *paper;
     void (*run)(fig *);
 } recipes[] = {
-    {"spectr-fig1", "T", "optimal k-draft acceptance for uniform pairs: closed form, OTM, K-SEQ", spectr_fig1},
-    {"spectr-fig2", "T", "OTM-k acceptance against k, draft Ber(0.25), several targets", spectr_fig2},
-    {"spectr-fig3", "T", "OTM-k acceptance against the target's q for k = 1, 2, 4, 8", spectr_fig3},
-    {"rsd-fig1", "T", "K = 2 Bernoulli map: specinfer, K-SEQ, OTM, recursive rejection", rsd_fig1},
-    {"rsd-fig1-slices", "T", "RSD Fig. 1 as slices: acceptance against q at p = 0.25 and 0.75", fig_rsd_fig1_slices},
-    {"leviathan-speedup", "T", "Leviathan's expected speedup against draft length", leviathan},
-    {"gt-nodes", "T", "GTCP's per-node benefit a^i against the cost c, and the time saved", gt_nodes},
-    {"rsd-fig4", "S", "RSD fixed draft length 2-5: block efficiency, MBSU, token rate per method", fig_rsd_lengths},
-    {"rsd-fig5", "S", "RSD fixed target budget 6-30: block efficiency, MBSU, token rate per method", fig_rsd_budgets},
-    {"mcsd-fig3", "S", "MCSD: acceptance against k, i.i.d. and without-replacement drafts", fig_mcsd_k},
-    {"mcsd-fig4-5", "S", "MCSD: block efficiency and speedup per k-configuration", fig_mcsd_configs},
-    {"spectr-table2", "S", "SpecTr Table 2 in kind: tokens per call of K x L drafts, beside the paper's", fig_spectr_table2},
-    {"spectr-table4", "S", "SpecTr Table 4 in kind: draft quality against tokens per call, K x 4", fig_spectr_table4},
-    {"spectr-fig5", "S", "SpecTr: OTM-k against K-SEQ on distributions compressed to top tokens", fig_spectr_fig5},
-    {"gt-table4", "S", "GTCP threshold sweep: token rate against c / (M_D/M_T), beside the paper's", fig_gt_thresholds},
-    {"gt-fig3", "S", "GTCP Fig. 3 in kind: sampling temperature against speedup", fig_gt_temperature},
-    {"parallelspec-fig4", "S", "ParallelSpec ablation: parallel against sequential drafter, L = 1..8", fig_parallel_ablation},
-    {"beyond-otm-gap", "B", "OTM-k minus each scheme over random Dirichlet pairs, against k", fig_otm_gap},
-    {"beyond-gt-throughput", "B", "GT's tree against the throughput-optimal tree, rate against c", fig_gt_vs_throughput},
+    {"spectr-fig1", "T", "optimal k-draft acceptance for uniform pairs: closed form, OTM, K-SEQ",
+     "the same curves; the paper names no r, so r = 2, 3, 4, 6, 8, 12", spectr_fig1},
+    {"spectr-fig2", "T", "OTM-k acceptance against k, draft Ber(0.25), several targets",
+     "the same closed form; targets q = 0.05 to 0.9 chosen here", spectr_fig2},
+    {"spectr-fig3", "T", "OTM-k acceptance against the target's q for k = 1, 2, 4, 8",
+     "the same curves (401 values of q); 'about 0.9' is exactly 1 - 0.75^8", spectr_fig3},
+    {"rsd-fig1", "T", "K = 2 Bernoulli map: specinfer, K-SEQ, OTM, recursive rejection",
+     "the same four maps, on a 49 x 51 grid of (p, q)", rsd_fig1},
+    {"rsd-fig1-slices", "T", "RSD Fig. 1 as slices: acceptance against q at p = 0.25 and 0.75",
+     "not in the paper: two rows of its Fig. 1, easier to read off", fig_rsd_fig1_slices},
+    {"leviathan-speedup", "T", "Leviathan's expected speedup against draft length",
+     "Leviathan et al.'s formula, which GTCP builds on; acceptance 0.6-0.9, cost 0.05-0.2", leviathan},
+    {"gt-nodes", "T", "GTCP's per-node benefit a^i against the cost c, and the time saved",
+     "GTCP Fig. 2 is a schematic without numbers; here a = 0.8, c = 0.1 computed", gt_nodes},
+    {"rsd-fig4", "S", "RSD fixed draft length 2-5: block efficiency, MBSU, token rate per method",
+     "Llama 2 / OPT targets with 115M-350M drafts on A100s, plus task accuracy; here the "
+     "synthetic pair and the cost model, no accuracy", fig_rsd_lengths},
+    {"rsd-fig5", "S", "RSD fixed target budget 6-30: block efficiency, MBSU, token rate per method",
+     "as rsd-fig4, against the target budget; shapes by the tables' node counts", fig_rsd_budgets},
+    {"mcsd-fig3", "S", "MCSD: acceptance against k, i.i.d. and without-replacement drafts",
+     "LLaMA-68M draft against 13B/33B targets on Alpaca and WMT; here the synthetic pair", fig_mcsd_k},
+    {"mcsd-fig4-5", "S", "MCSD: block efficiency and speedup per k-configuration",
+     "measured A100 speedups on 13B targets; here speedups from the cost model", fig_mcsd_configs},
+    {"spectr-table2", "S", "SpecTr Table 2 in kind: tokens per call of K x L drafts, beside the paper's",
+     "LM1B with a 6M draft and a 97M target (the paper's numbers beside); here the synthetic pair",
+     fig_spectr_table2},
+    {"spectr-table4", "S", "SpecTr Table 4 in kind: draft quality against tokens per call, K x 4",
+     "2M, 6M and 20M drafts on LM1B; here three drafts mixed 80/50/20% with noise", fig_spectr_table4},
+    {"spectr-fig5", "S", "SpecTr: OTM-k against K-SEQ on distributions compressed to top tokens",
+     "LM1B conditionals kept to the top-10 union support; here Zipf(1.1) over 1000 tokens", fig_spectr_fig5},
+    {"gt-table4", "S", "GTCP threshold sweep: token rate against c / (M_D/M_T), beside the paper's",
+     "measured tokens/s on Vicuna-7B (the paper's numbers beside); here the modelled rate", fig_gt_thresholds},
+    {"gt-fig3", "S", "GTCP Fig. 3 in kind: sampling temperature against speedup",
+     "Llama-2-7B and Vicuna-7B, GT against EAGLE-2; here GT's dynamic tree against chain:4", fig_gt_temperature},
+    {"parallelspec-fig4", "S", "ParallelSpec ablation: parallel against sequential drafter, L = 1..8",
+     "a trained parallel drafter on Vicuna-7B; here the draft's L-step-ahead laws from one call "
+     "stand in for it", fig_parallel_ablation},
+    {"beyond-otm-gap", "B", "OTM-k minus each scheme over random Dirichlet pairs, against k",
+     "in no paper: how far each scheme is from the optimal transport", fig_otm_gap},
+    {"beyond-gt-throughput", "B", "GT's tree against the throughput-optimal tree, rate against c",
+     "in no paper: what GT's threshold rule leaves on the table", fig_gt_vs_throughput},
 };
+
+/* The recipes, then every figure and table of the five papers from the inventory
+ * (paper-figs/inventory.tsv: id, paper, kind, caption, class, why, numbers, specdec)
+ * with its class and status. tsv: tab-separated, for plots/gallery.sh. */
+static int list_recipes(const char *inventory, int tsv)
+{
+    size_t n = sizeof recipes / sizeof *recipes;
+    if (tsv) {
+        for (size_t i = 0; i < n; i++)
+            printf("%s\t%s\t%s\t%s\n", recipes[i].name, recipes[i].cls, recipes[i].what, recipes[i].paper);
+        return CLI_OK;
+    }
+    printf("%-20s %-5s %s\n", "recipe", "class", "what");
+    for (size_t i = 0; i < n; i++) printf("%-20s %-5s %s\n", recipes[i].name, recipes[i].cls, recipes[i].what);
+    printf("(T exact theory, S the papers' experiments in kind on synthetic models, B beyond the papers)\n");
+    FILE *f = fopen(inventory, "r");
+    if (!f) {
+        printf("\n(no inventory at %s: run from the repository, or pass --inventory FILE)\n", inventory);
+        return CLI_OK;
+    }
+    printf("\nEvery figure and table of the five papers (%s):\n%-20s %-10s %-9s %s\n", inventory,
+           "item", "class", "status", "specdec");
+    char line[4096];
+    size_t items = 0, per[4] = {0};
+    static const char *const classes[4] = {"T", "S", "structural", "X"};
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || !strncmp(line, "id\t", 3)) continue;
+        line[strcspn(line, "\r\n")] = 0;
+        char *field[8] = {0}, *s = line;
+        size_t nf = 0;
+        while (nf < 8 && s) {
+            field[nf++] = s;
+            if ((s = strchr(s, '\t'))) *s++ = 0;
+        }
+        if (nf < 8) continue;
+        const char *cls = field[4], *cover = field[7], *status;
+        int recipe = 0;
+        for (size_t i = 0; i < n; i++) { /* the first word of the cover names a recipe? */
+            size_t len = strlen(recipes[i].name);
+            if (!strncmp(cover, recipes[i].name, len) && (cover[len] == 0 || strchr(" ,", cover[len])))
+                recipe = 1;
+        }
+        if (!strcmp(cls, "X")) status = "not here";
+        else if (!strncmp(cover, "test:", 5)) status = "unit test";
+        else status = recipe ? "recipe" : "missing";
+        for (int c = 0; c < 4; c++) per[c] += !strcmp(cls, classes[c]);
+        items++;
+        printf("%-20s %-10s %-9s %s\n", field[0], cls, status, cover);
+    }
+    fclose(f);
+    printf("%zu items: %zu T, %zu S, %zu structural, %zu X\n", items, per[0], per[1], per[2], per[3]);
+    return CLI_OK;
+}
 
 /* mkdir -p */
 static int make_dirs(const char *path)
@@ -241,11 +337,16 @@ static int make_dirs(const char *path)
 
 int cmd_figs(int argc, char **argv)
 {
-    const char *cmd = "figs", *out = "out/figs";
-    int list = 0, only_check = 0, opt;
+    const char *cmd = "figs", *out = "out/figs", *lm = FIG_DEFAULT_LM, *mt = FIG_DEFAULT_MT;
+    double md = FIG_DEFAULT_MD;
+    const char *inventory = "paper-figs/inventory.tsv";
+    int list = 0, only_check = 0, tsv = 0, opt;
     static const struct option longopts[] = {
         {"out", required_argument, 0, 'o'}, {"list", no_argument, 0, 'l'},
-        {"check", no_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"check", no_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
+        {"lm", required_argument, 0, 'm'}, {"cost-draft", required_argument, 0, 'd'},
+        {"cost-target", required_argument, 0, 't'}, {"inventory", required_argument, 0, 'i'},
+        {"tsv", no_argument, 0, 'T'}, {0, 0, 0, 0},
     };
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -253,19 +354,30 @@ int cmd_figs(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'l': list = 1; break;
         case 'c': only_check = 1; break;
-        case 'h': fputs(help, stdout); return CLI_OK;
+        case 'm': lm = optarg; break;
+        case 'i': inventory = optarg; break;
+        case 'T': tsv = 1; break;
+        case 'd':
+            if (cli_parse_double(optarg, "--cost-draft", cmd, &md)) return CLI_USAGE;
+            if (!(md > 0) || !isfinite(md))
+                return cli_usage(cmd, "--cost-draft '%s': need a positive number", optarg);
+            break;
+        case 't': mt = optarg; break;
+        case 'h': printf(help, FIG_DEFAULT_MD); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
         }
     }
-    size_t n = sizeof recipes / sizeof *recipes;
-    if (list) {
-        printf("%-20s %-5s %s\n", "recipe", "class", "what");
-        for (size_t i = 0; i < n; i++) printf("%-20s %-5s %s\n", recipes[i].name, recipes[i].cls, recipes[i].what);
-        printf("(classes: T exact theory, S the papers' experiments in kind on synthetic models,\n"
-               "B beyond the papers; every figure and table of the five papers, with its class,\n"
-               "is listed in paper-figs/README.md)\n");
-        return CLI_OK;
+    { /* the model and the cost model, checked before anything runs */
+        sd_lm *d = NULL, *t = NULL;
+        sd_cost_curve *c = NULL;
+        if (sd_lm_pair_parse(lm, &d, &t)) return cli_usage(cmd, "--lm '%s': %s", lm, sd_errmsg());
+        sd_lm_free(d);
+        sd_lm_free(t);
+        if (sd_cost_curve_parse(mt, &c)) return cli_usage(cmd, "--cost-target '%s': %s", mt, sd_errmsg());
+        sd_cost_curve_free(c);
     }
+    size_t n = sizeof recipes / sizeof *recipes;
+    if (list) return list_recipes(inventory, tsv);
     for (int a = optind; a < argc; a++) {
         size_t i = 0;
         while (i < n && strcmp(argv[a], recipes[i].name)) i++;
@@ -277,11 +389,14 @@ int cmd_figs(int argc, char **argv)
         return cli_fail(cmd, msg);
     }
     int failed = 0, checks = 0;
+    double maxdev = -1;
+    const char *maxname = NULL, *maxwhat = NULL;
+    fprintf(stderr, "figs: S recipes on %s, M_D/M_T %g, M_T(n) %s\n", lm, md, mt);
     for (size_t i = 0; i < n; i++) {
         int want = optind == argc;
         for (int a = optind; a < argc; a++) want |= !strcmp(argv[a], recipes[i].name);
         if (!want) continue;
-        fig g = {NULL, 0, 0, recipes[i].name, only_check ? 0.1 : 1.0};
+        fig g = {NULL, 0, 0, recipes[i].name, only_check ? 0.1 : 1.0, lm, md, mt, -1, NULL};
         char path[4096];
         if (!only_check) {
             snprintf(path, sizeof path, "%s/%s.tsv", out, recipes[i].name);
@@ -297,7 +412,11 @@ int cmd_figs(int argc, char **argv)
                 g.failed, only_check ? "" : ", data in ", only_check ? "" : path);
         failed += g.failed;
         checks += g.checks;
+        if (g.maxwhat && g.maxdev > maxdev) maxdev = g.maxdev, maxname = g.name, maxwhat = g.maxwhat;
     }
     printf("figs: %d reference checks, %d off\n", checks, failed);
+    if (maxname) /* the other checks are properties (0 or 1) */
+        printf("figs: largest deviation from a reference value %.3g (%s: %s)\n", maxdev, maxname,
+               maxwhat);
     return failed ? CLI_FAIL : CLI_OK;
 }

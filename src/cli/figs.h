@@ -13,7 +13,18 @@ typedef struct {
     int checks;
     const char *name;
     double scale; /* Monte-Carlo effort: 1 normally, smaller with --check */
+    const char *lm; /* the model pair of the S recipes (--lm; sd_lm_pair_parse syntax) */
+    double md;      /* M_D / M_T: one draft call (--cost-draft) */
+    const char *mt; /* M_T(n) for n tree tokens (--cost-target; sd_cost_curve_parse) */
+    double maxdev;  /* largest |got - want| over the checks with a tolerance (values) */
+    const char *maxwhat;
 } fig;
+
+/* The S recipes' defaults: a seeded order-1 Markov pair over 8 tokens, draft calls at
+ * 5% of a target call, a target call flat to 16 tokens then 2% more per token. */
+#define FIG_DEFAULT_LM "markov:8,1,0.5,3,0.5"
+#define FIG_DEFAULT_MD 0.05
+#define FIG_DEFAULT_MT "linear-after:1,16,0.02"
 
 /* A reference value: counts, and reports on stderr when got is off by more than tol. */
 void fig_check(fig *g, const char *what, double got, double want, double tol);

@@ -20,10 +20,6 @@
 #include "sd_error.h"
 #include "tree.h"
 
-/* the model pair the S recipes use (see --list) */
-static const char *const PAIR = "markov:8,1,0.5,3,0.5";
-static const double MD = 0.05;                /* M_D / M_T: cost of a draft call */
-static const char *const MT = "linear-after:1,16,0.02"; /* M_T(n): flat to 16 tokens */
 
 void fig_rsd_fig1_slices(fig *g)
 {
@@ -49,13 +45,22 @@ void fig_rsd_fig1_slices(fig *g)
 typedef struct {
     sd_lm *draft, *target;
     sd_cost_curve *mt;
+    double md;
 } pair_ctx;
 
-static int pair_open(pair_ctx *p, const char *spec)
+/* The recipe's model pair (spec, or the recipe's --lm when NULL) and cost model. The
+ * command checked both before any recipe ran; a failure here is counted as a check. */
+static int pair_open(pair_ctx *p, fig *g, const char *spec)
 {
     memset(p, 0, sizeof *p);
-    if (sd_lm_pair_parse(spec, &p->draft, &p->target)) return -1;
-    if (sd_cost_curve_parse(MT, &p->mt)) return -1;
+    p->md = g->md;
+    if (sd_lm_pair_parse(spec ? spec : g->lm, &p->draft, &p->target) ||
+        sd_cost_curve_parse(g->mt, &p->mt)) {
+        fig_check(g, sd_errmsg(), 0, 1, 0);
+        sd_lm_free(p->draft);
+        sd_lm_free(p->target);
+        return -1;
+    }
     return 0;
 }
 
@@ -83,8 +88,8 @@ static int eval_tree(pair_ctx *p, const char *spec, sd_scheme scheme, double sam
         double nodes = t->walk == SD_WALK_BEAM || t->walk == SD_WALK_DYNAMIC ? r.mean_nodes
                                                                             : (double)sd_tree_nodes(t);
         double calls = t->walk == SD_WALK_PARALLEL ? 1 : (double)t->max_depth;
-        sd_cost_model cm = {MD, p->mt, 0};
-        rc = sd_cost_speed(&cm, r.efficiency, calls, nodes, MD, sp);
+        sd_cost_model cm = {p->md, p->mt, 0};
+        rc = sd_cost_speed(&cm, r.efficiency, calls, nodes, p->md, sp);
     }
     sd_tree_free(t);
     return rc;
@@ -99,16 +104,15 @@ static void rsd_table(fig *g, const char *experiment)
         return;
     }
     pair_ctx p;
-    if (pair_open(&p, PAIR)) {
+    if (pair_open(&p, g, NULL)) {
         fclose(f);
-        fig_check(g, "model pair", 0, 1, 0);
         return;
     }
     fig_out(g, "# RSD %s experiment in kind (shapes: data/rsd_shapes.tsv, RSD App. D.3), on %s,\n"
                "# M_D/M_T = %g, M_T(n) %s, Monte-Carlo blocks from context 0\n"
                "# columns: value (length or budget), method (1 sd 2 spectr 3 rsd-c 4 rsd-s), nodes,\n"
                "# block efficiency, CI half width, MBSU, token rate, shape\n",
-               experiment, PAIR, MD, MT);
+               experiment, g->lm, g->md, g->mt);
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char exp[32], method[16], shape[64], spec[96];
@@ -180,10 +184,10 @@ void fig_mcsd_configs(fig *g)
     static const char *const cfg[] = {"1,1,1,1", "2,1,1,1", "2,2,1,1", "4,1,1,1", "2,2,2,1",
                                       "4,2,1,1", "4,2,2,1", "8,2,1,1", "4,4,2,1"};
     pair_ctx p;
-    if (pair_open(&p, PAIR)) return;
+    if (pair_open(&p, g, NULL)) return;
     fig_out(g, "# MCSD Figs. 4-5 in kind: k-configurations on %s, M_D/M_T = %g, M_T(n) %s\n"
                "# columns: index, nodes, block eff i.i.d. (specinfer), speedup, block eff w/o\n"
-               "# replacement (rrs), speedup, configuration\n", PAIR, MD, MT);
+               "# replacement (rrs), speedup, configuration\n", g->lm, g->md, g->mt);
     for (size_t i = 0; i < sizeof cfg / sizeof *cfg; i++) {
         char spec[64];
         snprintf(spec, sizeof spec, "kconfig:%s", cfg[i]);
@@ -235,7 +239,7 @@ void fig_gt_thresholds(fig *g)
 {
     static const double mult[] = {0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 4, 8};
     pair_ctx p;
-    if (pair_open(&p, PAIR)) return;
+    if (pair_open(&p, g, NULL)) return;
     double ranks[8];
     size_t ctx[1] = {0};
     sd_tree_params tp = sd_tree_default_params();
@@ -244,11 +248,11 @@ void fig_gt_thresholds(fig *g)
     fig_out(g, "# GTCP Table 4 in kind: static GT trees (rrs) on %s, M_D/M_T = c = %g, M_T(n) %s;\n"
                "# thresholds c' = multiple x c. The paper's own (c, tokens/s, L) are in\n"
                "# data/paper_refs/gt-table4.tsv (its c = 0.109).\n"
-               "# columns: c'/c, nodes, depth, block efficiency (MC), token rate\n", PAIR, MD, MT);
+               "# columns: c'/c, nodes, depth, block efficiency (MC), token rate\n", g->lm, g->md, g->mt);
     double best = 0, best_mult = 0;
     for (size_t i = 0; i < sizeof mult / sizeof *mult; i++) {
         sd_tree *t;
-        if (sd_tree_build_gt(ranks, 8, mult[i] * MD, 64, 16, &t)) continue;
+        if (sd_tree_build_gt(ranks, 8, mult[i] * g->md, 64, 16, &t)) continue;
         char spec[4096];
         sd_tree_format(t, spec, sizeof spec);
         double e, h;
@@ -268,11 +272,11 @@ void fig_gt_thresholds(fig *g)
 void fig_parallel_ablation(fig *g)
 {
     pair_ctx p;
-    if (pair_open(&p, PAIR)) return;
+    if (pair_open(&p, g, NULL)) return;
     fig_out(g, "# ParallelSpec Fig. 4 in kind: on %s, M_D/M_T = %g, M_T(n) %s\n"
                "# columns: L, parallel block eff, parallel speedup, sequential block eff,\n"
-               "# sequential speedup (exact block efficiency)\n", PAIR, MD, MT);
-    sd_cost_model cm = {MD, p.mt, 0};
+               "# sequential speedup (exact block efficiency)\n", g->lm, g->md, g->mt);
+    sd_cost_model cm = {g->md, p.mt, 0};
     for (size_t L = 1; L <= 8; L++) {
         char ps[32], cs[32];
         snprintf(ps, sizeof ps, "parallel:%zu", L);
@@ -287,8 +291,8 @@ void fig_parallel_ablation(fig *g)
         sd_speed sp, sc;
         if (sd_tree_block_efficiency(tp_, &prm, p.draft, p.target, ctx, 1, 1e8, &ep) == SD_OK &&
             sd_tree_block_efficiency(tc, &prm, p.draft, p.target, ctx, 1, 1e8, &ec) == SD_OK &&
-            sd_cost_speed(&cm, ep, 1, (double)L, MD, &sp) == SD_OK &&
-            sd_cost_speed(&cm, ec, (double)L, (double)L, MD, &sc) == SD_OK) {
+            sd_cost_speed(&cm, ep, 1, (double)L, g->md, &sp) == SD_OK &&
+            sd_cost_speed(&cm, ec, (double)L, (double)L, g->md, &sc) == SD_OK) {
             fig_out(g, "%zu\t%.6f\t%.6f\t%.6f\t%.6f\n", L, ep, sp.speedup, ec, sc.speedup);
             fig_check(g, "parallel proposals accept no more than sequential ones", ep <= ec + 1e-12, 1, 0);
         } else {
@@ -337,7 +341,7 @@ static double curve(const void *ctx, double n) { return sd_cost_curve_eval(ctx, 
 void fig_gt_vs_throughput(fig *g)
 {
     pair_ctx p;
-    if (pair_open(&p, PAIR)) return;
+    if (pair_open(&p, g, NULL)) return;
     double ranks[8];
     size_t ctx[1] = {0};
     sd_tree_params tp = sd_tree_default_params();
@@ -345,7 +349,7 @@ void fig_gt_vs_throughput(fig *g)
     sd_mc_rank_acceptance(p.draft, p.target, ctx, 1, &tp, 8, 200, (size_t)(2000 * g->scale) + 100, 2385, ranks);
     fig_out(g, "# Beyond the papers: GT (threshold c) against the throughput-optimal tree (budget 64)\n"
                "# on %s, rrs, M_T(n) %s; predicted token rates from estimated rank acceptance\n"
-               "# columns: c, GT nodes, GT rate, optimal nodes, optimal rate, GT / optimal\n", PAIR, MT);
+               "# columns: c, GT nodes, GT rate, optimal nodes, optimal rate, GT / optimal\n", g->lm, g->mt);
     for (int i = 0; i < 24; i++) {
         double c = 0.01 * pow(1.2, i);
         sd_tree *gt, *opt;
@@ -371,17 +375,17 @@ void fig_gt_vs_throughput(fig *g)
 void fig_gt_temperature(fig *g)
 {
     pair_ctx p;
-    if (pair_open(&p, PAIR)) return;
+    if (pair_open(&p, g, NULL)) return;
     sd_lm *d0 = p.draft, *t0 = p.target;
     fig_out(g, "# GTCP Fig. 3 in kind: sampling temperature against speedup on %s (both models\n"
                "# tempered), M_D/M_T = %g, M_T(n) %s\n"
-               "# columns: T, GT dynamic block eff, speedup, chain:4 block eff, speedup\n", PAIR, MD, MT);
+               "# columns: T, GT dynamic block eff, speedup, chain:4 block eff, speedup\n", g->lm, g->md, g->mt);
     for (int i = 1; i <= 8; i++) {
         double T = 0.25 * i;
         p.draft = sd_lm_tempered(d0, T);
         p.target = sd_lm_tempered(t0, T);
         char dyn[64];
-        snprintf(dyn, sizeof dyn, "dynamic:%g,32,8,4", MD);
+        snprintf(dyn, sizeof dyn, "dynamic:%g,32,8,4", g->md);
         double e1, h1, e2, h2;
         sd_speed s1, s2;
         if (!eval_tree(&p, dyn, SD_SCHEME_RRS, 40000 * g->scale, &e1, &h1, &s1) &&
@@ -402,11 +406,11 @@ void fig_gt_temperature(fig *g)
 void fig_spectr_table2(fig *g)
 {
     pair_ctx p;
-    if (pair_open(&p, PAIR)) return;
+    if (pair_open(&p, g, NULL)) return;
     fig_out(g, "# SpecTr Table 2 in kind: block efficiency of K x L drafts verified with K-SEQ (K = 1:\n"
                "# speculative decoding) on %s; the paper's LM1B numbers are in\n"
                "# data/paper_refs/spectr-table2.tsv\n"
-               "# columns: K, L, block efficiency, CI half width\n", PAIR);
+               "# columns: K, L, block efficiency, CI half width\n", g->lm);
     static const int Ks[4] = {1, 2, 4, 8}, Ls[2] = {4, 8};
     for (int li = 0; li < 2; li++) {
         double prev = 0;
@@ -426,7 +430,8 @@ void fig_spectr_table2(fig *g)
 
 /* SpecTr Table 4 in kind: draft quality against tokens per call of K x L drafts. The
  * paper varies the draft's size (2M, 6M, 20M); here the draft's mixture with noise
- * (0.8, 0.5, 0.2: worse to better) stands in. */
+ * (0.8, 0.5, 0.2: worse to better) stands in, so this recipe keeps its own three
+ * Markov pairs whatever --lm says. */
 void fig_spectr_table4(fig *g)
 {
     static const char *const pairs[3] = {"markov:8,1,0.5,3,0.8", "markov:8,1,0.5,3,0.5",
@@ -439,7 +444,7 @@ void fig_spectr_table4(fig *g)
     double best_prev[4] = {0};
     for (int d = 0; d < 3; d++) {
         pair_ctx p;
-        if (pair_open(&p, pairs[d])) return;
+        if (pair_open(&p, g, pairs[d])) return;
         for (int ki = 0; ki < 4; ki++) {
             char spec[32];
             snprintf(spec, sizeof spec, "spectr:%d,4", Ks[ki]);
