@@ -1,14 +1,21 @@
 #!/bin/sh
-# Installs the Debian packages specdec needs to build, test and draw figures.
+# Installs the Debian packages specdec needs to build, test and draw figures, and
+# fetches the test data that cannot be committed (llama.cpp's tokenizer vectors).
 # Safe to run again: it only calls apt-get when a package is missing.
 set -eu
-PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox"
+PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
+# npm fetches test data; a node.js from elsewhere may bring its own (Debian's npm would conflict)
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
+fetch() { # test data: llama.cpp's tokenizer vectors (tests/fetch-llama-cpp.sh)
+    sh "$(dirname "$0")/tests/fetch-llama-cpp.sh"
+}
 if [ -z "$missing" ]; then
     echo "deps: all present ($PKGS)"
+    fetch
     exit 0
 fi
 SUDO=""
@@ -19,3 +26,4 @@ fi
 echo "deps: installing:$missing"
 $SUDO apt-get update -q
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fetch
