@@ -7,10 +7,13 @@
 BUILD    ?= build
 CC       ?= cc
 OPT      ?= -O2
-CFLAGS   ?= $(OPT) -g
+# the decoder's row kernels need the machine's vector units (F16C, AVX2/AVX-512 or
+# NEON): build and run on the same machine, or `make ARCH=` for a portable binary
+ARCH     ?= -march=native
+CFLAGS   ?= $(OPT) $(ARCH) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
-CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Isrc -Ilp -Isim -Itests
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Isrc -Isrc/model -Ilp -Isim -Itests
 DEPFLAGS  = -MMD -MP
 LDLIBS   += -lglpk -lgsl -lgslcblas -lm
 OMPFLAGS ?= -fopenmp
@@ -21,7 +24,7 @@ else
 Q = @
 endif
 
-LIB_SRC  := $(wildcard src/*.c) $(wildcard lp/*.c) $(wildcard sim/*.c)
+LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(wildcard lp/*.c) $(wildcard sim/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC:= $(wildcard tests/bench/bench_*.c)
@@ -83,7 +86,7 @@ check:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
-# fuzz: 100000 mutated .npy/.safetensors files through the readers, under the same sanitizers.
+# fuzz: 100000 mutated .npy, .safetensors and .gguf files through the readers, under the sanitizers.
 fuzz:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
@@ -91,7 +94,8 @@ fuzz:
 	build-san/tests/fuzz_logs 100000
 
 bench: $(BENCH_BIN)
-	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+	@for b in $(filter-out %/bench_llamacpp,$(BENCH_BIN)); do echo "== $$b"; $$b || exit 1; done
+	@echo "== llama.cpp side by side"; sh tests/bench/llamacpp/bench.sh $(BUILD)
 
 # demo: the main job on the shipped default pair (README's first command).
 demo: $(BIN)
@@ -121,7 +125,7 @@ help:
 	@echo "make demo    run the main job on the shipped default pair"
 	@echo "make test    run the cmocka tests and the command-line tests"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
-	@echo "make fuzz    100000 mutated logit files through the readers, under the sanitizers"
+	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
 	@echo "make figs-check  only check the figures' reference values"

@@ -469,3 +469,356 @@ int sd_fuzz_logs_run(size_t n, unsigned long seed, size_t *accepted, size_t *rej
     gsl_rng_free(z.r);
     return rc;
 }
+
+/* ==== GGUF (src/model/gguf.c)
+ *
+ * Seeds are GGUF files from the library's writer: every value type, string arrays, a
+ * vocabulary-like file, tensors of every supported type, a 64-byte alignment, an
+ * empty file. Mutations are those of a binary format: bit flips, interesting bytes,
+ * truncation, insertions, deletions, duplicated slices, garbage appended, and, half
+ * the time, a numeric field of the seed's layout (version, counts, lengths, types,
+ * dims, offsets, which a walk of the valid seed locates) set to a boundary value.
+ * Each input is opened from the file and from an exact heap copy; both must give the
+ * same status with a message naming the input; an accepted file is read in full:
+ * every value through its getter, every string of every array, every tensor row
+ * dequantized and dotted (so every data pointer is dereferenced). */
+#include "gguf.h"
+
+enum { GGUF_MAX_FIELDS = 512 };
+
+typedef struct {
+    size_t at, width;
+} gguf_field;
+
+static const size_t gguf_sizes[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+
+/* The numeric fields of a valid seed (our writer's output: no bounds to check). */
+static size_t gguf_fields(const input *in, gguf_field *out)
+{
+    const unsigned char *b = in->b;
+    size_t n = 0, pos = 4;
+#define FIELD(w) (out[n < GGUF_MAX_FIELDS ? n++ : n - 1] = (gguf_field){pos, (w)}, pos += (w))
+    FIELD(4);
+    uint64_t n_tensors = load_le(b + pos, 8);
+    FIELD(8);
+    uint64_t n_kv = load_le(b + pos, 8);
+    FIELD(8);
+    for (uint64_t i = 0; i < n_kv; i++) {
+        pos += (size_t)load_le(b + pos, 8);
+        FIELD(8);
+        uint32_t type = (uint32_t)load_le(b + pos, 4), elem = type;
+        uint64_t count = 1;
+        FIELD(4);
+        if (type == 9) {
+            elem = (uint32_t)load_le(b + pos, 4);
+            FIELD(4);
+            count = load_le(b + pos, 8);
+            FIELD(8);
+        }
+        for (uint64_t k = 0; k < count; k++) {
+            if (elem == 8) {
+                pos += (size_t)load_le(b + pos, 8);
+                FIELD(8);
+            } else {
+                FIELD(gguf_sizes[elem]);
+            }
+        }
+    }
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        pos += (size_t)load_le(b + pos, 8);
+        FIELD(8);
+        uint32_t ndim = (uint32_t)load_le(b + pos, 4);
+        FIELD(4);
+        for (uint32_t d = 0; d < ndim; d++) FIELD(8);
+        FIELD(4);
+        FIELD(8);
+    }
+#undef FIELD
+    return n;
+}
+
+static int make_gguf_seeds(fuzzer *z)
+{
+    float x[128];
+    unsigned char q8[4 * 34], q4[2 * 18];
+    uint16_t f16[32], bf16[8];
+    for (int i = 0; i < 128; i++) x[i] = (float)((gsl_rng_uniform(z->r) - 0.5) * 6);
+    sd_quantize_row(SD_T_Q8_0, x, q8, 128);
+    sd_quantize_row(SD_T_Q4_0, x, q4, 64);
+    sd_quantize_row(SD_T_F16, x, f16, 32);
+    sd_quantize_row(SD_T_BF16, x, bf16, 8);
+    const char *const toks[6] = {"<unk>", "<s>", "\xc4\xa0the", "", "a", "\xe2\x96\x81x"};
+    const float scores[6] = {0, 0, -1.5f, -2, -3, -4.25f};
+    const int32_t types[6] = {2, 3, 1, 1, 1, 6};
+    const uint8_t bools[2] = {1, 0};
+    const uint64_t d16x2[2] = {16, 2}, d32[1] = {32}, d64x2[2] = {64, 2}, d8x2x2[3] = {8, 2, 2},
+                   d8[1] = {8};
+    int rc = SD_OK;
+    for (int s = 0; s < 4 && rc == SD_OK; s++) {
+        sd_gguf_writer *w = sd_gguf_writer_init();
+        if (s == 0) {   /* every value type, every tensor type */
+            sd_gguf_writer_set_str(w, "general.architecture", "llama");
+            sd_gguf_writer_set_u8(w, "a.u8", 200);
+            sd_gguf_writer_set_i8(w, "a.i8", -5);
+            sd_gguf_writer_set_u16(w, "a.u16", 60000);
+            sd_gguf_writer_set_i16(w, "a.i16", -300);
+            sd_gguf_writer_set_u32(w, "llama.block_count", 2);
+            sd_gguf_writer_set_i32(w, "a.i32", -70000);
+            sd_gguf_writer_set_f32(w, "a.f32", 1e-5f);
+            sd_gguf_writer_set_bool(w, "a.bool", 1);
+            sd_gguf_writer_set_u64(w, "a.u64", (uint64_t)1 << 40);
+            sd_gguf_writer_set_i64(w, "a.i64", -((int64_t)1 << 40));
+            sd_gguf_writer_set_f64(w, "a.f64", 2.385);
+            sd_gguf_writer_set_arr(w, "a.bools", SD_GGUF_BOOL, bools, 2);
+            sd_gguf_writer_set_arr_str(w, "a.strs", toks, 3);
+            sd_gguf_writer_add_tensor(w, "w.f32", SD_T_F32, 2, d16x2, x);
+            sd_gguf_writer_add_tensor(w, "w.f16", SD_T_F16, 3, d8x2x2, f16);
+            sd_gguf_writer_add_tensor(w, "w.q8", SD_T_Q8_0, 2, d64x2, q8);
+            sd_gguf_writer_add_tensor(w, "w.q4", SD_T_Q4_0, 1, d32, q4);
+            sd_gguf_writer_add_tensor(w, "w.bf16", SD_T_BF16, 1, d8, bf16);
+        } else if (s == 1) {   /* a vocabulary */
+            sd_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+            sd_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 6);
+            sd_gguf_writer_set_arr(w, "tokenizer.ggml.scores", SD_GGUF_F32, scores, 6);
+            sd_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", SD_GGUF_I32, types, 6);
+            sd_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+        } else if (s == 2) {   /* another alignment */
+            sd_gguf_writer_set_u32(w, "general.alignment", 64);
+            sd_gguf_writer_add_tensor(w, "a", SD_T_Q8_0, 1, d32, q8);
+            sd_gguf_writer_add_tensor(w, "b", SD_T_F32, 1, d8, x);
+        }
+        snprintf(z->path, sizeof z->path, "%s/seed.gguf", z->dir);
+        rc = sd_gguf_writer_write(w, z->path);
+        sd_gguf_writer_free(w);
+        if (rc == SD_OK) rc = slurp(z->path, 0, &z->seeds[z->n_seeds++]);
+    }
+    return rc;
+}
+
+static void mutate_gguf_field(fuzzer *z, input *in, const gguf_field *f)
+{
+    if (f->at + f->width > in->len) return;
+    uint64_t cur = load_le(in->b + f->at, f->width), len = in->len;
+    const uint64_t common[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 30, 31, 32, 64, cur - 1, cur + 1,
+                               cur + 32, 2 * cur, len, len - f->at, len - f->at - f->width,
+                               gsl_rng_get(z->r) % 256};
+    const uint64_t wide[] = {0x7fffffff, 0x80000000, 0xffffffff, (uint64_t)1 << 32,
+                             (uint64_t)1 << 62, (uint64_t)1 << 63, UINT64_MAX, UINT64_MAX / 8 + 1,
+                             UINT64_MAX / 34 + 1, gsl_rng_get(z->r)};
+    size_t nc = sizeof common / sizeof common[0], nw = sizeof wide / sizeof wide[0];
+    size_t k = rnd(z->r, nc + nw);
+    store_le(in->b + f->at, k < nc ? common[k] : wide[k - nc], f->width);
+}
+
+/* Replaces bytes [pos, pos + old) with rep (n bytes); GGUF has no length to fix up. */
+static void gguf_splice(input *in, size_t pos, size_t old, const void *rep, size_t n)
+{
+    if (pos > in->len) pos = in->len;
+    if (old > in->len - pos) old = in->len - pos;
+    if (in->len - old + n > in->cap) {
+        in->cap = in->len - old + n + MAX_GROWTH;
+        in->b = sd_xrealloc(in->b, in->cap);
+    }
+    memmove(in->b + pos + n, in->b + pos + old, in->len - pos - old);
+    memcpy(in->b + pos, rep, n);
+    in->len = in->len - old + n;
+}
+
+static void mutate_gguf(fuzzer *z, input *in, const gguf_field *fields, size_t n_fields)
+{
+    static const unsigned char interesting[] = {0, 1, 2, 4, 8, 9, 12, 30, 0x7f, 0x80, 0xff};
+    size_t pos = rnd(z->r, in->len + 1);
+    if (n_fields && rnd(z->r, 2)) {
+        mutate_gguf_field(z, in, &fields[rnd(z->r, n_fields)]);
+        return;
+    }
+    switch (rnd(z->r, 7)) {
+    case 0: if (pos < in->len) in->b[pos] ^= (unsigned char)(1u << rnd(z->r, 8)); break;
+    case 1: if (pos < in->len) in->b[pos] = interesting[rnd(z->r, sizeof interesting)]; break;
+    case 2: in->len = pos; break;
+    case 3: {
+        unsigned char junk[8];
+        size_t n = 1 + rnd(z->r, 8);
+        for (size_t i = 0; i < n; i++) junk[i] = (unsigned char)rnd(z->r, 256);
+        gguf_splice(in, pos, 0, junk, n);
+        break;
+    }
+    case 4: gguf_splice(in, pos, 1 + rnd(z->r, 16), "", 0); break;
+    case 5: {   /* a slice copied elsewhere: repeated keys and tensor infos */
+        if (!in->len) break;
+        size_t from = rnd(z->r, in->len), n = 1 + rnd(z->r, 64);
+        unsigned char tmp[64];
+        if (n > in->len - from) n = in->len - from;
+        memcpy(tmp, in->b + from, n);
+        gguf_splice(in, pos, 0, tmp, n);
+        break;
+    }
+    default: {
+        unsigned char tail[32];
+        size_t n = 1 + rnd(z->r, sizeof tail);
+        for (size_t i = 0; i < n; i++) tail[i] = (unsigned char)rnd(z->r, 256);
+        gguf_splice(in, in->len, 0, tail, n);
+        break;
+    }
+    }
+}
+
+/* Every value of pair i through the getter for its type. */
+static int walk_gguf_kv(const sd_gguf *g, size_t i, unsigned long *sum)
+{
+    const char *key = sd_gguf_kv_key(g, i), *s;
+    sd_gguf_type t = sd_gguf_kv_type(g, i), et;
+    size_t n, len;
+    int rc = SD_OK;
+    if (!key || sd_gguf_find_key(g, key) != (int64_t)i)
+        return sd_error(SD_EINVAL, "accepted key %zu is not found by name", i);
+    if (t == SD_GGUF_STR) {
+        if ((rc = sd_gguf_get_str(g, key, &s, &len)) == SD_OK)
+            for (size_t k = 0; k < len; k++) *sum += (unsigned char)s[k];
+    } else if (t == SD_GGUF_F32 || t == SD_GGUF_F64) {
+        double d;
+        rc = sd_gguf_get_f64(g, key, &d);
+    } else if (t == SD_GGUF_BOOL) {
+        int b;
+        rc = sd_gguf_get_bool(g, key, &b);
+    } else if (t != SD_GGUF_ARR) {
+        uint64_t u;
+        int64_t v;
+        rc = sd_gguf_get_u64(g, key, &u);
+        if (rc == SD_ERANGE) rc = sd_gguf_get_i64(g, key, &v);
+    } else if ((rc = sd_gguf_get_arr(g, key, &et, &n)) == SD_OK && et == SD_GGUF_STR) {
+        for (size_t k = 0; k < n && rc == SD_OK; k++)
+            if ((rc = sd_gguf_get_arr_str(g, key, k, &s, &len)) == SD_OK)
+                for (size_t c = 0; c < len; c++) *sum += (unsigned char)s[c];
+        char *copy = NULL;
+        if (rc == SD_OK && n) {
+            int r2 = sd_gguf_get_arr_strdup(g, key, n - 1, &copy);
+            if (r2 != SD_OK && r2 != SD_EFORMAT) rc = r2;
+            free(copy);
+        }
+    } else if (rc == SD_OK) {
+        const void *data;
+        if ((rc = sd_gguf_get_arr_data(g, key, &et, &n, &data)) == SD_OK && n) {
+            size_t bytes = n * gguf_sizes[et];
+            for (size_t k = 0; k < bytes; k++) *sum += ((const unsigned char *)data)[k];
+            void *conv = sd_xmalloc(n * sizeof(int32_t));
+            int r2 = et == SD_GGUF_F32 || et == SD_GGUF_F64 ? sd_gguf_get_arr_f32(g, key, n, conv)
+                     : et == SD_GGUF_BOOL ? SD_OK : sd_gguf_get_arr_i32(g, key, n, conv);
+            if (r2 != SD_OK && r2 != SD_ERANGE) rc = r2;
+            free(conv);
+        }
+    }
+    if (rc != SD_OK) {
+        char copy[1024];
+        snprintf(copy, sizeof copy, "%s", sd_errmsg());
+        return sd_error(SD_EINVAL, "reading accepted key '%s' failed: %s", key, copy);
+    }
+    return SD_OK;
+}
+
+/* Every tensor of an accepted file: inside the bytes, found by name, read row by row. */
+static int walk_gguf_tensors(const sd_gguf *g, const unsigned char *base, size_t len, float *sum)
+{
+    for (size_t i = 0; i < sd_gguf_n_tensors(g); i++) {
+        const sd_tensor *t = sd_gguf_get_tensor(g, i);
+        const unsigned char *p = t->data;
+        size_t nbytes;
+        if (p < base || p > base + len || t->nbytes > (size_t)(base + len - p) ||
+            sd_gguf_find_tensor(g, t->name) != t ||
+            sd_tensor_bytes(t->type, t->dims, t->ndim, t->name, &nbytes) || nbytes != t->nbytes)
+            return sd_error(SD_EINVAL, "accepted tensor %zu ('%s') is outside the file, not found "
+                            "by name or of the wrong size", i, t->name);
+        if (!t->nbytes) continue;
+        size_t cols = (size_t)t->dims[0], row_bytes = sd_ttype_row_bytes(t->type, cols);
+        float *row = sd_xmalloc(cols * sizeof *row), *ones = sd_xmalloc(cols * sizeof *ones);
+        for (size_t c = 0; c < cols; c++) ones[c] = 1;
+        for (size_t r = 0; r < t->nbytes / row_bytes; r++) {
+            sd_dequant_row(t->type, p + r * row_bytes, row, cols);
+            *sum += sd_dot_row(t->type, p + r * row_bytes, ones, cols) + row[cols - 1];
+        }
+        free(row);
+        free(ones);
+    }
+    return SD_OK;
+}
+
+static int run_gguf(fuzzer *z, const input *in, int *accepted)
+{
+    sd_gguf *g = NULL, *h = NULL;
+    int rc1, rc2, rc, ok1, ok2;
+    sd_error_clear();
+    rc1 = sd_gguf_open(z->path, &g);
+    if (rc1 != SD_OK && g) return sd_error(SD_EINVAL, "sd_gguf_open failed but set *out");
+    if ((rc = check_rc(z, rc1, "sd_gguf_open", &ok1))) return rc;
+    unsigned char *exact = sd_xmalloc(in->len ? in->len : 1);   /* no slack: overreads show */
+    memcpy(exact, in->b, in->len);
+    sd_error_clear();
+    rc2 = sd_gguf_open_buffer(exact, in->len, z->path, &h);
+    if ((rc = check_rc(z, rc2, "sd_gguf_open_buffer", &ok2)) == SD_OK && rc1 != rc2)
+        rc = sd_error(SD_EINVAL, "sd_gguf_open gave %d, sd_gguf_open_buffer %d", rc1, rc2);
+    unsigned long bytes = 0;
+    float sum = 0;
+    for (size_t i = 0; ok1 && ok2 && rc == SD_OK && i < sd_gguf_n_kv(h); i++)
+        rc = walk_gguf_kv(h, i, &bytes);
+    if (ok1 && ok2 && rc == SD_OK) rc = walk_gguf_tensors(h, exact, in->len, &sum);
+    if (ok1 && ok2 && rc == SD_OK &&
+        (sd_gguf_n_kv(g) != sd_gguf_n_kv(h) || sd_gguf_n_tensors(g) != sd_gguf_n_tensors(h)))
+        rc = sd_error(SD_EINVAL, "the file and the buffer read differently");
+    sd_gguf_close(g);
+    sd_gguf_close(h);
+    free(exact);
+    *accepted = ok1;
+    return rc;
+}
+
+int sd_fuzz_gguf_run(size_t n, unsigned long seed, size_t *accepted, size_t *rejected)
+{
+    fuzzer z;
+    memset(&z, 0, sizeof z);
+    *accepted = *rejected = 0;
+    snprintf(z.dir, sizeof z.dir, "/tmp/sd_fuzz_gguf_XXXXXX");
+    if (!mkdtemp(z.dir)) return sd_error(SD_EIO, "%s: cannot create: %s", z.dir, strerror(errno));
+    z.r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(z.r, seed);
+    input in = {NULL, 0, 0, 0};
+    gguf_field *fields = sd_xmalloc(MAX_SEEDS * GGUF_MAX_FIELDS * sizeof *fields);
+    size_t n_fields[MAX_SEEDS];
+    int rc = make_gguf_seeds(&z);
+    for (size_t s = 0; s < z.n_seeds && rc == SD_OK; s++)
+        n_fields[s] = gguf_fields(&z.seeds[s], fields + s * GGUF_MAX_FIELDS);
+    for (size_t i = 0; i < n && rc == SD_OK; i++) {
+        size_t s = rnd(z.r, z.n_seeds);
+        const input *src = &z.seeds[s];
+        in.len = src->len;
+        if (in.cap < src->len + MAX_GROWTH) {
+            in.cap = src->len + MAX_GROWTH;
+            in.b = sd_xrealloc(in.b, in.cap);
+        }
+        memcpy(in.b, src->b, src->len);
+        for (size_t m = 1 + rnd(z.r, 3); m-- > 0;)
+            mutate_gguf(&z, &in, fields + s * GGUF_MAX_FIELDS, n_fields[s]);
+        snprintf(z.path, sizeof z.path, "%s/in-%zu.gguf", z.dir, i);
+        int ok = 0;
+        if ((rc = write_input(z.path, &in))) break;
+        double t0 = now();
+        rc = run_gguf(&z, &in, &ok);
+        if (now() - t0 > z.slowest) z.slowest = now() - t0;
+        if (rc) {
+            char copy[1200];
+            snprintf(copy, sizeof copy, "%s", sd_errmsg());
+            rc = sd_error(rc, "fuzz_gguf input %zu (kept as %s): %s", i, z.path, copy);
+            break;
+        }
+        remove(z.path);
+        ++*(ok ? accepted : rejected);
+        if ((i + 1) % 10000 == 0)
+            fprintf(stderr, "fuzz_gguf: %zu/%zu inputs, %zu accepted, %zu rejected, slowest "
+                    "%.2f ms\n", i + 1, n, *accepted, *rejected, 1e3 * z.slowest);
+    }
+    if (rc == SD_OK) rmdir(z.dir);
+    for (size_t i = 0; i < z.n_seeds; i++) free(z.seeds[i].b);
+    free(fields);
+    free(in.b);
+    gsl_rng_free(z.r);
+    return rc;
+}

@@ -38,5 +38,11 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("fuzz_logs: %lu inputs, %zu accepted, %zu rejected\n", n, accepted, rejected);
+    rc = sd_fuzz_gguf_run((size_t)n, seed, &accepted, &rejected);   /* the GGUF reader too */
+    if (rc != SD_OK) {
+        fprintf(stderr, "fuzz_gguf: %s\n", sd_errmsg());
+        return 1;
+    }
+    printf("fuzz_gguf: %lu inputs, %zu accepted, %zu rejected\n", n, accepted, rejected);
     return 0;
 }

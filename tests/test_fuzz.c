@@ -22,10 +22,24 @@ static void test_fuzz_logs_readers_survive_mutated_files(void **state)
     assert_true(rejected >= 1000);
 }
 
+/* The same for the GGUF reader (src/model/gguf.c): 2000 mutated GGUF files. */
+static void test_fuzz_gguf_reader_survives_mutated_files(void **state)
+{
+    (void)state;
+    size_t accepted, rejected;
+    int rc = sd_fuzz_gguf_run(2000, 2385, &accepted, &rejected);
+    if (rc != SD_OK) print_error("%s\n", sd_errmsg());
+    assert_int_equal(rc, SD_OK);
+    assert_int_equal(accepted + rejected, 2000);
+    assert_true(accepted >= 50);
+    assert_true(rejected >= 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fuzz_logs_readers_survive_mutated_files),
+        cmocka_unit_test(test_fuzz_gguf_reader_survives_mutated_files),
     };
     return cmocka_run_group_tests_name("fuzz", tests, NULL, NULL);
 }

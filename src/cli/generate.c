@@ -1,0 +1,346 @@
+/* specdec generate: plain autoregressive generation with a GGUF model, its speed,
+ * and optionally a logit log of the generated text for specdec replay. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "cli.h"
+#include "dist.h"
+#include "llama.h"
+#include "logs.h"
+#include "npy.h"
+#include "sd_error.h"
+#include "tokenizer.h"
+
+static const char *const help =
+    "usage: specdec generate --model FILE.gguf (--prompt TEXT | --prompt-file F)\n"
+    "                        [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "                        [--seed S] [--threads N] [--ctx N] [--no-bos] [--stop-at-eos]\n"
+    "                        [--log-logits FILE.safetensors --draft D.gguf] [--json]\n"
+    "\n"
+    "Generates text with a Llama-family GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights;\n"
+    "llama or gpt2 tokenizer from the file's metadata), one token per forward pass,\n"
+    "and prints it on stdout as it comes. On stderr (or in --json): prompt and\n"
+    "generated tokens, and tokens per second for each phase.\n"
+    "\n"
+    "  --model FILE       the model (GGUF v3, llama architecture)\n"
+    "  --prompt TEXT      the prompt; --prompt-file F reads it from a file\n"
+    "  --max-tokens N     tokens to generate (default 64)\n"
+    "  --temperature T    0 is greedy (default 1)\n"
+    "  --top-k K          keep the K most probable tokens (default 0: off)\n"
+    "  --top-p P          keep the smallest set reaching mass P (default 1: off)\n"
+    "  --seed S           sampling seed (default 2385): same seed, same text\n"
+    "  --threads N        OpenMP threads (default: all)\n"
+    "  --ctx N            KV-cache positions (default: prompt + max-tokens, at most the\n"
+    "                     model's context length)\n"
+    "  --no-bos           do not add the tokenizer's BOS token\n"
+    "  --stop-at-eos      stop when the model emits its EOS token (default: go on)\n"
+    "  --log-logits FILE  write the logits at every generated position in the replay\n"
+    "                     format (.safetensors: target_logits from --model, draft_logits\n"
+    "                     from --draft scored on the same text, tokens); then\n"
+    "                     'specdec replay --log FILE' answers every scheme's acceptance\n"
+    "  --draft D.gguf     the draft model for --log-logits (same vocabulary)\n"
+    "  --json             one JSON object on stdout instead of the text\n";
+
+typedef struct {
+    const char *model, *prompt, *prompt_file, *log, *draft;
+    size_t max_tokens, top_k, ctx, threads;
+    double temperature, top_p;
+    unsigned long seed;
+    int no_bos, stop_eos, json;
+} gen_opts;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0, got;
+    char *buf = sd_xmalloc(cap);
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) buf = sd_xrealloc(buf, cap *= 2);
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return sd_error(SD_EIO, "%s: read error", path);
+    }
+    *text = buf, *len = n;
+    return SD_OK;
+}
+
+/* The log's rows: logits kept in memory for every generated position. */
+typedef struct {
+    const float *target, *draft;
+    const int32_t *tokens;
+    size_t vocab;
+} log_rows;
+
+static int log_row(void *ctx, size_t i, double *draft, double *target, long long *token)
+{
+    const log_rows *r = ctx;
+    for (size_t t = 0; t < r->vocab; t++) {
+        draft[t] = r->draft[i * r->vocab + t];
+        target[t] = r->target[i * r->vocab + t];
+    }
+    *token = r->tokens[i];
+    return SD_OK;
+}
+
+/* The draft scores the text the target generated: its logits at the same positions. */
+static int draft_logits(const gen_opts *o, const sd_llama *target, const int32_t *all, size_t n_prompt,
+                        size_t n_gen, float **out)
+{
+    sd_llama *d;
+    int rc = sd_llama_load(o->draft, &d);
+    if (rc) return rc;
+    if (d->cfg.n_vocab != target->cfg.n_vocab) {
+        rc = sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, the target's has %u", o->draft,
+                      d->cfg.n_vocab, target->cfg.n_vocab);
+        sd_llama_free(d);
+        return rc;
+    }
+    size_t V = d->cfg.n_vocab, n = n_prompt + n_gen - 1;
+    sd_kv *kv;
+    if ((rc = sd_kv_alloc(d, n, &kv))) {
+        sd_llama_free(d);
+        return rc;
+    }
+    float *lg = sd_xmalloc(n * V * sizeof *lg);
+    rc = sd_llama_forward(d, kv, all, n, NULL, NULL, lg, NULL);
+    if (!rc) {
+        *out = sd_xmalloc(n_gen * V * sizeof **out);
+        memcpy(*out, lg + (n_prompt - 1) * V, n_gen * V * sizeof **out);
+    }
+    free(lg);
+    sd_kv_free(kv);
+    sd_llama_free(d);
+    return rc;
+}
+
+static int generate(const gen_opts *o)
+{
+    const char *cmd = "generate";
+    sd_llama *m = NULL;
+    sd_tokenizer *tok = NULL;
+    sd_kv *kv = NULL;
+    char *ptext = NULL;
+    size_t plen = 0;
+    int32_t *ids = NULL;
+    size_t n_prompt = 0;
+    int rc;
+    if (o->prompt_file) {
+        if ((rc = read_file(o->prompt_file, &ptext, &plen))) return cli_fail(cmd, sd_errmsg());
+    } else {
+        plen = strlen(o->prompt);
+        ptext = sd_xmalloc(plen + 1);
+        memcpy(ptext, o->prompt, plen + 1);
+    }
+    if ((rc = sd_llama_load(o->model, &m)) || (rc = sd_tokenizer_from_gguf(m->file, &tok))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", sd_errmsg());
+        free(ptext);
+        sd_llama_free(m);
+        return cli_fail(cmd, msg);
+    }
+    int fail = 0;
+    char msg[1200] = "";
+    size_t V = m->cfg.n_vocab;
+    if (sd_tokenizer_n_vocab(tok) > V) {
+        snprintf(msg, sizeof msg, "%s: the tokenizer has %zu tokens, the output layer %zu", o->model,
+                 sd_tokenizer_n_vocab(tok), V);
+        fail = 1;
+    }
+    if (!fail && sd_tokenizer_encode(tok, ptext, plen, o->no_bos ? 0 : SD_TOK_ADD_SPECIAL, &ids, &n_prompt)) {
+        snprintf(msg, sizeof msg, "prompt: %s", sd_errmsg());
+        fail = 1;
+    }
+    if (!fail && n_prompt == 0) {
+        snprintf(msg, sizeof msg, "the prompt is empty and the tokenizer adds no BOS: nothing to start from");
+        fail = 1;
+    }
+    size_t ctx = o->ctx ? o->ctx : n_prompt + o->max_tokens;
+    if (!fail && ctx > m->cfg.ctx_len && !o->ctx) ctx = m->cfg.ctx_len;
+    if (!fail && n_prompt + o->max_tokens > ctx) {
+        snprintf(msg, sizeof msg, "the prompt (%zu tokens) and --max-tokens %zu need %zu positions; "
+                 "the context is %zu (the model's %u)", n_prompt, o->max_tokens, n_prompt + o->max_tokens,
+                 ctx, m->cfg.ctx_len);
+        fail = 1;
+    }
+    if (!fail && (rc = sd_kv_alloc(m, ctx, &kv))) {
+        snprintf(msg, sizeof msg, "%s", sd_errmsg());
+        fail = 1;
+    }
+    if (fail) {
+        free(ptext), free(ids);
+        sd_tokenizer_free(tok);
+        sd_llama_free(m);
+        return cli_fail(cmd, msg);
+    }
+
+    int32_t *all = sd_xmalloc((n_prompt + o->max_tokens + 1) * sizeof *all);
+    memcpy(all, ids, n_prompt * sizeof *ids);
+    float *lg = sd_xmalloc(n_prompt * V * sizeof *lg);
+    float *glog = o->log ? sd_xmalloc((o->max_tokens + 1) * V * sizeof *glog) : NULL;
+    double *prob = sd_xmalloc(V * sizeof *prob);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(rng, o->seed);
+
+    double t0 = now();
+    rc = sd_llama_forward(m, kv, all, n_prompt, NULL, NULL, lg, NULL);
+    double t_prompt = now() - t0;
+    const float *last = lg + (n_prompt - 1) * V;
+    size_t n_gen = 0;
+    double t1 = now();
+    float *step = sd_xmalloc(V * sizeof *step);
+    while (!rc && n_gen < o->max_tokens) {
+        if (glog) memcpy(glog + n_gen * V, last, V * sizeof *glog);
+        for (size_t t = 0; t < V; t++) prob[t] = last[t];
+        if ((rc = sd_dist_from_logits(prob, V, o->temperature, o->top_k, o->top_p, prob, "logits")))
+            break;
+        int32_t next = (int32_t)sd_dist_sample_cdf(prob, V, rng);
+        all[n_prompt + n_gen++] = next;
+        if (!o->json) {
+            const char *piece;
+            size_t len;
+            if (sd_tokenizer_piece(tok, next, &piece, &len) == SD_OK &&
+                sd_tokenizer_type(tok, next) != SD_TOKEN_CONTROL)
+                fwrite(piece, 1, len, stdout), fflush(stdout);
+        }
+        if (o->stop_eos && next == sd_tokenizer_eos(tok)) break;
+        if (n_gen == o->max_tokens) break;
+        if ((rc = sd_llama_forward(m, kv, &next, 1, NULL, NULL, step, NULL))) break;
+        last = step;
+    }
+    double t_gen = now() - t1;
+    if (!o->json) fputc('\n', stdout);
+
+    if (!rc && glog && n_gen) {
+        float *dl = NULL;
+        if (!(rc = draft_logits(o, m, all, n_prompt, n_gen, &dl))) {
+            log_rows rows = {glog, dl, all + n_prompt, V};
+            const char *meta[] = {"target_model", o->model, "draft_model", o->draft, "source", "specdec generate", NULL};
+            rc = sd_log_write(o->log, SD_NPY_F32, 1, n_gen, V, log_row, &rows, meta);
+        }
+        free(dl);
+    }
+    if (rc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
+    else {
+        double pr = (double)n_prompt / t_prompt, gr = n_gen > 1 ? (double)(n_gen - 1) / t_gen : 0;
+        if (o->json) {
+            char *text = NULL;
+            size_t len = 0;
+            sd_tokenizer_decode(tok, all + n_prompt, n_gen, 0, &text, &len);
+            printf("{\"model\": \"%s\", \"prompt_tokens\": %zu, \"generated_tokens\": %zu, "
+                   "\"prompt_seconds\": %.6f, \"prompt_tokens_per_second\": %.3f, "
+                   "\"generation_seconds\": %.6f, \"generation_tokens_per_second\": %.3f, "
+                   "\"threads\": %d, \"text\": \"",
+                   o->model, n_prompt, n_gen, t_prompt, pr, t_gen, gr, omp_get_max_threads());
+            for (size_t i = 0; text && i < len; i++) {
+                unsigned char ch = (unsigned char)text[i];
+                if (ch == '"' || ch == '\\') printf("\\%c", ch);
+                else if (ch < 0x20) printf("\\u%04x", ch);
+                else putchar(ch);
+            }
+            printf("\"}\n");
+            free(text);
+        } else {
+            fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s), generated %zu "
+                    "tokens in %.3f s (%.1f tokens/s), %d threads\n", n_prompt, t_prompt, pr, n_gen,
+                    t_gen, gr, omp_get_max_threads());
+            if (o->log) fprintf(stderr, "generate: logits of %zu positions in %s\n", n_gen, o->log);
+        }
+    }
+    free(step), free(prob), free(glog), free(lg), free(all), free(ids), free(ptext);
+    gsl_rng_free(rng);
+    sd_kv_free(kv);
+    sd_tokenizer_free(tok);
+    sd_llama_free(m);
+    return rc ? cli_fail(cmd, msg) : CLI_OK;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *cmd = "generate";
+    gen_opts o = {0};
+    o.max_tokens = 64, o.temperature = 1, o.top_p = 1, o.seed = 2385;
+    enum { O_MODEL = 256, O_PROMPT, O_PFILE, O_MAX, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX,
+           O_NOBOS, O_EOS, O_LOG, O_DRAFT, O_JSON };
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
+        {"prompt-file", required_argument, 0, O_PFILE}, {"max-tokens", required_argument, 0, O_MAX},
+        {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
+        {"top-p", required_argument, 0, O_TOPP}, {"seed", required_argument, 0, O_SEED},
+        {"threads", required_argument, 0, O_THREADS}, {"ctx", required_argument, 0, O_CTX},
+        {"no-bos", no_argument, 0, O_NOBOS}, {"stop-at-eos", no_argument, 0, O_EOS},
+        {"log-logits", required_argument, 0, O_LOG}, {"draft", required_argument, 0, O_DRAFT},
+        {"json", no_argument, 0, O_JSON}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    optind = 1;
+    int opt;
+    size_t sz;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case O_MODEL: o.model = optarg; break;
+        case O_PROMPT: o.prompt = optarg; break;
+        case O_PFILE: o.prompt_file = optarg; break;
+        case O_MAX:
+            if (cli_parse_size(optarg, "--max-tokens", cmd, &o.max_tokens)) return CLI_USAGE;
+            break;
+        case O_TEMP:
+            if (cli_parse_double(optarg, "--temperature", cmd, &o.temperature)) return CLI_USAGE;
+            if (!(o.temperature >= 0) || !isfinite(o.temperature))
+                return cli_usage(cmd, "--temperature %s: need a number >= 0", optarg);
+            break;
+        case O_TOPK:
+            if (cli_parse_size(optarg, "--top-k", cmd, &o.top_k)) return CLI_USAGE;
+            break;
+        case O_TOPP:
+            if (cli_parse_double(optarg, "--top-p", cmd, &o.top_p)) return CLI_USAGE;
+            if (!(o.top_p > 0 && o.top_p <= 1)) return cli_usage(cmd, "--top-p %s: need 0 < P <= 1", optarg);
+            break;
+        case O_SEED:
+            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
+            o.seed = (unsigned long)sz;
+            break;
+        case O_THREADS:
+            if (cli_parse_size(optarg, "--threads", cmd, &o.threads)) return CLI_USAGE;
+            if (!o.threads || o.threads > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", optarg);
+            break;
+        case O_CTX:
+            if (cli_parse_size(optarg, "--ctx", cmd, &o.ctx)) return CLI_USAGE;
+            break;
+        case O_NOBOS: o.no_bos = 1; break;
+        case O_EOS: o.stop_eos = 1; break;
+        case O_LOG: o.log = optarg; break;
+        case O_DRAFT: o.draft = optarg; break;
+        case O_JSON: o.json = 1; break;
+        case 'h': fputs(help, stdout); return CLI_OK;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o.model) return cli_usage(cmd, "--model FILE.gguf is required");
+    if (!o.prompt == !o.prompt_file) return cli_usage(cmd, "give one of --prompt TEXT and --prompt-file F");
+    if (o.log && !o.draft)
+        return cli_usage(cmd, "--log-logits needs --draft D.gguf: a replay log pairs the draft's logits with the target's");
+    if (o.draft && !o.log) return cli_usage(cmd, "--draft is only used with --log-logits");
+    if (o.threads) omp_set_num_threads((int)o.threads);
+    return generate(&o);
+}

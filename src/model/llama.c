@@ -1,0 +1,496 @@
+/* llama: the decoder's forward pass, its KV cache and in-memory models. Loading
+ * from GGUF is in llama_load.c. */
+#include "llama.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "sd_error.h"
+
+void sd_llama_close_file(sd_llama *m); /* llama_load.c */
+
+/* ---- configuration and models ---- */
+
+int sd_llama_config_check(const sd_llama_config *c, const char *what)
+{
+    if (!c->n_vocab || !c->dim || !c->n_layer || !c->n_head || !c->n_head_kv || !c->ffn_dim)
+        return sd_error(SD_EFORMAT, "%s: a zero hyper-parameter (vocab %u, dim %u, layers %u, "
+                        "heads %u, kv heads %u, ffn %u)", what, c->n_vocab, c->dim, c->n_layer,
+                        c->n_head, c->n_head_kv, c->ffn_dim);
+    if (c->n_head % c->n_head_kv)
+        return sd_error(SD_EFORMAT, "%s: %u heads are not a multiple of %u key/value heads", what,
+                        c->n_head, c->n_head_kv);
+    if (!c->head_dim || c->head_dim % 2)
+        return sd_error(SD_EFORMAT, "%s: head size %u (RoPE needs an even one)", what, c->head_dim);
+    if (c->dim > 65536 || c->ffn_dim > 262144 || c->n_layer > 1024 || c->n_head > 1024 ||
+        c->head_dim > 1024 || c->n_vocab > (1u << 24))
+        return sd_error(SD_EFORMAT, "%s: hyper-parameters out of range (dim %u, ffn %u, layers %u, "
+                        "heads %u, head size %u, vocab %u)", what, c->dim, c->ffn_dim, c->n_layer,
+                        c->n_head, c->head_dim, c->n_vocab);
+    if (!(c->rms_eps > 0) || !(c->rope_base > 0) || !isfinite(c->rms_eps) || !isfinite(c->rope_base))
+        return sd_error(SD_EFORMAT, "%s: rms epsilon %g and rope base %g must be positive", what,
+                        (double)c->rms_eps, (double)c->rope_base);
+    if (!c->ctx_len) return sd_error(SD_EFORMAT, "%s: context length 0", what);
+    return SD_OK;
+}
+
+static sd_tensor f32_view(const char *name, float **at, uint64_t d0, uint64_t d1)
+{
+    sd_tensor t = {name, SD_T_F32, d1 > 1 ? 2 : 1, {d0, d1, 1, 1}, *at, (size_t)(d0 * d1) * sizeof(float)};
+    *at += d0 * d1;
+    return t;
+}
+
+int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out)
+{
+    *out = NULL;
+    int rc = sd_llama_config_check(c, "model");
+    if (rc) return rc;
+    size_t d = c->dim, q = (size_t)c->n_head * c->head_dim, kv = (size_t)c->n_head_kv * c->head_dim;
+    size_t per_layer = d + d * q + 2 * d * kv + q * d + d + 3 * d * c->ffn_dim;
+    size_t n = (size_t)c->n_vocab * d + c->n_layer * per_layer + d + (tied ? 0 : (size_t)c->n_vocab * d);
+    sd_llama *m = sd_xcalloc(1, sizeof *m);
+    m->cfg = *c;
+    m->tied = tied;
+    m->params = sd_xcalloc(n, sizeof(float));
+    m->n_params = n;
+    m->layer = sd_xcalloc(c->n_layer, sizeof *m->layer);
+    float *at = m->params;
+    m->tok_embd = f32_view("token_embd.weight", &at, d, c->n_vocab);
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        sd_llama_layer *L = &m->layer[l];
+        L->attn_norm = f32_view("attn_norm", &at, d, 1);
+        L->wq = f32_view("attn_q", &at, d, q);
+        L->wk = f32_view("attn_k", &at, d, kv);
+        L->wv = f32_view("attn_v", &at, d, kv);
+        L->wo = f32_view("attn_output", &at, q, d);
+        L->ffn_norm = f32_view("ffn_norm", &at, d, 1);
+        L->w_gate = f32_view("ffn_gate", &at, d, c->ffn_dim);
+        L->w_up = f32_view("ffn_up", &at, d, c->ffn_dim);
+        L->w_down = f32_view("ffn_down", &at, c->ffn_dim, d);
+    }
+    m->out_norm = f32_view("output_norm.weight", &at, d, 1);
+    m->output = tied ? m->tok_embd : f32_view("output.weight", &at, d, c->n_vocab);
+    *out = m;
+    return SD_OK;
+}
+
+/* Converts one matrix into the buffer at *at (the caller sized it). */
+static int convert_tensor(const sd_tensor *src, sd_tensor *dst, sd_ttype t, char **at)
+{
+    size_t cols = src->dims[0], rows = src->ndim > 1 ? src->dims[1] : 1;
+    size_t rb = sd_ttype_row_bytes(t, cols), srb = sd_ttype_row_bytes(src->type, cols);
+    if (!rb) return sd_error(SD_EINVAL, "%s: rows of %zu cannot be stored as %s", src->name, cols, sd_ttype_name(t));
+    float *row = sd_xmalloc(cols * sizeof *row);
+    for (size_t r = 0; r < rows; r++) {
+        sd_dequant_row(src->type, (const char *)src->data + r * srb, row, cols);
+        sd_quantize_row(t, row, *at + r * rb, cols);
+    }
+    free(row);
+    *dst = *src;
+    dst->type = t, dst->data = *at, dst->nbytes = rows * rb;
+    *at += rows * rb;
+    return SD_OK;
+}
+
+int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out)
+{
+    *out = NULL;
+    if (!sd_ttype_block(t)) return sd_error(SD_EUNSUP, "convert to %s: unsupported", sd_ttype_name(t));
+    const sd_llama_config *c = &m->cfg;
+    sd_llama *q = sd_xcalloc(1, sizeof *q);
+    q->cfg = *c, q->tied = m->tied;
+    q->layer = sd_xcalloc(c->n_layer, sizeof *q->layer);
+    /* room: every matrix at t's row size, every norm as F32 */
+    size_t need = 0, d = c->dim;
+    const sd_tensor *mats[] = {&m->tok_embd, m->tied ? NULL : &m->output};
+    for (int i = 0; i < 2; i++)
+        if (mats[i]) need += sd_ttype_row_bytes(t, mats[i]->dims[0]) * mats[i]->dims[1];
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        const sd_tensor *ms[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) need += sd_ttype_row_bytes(t, ms[i]->dims[0]) * ms[i]->dims[1];
+        need += 2 * d * sizeof(float);
+    }
+    need += d * sizeof(float);
+    char *at = q->qbuf = sd_xmalloc(need + 64);
+    int rc = convert_tensor(&m->tok_embd, &q->tok_embd, t, &at);
+    for (uint32_t l = 0; !rc && l < c->n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        sd_llama_layer *Q = &q->layer[l];
+        if ((rc = convert_tensor(&L->attn_norm, &Q->attn_norm, SD_T_F32, &at)) ||
+            (rc = convert_tensor(&L->wq, &Q->wq, t, &at)) || (rc = convert_tensor(&L->wk, &Q->wk, t, &at)) ||
+            (rc = convert_tensor(&L->wv, &Q->wv, t, &at)) || (rc = convert_tensor(&L->wo, &Q->wo, t, &at)) ||
+            (rc = convert_tensor(&L->ffn_norm, &Q->ffn_norm, SD_T_F32, &at)) ||
+            (rc = convert_tensor(&L->w_gate, &Q->w_gate, t, &at)) ||
+            (rc = convert_tensor(&L->w_up, &Q->w_up, t, &at)) ||
+            (rc = convert_tensor(&L->w_down, &Q->w_down, t, &at)))
+            break;
+    }
+    if (!rc) rc = convert_tensor(&m->out_norm, &q->out_norm, SD_T_F32, &at);
+    if (!rc) {
+        if (m->tied) q->output = q->tok_embd;
+        else rc = convert_tensor(&m->output, &q->output, t, &at);
+    }
+    if (rc) {
+        sd_llama_free(q);
+        return rc;
+    }
+    *out = q;
+    return SD_OK;
+}
+
+void sd_llama_free(sd_llama *m)
+{
+    if (!m) return;
+    free(m->layer);
+    free(m->params);
+    free(m->qbuf);
+    free(m->path);
+    sd_llama_close_file(m);
+    free(m);
+}
+
+static size_t tensor_elems(const sd_tensor *t)
+{
+    size_t n = 1;
+    for (uint32_t i = 0; i < t->ndim; i++) n *= t->dims[i];
+    return n;
+}
+
+size_t sd_llama_params(const sd_llama *m)
+{
+    size_t n = tensor_elems(&m->tok_embd) + tensor_elems(&m->out_norm) +
+               (m->tied ? 0 : tensor_elems(&m->output));
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        n += tensor_elems(&L->attn_norm) + tensor_elems(&L->wq) + tensor_elems(&L->wk) +
+             tensor_elems(&L->wv) + tensor_elems(&L->wo) + tensor_elems(&L->ffn_norm) +
+             tensor_elems(&L->w_gate) + tensor_elems(&L->w_up) + tensor_elems(&L->w_down);
+    }
+    return n;
+}
+
+size_t sd_llama_weight_bytes(const sd_llama *m)
+{
+    size_t n = m->tok_embd.nbytes + m->out_norm.nbytes + (m->tied ? 0 : m->output.nbytes);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        n += L->attn_norm.nbytes + L->wq.nbytes + L->wk.nbytes + L->wv.nbytes + L->wo.nbytes +
+             L->ffn_norm.nbytes + L->w_gate.nbytes + L->w_up.nbytes + L->w_down.nbytes;
+    }
+    return n;
+}
+
+/* ---- KV cache ---- */
+
+int sd_kv_alloc(const sd_llama *m, size_t cap, sd_kv **out)
+{
+    *out = NULL;
+    size_t width = (size_t)m->cfg.n_head_kv * m->cfg.head_dim;
+    if (!cap || cap > ((size_t)1 << 24) || cap > ((size_t)1 << 40) / (width * m->cfg.n_layer * 8))
+        return sd_error(SD_ERANGE, "KV cache of %zu positions: out of range", cap);
+    sd_kv *kv = sd_xcalloc(1, sizeof *kv);
+    kv->cap = cap, kv->width = width, kv->n_layer = m->cfg.n_layer;
+    kv->k = sd_xmalloc(m->cfg.n_layer * cap * width * sizeof(float));
+    kv->v = sd_xmalloc(m->cfg.n_layer * cap * width * sizeof(float));
+    kv->pos = sd_xmalloc(cap * sizeof *kv->pos);
+    *out = kv;
+    return SD_OK;
+}
+
+void sd_kv_free(sd_kv *kv)
+{
+    if (!kv) return;
+    free(kv->k);
+    free(kv->v);
+    free(kv->pos);
+    free(kv);
+}
+
+void sd_kv_truncate(sd_kv *kv, size_t n)
+{
+    if (n < kv->n) kv->n = n;
+}
+
+int sd_kv_keep(sd_kv *kv, size_t base, const size_t *keep, size_t nkeep)
+{
+    if (base > kv->n) return sd_error(SD_EINVAL, "KV keep: base %zu past the %zu entries", base, kv->n);
+    for (size_t i = 0; i < nkeep; i++)
+        if (keep[i] < base + i || keep[i] >= kv->n || (i && keep[i] <= keep[i - 1]))
+            return sd_error(SD_EINVAL, "KV keep: entry %zu (index %zu) out of order or range", i, keep[i]);
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        float *k = kv->k + (size_t)l * kv->cap * kv->width, *v = kv->v + (size_t)l * kv->cap * kv->width;
+        for (size_t i = 0; i < nkeep; i++)
+            if (keep[i] != base + i) {
+                memcpy(k + (base + i) * kv->width, k + keep[i] * kv->width, kv->width * sizeof *k);
+                memcpy(v + (base + i) * kv->width, v + keep[i] * kv->width, kv->width * sizeof *v);
+            }
+    }
+    for (size_t i = 0; i < nkeep; i++) kv->pos[base + i] = kv->pos[keep[i]];
+    kv->n = base + nkeep;
+    return SD_OK;
+}
+
+/* ---- activations ---- */
+
+int sd_llama_acts_alloc(const sd_llama_config *c, size_t n, sd_llama_acts **out)
+{
+    *out = NULL;
+    int rc = sd_llama_config_check(c, "model");
+    if (rc) return rc;
+    if (!n || n > 65536) return sd_error(SD_ERANGE, "activation record for %zu tokens", n);
+    size_t d = c->dim, q = (size_t)c->n_head * c->head_dim, kv = (size_t)c->n_head_kv * c->head_dim;
+    sd_llama_acts *a = sd_xcalloc(1, sizeof *a);
+    a->n = n;
+    a->layer = sd_xcalloc(c->n_layer, sizeof *a->layer);
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        sd_llama_layer_acts *L = &a->layer[l];
+        L->x = sd_xmalloc(n * d * sizeof(float));
+        L->xn = sd_xmalloc(n * d * sizeof(float));
+        L->rms = sd_xmalloc(n * sizeof(float));
+        L->q = sd_xmalloc(n * q * sizeof(float));
+        L->k = sd_xmalloc(n * kv * sizeof(float));
+        L->v = sd_xmalloc(n * kv * sizeof(float));
+        L->att = sd_xmalloc((size_t)c->n_head * n * n * sizeof(float));
+        L->ao = sd_xmalloc(n * q * sizeof(float));
+        L->x2 = sd_xmalloc(n * d * sizeof(float));
+        L->xn2 = sd_xmalloc(n * d * sizeof(float));
+        L->rms2 = sd_xmalloc(n * sizeof(float));
+        L->gate = sd_xmalloc(n * c->ffn_dim * sizeof(float));
+        L->up = sd_xmalloc(n * c->ffn_dim * sizeof(float));
+        L->h = sd_xmalloc(n * c->ffn_dim * sizeof(float));
+    }
+    a->xf = sd_xmalloc(n * d * sizeof(float));
+    a->xfn = sd_xmalloc(n * d * sizeof(float));
+    a->rmsf = sd_xmalloc(n * sizeof(float));
+    a->n_layer = c->n_layer;
+    *out = a;
+    return SD_OK;
+}
+
+void sd_llama_acts_free(sd_llama_acts *a)
+{
+    if (!a) return;
+    for (uint32_t l = 0; l < a->n_layer; l++) {
+        sd_llama_layer_acts *L = &a->layer[l];
+        free(L->x), free(L->xn), free(L->rms), free(L->q), free(L->k), free(L->v), free(L->att);
+        free(L->ao), free(L->x2), free(L->xn2), free(L->rms2), free(L->gate), free(L->up), free(L->h);
+    }
+    free(a->layer);
+    free(a->xf), free(a->xfn), free(a->rmsf);
+    free(a);
+}
+
+/* ---- kernels ---- */
+
+/* Below this many tokens a batch reads each weight row once and dots it with every
+ * token (memory-bound, like one token); from it on the blocked product of gemm.h
+ * (compute-bound). Measured with bench_model: the tree sizes of speculative decoding
+ * (2-16 tokens) cost little more than one token this way. */
+#define MATMUL_GEMM_FROM 16
+
+/* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads. */
+static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols)
+{
+    size_t rb = sd_ttype_row_bytes(w->type, cols);
+    const char *base = w->data;
+    if (n < MATMUL_GEMM_FROM) {
+#pragma omp parallel if (rows * cols * n > 32768)
+        {
+            float *buf = n > 1 && w->type != SD_T_F32 ? sd_xmalloc(cols * sizeof *buf) : NULL;
+#pragma omp for schedule(static)
+            for (size_t r = 0; r < rows; r++) {
+                const char *row = base + r * rb;
+                if (n == 1) {
+                    y[r] = sd_dot_row(w->type, row, x, cols);
+                    continue;
+                }
+                const float *wr = (const float *)row; /* a quantized row: expanded once */
+                if (buf) sd_dequant_row(w->type, row, buf, cols), wr = buf;
+                for (size_t t = 0; t < n; t++) y[t * rows + r] = sd_dot_row(SD_T_F32, wr, x + t * cols, cols);
+            }
+            free(buf);
+        }
+        return;
+    }
+    if (w->type == SD_T_F32) {
+        sd_gemm_f32(n, rows, cols, x, cols, 1, (const float *)base, 1, cols, y, rows, 0);
+        return;
+    }
+    enum { BLOCK = 256 };
+    float *buf = sd_xmalloc(BLOCK * cols * sizeof *buf);
+    for (size_t r0 = 0; r0 < rows; r0 += BLOCK) {
+        size_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
+#pragma omp parallel for schedule(static) if (nr * cols > 32768)
+        for (size_t r = 0; r < nr; r++) sd_dequant_row(w->type, base + (r0 + r) * rb, buf + r * cols, cols);
+        sd_gemm_f32(n, nr, cols, x, cols, 1, buf, 1, cols, y + r0, rows, 0);
+    }
+    free(buf);
+}
+
+/* out = x / rms(x) * weight; returns 1 / rms(x). */
+static float rmsnorm(float *out, const float *x, const sd_tensor *weight, size_t d, float eps,
+                     float *wbuf)
+{
+    double ss = 0;
+    for (size_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / (double)d + eps));
+    sd_dequant_row(weight->type, weight->data, wbuf, d);
+    for (size_t i = 0; i < d; i++) out[i] = x[i] * inv * wbuf[i];
+    return inv;
+}
+
+/* Rotates adjacent pairs of each head of x (heads x hd) to position pos. */
+static void rope(float *x, size_t heads, size_t hd, size_t pos, const float *freq)
+{
+    for (size_t i = 0; i < hd / 2; i++) {
+        float a = (float)pos * freq[i], c = cosf(a), s = sinf(a);
+        for (size_t h = 0; h < heads; h++) {
+            float *p = x + h * hd + 2 * i, x0 = p[0], x1 = p[1];
+            p[0] = x0 * c - x1 * s;
+            p[1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* ---- the forward pass ---- */
+
+int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
+                     const size_t *pos, const unsigned char *mask, float *logits,
+                     sd_llama_acts *acts)
+{
+    const sd_llama_config *c = &m->cfg;
+    size_t d = c->dim, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, F = c->ffn_dim;
+    size_t qw = nh * hd, kw = nkv * hd, base = kv->n, V = c->n_vocab, group = nh / nkv;
+    if (!n) return SD_OK;
+    if (base + n > kv->cap)
+        return sd_error(SD_ERANGE, "%zu tokens after %zu cached: past the KV cache's %zu positions",
+                        n, base, kv->cap);
+    if (acts && (base != 0 || n > acts->n))
+        return sd_error(SD_EINVAL, "training forward: %zu tokens after %zu cached (record of %zu)",
+                        n, base, acts->n);
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= c->n_vocab)
+            return sd_error(SD_EINVAL, "token %zu: id %d outside the vocabulary of %u", i,
+                            (int)tokens[i], c->n_vocab);
+        size_t p = pos ? pos[i] : base + i;
+        if (p >= c->ctx_len)
+            return sd_error(SD_ERANGE, "token %zu at position %zu: past the model's context of %u",
+                            i, p, c->ctx_len);
+    }
+    if (mask)
+        for (size_t i = 0; i < n; i++)
+            if (!mask[i * n + i]) return sd_error(SD_EINVAL, "mask: token %zu does not see itself", i);
+
+    size_t ctx = base + n;
+    /* scratch, or the trainer's record */
+    float *x = sd_xmalloc(n * d * sizeof *x), *wbuf = sd_xmalloc((d > F ? d : F) * sizeof *wbuf);
+    float *s_xn = NULL, *s_q = NULL, *s_ao = NULL, *s_gate = NULL, *s_up = NULL, *s_att = NULL;
+    if (!acts) {
+        s_xn = sd_xmalloc(n * d * sizeof(float));
+        s_q = sd_xmalloc(n * qw * sizeof(float));
+        s_ao = sd_xmalloc(n * qw * sizeof(float));
+        s_gate = sd_xmalloc(n * F * sizeof(float));
+        s_up = sd_xmalloc(n * F * sizeof(float));
+    }
+    float *tmp = sd_xmalloc(n * (d > kw ? d : kw) * sizeof *tmp);
+    float *freq = sd_xmalloc(hd / 2 * sizeof *freq);
+    for (size_t i = 0; i < hd / 2; i++) freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
+    if (!acts) s_att = sd_xmalloc(n * nh * ctx * sizeof *s_att);
+
+    for (size_t i = 0; i < n; i++) {
+        kv->pos[base + i] = pos ? pos[i] : base + i;
+        size_t rb = sd_ttype_row_bytes(m->tok_embd.type, d);
+        sd_dequant_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)tokens[i] * rb, x + i * d, d);
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        sd_llama_layer_acts *A = acts ? &acts->layer[l] : NULL;
+        float *xn = A ? A->xn : s_xn, *q = A ? A->q : s_q, *ao = A ? A->ao : s_ao;
+        float *gate = A ? A->gate : s_gate, *up = A ? A->up : s_up, *h = A ? A->h : s_gate;
+        float *att = A ? A->att : s_att;
+        float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
+        if (A) memcpy(A->x, x, n * d * sizeof *x);
+
+        /* attention */
+        for (size_t i = 0; i < n; i++) {
+            float r = rmsnorm(xn + i * d, x + i * d, &L->attn_norm, d, c->rms_eps, wbuf);
+            if (A) A->rms[i] = r;
+        }
+        matmul(q, xn, &L->wq, n, qw, d);
+        matmul(kc, xn, &L->wk, n, kw, d);
+        matmul(vc, xn, &L->wv, n, kw, d);
+        for (size_t i = 0; i < n; i++) {
+            rope(q + i * qw, nh, hd, kv->pos[base + i], freq);
+            rope(kc + i * kw, nkv, hd, kv->pos[base + i], freq);
+        }
+        if (A) {
+            memcpy(A->k, kc, n * kw * sizeof *kc);
+            memcpy(A->v, vc, n * kw * sizeof *vc);
+        }
+        const float *K = kv->k + (size_t)l * kv->cap * kw, *Vv = kv->v + (size_t)l * kv->cap * kw;
+#pragma omp parallel for collapse(2) schedule(static) if (n * nh * ctx > 4096)
+        for (size_t i = 0; i < n; i++)
+            for (size_t hh = 0; hh < nh; hh++) {
+                /* row of probabilities: the record keeps [head][i][j] over the n keys */
+                float *p = A ? att + (hh * n + i) * n : att + (i * nh + hh) * ctx;
+                const float *qi = q + i * qw + hh * hd;
+                size_t kvh = hh / group;
+                float mx = -INFINITY;
+                for (size_t j = 0; j < ctx; j++) {
+                    int vis = j < base || (mask ? mask[i * n + (j - base)] != 0 : j - base <= i);
+                    float sc = -INFINITY;
+                    if (vis) sc = sd_dot_row(SD_T_F32, qi, K + j * kw + kvh * hd, hd) * scale;
+                    p[j] = sc;
+                    if (sc > mx) mx = sc;
+                }
+                double z = 0;
+                for (size_t j = 0; j < ctx; j++) {
+                    float e = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
+                    p[j] = e;
+                    z += e;
+                }
+                float *o = ao + i * qw + hh * hd;
+                memset(o, 0, hd * sizeof *o);
+                for (size_t j = 0; j < ctx; j++) {
+                    p[j] = (float)(p[j] / z);
+                    if (p[j] == 0) continue;
+                    const float *vj = Vv + j * kw + kvh * hd;
+                    for (size_t e = 0; e < hd; e++) o[e] += p[j] * vj[e];
+                }
+            }
+        matmul(tmp, ao, &L->wo, n, d, qw);
+        for (size_t i = 0; i < n * d; i++) x[i] += tmp[i];
+        if (A) memcpy(A->x2, x, n * d * sizeof *x);
+
+        /* SwiGLU MLP */
+        float *xn2 = A ? A->xn2 : s_xn;
+        for (size_t i = 0; i < n; i++) {
+            float r = rmsnorm(xn2 + i * d, x + i * d, &L->ffn_norm, d, c->rms_eps, wbuf);
+            if (A) A->rms2[i] = r;
+        }
+        matmul(gate, xn2, &L->w_gate, n, F, d);
+        matmul(up, xn2, &L->w_up, n, F, d);
+        for (size_t i = 0; i < n * F; i++) h[i] = silu(gate[i]) * up[i];
+        matmul(tmp, h, &L->w_down, n, d, F);
+        for (size_t i = 0; i < n * d; i++) x[i] += tmp[i];
+    }
+    kv->n = base + n;
+
+    float *xf = acts ? acts->xfn : s_xn;
+    if (acts) memcpy(acts->xf, x, n * d * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        float r = rmsnorm(xf + i * d, x + i * d, &m->out_norm, d, c->rms_eps, wbuf);
+        if (acts) acts->rmsf[i] = r;
+    }
+    if (logits) matmul(logits, xf, &m->output, n, V, d);
+    free(x), free(wbuf), free(tmp), free(freq);
+    free(s_xn), free(s_q), free(s_ao), free(s_gate), free(s_up), free(s_att);
+    return SD_OK;
+}

@@ -1,0 +1,159 @@
+/* llama: a Llama-family decoder on the CPU.
+ *
+ * Token embedding, then n_layer blocks of
+ *     x += Wo attention(RoPE(Wq rmsnorm(x)), RoPE(Wk rmsnorm(x)), Wv rmsnorm(x))
+ *     x += Wdown (silu(Wgate rmsnorm(x)) * Wup rmsnorm(x))
+ * then RMSNorm and the output matrix (tied to the embedding when the file has no
+ * output.weight). Grouped-query attention: n_head query heads share n_head_kv key
+ * and value heads. RoPE rotates adjacent pairs (x[2i], x[2i+1]) by pos * base^(-2i/hd),
+ * llama.cpp's layout for the llama architecture. Weights are F32, F16, BF16, Q8_0 or
+ * Q4_0 (src/model/tensor.h), read in place from the memory-mapped GGUF file.
+ *
+ * One forward pass serves everything: a prompt, one generated token, a whole draft
+ * tree (a mask says which new token sees which; positions by depth, src/mask.h), and
+ * the trainer (it passes an activation record that the backward pass reads).
+ *
+ *   sd_llama *m;  sd_kv *kv;
+ *   if (sd_llama_load("model.gguf", &m) || sd_kv_alloc(m, 512, &kv)) -> sd_errmsg()
+ *   float *logits = malloc(n * m->cfg.n_vocab * sizeof *logits);
+ *   sd_llama_forward(m, kv, prompt, n, NULL, NULL, logits, NULL);  causal, appends n
+ *   sd_kv_truncate(kv, kv->n - 2);                                  forget the last 2
+ *   sd_llama_free(m);
+ */
+#ifndef SD_LLAMA_H
+#define SD_LLAMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+typedef struct sd_gguf sd_gguf;
+typedef struct sd_gguf_writer sd_gguf_writer;
+
+typedef struct {
+    uint32_t n_vocab;
+    uint32_t dim;        /* embedding width */
+    uint32_t n_layer;
+    uint32_t n_head;     /* query heads */
+    uint32_t n_head_kv;  /* key/value heads (n_head a multiple of it) */
+    uint32_t head_dim;   /* dim / n_head */
+    uint32_t ffn_dim;    /* hidden width of the SwiGLU MLP */
+    uint32_t ctx_len;    /* longest sequence the model was trained for */
+    float rms_eps;
+    float rope_base;
+} sd_llama_config;
+
+typedef struct {
+    sd_tensor attn_norm;              /* {dim} */
+    sd_tensor wq, wk, wv, wo;         /* {dim, n_head hd}, {dim, n_head_kv hd} x2, {n_head hd, dim} */
+    sd_tensor ffn_norm;               /* {dim} */
+    sd_tensor w_gate, w_up, w_down;   /* {dim, ffn} x2, {ffn, dim} */
+} sd_llama_layer;
+
+typedef struct {
+    sd_llama_config cfg;
+    sd_tensor tok_embd;     /* {dim, n_vocab}: row t is token t's embedding */
+    sd_tensor out_norm;     /* {dim} */
+    sd_tensor output;       /* {dim, n_vocab}; a copy of tok_embd's view when tied */
+    int tied;
+    sd_llama_layer *layer;  /* [n_layer] */
+    sd_gguf *file;          /* the mapping the tensors point into (NULL when built in memory) */
+    char *path;             /* for messages */
+    float *params;          /* sd_llama_alloc: every weight, F32, one buffer (else NULL) */
+    size_t n_params;
+    void *qbuf;             /* sd_llama_convert: the converted weights (else NULL) */
+} sd_llama;
+
+/* Reads the hyper-parameters and tensors of a llama GGUF file (llama.cpp's key and
+ * tensor names), checking every tensor's shape against the hyper-parameters:
+ * SD_EFORMAT / SD_EUNSUP naming the file and the key or tensor. */
+int sd_llama_load(const char *path, sd_llama **out);
+/* The same from an open GGUF (the model takes ownership of g, also on failure). */
+int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out);
+/* A model whose weights are one owned, zero-filled F32 buffer m->params (n_params
+ * floats): tok_embd, then per layer attn_norm wq wk wv wo ffn_norm w_gate w_up
+ * w_down, then out_norm and, unless tied, output. The trainer initialises and
+ * updates it in place; tests fill it at random. */
+int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out);
+/* A copy of m with its matrices (embedding, attention, MLP, output) stored as type t
+ * (F32, F16, BF16, Q8_0, Q4_0: quantized as ggml does); the norm weights stay F32.
+ * The copy owns its weights. SD_EINVAL if a row length is not a multiple of t's block. */
+int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out);
+/* Adds the model's hyper-parameters (llama.* keys, general.architecture, general.name
+ * = name) and its tensors, as they are stored, to a GGUF writer; the caller adds the
+ * tokenizer (tokenizer.ggml.*) and writes. The tensors must outlive the write. */
+int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w);
+/* Checks a configuration (n_head a multiple of n_head_kv, even head_dim, ...). */
+int sd_llama_config_check(const sd_llama_config *c, const char *what);
+void sd_llama_free(sd_llama *m);
+/* Parameters (elements of every weight) and bytes of the weights as stored. */
+size_t sd_llama_params(const sd_llama *m);
+size_t sd_llama_weight_bytes(const sd_llama *m);
+
+/* ---- KV cache ----
+ * Keys (after RoPE) and values of the positions evaluated so far, per layer:
+ * k[l][i][n_head_kv hd]. kv->n entries are valid; a forward pass appends its tokens
+ * after them, in order. Rolling back (rejected drafts) is truncation, or keeping a
+ * subset of the last tokens (the accepted path of a draft tree). */
+typedef struct {
+    size_t cap;     /* positions it can hold */
+    size_t n;       /* positions held */
+    size_t width;   /* n_head_kv * head_dim */
+    uint32_t n_layer;
+    float *k, *v;   /* [n_layer][cap][width] */
+    size_t *pos;    /* [cap] the position id of each entry */
+} sd_kv;
+
+int sd_kv_alloc(const sd_llama *m, size_t cap, sd_kv **out);
+void sd_kv_free(sd_kv *kv);
+/* Keeps the first n entries (n <= kv->n). */
+void sd_kv_truncate(sd_kv *kv, size_t n);
+/* Keeps entries [0, base) and then keep[0..nkeep-1] (indices >= base, increasing),
+ * moved to base, base + 1, ...: after verifying a tree appended at base, keep its
+ * accepted path. SD_EINVAL if an index is out of order or out of range. */
+int sd_kv_keep(sd_kv *kv, size_t base, const size_t *keep, size_t nkeep);
+
+/* ---- activations for the trainer ----
+ * With an activation record, the forward pass keeps what the backward pass needs
+ * instead of overwriting scratch space (the cache must start empty: kv->n == 0). */
+typedef struct {
+    float *x;      /* [n][dim] residual stream entering the block */
+    float *xn;     /* [n][dim] rmsnorm(x) * attn_norm */
+    float *rms;    /* [n] 1 / rms(x) */
+    float *q;      /* [n][n_head hd] after RoPE */
+    float *k, *v;  /* [n][n_head_kv hd] (k after RoPE) */
+    float *att;    /* [n_head][n][n] softmax probabilities (row i: query i over keys 0..n-1) */
+    float *ao;     /* [n][n_head hd] attention output, before wo */
+    float *x2;     /* [n][dim] after the attention residual */
+    float *xn2;    /* [n][dim] rmsnorm(x2) * ffn_norm */
+    float *rms2;   /* [n] */
+    float *gate, *up; /* [n][ffn] before the activation */
+    float *h;      /* [n][ffn] silu(gate) * up */
+} sd_llama_layer_acts;
+
+typedef struct {
+    size_t n;                   /* tokens the record holds room for */
+    uint32_t n_layer;
+    sd_llama_layer_acts *layer; /* [n_layer] */
+    float *xf;                  /* [n][dim] residual stream after the last block */
+    float *xfn;                 /* [n][dim] rmsnorm(xf) * out_norm */
+    float *rmsf;                /* [n] */
+} sd_llama_acts;
+
+int sd_llama_acts_alloc(const sd_llama_config *c, size_t n, sd_llama_acts **out);
+void sd_llama_acts_free(sd_llama_acts *a);
+
+/* ---- the forward pass ----
+ * Evaluates tokens[0..n-1] after the kv->n cached positions and appends them to the
+ * cache. pos: position ids (NULL: kv->n + i). mask: NULL for causal attention among
+ * the new tokens, else n x n row-major, mask[i n + j] != 0 iff new token i sees new
+ * token j (a token must see itself); every new token sees every cached entry.
+ * logits: n x n_vocab (NULL: only fill the cache). acts: NULL, or the trainer's record (then
+ * kv->n must be 0 and n <= acts->n). SD_ERANGE past the cache's capacity or the
+ * model's context, SD_EINVAL for a token id out of the vocabulary. */
+int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
+                     const size_t *pos, const unsigned char *mask, float *logits,
+                     sd_llama_acts *acts);
+
+#endif

@@ -1,0 +1,387 @@
+/* tensor: element types, half-precision conversions and the row kernels.
+ * Reading order: the type table and sizes, f16/bf16 conversions, dequantization of
+ * a block, the dot product (the decoder's hot loop), quantization.
+ *
+ * The dot product is written for GCC's auto-vectoriser at plain -O2 (SSE2, no
+ * -ffast-math): a row is dequantized 64 elements at a time into a stack buffer
+ * (fixed trip counts, so the conversion loops vectorise), and the products go into
+ * 16 independent accumulators, lane k taking elements i with i % 16 == k (an
+ * unrolled loop the vectoriser turns into four 4-float registers). Because every
+ * type uses the same lanes in the same order, and dequantization is exact
+ * arithmetic on the stored values, sd_dot_row(t, row, x, n) equals
+ * sd_dot_row(SD_T_F32, dequantized row, x, n) bit for bit; tests rely on it.
+ */
+#include "tensor.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sd_error.h"
+
+/* Tensor data is used in place from the file: ggml's formats are little-endian. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "src/model/tensor.c: GGUF tensor data is little-endian; big-endian hosts are not supported"
+#endif
+
+enum {
+    NACC = 16,              /* independent accumulators of the dot product */
+    CHUNK = 64,             /* elements dequantized at a time (a multiple of NACC and SD_QK) */
+    Q8_0_BYTES = 2 + SD_QK, /* f16 scale, 32 int8 */
+    Q4_0_BYTES = 2 + SD_QK / 2 /* f16 scale, 16 bytes of nibbles */
+};
+
+/* ---- the type table */
+
+/* ggml's type names by id, so that a message about a file can say "Q4_K" rather than
+ * "type 12"; ids ggml retired are NULL. Only five of them are supported here. */
+static const char *const ggml_names[] = {
+    "F32", "F16", "Q4_0", "Q4_1", NULL, NULL, "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
+    "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL",
+    "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16", NULL, NULL,
+    NULL, "TQ1_0", "TQ2_0", NULL, NULL, NULL, "MXFP4", "NVFP4", "Q1_0", "Q2_0"};
+
+int sd_ttype_supported(uint32_t t)
+{
+    return t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16 || t == SD_T_Q8_0 || t == SD_T_Q4_0;
+}
+
+const char *sd_ttype_name(uint32_t t)
+{
+    static _Thread_local char buf[24];
+    if (t < sizeof ggml_names / sizeof ggml_names[0] && ggml_names[t]) return ggml_names[t];
+    snprintf(buf, sizeof buf, "type %u", (unsigned)t);
+    return buf;
+}
+
+size_t sd_ttype_block(sd_ttype t)
+{
+    switch (t) {
+    case SD_T_F32: case SD_T_F16: case SD_T_BF16: return 1;
+    case SD_T_Q8_0: case SD_T_Q4_0: return SD_QK;
+    }
+    return 0;
+}
+
+size_t sd_ttype_block_bytes(sd_ttype t)
+{
+    switch (t) {
+    case SD_T_F32: return 4;
+    case SD_T_F16: case SD_T_BF16: return 2;
+    case SD_T_Q8_0: return Q8_0_BYTES;
+    case SD_T_Q4_0: return Q4_0_BYTES;
+    }
+    return 0;
+}
+
+size_t sd_ttype_row_bytes(sd_ttype t, uint64_t n)
+{
+    size_t block = sd_ttype_block(t), bytes = sd_ttype_block_bytes(t);
+    if (!block || n % block) return 0;
+    uint64_t blocks = n / block;
+    if (blocks > SIZE_MAX / bytes) return 0;
+    return (size_t)blocks * bytes;
+}
+
+int sd_tensor_bytes(sd_ttype t, const uint64_t *dims, uint32_t ndim, const char *what, size_t *out)
+{
+    if (!sd_ttype_supported(t))
+        return sd_error(SD_EINVAL, "%s: tensor type %s is not supported (F32, F16, BF16, Q8_0, "
+                        "Q4_0 are)", what, sd_ttype_name(t));
+    if (ndim > SD_TENSOR_MAX_DIMS)
+        return sd_error(SD_EINVAL, "%s: %u dimensions, at most %d are supported", what,
+                        (unsigned)ndim, SD_TENSOR_MAX_DIMS);
+    /* A row (dims[0]) is whole blocks; a 0-dim tensor is one element. */
+    uint64_t row = ndim ? dims[0] : 1, count = 1;
+    int empty = 0;
+    for (uint32_t i = 0; i < ndim; i++) empty |= dims[i] == 0;
+    if (row % sd_ttype_block(t))
+        return sd_error(SD_EINVAL, "%s: rows of %llu elements are not whole %s blocks of %zu", what,
+                        (unsigned long long)row, sd_ttype_name(t), sd_ttype_block(t));
+    for (uint32_t i = 0; i < ndim && !empty; i++) {
+        if (count > UINT64_MAX / dims[i])
+            return sd_error(SD_ERANGE, "%s: the element count (dimension %u is %llu) overflows 64 "
+                            "bits", what, (unsigned)i, (unsigned long long)dims[i]);
+        count *= dims[i];
+    }
+    if (empty) count = 0;
+    uint64_t blocks = count / sd_ttype_block(t);
+    if (blocks > SIZE_MAX / sd_ttype_block_bytes(t))
+        return sd_error(SD_ERANGE, "%s: %llu elements of %s overflow size_t bytes", what,
+                        (unsigned long long)count, sd_ttype_name(t));
+    *out = (size_t)blocks * sd_ttype_block_bytes(t);
+    return SD_OK;
+}
+
+/* ---- half precision */
+
+static inline float f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* Exact f16 -> f32 without branches (Maratyszcza's FP16 method, as ggml uses), so
+ * that loops over halfs vectorise. Normal halfs: move exponent and mantissa into
+ * place and rescale by 2^-112 (exact). Subnormals: build 0.5 + m 2^-24 ... as a float
+ * and subtract 0.5 (exact). Inf and NaN come out of the normal path. */
+static inline float half_to_float(uint16_t h)
+{
+    const uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, two_w = w + w;
+    const float normal = f32_from_bits((two_w >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
+    const float subnormal = f32_from_bits((two_w >> 17) | (126u << 23)) - 0.5f;
+    const uint32_t is_sub = 0u - (uint32_t)(two_w < (1u << 27));   /* all ones or zero */
+    return f32_from_bits(sign | (f32_bits(subnormal) & is_sub) | (f32_bits(normal) & ~is_sub));
+}
+
+float sd_f16_to_f32(uint16_t h) { return half_to_float(h); }
+
+float sd_bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
+
+uint16_t sd_f32_to_f16(float f)
+{
+    const uint32_t u = f32_bits(f), a = u & 0x7fffffffu;
+    const uint16_t sign = (uint16_t)(u >> 16 & 0x8000u);
+    if (a > 0x7f800000u)   /* NaN: quiet, keeping the payload's top bits */
+        return sign | 0x7e00u | (uint16_t)(a >> 13 & 0x3ffu);
+    if (a >= 0x477ff000u)  /* >= 65520 (halfway above 65504, the largest half): inf */
+        return sign | 0x7c00u;
+    if (a >= 0x38800000u) { /* >= 2^-14: a normal half. Rebias 127 -> 15, round 23 -> 10 bits */
+        uint32_t v = a - 0x38000000u;
+        v += 0xfffu + (v >> 13 & 1u);   /* to nearest, ties to even; a carry bumps the exponent */
+        return sign | (uint16_t)(v >> 13);
+    }
+    if (a <= 0x33000000u)  /* <= 2^-25, half the smallest subnormal: the tie goes to even, 0 */
+        return sign;
+    /* A subnormal half m 2^-24: m = mantissa (with its leading 1) shifted right by 126 - e,
+     * rounded to nearest even. m may round up to 0x400, which encodes 2^-14 correctly. */
+    const uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t m = mant >> shift;
+    const uint32_t rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (m & 1u))) m++;
+    return sign | (uint16_t)m;
+}
+
+/* ggml's f32 -> bf16: round to nearest even, NaN kept NaN (quiet). */
+static uint16_t f32_to_bf16(float f)
+{
+    const uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40u);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
+/* ---- dequantization */
+
+/* The f16 scale at the start of a block (no alignment assumed). */
+static inline float block_scale(const unsigned char *b)
+{
+    return half_to_float((uint16_t)(b[0] | b[1] << 8));
+}
+
+static inline void dequant_q8_0(const unsigned char *restrict b, float *restrict dst)
+{
+    const float d = block_scale(b);
+    const int8_t *q = (const int8_t *)(b + 2);
+    for (int j = 0; j < SD_QK; j++) dst[j] = d * (float)q[j];
+}
+
+static inline void dequant_q4_0(const unsigned char *restrict b, float *restrict dst)
+{
+    const float d = block_scale(b);
+    const unsigned char *q = b + 2;
+    for (int j = 0; j < SD_QK / 2; j++) {
+        dst[j] = d * (float)((q[j] & 15) - 8);
+        dst[j + SD_QK / 2] = d * (float)((q[j] >> 4) - 8);
+    }
+}
+
+/* Elements [i, i + n) of a row (i and n multiples of the block) into dst. Called with
+ * n == CHUNK in the dot product, where the constant trip counts let loops vectorise. */
+static inline void dequant_span(sd_ttype t, const void *restrict row, size_t i, size_t n,
+                                float *restrict dst)
+{
+    const unsigned char *b = row;
+    switch (t) {
+    case SD_T_F32: memcpy(dst, (const float *)row + i, n * sizeof *dst); return;
+    case SD_T_F16:
+        for (size_t j = 0; j < n; j++) dst[j] = half_to_float(((const uint16_t *)row)[i + j]);
+        return;
+    case SD_T_BF16:
+        for (size_t j = 0; j < n; j++) dst[j] = sd_bf16_to_f32(((const uint16_t *)row)[i + j]);
+        return;
+    case SD_T_Q8_0:
+        for (size_t k = 0; k < n / SD_QK; k++)
+            dequant_q8_0(b + (i / SD_QK + k) * Q8_0_BYTES, dst + k * SD_QK);
+        return;
+    case SD_T_Q4_0:
+        for (size_t k = 0; k < n / SD_QK; k++)
+            dequant_q4_0(b + (i / SD_QK + k) * Q4_0_BYTES, dst + k * SD_QK);
+        return;
+    }
+    for (size_t j = 0; j < n; j++) dst[j] = NAN;   /* unsupported type: loud garbage */
+}
+
+/* One function per type, so that dequant_span's switch folds away and the F16 and
+ * BF16 conversions vectorise (a loop over a variable type ran 12x slower). */
+#define DEQUANT_ROW(name, type)                                                      \
+    static void name(const void *restrict row, float *restrict dst, size_t n)       \
+    {                                                                                \
+        size_t i = 0;                                                                \
+        for (; i + CHUNK <= n; i += CHUNK) dequant_span(type, row, i, CHUNK, dst + i); \
+        if (i < n) dequant_span(type, row, i, n - i, dst + i);                       \
+    }
+
+DEQUANT_ROW(dequant_row_f16, SD_T_F16)
+DEQUANT_ROW(dequant_row_bf16, SD_T_BF16)
+DEQUANT_ROW(dequant_row_q8_0, SD_T_Q8_0)
+DEQUANT_ROW(dequant_row_q4_0, SD_T_Q4_0)
+
+void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n)
+{
+    switch (t) {
+    case SD_T_F32: memcpy(dst, row, n * sizeof *dst); return;
+    case SD_T_F16: dequant_row_f16(row, dst, n); return;
+    case SD_T_BF16: dequant_row_bf16(row, dst, n); return;
+    case SD_T_Q8_0: dequant_row_q8_0(row, dst, n); return;
+    case SD_T_Q4_0: dequant_row_q4_0(row, dst, n); return;
+    }
+    for (size_t j = 0; j < n; j++) dst[j] = NAN; /* unsupported type: loud garbage */
+}
+
+/* ---- dot product */
+
+/* acc[k] += w[i] x[i] for the i < n with i % NACC == k; n a multiple of NACC. */
+static inline void dot_lanes(const float *restrict w, const float *restrict x, size_t n,
+                             float *restrict acc)
+{
+    for (size_t i = 0; i < n; i += NACC) {
+#pragma GCC unroll 16
+        for (int k = 0; k < NACC; k++) acc[k] += w[i + k] * x[i + k];
+    }
+}
+
+/* The lanes summed in a fixed tree, then the tail (elements past the last full 16). */
+static inline float dot_finish(const float *a, const float *restrict w, const float *restrict x,
+                               size_t n_tail)
+{
+    float tail = 0;
+    for (size_t i = 0; i < n_tail; i++) tail += w[i] * x[i];
+    return ((((a[0] + a[8]) + (a[1] + a[9])) + ((a[2] + a[10]) + (a[3] + a[11]))) +
+            (((a[4] + a[12]) + (a[5] + a[13])) + ((a[6] + a[14]) + (a[7] + a[15])))) + tail;
+}
+
+/* F32 needs no staging: the lanes run over the row itself. */
+static float dot_f32(const float *restrict w, const float *restrict x, size_t n)
+{
+    float acc[NACC] = {0};
+    size_t body = n / NACC * NACC;
+    dot_lanes(w, x, body, acc);
+    return dot_finish(acc, w + body, x + body, n - body);
+}
+
+/* One function per type, so that dequant_span's switch folds away and its loops see
+ * the constant CHUNK. */
+#define DOT_STAGED(name, type)                                                      \
+    static float name(const void *restrict row, const float *restrict x, size_t n) \
+    {                                                                               \
+        float acc[NACC] = {0}, w[CHUNK];                                            \
+        size_t i = 0;                                                               \
+        for (; i + CHUNK <= n; i += CHUNK) {                                        \
+            dequant_span(type, row, i, CHUNK, w);                                   \
+            dot_lanes(w, x + i, CHUNK, acc);                                        \
+        }                                                                           \
+        size_t rest = n - i, body = rest / NACC * NACC;                             \
+        if (rest) dequant_span(type, row, i, rest, w);                              \
+        dot_lanes(w, x + i, body, acc);                                             \
+        return dot_finish(acc, w + body, x + i + body, rest - body);                \
+    }
+
+DOT_STAGED(dot_f16, SD_T_F16)
+DOT_STAGED(dot_bf16, SD_T_BF16)
+DOT_STAGED(dot_q8_0, SD_T_Q8_0)
+DOT_STAGED(dot_q4_0, SD_T_Q4_0)
+
+float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n)
+{
+    switch (t) {
+    case SD_T_F32: return dot_f32(row, x, n);
+    case SD_T_F16: return dot_f16(row, x, n);
+    case SD_T_BF16: return dot_bf16(row, x, n);
+    case SD_T_Q8_0: return dot_q8_0(row, x, n);
+    case SD_T_Q4_0: return dot_q4_0(row, x, n);
+    }
+    return NAN;
+}
+
+/* ---- quantization (ggml's reference rounding, so files match llama.cpp's byte for byte) */
+
+static void put_scale(unsigned char *b, float d)
+{
+    uint16_t h = sd_f32_to_f16(d);
+    b[0] = (unsigned char)(h & 0xff);
+    b[1] = (unsigned char)(h >> 8);
+}
+
+/* Q8_0: d = max|x| / 127, q = round(x / d) (half away from zero, as roundf). The scale
+ * is rounded to f16 after the q are computed from the exact one, as in ggml. */
+static void quantize_q8_0(const float *src, unsigned char *b)
+{
+    float amax = 0;
+    for (int j = 0; j < SD_QK; j++) amax = fmaxf(amax, fabsf(src[j]));
+    const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+    put_scale(b, d);
+    for (int j = 0; j < SD_QK; j++) {
+        float r = roundf(src[j] * id);
+        /* |r| <= 127 for finite input; the guards keep NaN and inf defined (ggml's cast is not) */
+        int q = r >= 127 ? 127 : r <= -127 ? -127 : r == r ? (int)r : 0;
+        b[2 + j] = (unsigned char)(int8_t)q;
+    }
+}
+
+/* Q4_0: d = m / -8 where m is the element of largest magnitude (so m itself maps to
+ * nibble 0, i.e. -8), nibble = trunc(x / d + 8.5) capped at 15. */
+static void quantize_q4_0(const float *src, unsigned char *b)
+{
+    float amax = 0, max = 0;
+    for (int j = 0; j < SD_QK; j++)
+        if (amax < fabsf(src[j])) amax = fabsf(src[j]), max = src[j];
+    const float d = max / -8, id = d != 0 ? 1 / d : 0;
+    put_scale(b, d);
+    for (int j = 0; j < SD_QK / 2; j++) {
+        int q[2];
+        for (int h = 0; h < 2; h++) {
+            float v = src[j + h * SD_QK / 2] * id + 8.5f;
+            q[h] = v >= 15 ? 15 : v >= 0 ? (int)v : 0;   /* NaN -> 0 */
+        }
+        b[2 + j] = (unsigned char)(q[0] | q[1] << 4);
+    }
+}
+
+void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n)
+{
+    unsigned char *b = dst;
+    switch (t) {
+    case SD_T_F32: memcpy(dst, src, n * sizeof *src); return;
+    case SD_T_F16:
+        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sd_f32_to_f16(src[i]);
+        return;
+    case SD_T_BF16:
+        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_bf16(src[i]);
+        return;
+    case SD_T_Q8_0:
+        for (size_t k = 0; k < n / SD_QK; k++) quantize_q8_0(src + k * SD_QK, b + k * Q8_0_BYTES);
+        return;
+    case SD_T_Q4_0:
+        for (size_t k = 0; k < n / SD_QK; k++) quantize_q4_0(src + k * SD_QK, b + k * Q4_0_BYTES);
+        return;
+    }
+}

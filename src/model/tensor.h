@@ -1,0 +1,69 @@
+/* tensor: the element types of model weights (GGUF/ggml numbering), their block
+ * layout, half-precision conversion, and the row kernels every matrix product of
+ * the decoder and the trainer goes through (dequantize a row, dot a row with a
+ * float vector, quantize a row).
+ *
+ * A tensor's dims follow GGUF: dims[0] is the contiguous one (a row), so a weight
+ * W with `rows` outputs and `cols` inputs has dims {cols, rows} and row r starts at
+ * data + r * sd_ttype_row_bytes(type, cols).
+ *
+ *   float y = sd_dot_row(SD_T_Q8_0, row, x, cols);       one output of y = W x
+ *   sd_dequant_row(SD_T_F16, row, buf, cols);            a row as floats
+ *
+ * Quantized formats (ggml's, so that GGUF files from llama.cpp load as they are):
+ *   Q8_0: blocks of 32: f16 scale d, 32 int8 q; x = d q.
+ *   Q4_0: blocks of 32: f16 scale d, 16 bytes; element j < 16 is the low nibble of
+ *         byte j, element j + 16 its high nibble; x = d (nibble - 8).
+ */
+#ifndef SD_TENSOR_H
+#define SD_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    SD_T_F32 = 0,
+    SD_T_F16 = 1,
+    SD_T_Q4_0 = 2,
+    SD_T_Q8_0 = 8,
+    SD_T_BF16 = 30,
+} sd_ttype;
+
+#define SD_TENSOR_MAX_DIMS 4
+#define SD_QK 32 /* elements per Q8_0 / Q4_0 block */
+
+typedef struct {
+    const char *name;
+    sd_ttype type;
+    uint32_t ndim;
+    uint64_t dims[SD_TENSOR_MAX_DIMS]; /* unused dims are 1 */
+    const void *data;                  /* read-only (memory-mapped or owned elsewhere) */
+    size_t nbytes;
+} sd_tensor;
+
+/* 1 if t (a raw GGUF type id) is one specdec reads. */
+int sd_ttype_supported(uint32_t t);
+/* "F32", "F16", "Q4_0", "Q8_0", "BF16"; ggml's name for another type ggml knows ("Q4_K"),
+ * "type N" for an unknown id (static buffer per thread). */
+const char *sd_ttype_name(uint32_t t);
+/* Elements per block (1 or 32) and bytes per block; 0 for an unsupported type. */
+size_t sd_ttype_block(sd_ttype t);
+size_t sd_ttype_block_bytes(sd_ttype t);
+/* Bytes of a row of n elements; 0 if unsupported or n is not a multiple of the block. */
+size_t sd_ttype_row_bytes(sd_ttype t, uint64_t n);
+/* Bytes of a whole tensor (product of dims), with overflow and block checks:
+ * SD_OK, or SD_EINVAL / SD_ERANGE with a message naming `what`. */
+int sd_tensor_bytes(sd_ttype t, const uint64_t *dims, uint32_t ndim, const char *what, size_t *out);
+
+float sd_f16_to_f32(uint16_t h);
+uint16_t sd_f32_to_f16(float f); /* round to nearest even; overflow to inf */
+float sd_bf16_to_f32(uint16_t h);
+
+/* dst[0..n-1] = the row's elements as floats. */
+void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n);
+/* sum_j row[j] x[j] over n elements (n a multiple of the block). */
+float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n);
+/* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16), as ggml does. */
+void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n);
+
+#endif

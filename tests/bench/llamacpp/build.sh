@@ -1,0 +1,106 @@
+#!/bin/sh
+# Builds llama.cpp's CPU tools (llama-bench, llama-simple, llama-completion or,
+# in older trees, llama-cli) and libllama from the sources that
+# tests/fetch-llama-cpp.sh put in .cache/llama.cpp, then ref_logits.c against
+# that libllama. Reference only: nothing of specdec links with it.
+#
+# usage: tests/bench/llamacpp/build.sh [--force]
+#   env: LLAMA_SRC   (default .cache/llama.cpp)
+#        LLAMA_BUILD (default .cache/llama.cpp-build)
+#        JOBS        (default 2: the build machine has 2 cores, shared)
+# Idempotent: the CMake step is skipped when every binary is already there, and
+# ref_logits is relinked only when ref_logits.c is newer. --force rebuilds both
+# (an incremental CMake build: only what changed is compiled again).
+set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+cd "$ROOT"
+SRC=${LLAMA_SRC:-.cache/llama.cpp}
+BUILD=${LLAMA_BUILD:-.cache/llama.cpp-build}
+JOBS=${JOBS:-2}
+FORCE=0
+case "${1:-}" in
+    --force) FORCE=1 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    "") ;;
+    *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+
+log() { echo "llamacpp: $*" >&2; }
+
+# 1. sources
+if [ ! -f "$SRC/include/llama.h" ]; then
+    if [ "$SRC" = .cache/llama.cpp ]; then
+        sh tests/fetch-llama-cpp.sh
+    else
+        log "no llama.cpp sources in $SRC (LLAMA_SRC)"; exit 1
+    fi
+fi
+
+# 2. cmake
+if ! command -v cmake >/dev/null 2>&1; then
+    log "installing cmake (apt-get)"
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get install -y cmake >/dev/null || {
+        $SUDO apt-get update >/dev/null && $SUDO apt-get install -y cmake >/dev/null; } || {
+        log "could not install cmake; apt-get install cmake"; exit 1; }
+fi
+
+# 3. llama.cpp. The main text tool is llama-completion since llama.cpp moved
+# llama-cli to the server code (built only with LLAMA_BUILD_SERVER, which also
+# wants the web UI); older trees have llama-cli in tools/main or examples/main.
+if [ -d "$SRC/tools/completion" ]; then
+    MAIN=llama-completion
+else
+    MAIN=llama-cli
+fi
+TARGETS="llama llama-bench llama-simple $MAIN"
+BIN="$BUILD/bin"
+
+missing=0
+for t in llama-bench llama-simple $MAIN; do
+    [ -x "$BIN/$t" ] || missing=1
+done
+[ -e "$BIN/libllama.so" ] || [ -e "$BUILD/src/libllama.so" ] || missing=1
+
+if [ $missing = 1 ] || [ $FORCE = 1 ]; then
+    if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+        log "configuring $SRC into $BUILD (CPU only, Release, native, OpenMP)"
+        # LLAMA_CURL: ignored by trees that fetch with OpenSSL, honoured by older ones.
+        cmake -S "$SRC" -B "$BUILD" \
+            -DCMAKE_BUILD_TYPE=Release \
+            -DBUILD_SHARED_LIBS=ON \
+            -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DGGML_BACKEND_DL=OFF \
+            -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_RPC=OFF \
+            -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+            -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
+            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+            -DLLAMA_BUILD_UI=OFF -DLLAMA_ALL_WARNINGS=OFF >"$BUILD.configure.log" 2>&1 || {
+            log "cmake configure failed; see $BUILD.configure.log"; exit 1; }
+    fi
+    log "building $TARGETS with -j$JOBS (log: $BUILD.build.log)"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    cmake --build "$BUILD" --config Release -j"$JOBS" --target $TARGETS >"$BUILD.build.log" 2>&1 || {
+        tail -n 30 "$BUILD.build.log" >&2; log "build failed; see $BUILD.build.log"; exit 1; }
+    log "built in $(( $(date +%s) - start )) s"
+else
+    log "llama.cpp tools present in $BIN (--force to rebuild)"
+fi
+
+# 4. ref_logits, a C program against include/llama.h (ggml.h comes with it).
+LIBDIR="$BIN"
+[ -e "$LIBDIR/libllama.so" ] || LIBDIR="$BUILD/src"
+ABS_LIBDIR=$(cd "$LIBDIR" && pwd)
+GGML_LIBDIR=$ABS_LIBDIR
+[ -e "$GGML_LIBDIR/libggml.so" ] || GGML_LIBDIR=$(cd "$BUILD/ggml/src" && pwd)
+if [ ! -x "$BIN/ref_logits" ] || [ $FORCE = 1 ] ||
+    [ -n "$(find "$HERE/ref_logits.c" -newer "$BIN/ref_logits")" ]; then
+    log "compiling ref_logits"
+    ${CC:-cc} -std=c11 -O2 -g -Wall -Wextra -Werror -Wshadow -D_POSIX_C_SOURCE=200809L \
+        -I"$SRC/include" -I"$SRC/ggml/include" \
+        -o "$BIN/ref_logits" "$HERE/ref_logits.c" \
+        -L"$ABS_LIBDIR" -L"$GGML_LIBDIR" -lllama -lggml -lggml-base \
+        -Wl,-rpath,"$ABS_LIBDIR" -Wl,-rpath,"$GGML_LIBDIR" -lm
+fi
+log "ready: $BIN/{llama-bench,llama-simple,$MAIN,ref_logits}"

@@ -1,0 +1,108 @@
+/* Tests of src/model/gemm: every stride layout of A and B, accumulation, edge
+ * tiles and depths past one panel, against a double reference; the three products
+ * of a linear layer as gemm.h writes them. */
+#include "support.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#include "gemm.h"
+
+static float *gauss(gsl_rng *r, size_t n)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)gsl_ran_gaussian(r, 1.0);
+    return x;
+}
+
+/* C (M x N, ldc = N + 3) against sum_k A(r, k) B(k, j) in double. */
+static void check(gsl_rng *r, size_t M, size_t N, size_t K, int a_tr, int b_tr, int acc)
+{
+    size_t ldc = N + 3;
+    float *A = gauss(r, M * K), *B = gauss(r, K * N), *C = gauss(r, M * ldc);
+    float *C0 = malloc(M * ldc * sizeof *C0);
+    memcpy(C0, C, M * ldc * sizeof *C0);
+    size_t a_rs = a_tr ? 1 : K, a_ks = a_tr ? M : 1, b_rs = b_tr ? 1 : N, b_cs = b_tr ? K : 1;
+    sd_gemm_f32(M, N, K, A, a_rs, a_ks, B, b_rs, b_cs, C, ldc, acc);
+    for (size_t i = 0; i < M; i++) {
+        for (size_t j = 0; j < N; j++) {
+            double s = acc ? C0[i * ldc + j] : 0, mag = fabs(s);
+            for (size_t k = 0; k < K; k++) {
+                double p = (double)A[i * a_rs + k * a_ks] * B[k * b_rs + j * b_cs];
+                s += p, mag += fabs(p);
+            }
+            assert_close(C[i * ldc + j], s, 0, 1e-6 * mag + 1e-30);
+        }
+        for (size_t j = N; j < ldc; j++) assert_true(C[i * ldc + j] == C0[i * ldc + j]); /* padding */
+    }
+    free(A), free(B), free(C), free(C0);
+}
+
+static void test_gemm_matches_reference(void **state)
+{
+    (void)state;
+    gsl_rng *r = sd_test_rng(2385);
+    static const size_t sizes[][3] = {{1, 1, 1},   {6, 16, 5},   {13, 37, 300}, {25, 48, 513},
+                                      {7, 33, 256}, {97, 16, 3}, {200, 5, 17},  {3, 130, 257}};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (int k = 0; k < 8; k++) check(r, sizes[s][0], sizes[s][1], sizes[s][2], k & 1, k >> 1 & 1, k >> 2);
+    gsl_rng_free(r);
+}
+
+static void test_gemm_zero_depth(void **state)
+{
+    (void)state;
+    float C[4] = {1, 2, 3, 4};
+    sd_gemm_f32(2, 2, 0, NULL, 0, 0, NULL, 0, 0, C, 2, 1);
+    assert_true(C[0] == 1.0f && C[3] == 4.0f);
+    sd_gemm_f32(2, 2, 0, NULL, 0, 0, NULL, 0, 0, C, 2, 0);
+    assert_true(C[0] == 0.0f && C[3] == 0.0f);
+    sd_gemm_f32(0, 2, 3, NULL, 0, 0, NULL, 0, 0, NULL, 2, 0); /* nothing to do, nothing read */
+}
+
+/* y[t] = W x[t]: the forward, input-gradient and weight-gradient calls of gemm.h. */
+static void test_gemm_linear_layer_forms(void **state)
+{
+    (void)state;
+    gsl_rng *r = sd_test_rng(11);
+    size_t n = 19, rows = 40, cols = 24;
+    float *X = gauss(r, n * cols), *W = gauss(r, rows * cols), *dY = gauss(r, n * rows);
+    float *Y = malloc(n * rows * sizeof *Y), *dX = malloc(n * cols * sizeof *dX);
+    float *dW = calloc(rows * cols, sizeof *dW);
+    sd_gemm_f32(n, rows, cols, X, cols, 1, W, 1, cols, Y, rows, 0);
+    sd_gemm_f32(n, cols, rows, dY, rows, 1, W, cols, 1, dX, cols, 0);
+    sd_gemm_f32(rows, cols, n, dY, 1, rows, X, cols, 1, dW, cols, 1);
+    for (size_t t = 0; t < n; t++)
+        for (size_t o = 0; o < rows; o++) {
+            double s = 0;
+            for (size_t c = 0; c < cols; c++) s += (double)W[o * cols + c] * X[t * cols + c];
+            assert_close(Y[t * rows + o], s, 1e-5, 1e-5);
+        }
+    for (size_t t = 0; t < n; t++)
+        for (size_t c = 0; c < cols; c++) {
+            double s = 0;
+            for (size_t o = 0; o < rows; o++) s += (double)dY[t * rows + o] * W[o * cols + c];
+            assert_close(dX[t * cols + c], s, 1e-5, 1e-5);
+        }
+    for (size_t o = 0; o < rows; o++)
+        for (size_t c = 0; c < cols; c++) {
+            double s = 0;
+            for (size_t t = 0; t < n; t++) s += (double)dY[t * rows + o] * X[t * cols + c];
+            assert_close(dW[o * cols + c], s, 1e-5, 1e-5);
+        }
+    free(X), free(W), free(dY), free(Y), free(dX), free(dW);
+    gsl_rng_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_matches_reference),
+        cmocka_unit_test(test_gemm_zero_depth),
+        cmocka_unit_test(test_gemm_linear_layer_forms),
+    };
+    return cmocka_run_group_tests_name("gemm", tests, NULL, NULL);
+}

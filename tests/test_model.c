@@ -1,0 +1,439 @@
+/* The decoder (src/model/llama): its forward pass against a plain double-precision
+ * reference written from the architecture's definition, a draft tree in one batch
+ * against sequential decoding of every path, KV-cache rollback, quantized weights,
+ * and bad requests. Models are tiny and random (seeded). */
+#include "support.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "llama.h"
+#include "mask.h"
+#include "sd_error.h"
+#include "tree.h"
+
+static const sd_llama_config tiny = {
+    .n_vocab = 48, .dim = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16,
+    .ffn_dim = 96, .ctx_len = 64, .rms_eps = 1e-5f, .rope_base = 10000.0f,
+};
+
+static sd_llama *random_model(const sd_llama_config *c, int tied, unsigned long seed)
+{
+    sd_llama *m;
+    assert_int_equal(sd_llama_alloc(c, tied, &m), SD_OK);
+    gsl_rng *r = sd_test_rng(seed);
+    for (size_t i = 0; i < m->n_params; i++) m->params[i] = (float)(0.25 * (gsl_rng_uniform(r) * 2 - 1));
+    /* norm weights near 1, as trained models have them */
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        float *a = (float *)m->layer[l].attn_norm.data, *f = (float *)m->layer[l].ffn_norm.data;
+        for (size_t i = 0; i < c->dim; i++) a[i] = 1 + a[i], f[i] = 1 + f[i];
+    }
+    float *o = (float *)m->out_norm.data;
+    for (size_t i = 0; i < c->dim; i++) o[i] = 1 + o[i];
+    gsl_rng_free(r);
+    return m;
+}
+
+/* ---- the reference: the architecture written out in double, no cache, no batching ---- */
+
+static const float *W(const sd_tensor *t) { return (const float *)t->data; }
+
+static void ref_matvec(double *y, const float *w, const double *x, size_t rows, size_t cols)
+{
+    for (size_t r = 0; r < rows; r++) {
+        double s = 0;
+        for (size_t c = 0; c < cols; c++) s += (double)w[r * cols + c] * x[c];
+        y[r] = s;
+    }
+}
+
+static void ref_rmsnorm(double *o, const double *x, const float *w, size_t d, double eps)
+{
+    double ss = 0;
+    for (size_t i = 0; i < d; i++) ss += x[i] * x[i];
+    double inv = 1 / sqrt(ss / (double)d + eps);
+    for (size_t i = 0; i < d; i++) o[i] = x[i] * inv * w[i];
+}
+
+static void ref_rope(double *v, size_t heads, size_t hd, size_t pos, double base)
+{
+    for (size_t h = 0; h < heads; h++)
+        for (size_t i = 0; i < hd / 2; i++) {
+            double a = (double)pos * pow(base, -2.0 * (double)i / (double)hd);
+            double *p = v + h * hd + 2 * i, x0 = p[0], x1 = p[1];
+            p[0] = x0 * cos(a) - x1 * sin(a);
+            p[1] = x0 * sin(a) + x1 * cos(a);
+        }
+}
+
+/* Logits of the last token of seq[0..n-1] (positions 0..n-1). F32 models only. */
+static void ref_logits(const sd_llama *m, const int32_t *seq, size_t n, double *out)
+{
+    const sd_llama_config *c = &m->cfg;
+    size_t d = c->dim, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, F = c->ffn_dim;
+    double *x = calloc(n * d, sizeof *x), *xn = calloc(d, sizeof *xn);
+    double *q = calloc(n * nh * hd, sizeof *q), *k = calloc(n * nkv * hd, sizeof *k);
+    double *v = calloc(n * nkv * hd, sizeof *v), *ao = calloc(nh * hd, sizeof *ao);
+    double *t1 = calloc(F > d ? F : d, sizeof *t1), *g = calloc(F, sizeof *g), *u = calloc(F, sizeof *u);
+    double *p = calloc(n, sizeof *p), *att = calloc(n * nh * hd, sizeof *att);
+    for (size_t i = 0; i < n; i++)
+        for (size_t e = 0; e < d; e++) x[i * d + e] = W(&m->tok_embd)[(size_t)seq[i] * d + e];
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        for (size_t i = 0; i < n; i++) {
+            ref_rmsnorm(xn, x + i * d, W(&L->attn_norm), d, c->rms_eps);
+            ref_matvec(q + i * nh * hd, W(&L->wq), xn, nh * hd, d);
+            ref_matvec(k + i * nkv * hd, W(&L->wk), xn, nkv * hd, d);
+            ref_matvec(v + i * nkv * hd, W(&L->wv), xn, nkv * hd, d);
+            ref_rope(q + i * nh * hd, nh, hd, i, c->rope_base);
+            ref_rope(k + i * nkv * hd, nkv, hd, i, c->rope_base);
+        }
+        for (size_t i = 0; i < n; i++) {
+            for (size_t h = 0; h < nh; h++) {
+                size_t kh = h / (nh / nkv);
+                double mx = -INFINITY, z = 0;
+                for (size_t j = 0; j <= i; j++) {
+                    double s = 0;
+                    for (size_t e = 0; e < hd; e++) s += q[i * nh * hd + h * hd + e] * k[j * nkv * hd + kh * hd + e];
+                    p[j] = s / sqrt((double)hd);
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (size_t j = 0; j <= i; j++) z += p[j] = exp(p[j] - mx);
+                for (size_t e = 0; e < hd; e++) {
+                    double o = 0;
+                    for (size_t j = 0; j <= i; j++) o += p[j] / z * v[j * nkv * hd + kh * hd + e];
+                    att[i * nh * hd + h * hd + e] = o;
+                }
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            for (size_t e = 0; e < nh * hd; e++) ao[e] = att[i * nh * hd + e];
+            ref_matvec(t1, W(&L->wo), ao, d, nh * hd);
+            for (size_t e = 0; e < d; e++) x[i * d + e] += t1[e];
+            ref_rmsnorm(xn, x + i * d, W(&L->ffn_norm), d, c->rms_eps);
+            ref_matvec(g, W(&L->w_gate), xn, F, d);
+            ref_matvec(u, W(&L->w_up), xn, F, d);
+            for (size_t e = 0; e < F; e++) g[e] = g[e] / (1 + exp(-g[e])) * u[e];
+            ref_matvec(t1, W(&L->w_down), g, d, F);
+            for (size_t e = 0; e < d; e++) x[i * d + e] += t1[e];
+        }
+    }
+    ref_rmsnorm(xn, x + (n - 1) * d, W(&m->out_norm), d, c->rms_eps);
+    ref_matvec(out, W(&m->output), xn, c->n_vocab, d);
+    free(x), free(xn), free(q), free(k), free(v), free(ao), free(t1), free(g), free(u), free(p), free(att);
+}
+
+static double max_rel_diff(const float *a, const double *b, size_t n)
+{
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]) / scale);
+    return worst;
+}
+
+/* Every position's logits from one causal batch = the reference, tied and untied. */
+static void test_model_reference(void **state)
+{
+    (void)state;
+    for (int tied = 0; tied < 2; tied++) {
+        sd_llama *m = random_model(&tiny, tied, 11 + (unsigned long)tied);
+        sd_kv *kv;
+        assert_int_equal(sd_kv_alloc(m, 32, &kv), SD_OK);
+        enum { N = 12 };
+        int32_t seq[N];
+        for (int i = 0; i < N; i++) seq[i] = (int32_t)((7 * i + 3) % 48);
+        float *lg = malloc(N * 48 * sizeof *lg);
+        assert_int_equal(sd_llama_forward(m, kv, seq, N, NULL, NULL, lg, NULL), SD_OK);
+        assert_int_equal(kv->n, N);
+        double ref[48];
+        for (size_t i = 1; i <= N; i++) {
+            ref_logits(m, seq, i, ref);
+            double e = max_rel_diff(lg + (i - 1) * 48, ref, 48);
+            if (e > 1e-5) fail_msg("tied %d, position %zu: relative difference %g", tied, i - 1, e);
+        }
+        free(lg);
+        sd_kv_free(kv);
+        sd_llama_free(m);
+    }
+}
+
+/* Sequential decoding (one token per call) = one batch; and rollback: truncating the
+ * cache and continuing differently = a fresh cache fed the same tokens. */
+static void test_model_kv_rollback(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 0, 5);
+    sd_kv *a, *b;
+    assert_int_equal(sd_kv_alloc(m, 64, &a), SD_OK);
+    assert_int_equal(sd_kv_alloc(m, 64, &b), SD_OK);
+    int32_t seq[10] = {1, 5, 9, 2, 47, 0, 13, 13, 8, 30};
+    float one[48], batch[10 * 48];
+    assert_int_equal(sd_llama_forward(m, b, seq, 10, NULL, NULL, batch, NULL), SD_OK);
+    for (size_t i = 0; i < 10; i++) {
+        assert_int_equal(sd_llama_forward(m, a, seq + i, 1, NULL, NULL, one, NULL), SD_OK);
+        for (size_t t = 0; t < 48; t++) assert_close(one[t], batch[i * 48 + t], 1e-4, 1e-5);
+    }
+    /* a rejected continuation leaves no trace */
+    int32_t wrong[3] = {4, 4, 4};
+    assert_int_equal(sd_llama_forward(m, a, wrong, 3, NULL, NULL, NULL, NULL), SD_OK);
+    assert_int_equal(a->n, 13);
+    sd_kv_truncate(a, 6);
+    int32_t right[4] = {13, 13, 8, 30};
+    float cont[4 * 48];
+    assert_int_equal(sd_llama_forward(m, a, right, 4, NULL, NULL, cont, NULL), SD_OK);
+    for (size_t t = 0; t < 4 * 48; t++) assert_close(cont[t], batch[6 * 48 + t], 1e-4, 1e-5);
+    sd_kv_free(a);
+    sd_kv_free(b);
+    sd_llama_free(m);
+}
+
+/* A draft tree in one batch (mask and positions from src/mask.h) = sequential
+ * decoding of each node's path, to 1e-4 relative; then keeping the accepted path
+ * in the cache = having decoded only that path. */
+static void test_model_tree_batch(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 1, 21);
+    const char *shapes[] = {"kconfig:3,2,1", "kconfig:2,2,2", "chain:5", "parents:0,0,1,1,2,4"};
+    for (size_t s = 0; s < 4; s++) {
+        sd_tree *t;
+        assert_int_equal(sd_tree_parse(shapes[s], &t), SD_OK);
+        enum { P = 5 };
+        int32_t prompt[P] = {3, 17, 40, 2, 9};
+        size_t nodes = sd_tree_nodes(t), N = P + nodes;
+        unsigned char *full = malloc(N * N), *mask = malloc(nodes * nodes);
+        size_t *pos = malloc(N * sizeof *pos);
+        assert_int_equal(sd_tree_attention_mask(t, P, full), SD_OK);
+        assert_int_equal(sd_tree_positions(t, P, pos), SD_OK);
+        for (size_t i = 0; i < nodes; i++) /* the new tokens' block: draft nodes 1..n-1 */
+            for (size_t j = 0; j < nodes; j++) mask[i * nodes + j] = full[(P + i) * N + P + j];
+        int32_t *tok = malloc(nodes * sizeof *tok);
+        for (size_t v = 1; v <= nodes; v++) tok[v - 1] = (int32_t)((v * 11 + s) % 48);
+
+        sd_kv *kv;
+        assert_int_equal(sd_kv_alloc(m, 64, &kv), SD_OK);
+        float *lg = malloc((nodes + P) * 48 * sizeof *lg);
+        assert_int_equal(sd_llama_forward(m, kv, prompt, P, NULL, NULL, lg, NULL), SD_OK);
+        assert_int_equal(sd_llama_forward(m, kv, tok, nodes, pos + P, mask, lg, NULL), SD_OK);
+        /* sequential: each node's path after the prompt */
+        sd_kv *seq;
+        assert_int_equal(sd_kv_alloc(m, 64, &seq), SD_OK);
+        for (size_t v = 1; v <= nodes; v++) {
+            int32_t path[16];
+            size_t depth = t->depth[v];
+            for (size_t x = v, dd = depth; dd > 0; x = t->parent[x], dd--) path[dd - 1] = tok[x - 1];
+            sd_kv_truncate(seq, 0);
+            float *sl = malloc((P + depth) * 48 * sizeof *sl);
+            int32_t all[32];
+            memcpy(all, prompt, sizeof prompt);
+            memcpy(all + P, path, depth * sizeof *path);
+            assert_int_equal(sd_llama_forward(m, seq, all, P + depth, NULL, NULL, sl, NULL), SD_OK);
+            for (size_t x = 0; x < 48; x++)
+                assert_close(lg[(v - 1) * 48 + x], sl[(P + depth - 1) * 48 + x], 1e-4, 1e-5);
+            free(sl);
+        }
+        /* keep the path to the deepest last node; the next token's logits then equal
+         * the sequential ones */
+        size_t leaf = nodes, keep[16], depth = t->depth[leaf];
+        for (size_t x = leaf, dd = depth; dd > 0; x = t->parent[x], dd--) keep[dd - 1] = P + x - 1;
+        assert_int_equal(sd_kv_keep(kv, P, keep, depth), SD_OK);
+        assert_int_equal(kv->n, P + depth);
+        int32_t next = 7, all[32];
+        float a[48], *b = malloc((P + depth + 1) * 48 * sizeof *b);
+        assert_int_equal(sd_llama_forward(m, kv, &next, 1, NULL, NULL, a, NULL), SD_OK);
+        memcpy(all, prompt, sizeof prompt);
+        for (size_t dd = 0; dd < depth; dd++) all[P + dd] = tok[keep[dd] - P];
+        all[P + depth] = next;
+        sd_kv_truncate(seq, 0);
+        assert_int_equal(sd_llama_forward(m, seq, all, P + depth + 1, NULL, NULL, b, NULL), SD_OK);
+        for (size_t x = 0; x < 48; x++) assert_close(a[x], b[(P + depth) * 48 + x], 1e-4, 1e-5);
+        free(b);
+        sd_kv_free(seq);
+        sd_kv_free(kv);
+        free(lg), free(tok), free(full), free(mask), free(pos);
+        sd_tree_free(t);
+    }
+    sd_llama_free(m);
+}
+
+/* F16 / BF16 / Q8_0 / Q4_0 weights: the logits stay close to F32's, closer for the
+ * finer formats; the converted model's size is what the format says. */
+static void test_model_quantized(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 0, 3);
+    int32_t seq[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    float ref[8 * 48], got[8 * 48];
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(m, 16, &kv), SD_OK);
+    assert_int_equal(sd_llama_forward(m, kv, seq, 8, NULL, NULL, ref, NULL), SD_OK);
+    static const sd_ttype types[4] = {SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0};
+    static const double tol[4] = {5e-3, 2e-2, 5e-2, 5e-1};
+    double err[4];
+    size_t f32_bytes = sd_llama_weight_bytes(m);
+    for (int i = 0; i < 4; i++) {
+        sd_llama *q;
+        assert_int_equal(sd_llama_convert(m, types[i], &q), SD_OK);
+        assert_true(sd_llama_weight_bytes(q) < f32_bytes);
+        assert_int_equal(sd_llama_params(q), sd_llama_params(m));
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward(q, kv, seq, 8, NULL, NULL, got, NULL), SD_OK);
+        double scale = 0, worst = 0;
+        for (size_t t = 0; t < 8 * 48; t++) scale = fmax(scale, fabs(ref[t]));
+        for (size_t t = 0; t < 8 * 48; t++) worst = fmax(worst, fabs(got[t] - ref[t]) / scale);
+        print_message("%s: relative logit error %g\n", sd_ttype_name(types[i]), worst);
+        if (!(worst < tol[i])) fail_msg("%s: relative logit error %g (tolerance %g)", sd_ttype_name(types[i]), worst, tol[i]);
+        err[i] = worst;
+        /* the kernels exactly: the same weights expanded to F32 give the same logits */
+        sd_llama *back;
+        assert_int_equal(sd_llama_convert(q, SD_T_F32, &back), SD_OK);
+        float exact[8 * 48];
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward(back, kv, seq, 8, NULL, NULL, exact, NULL), SD_OK);
+        for (size_t t = 0; t < 8 * 48; t++) assert_close(got[t], exact[t], 1e-4, 1e-4);
+        sd_llama_free(back);
+        sd_llama_free(q);
+    }
+    /* coarser formats lose more: F16 (11-bit mantissa) < Q8_0 < Q4_0 */
+    assert_true(err[0] < err[2] && err[2] < err[3]);
+    sd_kv_free(kv);
+    sd_llama_free(m);
+}
+
+/* Written as GGUF and read back (F32, F16, Q8_0; tied and untied): the same logits,
+ * bit for bit, since the same bytes are used in place. */
+static void test_model_gguf_round_trip(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    assert_int_equal(sd_test_tmpdir_make(dir, "model"), 0);
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    static const sd_ttype types[3] = {SD_T_F32, SD_T_F16, SD_T_Q8_0};
+    int32_t seq[6] = {4, 8, 15, 16, 23, 42};
+    for (int i = 0; i < 6; i++) {
+        sd_llama *m = random_model(&tiny, i % 2, 40 + (unsigned long)i), *q = m, *back;
+        if (types[i / 2] != SD_T_F32) assert_int_equal(sd_llama_convert(m, types[i / 2], &q), SD_OK);
+        sd_gguf_writer *w = sd_gguf_writer_init();
+        assert_int_equal(sd_llama_to_gguf(q, "test", w), SD_OK);
+        assert_int_equal(sd_gguf_writer_write(w, path), SD_OK);
+        sd_gguf_writer_free(w);
+        assert_int_equal(sd_llama_load(path, &back), SD_OK);
+        assert_int_equal(back->tied, i % 2);
+        assert_memory_equal(&back->cfg, &q->cfg, sizeof q->cfg);
+        assert_int_equal(back->layer[1].w_up.type, types[i / 2]);
+        float a[6 * 48], b[6 * 48];
+        sd_kv *kv;
+        assert_int_equal(sd_kv_alloc(q, 8, &kv), SD_OK);
+        assert_int_equal(sd_llama_forward(q, kv, seq, 6, NULL, NULL, a, NULL), SD_OK);
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward(back, kv, seq, 6, NULL, NULL, b, NULL), SD_OK);
+        assert_memory_equal(a, b, sizeof a);
+        sd_kv_free(kv);
+        sd_llama_free(back);
+        if (q != m) sd_llama_free(q);
+        sd_llama_free(m);
+    }
+    sd_test_tmpdir_remove(dir);
+}
+
+/* A file whose hyper-parameters and tensors disagree, or that is no llama model:
+ * an error naming the file and the key or tensor. */
+static void test_model_gguf_bad(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    assert_int_equal(sd_test_tmpdir_make(dir, "modelbad"), 0);
+    snprintf(path, sizeof path, "%s/bad.gguf", dir);
+    sd_llama *m = random_model(&tiny, 0, 9), *x;
+    static const struct {
+        const char *key, *want;
+        uint32_t value;
+        int code;
+    } cases[] = {
+        {"llama.feed_forward_length", "blk.0.ffn_gate.weight has dims {64, 96}", 80, SD_EFORMAT},
+        {"llama.block_count", "no tensor blk.2.attn_norm.weight", 3, SD_EFORMAT},
+        {"llama.attention.head_count_kv", "blk.0.attn_k.weight", 4, SD_EFORMAT},
+        {"llama.attention.head_count", "not a multiple", 5, SD_EFORMAT},
+        {"llama.vocab_size", "token_embd.weight has 48 rows", 50, SD_EFORMAT},
+        {"llama.rope.dimension_count", "full-head RoPE", 8, SD_EUNSUP},
+        {"general.architecture", "'gpt2'", 0, SD_EUNSUP},
+        {"llama.embedding_length", "no key llama.embedding_length", 0, SD_EFORMAT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        sd_gguf_writer *w = sd_gguf_writer_init();
+        assert_int_equal(sd_llama_to_gguf(m, "bad", w), SD_OK);
+        if (!strcmp(cases[i].key, "general.architecture"))
+            assert_int_equal(sd_gguf_writer_set_str(w, cases[i].key, "gpt2"), SD_OK);
+        else if (cases[i].value)
+            assert_int_equal(sd_gguf_writer_set_u32(w, cases[i].key, cases[i].value), SD_OK);
+        else { /* a key left out: rebuild the file without it */
+            sd_gguf_writer_free(w);
+            w = sd_gguf_writer_init();
+            assert_int_equal(sd_gguf_writer_set_str(w, "general.architecture", "llama"), SD_OK);
+            assert_int_equal(sd_gguf_writer_set_u32(w, "llama.block_count", 2), SD_OK);
+        }
+        assert_int_equal(sd_gguf_writer_write(w, path), SD_OK);
+        sd_gguf_writer_free(w);
+        assert_int_equal(sd_llama_load(path, &x), cases[i].code);
+        assert_null(x);
+        if (!strstr(sd_errmsg(), cases[i].want) || !strstr(sd_errmsg(), path))
+            fail_msg("%s: message '%s' lacks '%s' or the path", cases[i].key, sd_errmsg(), cases[i].want);
+    }
+    /* truncated: the reader refuses it before the model looks at it */
+    sd_gguf_writer *w = sd_gguf_writer_init();
+    assert_int_equal(sd_llama_to_gguf(m, "cut", w), SD_OK);
+    assert_int_equal(sd_gguf_writer_write(w, path), SD_OK);
+    sd_gguf_writer_free(w);
+    assert_int_equal(truncate(path, 5000), 0);
+    assert_int_equal(sd_llama_load(path, &x), SD_EFORMAT);
+    assert_int_equal(sd_llama_load("/nonexistent/m.gguf", &x), SD_EIO);
+    sd_llama_free(m);
+    sd_test_tmpdir_remove(dir);
+}
+
+static void test_model_errors(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 0, 1);
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(m, 8, &kv), SD_OK);
+    int32_t seq[10] = {0};
+    assert_int_equal(sd_llama_forward(m, kv, seq, 9, NULL, NULL, NULL, NULL), SD_ERANGE);
+    assert_true(strstr(sd_errmsg(), "KV cache") != NULL);
+    int32_t bad = 48;
+    assert_int_equal(sd_llama_forward(m, kv, &bad, 1, NULL, NULL, NULL, NULL), SD_EINVAL);
+    assert_true(strstr(sd_errmsg(), "vocabulary") != NULL);
+    size_t far = 64;
+    assert_int_equal(sd_llama_forward(m, kv, seq, 1, &far, NULL, NULL, NULL), SD_ERANGE);
+    assert_true(strstr(sd_errmsg(), "context") != NULL);
+    unsigned char blind[4] = {1, 0, 0, 0};
+    assert_int_equal(sd_llama_forward(m, kv, seq, 2, NULL, blind, NULL, NULL), SD_EINVAL);
+    assert_int_equal(kv->n, 0); /* nothing appended by a refused call */
+    size_t keep[2] = {1, 0};
+    assert_int_equal(sd_llama_forward(m, kv, seq, 3, NULL, NULL, NULL, NULL), SD_OK);
+    assert_int_equal(sd_kv_keep(kv, 0, keep, 2), SD_EINVAL);
+    assert_int_equal(sd_kv_keep(kv, 4, keep, 0), SD_EINVAL);
+    sd_llama_config c = tiny;
+    c.n_head_kv = 3;
+    sd_llama *x;
+    assert_int_equal(sd_llama_alloc(&c, 0, &x), SD_EFORMAT);
+    assert_true(strstr(sd_errmsg(), "multiple") != NULL);
+    c = tiny, c.head_dim = 15;
+    assert_int_equal(sd_llama_alloc(&c, 0, &x), SD_EFORMAT);
+    sd_kv_free(kv);
+    sd_llama_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_reference),   cmocka_unit_test(test_model_kv_rollback),
+        cmocka_unit_test(test_model_tree_batch),  cmocka_unit_test(test_model_quantized),
+        cmocka_unit_test(test_model_gguf_round_trip), cmocka_unit_test(test_model_gguf_bad),
+        cmocka_unit_test(test_model_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
