@@ -357,6 +357,50 @@ static void test_dot_row_equals_dot_of_dequantized_row(void **state)
     free(w), free(x), free(deq), free(row);
 }
 
+/* The integer kernels: activations rounded to Q8 blocks (scale = max|x| / 127 as an
+ * f16, |q| <= 127, error at most half a step plus the f16 rounding of the scale,
+ * 127 * 2^-11 steps), and the dot product of a Q8_0 or Q4_0
+ * row with them equal to the same integer arithmetic done in double. */
+static void test_dot_row_act_is_the_integer_dot(void **state)
+{
+    (void)state;
+    static const sd_ttype ts[2] = {SD_T_Q8_0, SD_T_Q4_0};
+    enum { N = 4096 + 64 };
+    float *w = malloc(N * sizeof *w), *x = malloc(N * sizeof *x), *deq = malloc(N * sizeof *deq);
+    float scale[N / 32];
+    int8_t q[N];
+    unsigned char *row = malloc(N * 2);
+    gsl_rng *r = sd_test_rng(12);
+    for (int k = 0; k < 2; k++)
+        for (size_t n = 32; n <= N; n = n * 2 + 32) {
+            random_row(r, w, n, 3.1);
+            random_row(r, x, n, 1.7);
+            x[n / 2] = 0; /* and a block of zeros */
+            for (size_t i = 0; i < 32 && n >= 64; i++) x[32 + i] = 0;
+            sd_quantize_act(x, n, scale, q);
+            for (size_t b = 0; b < n / 32; b++) {
+                assert_int_equal(bits_of(scale[b]), bits_of(sd_f16_to_f32(sd_f32_to_f16(scale[b]))));
+                for (size_t j = 0; j < 32; j++) {
+                    assert_true(q[b * 32 + j] >= -127 && q[b * 32 + j] <= 127);
+                    assert_true(fabs(q[b * 32 + j] * (double)scale[b] - x[b * 32 + j]) <= 0.563 * scale[b] + 1e-30);
+                }
+            }
+            sd_quantize_row(ts[k], w, row, n);
+            sd_dequant_row(ts[k], row, deq, n);
+            double ref = 0, mag = 0;
+            for (size_t b = 0; b < n / 32; b++) {
+                double blk = 0;
+                for (size_t j = 0; j < 32; j++) blk += (double)deq[b * 32 + j] * q[b * 32 + j];
+                ref += blk * scale[b];
+                mag += fabs(blk * scale[b]);
+            }
+            assert_close(sd_dot_row_act(ts[k], row, scale, q, n), ref, 0, 1e-6 * mag + 1e-30);
+        }
+    assert_true(isnan(sd_dot_row_act(SD_T_F16, row, scale, q, 32)));
+    gsl_rng_free(r);
+    free(w), free(x), free(deq), free(row);
+}
+
 /* ==== gguf.c: a byte builder for files by hand */
 
 typedef struct {
@@ -1196,6 +1240,7 @@ int main(void)
         cmocka_unit_test(test_q4_0_layout_and_exact_values),
         cmocka_unit_test(test_quantize_dequantize_error_bounds),
         cmocka_unit_test(test_dot_row_equals_dot_of_dequantized_row),
+        cmocka_unit_test(test_dot_row_act_is_the_integer_dot),
         cmocka_unit_test(test_gguf_round_trip_of_every_type),
         cmocka_unit_test(test_gguf_alignment_key_moves_the_data),
         cmocka_unit_test(test_gguf_getters_convert_or_name_the_key),

@@ -292,11 +292,27 @@ void sd_llama_acts_free(sd_llama_acts *a)
  * (2-16 tokens) cost little more than one token this way. */
 #define MATMUL_GEMM_FROM 16
 
-/* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads. */
+/* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads.
+ * Q8_0 and Q4_0 weights multiply activations rounded to Q8 blocks, in integers, as
+ * llama.cpp does, for every n: a token's logits are then the same bit for bit
+ * whether it is verified alone or inside a tree. */
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols)
 {
     size_t rb = sd_ttype_row_bytes(w->type, cols);
     const char *base = w->data;
+    if (w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0) {
+        size_t nb = cols / SD_QK;
+        float *scale = sd_xmalloc(n * nb * sizeof *scale);
+        int8_t *q = sd_xmalloc(n * cols);
+        for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, scale + t * nb, q + t * cols);
+#pragma omp parallel for schedule(static) if (rows * cols * n > 32768)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t t = 0; t < n; t++)
+                y[t * rows + r] = sd_dot_row_act(w->type, base + r * rb, scale + t * nb, q + t * cols, cols);
+        free(scale);
+        free(q);
+        return;
+    }
     if (n < MATMUL_GEMM_FROM) {
 #pragma omp parallel if (rows * cols * n > 32768)
         {

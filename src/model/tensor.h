@@ -63,6 +63,14 @@ float sd_bf16_to_f32(uint16_t h);
 void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n);
 /* sum_j row[j] x[j] over n elements (n a multiple of the block). */
 float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n);
+/* Activations for the integer kernels (llama.cpp's arithmetic for Q8_0 and Q4_0
+ * weights): per block of 32, q = x * 127 / max|x| rounded to the nearest integer
+ * (ties to even) and scale[b] = max|x| / 127 rounded to f16. n a multiple of 32;
+ * scale has n / 32 entries, q n. */
+void sd_quantize_act(const float *x, size_t n, float *scale, int8_t *q);
+/* sum_b wscale_b scale[b] sum_j wq[j] q[j] over the blocks of a Q8_0 or Q4_0 row (NaN
+ * for another type): the weights' stored integers times the activations'. */
+float sd_dot_row_act(sd_ttype t, const void *row, const float *scale, const int8_t *q, size_t n);
 /* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16), as ggml does. */
 void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n);
 
