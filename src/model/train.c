@@ -1,0 +1,512 @@
+/* train: backward pass, losses and AdamW for the llama architecture (llama.h).
+ *
+ * Reading order: the trainer's memory, initialisation, the losses on the logits,
+ * the backward pass (output, then the blocks in reverse, then the embedding), the
+ * optimizer. Every matrix product is one sd_gemm_f32 (gemm.h).
+ *
+ * Shapes: n tokens, d = dim, qw = n_head hd, kw = n_head_kv hd, F = ffn_dim,
+ * V = n_vocab. A weight W with `rows` outputs and `cols` inputs is row-major
+ * [rows][cols] and the forward computes y[t] = W x[t]; so dX = dY W and
+ * dW += dY^T X.
+ */
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "gemm.h"
+#include "sd_error.h"
+
+/* ---- the trainer's memory ---- */
+
+typedef struct {
+    size_t off, len; /* in floats from model->params */
+    int decay;       /* weight decay applies (a matrix) */
+} segment;
+
+struct sd_train_ws {
+    sd_llama_acts *acts;
+    sd_kv *kv;
+    float *logits;          /* [seq_len][V]; the backward pass turns it into dL/dlogits */
+    double *row_ce, *row_kl;/* [seq_len] */
+    float *dx, *dxn;        /* [seq_len][d] residual gradient, gradient at a norm's output */
+    float *dq, *dao;        /* [seq_len][qw] */
+    float *dk, *dv;         /* [seq_len][kw] */
+    float *dgate, *dup;     /* [seq_len][F] */
+    float *dp;              /* [seq_len][seq_len] one head's dL/dscores */
+    float *rope_cos, *rope_sin; /* [seq_len][hd/2] */
+    float *soft;            /* [n_threads][2][V] softmax rows of student and teacher at T */
+    int n_threads;
+    segment *seg;
+    size_t n_seg;
+};
+
+static segment seg_of(const sd_llama *m, const sd_tensor *w)
+{
+    size_t len = 1;
+    for (uint32_t i = 0; i < w->ndim; i++) len *= w->dims[i];
+    segment s = {(size_t)((const float *)w->data - m->params), len, w->ndim == 2};
+    return s;
+}
+
+float *sd_train_grad_of(const sd_train *t, const sd_tensor *w)
+{
+    const sd_llama *m = t->model;
+    const float *p = w->data;
+    if (w->type != SD_T_F32 || p < m->params || p >= m->params + m->n_params) return NULL;
+    return t->grad + (p - m->params);
+}
+
+static float *f32(size_t n) { return sd_xmalloc((n ? n : 1) * sizeof(float)); }
+
+int sd_train_from_model(sd_llama *m, size_t seq_len, sd_train **out)
+{
+    *out = NULL;
+    const sd_llama_config *c = &m->cfg;
+    if (!m->params) {
+        sd_llama_free(m);
+        return sd_error(SD_EINVAL, "trainer: the model's weights are not one F32 buffer");
+    }
+    if (seq_len < 1 || seq_len > c->ctx_len) {
+        int rc = sd_error(SD_EINVAL, "trainer: sequences of %zu tokens (context %u)", seq_len,
+                          c->ctx_len);
+        sd_llama_free(m);
+        return rc;
+    }
+    sd_train_ws *ws = sd_xcalloc(1, sizeof *ws);
+    int rc = sd_llama_acts_alloc(c, seq_len, &ws->acts);
+    if (!rc) rc = sd_kv_alloc(m, seq_len, &ws->kv);
+    if (rc) {
+        sd_llama_acts_free(ws->acts);
+        free(ws);
+        sd_llama_free(m);
+        return rc;
+    }
+    size_t n = seq_len, d = c->dim, hd = c->head_dim, qw = c->n_head * hd, kw = c->n_head_kv * hd;
+    ws->logits = f32(n * c->n_vocab);
+    ws->row_ce = sd_xmalloc(n * sizeof(double));
+    ws->row_kl = sd_xmalloc(n * sizeof(double));
+    ws->dx = f32(n * d), ws->dxn = f32(n * d);
+    ws->dq = f32(n * qw), ws->dao = f32(n * qw);
+    ws->dk = f32(n * kw), ws->dv = f32(n * kw);
+    ws->dgate = f32(n * c->ffn_dim), ws->dup = f32(n * c->ffn_dim);
+    ws->dp = f32(n * n);
+#ifdef _OPENMP
+    ws->n_threads = omp_get_max_threads();
+#else
+    ws->n_threads = 1;
+#endif
+    ws->soft = f32((size_t)ws->n_threads * 2 * c->n_vocab);
+    ws->rope_cos = f32(n * hd / 2), ws->rope_sin = f32(n * hd / 2);
+    for (size_t i = 0; i < hd / 2; i++) {
+        /* the forward's angles, computed the same way */
+        float freq = powf(c->rope_base, -2.0f * (float)i / (float)hd);
+        for (size_t p = 0; p < n; p++) {
+            ws->rope_cos[p * hd / 2 + i] = cosf((float)p * freq);
+            ws->rope_sin[p * hd / 2 + i] = sinf((float)p * freq);
+        }
+    }
+    ws->seg = sd_xmalloc((2 + 9 * (size_t)c->n_layer + 1) * sizeof *ws->seg);
+    ws->seg[ws->n_seg++] = seg_of(m, &m->tok_embd);
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        const sd_tensor *ts[9] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
+                                  &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 9; i++) ws->seg[ws->n_seg++] = seg_of(m, ts[i]);
+    }
+    ws->seg[ws->n_seg++] = seg_of(m, &m->out_norm);
+    if (!m->tied) ws->seg[ws->n_seg++] = seg_of(m, &m->output);
+
+    sd_train *t = sd_xcalloc(1, sizeof *t);
+    t->model = m;
+    t->grad = sd_xcalloc(m->n_params, sizeof(float));
+    t->adam_m = sd_xcalloc(m->n_params, sizeof(float));
+    t->adam_v = sd_xcalloc(m->n_params, sizeof(float));
+    t->seq_len = seq_len;
+    t->ws = ws;
+    *out = t;
+    return SD_OK;
+}
+
+int sd_train_alloc(const sd_llama_config *c, int tied, size_t seq_len, sd_train **out)
+{
+    *out = NULL;
+    sd_llama *m;
+    int rc = sd_llama_alloc(c, tied, &m);
+    return rc ? rc : sd_train_from_model(m, seq_len, out);
+}
+
+void sd_train_free(sd_train *t)
+{
+    if (!t) return;
+    sd_train_ws *ws = t->ws;
+    sd_llama_acts_free(ws->acts);
+    sd_kv_free(ws->kv);
+    free(ws->logits), free(ws->row_ce), free(ws->row_kl);
+    free(ws->dx), free(ws->dxn), free(ws->dq), free(ws->dao), free(ws->dk), free(ws->dv);
+    free(ws->dgate), free(ws->dup), free(ws->dp);
+    free(ws->rope_cos), free(ws->rope_sin), free(ws->soft), free(ws->seg);
+    free(ws);
+    sd_llama_free(t->model);
+    free(t->grad), free(t->adam_m), free(t->adam_v);
+    free(t);
+}
+
+/* ---- initialisation ---- */
+
+void sd_train_init_weights(sd_train *t, gsl_rng *rng)
+{
+    sd_llama *m = t->model;
+    float *p = m->params;
+    double resid = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+    for (size_t s = 0; s < t->ws->n_seg; s++) {
+        const segment *g = &t->ws->seg[s];
+        /* a layer's segments run attn_norm wq wk wv wo ffn_norm gate up down */
+        int is_resid = s > 0 && s <= 9 * (size_t)m->cfg.n_layer && ((s - 1) % 9 == 4 || (s - 1) % 9 == 8);
+        double sigma = is_resid ? resid : 0.02;
+        for (size_t i = 0; i < g->len; i++)
+            p[g->off + i] = g->decay ? (float)gsl_ran_gaussian_ziggurat(rng, sigma) : 1.0f;
+    }
+    memset(t->adam_m, 0, m->n_params * sizeof(float));
+    memset(t->adam_v, 0, m->n_params * sizeof(float));
+    t->step = 0;
+}
+
+void sd_train_zero_grad(sd_train *t) { memset(t->grad, 0, t->model->n_params * sizeof(float)); }
+
+/* ---- losses on the logits ---- */
+
+static int check_seq(const sd_train *t, const int32_t *tokens, size_t n)
+{
+    if (n < 1 || n > t->seq_len)
+        return sd_error(SD_EINVAL, "trainer: a sequence of %zu predictions (1 to %zu)", n, t->seq_len);
+    uint32_t V = t->model->cfg.n_vocab;
+    for (size_t i = 0; i <= n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= V)
+            return sd_error(SD_EINVAL, "trainer: token %zu: id %d outside the vocabulary of %u", i,
+                            (int)tokens[i], V);
+    return SD_OK;
+}
+
+/* Softmax of row / temp into out; returns log of the normaliser of row / temp. */
+static double softmax_row(const float *row, size_t V, double temp, float *out)
+{
+    float mx = row[0];
+    for (size_t j = 1; j < V; j++) mx = row[j] > mx ? row[j] : mx;
+    double z = 0;
+    float inv = (float)(1.0 / temp);
+    for (size_t j = 0; j < V; j++) {
+        float e = expf((row[j] - mx) * inv);
+        if (out) out[j] = e;
+        z += e;
+    }
+    if (out) {
+        float iz = (float)(1.0 / z);
+        for (size_t j = 0; j < V; j++) out[j] *= iz;
+    }
+    return (double)mx / temp + log(z);
+}
+
+/* Per position: the cross-entropy, the KL to the teacher, and (grad_scale > 0) the
+ * gradient of the mixed loss times grad_scale, written over the logits. */
+static void losses(sd_train *t, const int32_t *tokens, size_t n, const float *teacher,
+                   const sd_train_params *p, float grad_scale)
+{
+    sd_train_ws *ws = t->ws;
+    size_t V = t->model->cfg.n_vocab;
+    double alpha = teacher ? p->distill_alpha : 0.0, T = p->distill_temp;
+#pragma omp parallel num_threads(ws->n_threads) if (n * V > 65536)
+    {
+        /* per thread: student and teacher softmax at temperature T */
+#ifdef _OPENMP
+        float *ps = ws->soft + (size_t)omp_get_thread_num() * 2 * V, *pt = ps + V;
+#else
+        float *ps = ws->soft, *pt = ps + V;
+#endif
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float *row = ws->logits + i * V;
+            size_t y = (size_t)tokens[i + 1];
+            double lse = softmax_row(row, V, 1.0, NULL);
+            ws->row_ce[i] = lse - row[y];
+            ws->row_kl[i] = 0;
+            if (teacher) {
+                const float *tr = teacher + i * V;
+                double lse_s = softmax_row(row, V, T, ps), lse_t = softmax_row(tr, V, T, pt);
+                double kl = 0;
+                for (size_t j = 0; j < V; j++)
+                    if (pt[j] > 0) kl += pt[j] * ((tr[j] / T - lse_t) - (row[j] / T - lse_s));
+                ws->row_kl[i] = kl;
+            }
+            if (grad_scale == 0) continue;
+            /* d CE / dz = softmax(z) - onehot; d T^2 KL / dz = T (softmax(z/T) - teacher_T) */
+            float hard = (float)((1 - alpha) * grad_scale), soft = (float)(alpha * T * grad_scale);
+            for (size_t j = 0; j < V; j++) {
+                float g = hard * expf((float)(row[j] - lse));
+                if (teacher) g += soft * (ps[j] - pt[j]);
+                row[j] = g;
+            }
+            row[y] -= hard;
+        }
+    }
+}
+
+static void sum_losses(const sd_train *t, size_t n, double alpha, double T, sd_train_loss *loss)
+{
+    double ce = 0, kl = 0;
+    for (size_t i = 0; i < n; i++) ce += t->ws->row_ce[i], kl += t->ws->row_kl[i];
+    loss->ce = ce / (double)n;
+    loss->kl = kl / (double)n;
+    loss->loss = (1 - alpha) * loss->ce + alpha * T * T * loss->kl;
+}
+
+/* ---- the backward pass ---- */
+
+/* Through y = x r w (r = 1 / rms(x), kept by the forward): dx (+)= dL/dx, dw += dL/dw. */
+static void rmsnorm_back(float *dx, int acc, const float *dy, const float *x, const float *rms,
+                         const float *w, float *dw, size_t n, size_t d)
+{
+#pragma omp parallel for schedule(static) if (n * d > 16384)
+    for (size_t t = 0; t < n; t++) {
+        const float *dyt = dy + t * d, *xt = x + t * d;
+        float r = rms[t], *o = dx + t * d;
+        double dot = 0;
+        for (size_t i = 0; i < d; i++) dot += (double)dyt[i] * w[i] * xt[i];
+        float c = (float)(dot * r * r * r / (double)d);
+        for (size_t i = 0; i < d; i++) {
+            float g = r * dyt[i] * w[i] - c * xt[i];
+            o[i] = acc ? o[i] + g : g;
+        }
+    }
+    for (size_t t = 0; t < n; t++)
+        for (size_t i = 0; i < d; i++) dw[i] += dy[t * d + i] * x[t * d + i] * rms[t];
+}
+
+/* y = W x for n tokens: dX (+)= dY W, dW += dY^T X. */
+static void linear_back(float *dX, int acc, float *dW, const float *dY, const float *X,
+                        const sd_tensor *W, size_t n, size_t rows, size_t cols)
+{
+    sd_gemm_f32(rows, cols, n, dY, 1, rows, X, cols, 1, dW, cols, 1);
+    sd_gemm_f32(n, cols, rows, dY, rows, 1, W->data, cols, 1, dX, cols, acc);
+}
+
+/* Rotates the gradient of each pair back by its angle: RoPE's transpose. */
+static void rope_back(float *g, size_t n, size_t heads, size_t hd, const float *cs, const float *sn)
+{
+    for (size_t t = 0; t < n; t++)
+        for (size_t h = 0; h < heads; h++)
+            for (size_t i = 0; i < hd / 2; i++) {
+                float c = cs[t * hd / 2 + i], s = sn[t * hd / 2 + i];
+                float *p = g + (t * heads + h) * hd + 2 * i, g0 = p[0], g1 = p[1];
+                p[0] = c * g0 + s * g1;
+                p[1] = -s * g0 + c * g1;
+            }
+}
+
+/* Causal attention of one layer: from dL/d(attention output) (ws->dao) to the
+ * gradients at q and k (after RoPE) and v. Per query head, as matrix products:
+ * dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(hd), dQ = dS K, dK += dS^T Q,
+ * dV += P^T dO; query heads of one group add into their key/value head. */
+static void attention_back(sd_train *t, const sd_llama_layer_acts *A, size_t n)
+{
+    const sd_llama_config *c = &t->model->cfg;
+    sd_train_ws *ws = t->ws;
+    size_t hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv;
+    size_t qw = nh * hd, kw = c->n_head_kv * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (size_t h = 0; h < nh; h++) {
+        size_t g = h / group;
+        int acc = h % group != 0;
+        const float *P = A->att + h * n * n, *dO = ws->dao + h * hd;
+        sd_gemm_f32(n, n, hd, dO, qw, 1, A->v + g * hd, 1, kw, ws->dp, n, 0);
+        for (size_t i = 0; i < n; i++) {
+            float *dp = ws->dp + i * n;
+            const float *pi = P + i * n;
+            double s = 0;
+            for (size_t j = 0; j <= i; j++) s += (double)pi[j] * dp[j];
+            for (size_t j = 0; j <= i; j++) dp[j] = pi[j] * (dp[j] - (float)s) * scale;
+            for (size_t j = i + 1; j < n; j++) dp[j] = 0;
+        }
+        sd_gemm_f32(n, hd, n, ws->dp, n, 1, A->k + g * hd, kw, 1, ws->dq + h * hd, qw, 0);
+        sd_gemm_f32(n, hd, n, ws->dp, 1, n, A->q + h * hd, qw, 1, ws->dk + g * hd, kw, acc);
+        sd_gemm_f32(n, hd, n, P, 1, n, dO, qw, 1, ws->dv + g * hd, kw, acc);
+    }
+}
+
+/* One block in reverse: ws->dx holds dL/d(block output) and leaves with dL/d(input). */
+static void block_back(sd_train *t, uint32_t l, size_t n)
+{
+    const sd_llama *m = t->model;
+    const sd_llama_config *c = &m->cfg;
+    const sd_llama_layer *L = &m->layer[l];
+    const sd_llama_layer_acts *A = &t->ws->acts->layer[l];
+    sd_train_ws *ws = t->ws;
+    size_t d = c->dim, F = c->ffn_dim, hd = c->head_dim, qw = c->n_head * hd, kw = c->n_head_kv * hd;
+
+    /* MLP: x2 -> xn2 -> gate, up -> h = silu(gate) up -> x += W_down h */
+    linear_back(ws->dgate, 0, sd_train_grad_of(t, &L->w_down), ws->dx, A->h, &L->w_down, n, d, F);
+#pragma omp parallel for schedule(static) if (n * F > 16384)
+    for (size_t i = 0; i < n * F; i++) {
+        float gt = A->gate[i], sg = 1.0f / (1.0f + expf(-gt)), dh = ws->dgate[i];
+        ws->dup[i] = dh * gt * sg;
+        ws->dgate[i] = dh * A->up[i] * sg * (1.0f + gt * (1.0f - sg));
+    }
+    linear_back(ws->dxn, 0, sd_train_grad_of(t, &L->w_gate), ws->dgate, A->xn2, &L->w_gate, n, F, d);
+    linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->w_up), ws->dup, A->xn2, &L->w_up, n, F, d);
+    rmsnorm_back(ws->dx, 1, ws->dxn, A->x2, A->rms2, L->ffn_norm.data,
+                 sd_train_grad_of(t, &L->ffn_norm), n, d);
+
+    /* attention: x -> xn -> q, k, v -> RoPE -> softmax(q k / sqrt(hd)) v -> x += Wo */
+    linear_back(ws->dao, 0, sd_train_grad_of(t, &L->wo), ws->dx, A->ao, &L->wo, n, d, qw);
+    attention_back(t, A, n);
+    rope_back(ws->dq, n, c->n_head, hd, ws->rope_cos, ws->rope_sin);
+    rope_back(ws->dk, n, c->n_head_kv, hd, ws->rope_cos, ws->rope_sin);
+    linear_back(ws->dxn, 0, sd_train_grad_of(t, &L->wq), ws->dq, A->xn, &L->wq, n, qw, d);
+    linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->wk), ws->dk, A->xn, &L->wk, n, kw, d);
+    linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->wv), ws->dv, A->xn, &L->wv, n, kw, d);
+    rmsnorm_back(ws->dx, 1, ws->dxn, A->x, A->rms, L->attn_norm.data,
+                 sd_train_grad_of(t, &L->attn_norm), n, d);
+}
+
+/* From dL/dlogits (in ws->logits) to every weight's gradient. */
+static void backward(sd_train *t, const int32_t *tokens, size_t n)
+{
+    const sd_llama *m = t->model;
+    sd_train_ws *ws = t->ws;
+    size_t d = m->cfg.dim, V = m->cfg.n_vocab;
+    const sd_llama_acts *a = ws->acts;
+    linear_back(ws->dxn, 0, sd_train_grad_of(t, &m->output), ws->logits, a->xfn, &m->output, n, V, d);
+    rmsnorm_back(ws->dx, 0, ws->dxn, a->xf, a->rmsf, m->out_norm.data,
+                 sd_train_grad_of(t, &m->out_norm), n, d);
+    for (uint32_t l = m->cfg.n_layer; l-- > 0;) block_back(t, l, n);
+    float *ge = sd_train_grad_of(t, &m->tok_embd);
+    for (size_t i = 0; i < n; i++) {
+        float *row = ge + (size_t)tokens[i] * d;
+        for (size_t j = 0; j < d; j++) row[j] += ws->dx[i * d + j];
+    }
+}
+
+static int forward_loss(sd_train *t, const int32_t *tokens, size_t n, const float *teacher,
+                        const sd_train_params *p, double weight, int grad, sd_train_loss *loss)
+{
+    int rc = check_seq(t, tokens, n);
+    if (rc) return rc;
+    if (teacher && (rc = sd_train_params_check(p))) return rc;
+    sd_kv_truncate(t->ws->kv, 0);
+    rc = sd_llama_forward(t->model, t->ws->kv, tokens, n, NULL, NULL, t->ws->logits,
+                          grad ? t->ws->acts : NULL);
+    if (rc) return rc;
+    losses(t, tokens, n, teacher, p, grad ? (float)(weight / (double)n) : 0.0f);
+    if (loss) sum_losses(t, n, teacher ? p->distill_alpha : 0.0, p->distill_temp, loss);
+    if (grad) backward(t, tokens, n);
+    return SD_OK;
+}
+
+int sd_train_seq(sd_train *t, const int32_t *tokens, size_t n, const float *teacher_logits,
+                 const sd_train_params *p, double weight, sd_train_loss *loss)
+{
+    if (!(weight > 0) || !isfinite(weight))
+        return sd_error(SD_EINVAL, "trainer: sequence weight %g (must be positive)", weight);
+    return forward_loss(t, tokens, n, teacher_logits, p, weight, 1, loss);
+}
+
+int sd_train_eval(sd_train *t, const int32_t *tokens, size_t n, const float *teacher_logits,
+                  const sd_train_params *p, sd_train_loss *loss)
+{
+    return forward_loss(t, tokens, n, teacher_logits, p, 0.0, 0, loss);
+}
+
+const float *sd_train_logits(const sd_train *t) { return t->ws->logits; }
+
+/* ---- the optimizer ---- */
+
+sd_train_params sd_train_default_params(void)
+{
+    sd_train_params p = {
+        .lr = 1e-3, .lr_min_frac = 0.1, .warmup = 100, .steps = 1000,
+        .schedule = SD_TRAIN_COSINE, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+        .weight_decay = 0.1, .grad_clip = 1.0, .distill_alpha = 0.5, .distill_temp = 1.0,
+    };
+    return p;
+}
+
+int sd_train_params_check(const sd_train_params *p)
+{
+    if (!(p->lr > 0) || !isfinite(p->lr)) return sd_error(SD_EINVAL, "learning rate %g: must be positive", p->lr);
+    if (!(p->lr_min_frac >= 0 && p->lr_min_frac <= 1))
+        return sd_error(SD_EINVAL, "final learning-rate fraction %g: must be in [0, 1]", p->lr_min_frac);
+    if (p->schedule != SD_TRAIN_COSINE && p->schedule != SD_TRAIN_LINEAR && p->schedule != SD_TRAIN_CONSTANT)
+        return sd_error(SD_EINVAL, "learning-rate schedule %d: unknown", (int)p->schedule);
+    if (!(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
+        return sd_error(SD_EINVAL, "AdamW betas %g, %g: must be in [0, 1)", p->beta1, p->beta2);
+    if (!(p->eps > 0)) return sd_error(SD_EINVAL, "AdamW epsilon %g: must be positive", p->eps);
+    if (!(p->weight_decay >= 0)) return sd_error(SD_EINVAL, "weight decay %g: must be >= 0", p->weight_decay);
+    if (!(p->grad_clip >= 0)) return sd_error(SD_EINVAL, "gradient clip %g: must be >= 0", p->grad_clip);
+    if (!(p->distill_alpha >= 0 && p->distill_alpha <= 1))
+        return sd_error(SD_EINVAL, "distillation weight %g: must be in [0, 1]", p->distill_alpha);
+    if (!(p->distill_temp > 0) || !isfinite(p->distill_temp))
+        return sd_error(SD_EINVAL, "distillation temperature %g: must be positive", p->distill_temp);
+    return SD_OK;
+}
+
+double sd_train_lr(const sd_train_params *p, size_t step)
+{
+    if (step < p->warmup) return p->lr * (double)(step + 1) / (double)p->warmup;
+    double lo = p->lr * p->lr_min_frac;
+    if (p->schedule == SD_TRAIN_CONSTANT || p->steps <= p->warmup) return p->lr;
+    double f = (double)(step - p->warmup) / (double)(p->steps - p->warmup);
+    if (f > 1) f = 1;
+    if (p->schedule == SD_TRAIN_LINEAR) return p->lr + (lo - p->lr) * f;
+    return lo + 0.5 * (p->lr - lo) * (1 + cos(3.14159265358979323846 * f));
+}
+
+/* Sum of squares in fixed chunks added in order: the same for any thread count. */
+static double grad_norm(const float *g, size_t n)
+{
+    enum { CHUNK = 1 << 16 };
+    size_t nc = (n + CHUNK - 1) / CHUNK;
+    double *part = sd_xmalloc((nc ? nc : 1) * sizeof *part), ss = 0;
+#pragma omp parallel for schedule(static) if (nc > 1)
+    for (size_t c = 0; c < nc; c++) {
+        double s = 0;
+        for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) s += (double)g[i] * g[i];
+        part[c] = s;
+    }
+    for (size_t c = 0; c < nc; c++) ss += part[c];
+    free(part);
+    return sqrt(ss);
+}
+
+int sd_train_step(sd_train *t, const sd_train_params *p, sd_train_stats *stats)
+{
+    int rc = sd_train_params_check(p);
+    if (rc) return rc;
+    double norm = grad_norm(t->grad, t->model->n_params);
+    if (!isfinite(norm)) return sd_error(SD_EINVAL, "trainer: the gradient is not finite at step %zu", t->step);
+    double lr = sd_train_lr(p, t->step), scale = p->grad_clip > 0 && norm > p->grad_clip ? p->grad_clip / norm : 1.0;
+    double bc1 = 1 - pow(p->beta1, (double)(t->step + 1)), bc2 = 1 - pow(p->beta2, (double)(t->step + 1));
+    float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->eps, gs = (float)scale;
+    float *w = t->model->params;
+    for (size_t s = 0; s < t->ws->n_seg; s++) {
+        const segment *sg = &t->ws->seg[s];
+        float lrf = (float)lr, decay = sg->decay ? (float)(lr * p->weight_decay) : 0.0f;
+        float ib1 = (float)(1 / bc1), ib2 = (float)(1 / bc2);
+#pragma omp parallel for schedule(static) if (sg->len > 16384)
+        for (size_t i = sg->off; i < sg->off + sg->len; i++) {
+            float g = t->grad[i] * gs;
+            float m = t->adam_m[i] = b1 * t->adam_m[i] + (1 - b1) * g;
+            float v = t->adam_v[i] = b2 * t->adam_v[i] + (1 - b2) * g * g;
+            w[i] -= lrf * (m * ib1) / (sqrtf(v * ib2) + eps) + decay * w[i];
+        }
+    }
+    t->step++;
+    if (stats) stats->lr = lr, stats->grad_norm = norm;
+    return SD_OK;
+}

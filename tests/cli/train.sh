@@ -1,0 +1,60 @@
+#!/bin/sh
+# Command-line tests of 'specdec train': the contract, a tiny model trained from a tiny
+# corpus (loss falls, the file loads), a draft distilled from it, and bad input.
+# usage: train.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib.sh"
+
+# a small corpus: a few sentences, many times, documents apart
+i=0
+while [ $i -lt 60 ]; do
+    printf 'Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, I thought I would sail about a little and see the watery part of the world.<|endoftext|>' >> "$T/train.txt"
+    printf 'It is a way I have of driving off the spleen and regulating the circulation.<|endoftext|>' >> "$T/train.txt"
+    i=$((i + 1))
+done
+printf 'Call me Ishmael. It is a way I have of driving off the spleen, and I would sail about a little.<|endoftext|>' > "$T/val.txt"
+TINY="--dim 16 --layers 1 --heads 2 --ctx 16 --batch 2 --eval-tokens 64 --threads 1"
+
+# --- the contract ---
+expect 0 "usage: specdec train" -- "$SPECDEC" train --help
+expect 0 "train " -- "$SPECDEC" help
+expect 2 "--corpus is required" -- "$SPECDEC" train --out "$T/m.gguf" --vocab 300
+expect 2 "--out is required" -- "$SPECDEC" train --corpus "$T/train.txt" --vocab 300
+expect 2 "a tokenizer is needed" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf"
+expect 2 "exclude each other" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --tokenizer "$T/x.gguf"
+expect 2 "head size" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --dim 30 --heads 4
+expect 2 "multiple of --kv-heads" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --heads 4 --kv-heads 3
+expect 2 "cosine, linear or constant" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --schedule step
+expect 2 "f32 or f16" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --type q4
+expect 2 "--vocab 100: need 258" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 100
+expect 2 "finite number" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --lr fast
+expect 2 "unexpected argument" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 extra
+expect 1 "cannot open" -- "$SPECDEC" train --corpus "$T/none.txt" --out "$T/m.gguf" --vocab 300
+expect 1 "learning rate" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --lr 0
+expect 1 "fewer than one sequence of 17" -- sh -c "printf 'Call me' > '$T/short.txt'; '$SPECDEC' train --corpus '$T/train.txt' --val '$T/short.txt' --out '$T/m.gguf' --vocab 300 $TINY"
+
+# --- a tiny target: the validation loss falls, the file loads and generates ---
+expect 0 "wrote $T/target.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --vocab 300 \
+    $TINY --steps 40 --lr 1e-2 --warmup 5 --eval-every 20 --log-every 10 --out "$T/target.gguf" --log "$T/target.tsv"
+rows=$(grep -vc '^#' "$T/target.tsv")
+[ "$rows" = 6 ] && ok || bad "target.tsv: $rows lines besides the header, want 6 (columns + steps 0..40 by 10)"
+grep -q "^step	tokens	train_loss	val_loss	lr	seconds" "$T/target.tsv" && ok || bad "target.tsv: no column line"
+grep -q "^# model: vocab 300 dim 16 layers 1" "$T/target.tsv" && ok || bad "target.tsv: no model line"
+awk -F'\t' '!/^#/ && $4 != "nan" && $1 ~ /^[0-9]/ { if (first == "") first = $4; last = $4 }
+    END { exit !(last < first - 1) }' "$T/target.tsv" && ok || bad "target.tsv: the validation loss did not fall by a nat"
+expect 0 "generated 5 tokens" -- "$SPECDEC" generate --model "$T/target.gguf" --prompt "Call me" --max-tokens 5
+
+# --- a draft distilled from it, tokenizer taken from the teacher ---
+expect 0 "distilled" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" \
+    --dim 8 --layers 1 --heads 2 --ctx 16 --batch 2 --eval-tokens 64 --threads 1 --steps 4 --eval-every 2 \
+    --type f32 --out "$T/draft.gguf" --log "$T/draft.tsv"
+awk -F'\t' '!/^#/ && $1 == 4 { exit !($9 > 0 && $9 <= 1 && $8 >= 0) }' "$T/draft.tsv" && ok || bad "draft.tsv: no acceptance in (0, 1] at step 4"
+expect 0 "generated 3 tokens" -- "$SPECDEC" generate --model "$T/draft.gguf" --prompt "Call me" --max-tokens 3
+# a teacher with another vocabulary
+"$SPECDEC" train --corpus "$T/train.txt" --vocab 280 $TINY --steps 1 --out "$T/other.gguf" >/dev/null 2>&1
+expect 1 "vocabulary of 300 tokens, the tokenizer has 280" -- "$SPECDEC" train --corpus "$T/train.txt" --tokenizer "$T/other.gguf" \
+    --teacher "$T/target.gguf" $TINY --steps 1 --out "$T/m.gguf"
+
+finish "train.sh"
