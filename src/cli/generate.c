@@ -39,8 +39,8 @@ static const char *const help =
     "  --top-p P          keep the smallest set reaching mass P (default 1: off)\n"
     "  --seed S           sampling seed (default 2385): same seed, same text\n"
     "  --threads N        OpenMP threads (default: all)\n"
-    "  --ctx N            KV-cache positions (default: prompt + max-tokens, at most the\n"
-    "                     model's context length)\n"
+    "  --ctx N            KV-cache positions (default: prompt + max-tokens); never past\n"
+    "                     the model's context length (llama.context_length)\n"
     "  --no-bos           do not add the tokenizer's BOS token\n"
     "  --stop-at-eos      stop when the model emits its EOS token (default: go on)\n"
     "  --log-logits FILE  write the logits at every generated position in the replay\n"
@@ -176,7 +176,12 @@ static int generate(const gen_opts *o)
         fail = 1;
     }
     size_t ctx = o->ctx ? o->ctx : n_prompt + o->max_tokens;
-    if (!fail && ctx > m->cfg.ctx_len && !o->ctx) ctx = m->cfg.ctx_len;
+    if (!fail && o->ctx > m->cfg.ctx_len) {
+        snprintf(msg, sizeof msg, "--ctx %zu: past the model's context length of %u (%s)", o->ctx,
+                 m->cfg.ctx_len, o->model);
+        fail = 1;
+    }
+    if (!fail && ctx > m->cfg.ctx_len) ctx = m->cfg.ctx_len;
     if (!fail && n_prompt + o->max_tokens > ctx) {
         snprintf(msg, sizeof msg, "the prompt (%zu tokens) and --max-tokens %zu need %zu positions; "
                  "the context is %zu (the model's %u)", n_prompt, o->max_tokens, n_prompt + o->max_tokens,
