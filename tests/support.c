@@ -2,10 +2,11 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
-#include <stdio.h>
 #include <gsl/gsl_randist.h>
 
 void sd_test_assert_close(double a, double b, double rtol, double atol, const char *sa,
@@ -63,4 +64,53 @@ void sd_test_write_bytes(const char *path, const void *buf, size_t len)
     assert_non_null(f);
     assert_int_equal(fwrite(buf, 1, len, f), len);
     assert_int_equal(fclose(f), 0);
+}
+
+unsigned char *sd_test_slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    assert_int_equal(got, (size_t)n);
+    buf[n] = '\0';
+    *size = (size_t)n;
+    return buf;
+}
+
+char *sd_test_english(size_t want, size_t *len)
+{
+    static const char *const files[] = {
+        "docs/build.md", "docs/function-calling.md", "docs/speculative.md", "docs/docker.md",
+        "README.md", "tools/server/README.md", "CONTRIBUTING.md",
+    };
+    char *text = malloc(want + 1);
+    size_t n = 0;
+    while (n < want) {
+        for (size_t i = 0; i < sizeof files / sizeof *files && n < want; i++) {
+            char path[256];
+            size_t size = 0;
+            snprintf(path, sizeof path, ".cache/llama.cpp/%s", files[i]);
+            char *f = (char *)sd_test_slurp(path, &size);
+            if (!f) fail_msg("%s missing: run sh install-deps.sh", path);
+            size_t k = size < want - n ? size : want - n;
+            memcpy(text + n, f, k);
+            n += k;
+            free(f);
+        }
+    }
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+double sd_test_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -25,6 +25,16 @@ int sd_test_tmpdir_remove(const char *dir);
 /* Writes len bytes to path (the test fails if it cannot). */
 void sd_test_write_bytes(const char *path, const void *buf, size_t len);
 
+/* A whole file (malloc'ed, NUL-terminated; *size bytes besides the NUL), or NULL if it
+ * cannot be opened. */
+unsigned char *sd_test_slurp(const char *path, size_t *size);
+/* At least `want` bytes of English prose: llama.cpp's documentation in
+ * .cache/llama.cpp (fetched by install-deps.sh; the test fails naming the file if it
+ * is missing), repeated. Caller frees. */
+char *sd_test_english(size_t want, size_t *len);
+/* Seconds on the monotonic clock. */
+double sd_test_seconds(void);
+
 /* A generator seeded with seed (caller frees with gsl_rng_free). */
 gsl_rng *sd_test_rng(unsigned long seed);
 

@@ -32,57 +32,6 @@ static int group_teardown(void **state)
     return sd_test_tmpdir_remove(tmpdir);
 }
 
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    assert_int_equal(got, (size_t)n);
-    buf[n] = '\0';
-    *size = (size_t)n;
-    return buf;
-}
-
-static const char *english_files[] = {
-    "docs/build.md", "docs/function-calling.md", "docs/speculative.md", "docs/docker.md",
-    "README.md", "tools/server/README.md", "CONTRIBUTING.md",
-};
-
-/* At least `want` bytes of English text (the files above, repeated). */
-static char *english(size_t want, size_t *len)
-{
-    char *text = malloc(want + 1);
-    size_t n = 0;
-    while (n < want) {
-        for (size_t i = 0; i < sizeof english_files / sizeof *english_files && n < want; i++) {
-            char path[256];
-            size_t size = 0;
-            snprintf(path, sizeof path, ".cache/llama.cpp/%s", english_files[i]);
-            char *f = (char *)slurp(path, &size);
-            if (!f) fail_msg("%s missing: run sh install-deps.sh", path);
-            size_t k = size < want - n ? size : want - n;
-            memcpy(text + n, f, k);
-            n += k;
-            free(f);
-        }
-    }
-    text[n] = '\0';
-    *len = n;
-    return text;
-}
-
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int32_t *encode(const sd_tokenizer *t, const char *text, unsigned flags, size_t *n)
 {
     int32_t *ids;
@@ -108,7 +57,7 @@ static void test_bpe_train_small(void **state)
 {
     (void)state;
     size_t len;
-    char *text = english(64 << 10, &len);
+    char *text = sd_test_english(64 << 10, &len);
     sd_bpe_vocab *v = train(text, len, 1024, 2, "<|endoftext|>");
     assert_int_equal(v->n_tokens, 1024);
     assert_int_equal(v->n_merges, 1024 - 256 - 1);
@@ -255,10 +204,10 @@ static void test_bpe_train_speed(void **state)
 {
     (void)state;
     size_t len;
-    char *text = english(4 << 20, &len);
-    double t0 = seconds();
+    char *text = sd_test_english(4 << 20, &len);
+    double t0 = sd_test_seconds();
     sd_bpe_vocab *v = train(text, len, 8192, 2, "<|endoftext|>");
-    double dt = seconds() - t0;
+    double dt = sd_test_seconds() - t0;
     printf("    4 MiB, 8192 tokens: trained in %.2f s, %.2f bytes/token\n", dt,
            (double)len / (double)v->n_corpus_tokens);
     assert_int_equal(v->n_tokens, 8192);

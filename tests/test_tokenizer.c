@@ -19,22 +19,6 @@
 #define KEY(k) "tokenizer.ggml." k
 #define OK(call) assert_int_equal((call), SD_OK)
 
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    assert_int_equal(got, (size_t)n);
-    buf[n] = '\0';
-    *size = (size_t)n;
-    return buf;
-}
-
 /* The tokenizer of llama.cpp's vocabulary NAME (ggml-vocab-NAME.gguf). */
 static sd_tokenizer *vocab_tokenizer(const char *name)
 {
@@ -61,10 +45,10 @@ static size_t run_vectors(const char *name, size_t *n_tests)
     char path[256];
     size_t inp_size, out_size;
     snprintf(path, sizeof path, VOCAB_DIR "/ggml-vocab-%s.gguf.inp", name);
-    char *inp = (char *)slurp(path, &inp_size);
+    char *inp = (char *)sd_test_slurp(path, &inp_size);
     if (!inp) fail_msg("%s missing: run sh install-deps.sh", path);
     snprintf(path, sizeof path, VOCAB_DIR "/ggml-vocab-%s.gguf.out", name);
-    char *out = (char *)slurp(path, &out_size);
+    char *out = (char *)sd_test_slurp(path, &out_size);
     if (!out) fail_msg("%s missing: run sh install-deps.sh", path);
     sd_tokenizer *t = vocab_tokenizer(name);
     const char *sep = "\n__ggml_vocab_test__\n";
@@ -711,54 +695,19 @@ static void test_tokenizer_unicode(void **state)
 
 /* ---- speed: 1 MB of English (llama.cpp's documentation, repeated) */
 
-static const char *english_files[] = {
-    "docs/build.md", "docs/function-calling.md", "docs/speculative.md", "docs/docker.md",
-    "README.md", "tools/server/README.md", "CONTRIBUTING.md",
-};
-
-/* At least `want` bytes of English text (the files above, repeated). */
-static char *english(size_t want, size_t *len)
-{
-    char *text = malloc(want + 1);
-    size_t n = 0;
-    while (n < want) {
-        for (size_t i = 0; i < sizeof english_files / sizeof *english_files && n < want; i++) {
-            char path[256];
-            size_t size = 0;
-            snprintf(path, sizeof path, ".cache/llama.cpp/%s", english_files[i]);
-            char *f = (char *)slurp(path, &size);
-            if (!f) fail_msg("%s missing: run sh install-deps.sh", path);
-            size_t k = size < want - n ? size : want - n;
-            memcpy(text + n, f, k);
-            n += k;
-            free(f);
-        }
-    }
-    text[n] = '\0';
-    *len = n;
-    return text;
-}
-
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void test_tokenizer_speed(void **state)
 {
     (void)state;
     size_t len;
-    char *text = english(1 << 20, &len);
+    char *text = sd_test_english(1 << 20, &len);
     const char *names[] = {"gpt-2", "llama-spm", "llama-bpe"};
     for (size_t v = 0; v < 3; v++) {
         sd_tokenizer *t = vocab_tokenizer(names[v]);
         int32_t *ids;
         size_t n;
-        double t0 = seconds();
+        double t0 = sd_test_seconds();
         assert_int_equal(sd_tokenizer_encode(t, text, len, 0, &ids, &n), SD_OK);
-        double dt = seconds() - t0;
+        double dt = sd_test_seconds() - t0;
         printf("    %s: 1 MiB -> %zu tokens in %.3f s\n", names[v], n, dt);
         assert_true(n > len / 8 && n < len / 2);
         assert_true(dt < 5.0);  /* about 0.1 s at -O2; loose for sanitizer builds */
@@ -777,13 +726,13 @@ static void test_tokenizer_speed(void **state)
     sd_tokenizer *t = vocab_tokenizer("gpt-2");
     int32_t *ids;
     size_t n;
-    double t0 = seconds();
+    double t0 = sd_test_seconds();
     assert_int_equal(sd_tokenizer_encode(t, run, 200000, 0, &ids, &n), SD_OK);
     free(ids);
     memset(run, ' ', 200000);
     assert_int_equal(sd_tokenizer_encode(t, run, 200000, 0, &ids, &n), SD_OK);
     free(ids);
-    double dt = seconds() - t0;
+    double dt = sd_test_seconds() - t0;
     printf("    gpt-2: a 200 kB word and 200 kB of spaces in %.3f s\n", dt);
     assert_true(dt < 5.0);
     sd_tokenizer_free(t);

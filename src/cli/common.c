@@ -4,7 +4,10 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "dist.h"
 #include "family.h"
@@ -135,4 +138,32 @@ void cli_json_double(FILE *f, double x)
 {
     if (isfinite(x)) fprintf(f, "%.17g", x);
     else fputs("null", f);
+}
+
+int cli_read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = sd_xmalloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = sd_xrealloc(buf, cap *= 2);
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return sd_error(SD_EIO, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *text = buf, *len = n;
+    return SD_OK;
+}
+
+double cli_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

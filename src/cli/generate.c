@@ -58,33 +58,6 @@ typedef struct {
     int no_bos, stop_eos, json;
 } gen_opts;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int read_file(const char *path, char **text, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0, got;
-    char *buf = sd_xmalloc(cap);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = sd_xrealloc(buf, cap *= 2);
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return sd_error(SD_EIO, "%s: read error", path);
-    }
-    *text = buf, *len = n;
-    return SD_OK;
-}
-
 /* The log's rows: logits kept in memory for every generated position. */
 typedef struct {
     const float *target, *draft;
@@ -146,7 +119,7 @@ static int generate(const gen_opts *o)
     size_t n_prompt = 0;
     int rc;
     if (o->prompt_file) {
-        if ((rc = read_file(o->prompt_file, &ptext, &plen))) return cli_fail(cmd, sd_errmsg());
+        if ((rc = cli_read_file(o->prompt_file, &ptext, &plen))) return cli_fail(cmd, sd_errmsg());
     } else {
         plen = strlen(o->prompt);
         ptext = sd_xmalloc(plen + 1);
@@ -207,12 +180,12 @@ static int generate(const gen_opts *o)
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
     gsl_rng_set(rng, o->seed);
 
-    double t0 = now();
+    double t0 = cli_seconds();
     rc = sd_llama_forward(m, kv, all, n_prompt, NULL, NULL, lg, NULL);
-    double t_prompt = now() - t0;
+    double t_prompt = cli_seconds() - t0;
     const float *last = lg + (n_prompt - 1) * V;
     size_t n_gen = 0;
-    double t1 = now();
+    double t1 = cli_seconds();
     float *step = sd_xmalloc(V * sizeof *step);
     while (!rc && n_gen < o->max_tokens) {
         if (glog) memcpy(glog + n_gen * V, last, V * sizeof *glog);
@@ -233,7 +206,7 @@ static int generate(const gen_opts *o)
         if ((rc = sd_llama_forward(m, kv, &next, 1, NULL, NULL, step, NULL))) break;
         last = step;
     }
-    double t_gen = now() - t1;
+    double t_gen = cli_seconds() - t1;
     if (!o->json) fputc('\n', stdout);
 
     if (!rc && glog && n_gen) {

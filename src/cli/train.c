@@ -109,33 +109,6 @@ typedef struct {
     sd_ttype type;
 } train_opts;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int read_text(const char *path, char **text, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = sd_xmalloc(cap);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = sd_xrealloc(buf, cap *= 2);
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return sd_error(SD_EIO, "%s: read error", path);
-    }
-    *text = buf, *len = n;
-    return SD_OK;
-}
-
 static void fmt_time(double s, char out[32])
 {
     long t = (long)(s + 0.5);
@@ -355,15 +328,15 @@ static int train_loop(run *r)
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(rng, o->seed);
     sd_train_init_weights(r->t, rng);
-    double t0 = now(), eval_secs = 0, vce, vkl, vacc, sum_ce = 0, sum_kl = 0, gn = 0;
+    double t0 = cli_seconds(), eval_secs = 0, vce, vkl, vacc, sum_ce = 0, sum_kl = 0, gn = 0;
     size_t since = 0;
     int rc = evaluate(r, &vce, &vkl, &vacc);
     if (rc) goto done;
     r->last_val = vce;
-    eval_secs = now() - t0;
+    eval_secs = cli_seconds() - t0;
     fprintf(stderr, "train: step 0/%zu  val %.4f%s (%.1f s)\n", o->steps, vce,
             r->teacher ? "" : "", eval_secs);
-    log_row(r, 0, NAN, vce, 0, now() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
+    log_row(r, 0, NAN, vce, 0, cli_seconds() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
     for (size_t step = 1; step <= o->steps && !rc; step++) {
         sd_train_zero_grad(r->t);
         for (size_t b = 0; b < o->batch && !rc; b++) {
@@ -383,14 +356,14 @@ static int train_loop(run *r)
         int eval = step % o->eval_every == 0 || step == o->steps, show = step % o->log_every == 0 || eval;
         vce = vkl = vacc = NAN;
         if (eval) {
-            double te = now();
+            double te = cli_seconds();
             if ((rc = evaluate(r, &vce, &vkl, &vacc))) break;
             r->last_val = vce;
-            eval_secs += now() - te;
+            eval_secs += cli_seconds() - te;
         }
         if (!show) continue;
         double tl = sum_ce / (double)(since * o->batch), tkl = sum_kl / (double)(since * o->batch);
-        double el = now() - t0, per = (el - eval_secs) / (double)step;
+        double el = cli_seconds() - t0, per = (el - eval_secs) / (double)step;
         size_t evals_left = (o->steps - step) / o->eval_every;
         double left = per * (double)(o->steps - step) + evals_left * eval_secs / (double)(step / o->eval_every + 1);
         char e1[32], e2[32];
@@ -408,7 +381,7 @@ static int train_loop(run *r)
     if (!rc) rc = save(r, o->steps);
     if (!rc) {
         char e1[32];
-        fmt_time(now() - t0, e1);
+        fmt_time(cli_seconds() - t0, e1);
         fprintf(stderr, "train: %zu steps, %zu tokens in %s; validation loss %.4f; wrote %s\n", o->steps,
                 r->tokens_seen, e1, r->last_val, o->out);
     }
@@ -423,7 +396,7 @@ static int encode_file(const sd_tokenizer *tok, const char *path, int32_t **ids,
 {
     char *text;
     size_t len;
-    int rc = read_text(path, &text, &len);
+    int rc = cli_read_file(path, &text, &len);
     if (rc) return rc;
     rc = sd_tokenizer_encode(tok, text, len, SD_TOK_PARSE_SPECIAL, ids, n);
     free(text);
@@ -445,18 +418,18 @@ static int setup(run *r, sd_gguf **tok_gguf, sd_tokenizer **tok, int32_t **train
     if (o->vocab) {
         char *text;
         size_t len;
-        if ((rc = read_text(o->corpus, &text, &len))) return rc;
+        if ((rc = cli_read_file(o->corpus, &text, &len))) return rc;
         sd_bpe_train_params bp = sd_bpe_train_default_params();
         static const char *const special[] = {"<|endoftext|>"};
         bp.n_vocab = o->vocab, bp.special = special, bp.n_special = 1;
-        double t0 = now();
+        double t0 = cli_seconds();
         rc = sd_bpe_train(text, len, &bp, &r->vocab);
         free(text);
         if (rc) return rc;
         sd_tokenizer_params tp = sd_bpe_vocab_params(r->vocab);
         if ((rc = sd_tokenizer_init(&tp, tok))) return rc;
         fprintf(stderr, "train: BPE tokenizer of %zu tokens from %s in %.1f s\n", r->vocab->n_tokens,
-                o->corpus, now() - t0);
+                o->corpus, cli_seconds() - t0);
     } else {
         if (o->tokenizer) {
             if ((rc = sd_gguf_open(o->tokenizer, tok_gguf))) return rc;
