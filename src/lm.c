@@ -9,9 +9,11 @@
 
 #include "dist.h"
 #include "family.h"
+#include "llama_lm.h"
 #include "sd_error.h"
 
-const char *const sd_lm_help = "const:ALPHA | markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]]";
+const char *const sd_lm_help =
+    "const:ALPHA | markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] | gguf:DRAFT.gguf,TARGET.gguf[,TEMP]";
 
 int sd_lm_next(sd_lm *lm, const size_t *context, size_t len, double *out)
 {
@@ -179,6 +181,7 @@ int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target)
 {
     double a[1];
     if (!strncmp(spec, "markov:", 7)) return sd_lm_markov_pair(spec, draft, target);
+    if (!strncmp(spec, "gguf:", 5)) return sd_lm_llama_pair_parse(spec, draft, target);
     if (!strncmp(spec, "const:", 6)) {
         if (sd_spec_numbers(spec, "const", a, 1) != 1 || !(a[0] >= 0 && a[0] <= 1))
             return sd_error(SD_EINVAL, "model spec '%s': expected const:ALPHA with ALPHA in [0, 1]",

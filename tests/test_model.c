@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "dist.h"
 #include "llama.h"
+#include "llama_lm.h"
+#include "lm.h"
+#include "mc.h"
 #include "mask.h"
 #include "sd_error.h"
 #include "tree.h"
@@ -404,6 +408,115 @@ static void test_model_gguf_bad(void **state)
     sd_test_tmpdir_remove(dir);
 }
 
+/* The decoder as an lm oracle: next() after any sequence of contexts (its cache
+ * reuses common prefixes) = a fresh forward pass; next_batch() over a tree of
+ * contexts = next() one by one; temperature 0 is the argmax. */
+static void test_model_oracle(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 1, 77);
+    sd_lm *lm;
+    assert_int_equal(sd_lm_llama(m, 0, 0.8, 0, 1, 0, &lm), SD_OK);
+    assert_int_equal(lm->vocab, 48);
+    gsl_rng *r = sd_test_rng(5);
+    size_t ctx[40] = {3, 9, 27, 33, 1, 4, 4, 20};
+    double law[48], want[48];
+    float lg[40 * 48];
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(m, 64, &kv), SD_OK);
+    for (int q = 0; q < 60; q++) {
+        /* the next context: the last one cut somewhere, then extended at random */
+        size_t len = 1 + gsl_rng_uniform_int(r, 8) + (q % 3 ? 8 : 0);
+        for (size_t i = 8; i < len; i++) if (gsl_rng_uniform(r) < 0.3) ctx[i] = gsl_rng_uniform_int(r, 48);
+        assert_int_equal(sd_lm_next(lm, ctx, len, law), SD_OK);
+        int32_t t32[40];
+        for (size_t i = 0; i < len; i++) t32[i] = (int32_t)ctx[i];
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward(m, kv, t32, len, NULL, NULL, lg, NULL), SD_OK);
+        double lw[48];
+        for (size_t t = 0; t < 48; t++) lw[t] = lg[(len - 1) * 48 + t];
+        assert_int_equal(sd_dist_from_logits(lw, 48, 0.8, 0, 1, want, "x"), SD_OK);
+        for (size_t t = 0; t < 48; t++) assert_close(law[t], want[t], 1e-5, 1e-7);
+    }
+    /* a draft tree's contexts: prefix 3 9 27, then branches of different depths */
+    static const size_t a[] = {3, 9, 27, 5}, b[] = {3, 9, 27, 6}, c[] = {3, 9, 27, 5, 11},
+                        d[] = {3, 9, 27, 5, 12, 40}, e[] = {3, 9, 27};
+    const size_t *ctxs[5] = {a, b, c, d, e};
+    size_t lens[5] = {4, 4, 5, 6, 3};
+    double batch[5 * 48];
+    assert_int_equal(sd_lm_next_batch(lm, ctxs, lens, 5, batch), SD_OK);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(sd_lm_next(lm, ctxs[i], lens[i], law), SD_OK);
+        for (size_t t = 0; t < 48; t++) assert_close(batch[i * 48 + t], law[t], 1e-5, 1e-7);
+    }
+    size_t passes, tokens;
+    sd_lm_llama_stats(lm, &passes, &tokens);
+    assert_true(passes > 0 && tokens >= passes);
+    /* greedy: a point mass */
+    sd_lm *g;
+    assert_int_equal(sd_lm_llama(m, 0, 0, 0, 1, 0, &g), SD_OK);
+    assert_int_equal(sd_lm_next(g, a, 4, law), SD_OK);
+    double mass = 0;
+    for (size_t t = 0; t < 48; t++) mass += law[t] == 1.0, assert_true(law[t] == 0 || law[t] == 1);
+    assert_true(mass == 1);
+    /* bad contexts */
+    size_t bad[2] = {3, 48};
+    assert_int_equal(sd_lm_next(lm, bad, 2, law), SD_EINVAL);
+    assert_true(strstr(sd_errmsg(), "vocabulary") != NULL);
+    assert_int_equal(sd_lm_next(lm, bad, 0, law), SD_EINVAL);
+    size_t longer[65] = {0};
+    assert_int_equal(sd_lm_next(lm, longer, 65, law), SD_ERANGE);
+    assert_int_equal(sd_lm_llama(m, 0, -1, 0, 1, 0, &g), SD_EINVAL);
+    sd_lm_free(g);
+    sd_lm_free(lm);
+    sd_kv_free(kv);
+    gsl_rng_free(r);
+    sd_llama_free(m);
+}
+
+/* The whole engine on a transformer pair: the exact block efficiency of a chain and of
+ * a tree (enumeration through the oracle) inside the Monte-Carlo interval of the tree
+ * walk run on two threads (each with its own KV cache). */
+static void test_model_oracle_blocks(void **state)
+{
+    (void)state;
+    sd_llama_config c = tiny;
+    c.n_vocab = 12;
+    sd_llama *tm = random_model(&c, 0, 101), *dm;
+    /* the draft: the target's weights, perturbed */
+    assert_int_equal(sd_llama_alloc(&c, 0, &dm), SD_OK);
+    gsl_rng *r = sd_test_rng(8);
+    for (size_t i = 0; i < dm->n_params; i++)
+        dm->params[i] = tm->params[i] * (float)(1 + 0.4 * (gsl_rng_uniform(r) - 0.5));
+    sd_lm *d, *t;
+    assert_int_equal(sd_lm_llama(dm, 1, 1.0, 0, 1, 32, &d), SD_OK);
+    assert_int_equal(sd_lm_llama(tm, 1, 1.0, 0, 1, 32, &t), SD_OK);
+    const char *shapes[2] = {"chain:3", "kconfig:2,2"};
+    sd_scheme schemes[2] = {SD_SCHEME_SD, SD_SCHEME_RRS};
+    size_t ctx[3] = {1, 7, 4};
+    for (int k = 0; k < 2; k++) {
+        sd_tree *x;
+        assert_int_equal(sd_tree_parse(shapes[k], &x), SD_OK);
+        sd_tree_params p = sd_tree_default_params();
+        p.scheme = schemes[k];
+        double e;
+        assert_int_equal(sd_tree_block_efficiency(x, &p, d, t, ctx, 3, 1e8, &e), SD_OK);
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 6000, mp.seed = 31 + (unsigned long)k, mp.threads = 2;
+        sd_mc_blocks_result res;
+        assert_int_equal(sd_mc_blocks(d, t, ctx, 3, x, &p, mp, &res), SD_OK);
+        print_message("%s: exact %.5f, Monte Carlo %.5f [%.5f, %.5f]\n", shapes[k], e, res.efficiency,
+                      res.ci_low, res.ci_high);
+        if (!(res.ci_low <= e && e <= res.ci_high))
+            fail_msg("%s: exact %.6f outside [%.6f, %.6f]", shapes[k], e, res.ci_low, res.ci_high);
+        assert_true(e > 1.2); /* the perturbed draft agrees often enough to matter */
+        sd_tree_free(x);
+    }
+    sd_lm_free(d);
+    sd_lm_free(t);
+    gsl_rng_free(r);
+}
+
 static void test_model_errors(void **state)
 {
     (void)state;
@@ -443,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_model_reference),   cmocka_unit_test(test_model_kv_rollback),
         cmocka_unit_test(test_model_tree_batch),  cmocka_unit_test(test_model_quantized),
         cmocka_unit_test(test_model_gguf_round_trip), cmocka_unit_test(test_model_gguf_bad),
+        cmocka_unit_test(test_model_oracle),      cmocka_unit_test(test_model_oracle_blocks),
         cmocka_unit_test(test_model_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -237,7 +237,9 @@ static const char *const synth_help =
     "from the target model of a synthetic pair, in the format 'specdec replay' reads:\n"
     "PATH.draft.npy, PATH.target.npy, PATH.tokens.npy, or one PATH.safetensors.\n"
     "\n"
-    "  --lm SPEC        const:ALPHA or markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]]\n"
+    "  --lm SPEC        const:ALPHA, markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] or\n"
+    "                   gguf:DRAFT.gguf,TARGET.gguf[,TEMP] (logs of two real models on the\n"
+    "                   target's own samples)\n"
     "  --positions N    positions per sequence (default 400)\n"
     "  --sequences S    sequences (default 1; > 1 writes [S, N, V] arrays)\n"
     "  --dtype D        stored precision (default f32)\n";

@@ -49,6 +49,13 @@ expect 1 "vocabulary of 280 tokens, the target's has 300" -- "$SPECDEC" generate
     --draft "$T/other.gguf" --prompt "Call me" --max-tokens 3 --log-logits "$T/x.safetensors"
 [ ! -e "$T/x.safetensors" ] && ok || bad "a failed log left a file"
 
+# --- the same models as the oracle of the tree engine (--lm gguf:DRAFT,TARGET) ---
+expect 0 "block efficiency .*Monte Carlo, 300 blocks" -- "$SPECDEC" tree --lm "gguf:$T/d.gguf,$T/m.gguf,0.8" \
+    --scheme rrs --shape kconfig:2,1 --samples 300 --no-exact
+expect 1 "must share one" -- "$SPECDEC" tree --lm "gguf:$T/other.gguf,$T/m.gguf" --scheme sd --shape 2 --no-exact
+expect 1 "expected gguf:DRAFT.gguf,TARGET.gguf" -- "$SPECDEC" tree --lm "gguf:$T/m.gguf" --scheme sd --shape 2
+expect 1 "$T/none.gguf" -- "$SPECDEC" tree --lm "gguf:$T/none.gguf,$T/m.gguf" --scheme sd --shape 2
+
 # --- bad input ---
 expect 1 "$T/none.gguf" -- "$SPECDEC" generate --model "$T/none.gguf" --prompt a
 head -c 3000 "$T/m.gguf" > "$T/cut.gguf"

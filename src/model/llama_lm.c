@@ -1,0 +1,265 @@
+/* llama_lm: the decoder behind the lm oracle interface (see llama_lm.h). */
+#include "llama_lm.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "gguf.h"
+#include "sd_error.h"
+
+#define MAX_THREADS 256
+
+/* One thread's cache: the tokens its KV cache holds, and the logits after them. */
+typedef struct {
+    sd_kv *kv;
+    int32_t *tok;      /* [cache] tokens of kv's entries */
+    float *logits;     /* [batch cap][V] */
+    size_t cap_rows;
+    int have_last;     /* logits row 0 is the law after tok[0 .. kv->n - 1] */
+    size_t passes, tokens;
+} lane;
+
+typedef struct {
+    sd_llama *m;
+    int own;
+    double temperature, top_p;
+    size_t top_k, cache;
+    size_t bos;        /* the file's BOS token, what an empty context means; -1: none */
+    lane lanes[MAX_THREADS];
+} oracle;
+
+static lane *my_lane(oracle *o)
+{
+    int t = omp_get_thread_num();
+    if (t < 0 || t >= MAX_THREADS) return NULL;
+    lane *l = &o->lanes[t];
+    if (!l->kv) {
+        if (sd_kv_alloc(o->m, o->cache, &l->kv)) return NULL;
+        l->tok = sd_xmalloc(o->cache * sizeof *l->tok);
+        l->cap_rows = 1;
+        l->logits = sd_xmalloc(o->m->cfg.n_vocab * sizeof *l->logits);
+    }
+    return l;
+}
+
+static int check_context(const oracle *o, const size_t *ctx, size_t len)
+{
+    if (len == 0)
+        return sd_error(SD_EINVAL, "llama oracle: empty context, and the model names no BOS token to "
+                        "start from");
+    if (len > o->cache)
+        return sd_error(SD_ERANGE, "llama oracle: context of %zu tokens past the cache of %zu", len, o->cache);
+    for (size_t i = 0; i < len; i++)
+        if (ctx[i] >= o->m->cfg.n_vocab)
+            return sd_error(SD_EINVAL, "llama oracle: token %zu at %zu outside the vocabulary of %u",
+                            ctx[i], i, o->m->cfg.n_vocab);
+    return SD_OK;
+}
+
+/* Makes the lane's cache hold ctx[0 .. upto-1] (reusing the common prefix); if want
+ * is set, row 0 of l->logits is then the law after them (needs upto >= 1). */
+static int extend(oracle *o, lane *l, const size_t *ctx, size_t upto, int want)
+{
+    size_t p = 0, n = l->kv->n;
+    while (p < n && p < upto && (size_t)l->tok[p] == ctx[p]) p++;
+    if (p == upto && n == upto && l->have_last) return SD_OK;
+    if (want && p == upto) p--; /* the last token again, for its logits */
+    sd_kv_truncate(l->kv, p);
+    l->have_last = 0;
+    size_t k = upto - p;
+    if (!k) return SD_OK;
+    int32_t *t = l->tok + p;
+    for (size_t i = 0; i < k; i++) t[i] = (int32_t)ctx[p + i];
+    if (k > l->cap_rows) {
+        l->cap_rows = k;
+        l->logits = sd_xrealloc(l->logits, k * o->m->cfg.n_vocab * sizeof *l->logits);
+    }
+    int rc = sd_llama_forward(o->m, l->kv, t, k, NULL, NULL, want ? l->logits : NULL, NULL);
+    if (rc) {
+        sd_kv_truncate(l->kv, 0);
+        return rc;
+    }
+    l->passes++, l->tokens += k;
+    if (want) {
+        size_t V = o->m->cfg.n_vocab;
+        if (k > 1) memmove(l->logits, l->logits + (k - 1) * V, V * sizeof *l->logits);
+        l->have_last = 1;
+    }
+    return SD_OK;
+}
+
+static int to_law(const oracle *o, const float *logits, double *out)
+{
+    size_t V = o->m->cfg.n_vocab;
+    for (size_t i = 0; i < V; i++) out[i] = logits[i];
+    return sd_dist_from_logits(out, V, o->temperature, o->top_k, o->top_p, out, "model logits");
+}
+
+static int llama_next(sd_lm *lm, const size_t *ctx, size_t len, double *out)
+{
+    oracle *o = lm->impl;
+    if (len == 0 && o->bos != (size_t)-1) ctx = &o->bos, len = 1; /* the start of a text */
+    int rc = check_context(o, ctx, len);
+    if (rc) return rc;
+    lane *l = my_lane(o);
+    if (!l) return sd_error(SD_ERANGE, "llama oracle: thread %d past %d", omp_get_thread_num(), MAX_THREADS);
+    if ((rc = extend(o, l, ctx, len, 1))) return rc;
+    return to_law(o, l->logits, out);
+}
+
+/* The contexts' common prefix is cached, their distinct suffixes are one tree
+ * (node = a distinct suffix prefix), evaluated in one pass and dropped after. */
+static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *lens, size_t batch,
+                            double *out)
+{
+    oracle *o = lm->impl;
+    int rc;
+    for (size_t b = 0; b < batch; b++)
+        if (!lens[b] || (rc = check_context(o, ctxs[b], lens[b]))) { /* empty ones: one at a time */
+            for (size_t i = 0; i < batch; i++)
+                if ((rc = llama_next(lm, ctxs[i], lens[i], out + i * lm->vocab))) return rc;
+            return SD_OK;
+        }
+    if (batch == 1) return llama_next(lm, ctxs[0], lens[0], out);
+    lane *l = my_lane(o);
+    if (!l) return sd_error(SD_ERANGE, "llama oracle: thread %d past %d", omp_get_thread_num(), MAX_THREADS);
+    /* the common prefix, short of every context's last token */
+    size_t P = lens[0] - 1;
+    for (size_t b = 1; b < batch; b++) {
+        size_t p = 0, lim = lens[b] - 1 < P ? lens[b] - 1 : P;
+        while (p < lim && ctxs[b][p] == ctxs[0][p]) p++;
+        P = p;
+    }
+    if ((rc = extend(o, l, ctxs[0], P, 0))) return rc;
+    /* the suffix tree: node i has token, parent (-1: the cached prefix), depth */
+    size_t cap = 0;
+    for (size_t b = 0; b < batch; b++) cap += lens[b] - P;
+    if (l->kv->n + cap > o->cache)
+        return sd_error(SD_ERANGE, "llama oracle: a batch of %zu tree tokens after %zu cached: past the "
+                        "cache of %zu", cap, l->kv->n, o->cache);
+    int32_t *tok = sd_xmalloc(cap * sizeof *tok);
+    size_t *parent = sd_xmalloc(cap * sizeof *parent), *pos = sd_xmalloc(cap * sizeof *pos);
+    size_t *end = sd_xmalloc(batch * sizeof *end), n = 0;
+    for (size_t b = 0; b < batch; b++) {
+        size_t at = (size_t)-1; /* the node of the path so far */
+        for (size_t i = P; i < lens[b]; i++) {
+            size_t found = (size_t)-1;
+            for (size_t v = 0; v < n && found == (size_t)-1; v++) /* trees are small */
+                if (parent[v] == at && (size_t)tok[v] == ctxs[b][i]) found = v;
+            if (found == (size_t)-1) {
+                found = n++;
+                tok[found] = (int32_t)ctxs[b][i], parent[found] = at, pos[found] = i;
+            }
+            at = found;
+        }
+        end[b] = at;
+    }
+    unsigned char *mask = sd_xcalloc(n * n, 1);
+    for (size_t v = 0; v < n; v++) /* a node sees itself and its ancestors */
+        for (size_t a = v; a != (size_t)-1; a = parent[a]) mask[v * n + a] = 1;
+    size_t V = o->m->cfg.n_vocab;
+    if (n > l->cap_rows) {
+        l->cap_rows = n;
+        l->logits = sd_xrealloc(l->logits, n * V * sizeof *l->logits);
+    }
+    size_t base = l->kv->n;
+    rc = sd_llama_forward(o->m, l->kv, tok, n, pos, mask, l->logits, NULL);
+    l->have_last = 0;
+    sd_kv_truncate(l->kv, base); /* the tree leaves no trace */
+    if (!rc) {
+        l->passes++, l->tokens += n;
+        for (size_t b = 0; b < batch && !rc; b++) rc = to_law(o, l->logits + end[b] * V, out + b * V);
+    }
+    free(tok), free(parent), free(pos), free(end), free(mask);
+    return rc;
+}
+
+static void llama_free(sd_lm *lm)
+{
+    oracle *o = lm->impl;
+    for (int t = 0; t < MAX_THREADS; t++) {
+        sd_kv_free(o->lanes[t].kv);
+        free(o->lanes[t].tok);
+        free(o->lanes[t].logits);
+    }
+    if (o->own) sd_llama_free(o->m);
+    free(o);
+    free(lm);
+}
+
+static const sd_lm_ops llama_ops = {"llama", llama_next, llama_next_batch, llama_free};
+
+int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double top_p, size_t cache,
+                sd_lm **out)
+{
+    *out = NULL;
+    if (!(temperature >= 0) || !isfinite(temperature))
+        return sd_error(SD_EINVAL, "llama oracle: temperature %g (need >= 0)", temperature);
+    if (!(top_p > 0 && top_p <= 1)) return sd_error(SD_EINVAL, "llama oracle: top-p %g (need 0 < P <= 1)", top_p);
+    if (top_k > m->cfg.n_vocab) return sd_error(SD_EINVAL, "llama oracle: top-k %zu past the vocabulary", top_k);
+    oracle *o = sd_xcalloc(1, sizeof *o);
+    o->m = m, o->own = own, o->temperature = temperature, o->top_k = top_k, o->top_p = top_p;
+    o->cache = cache && cache < m->cfg.ctx_len ? cache : m->cfg.ctx_len;
+    uint32_t bos;
+    o->bos = (size_t)-1;
+    if (m->file && sd_gguf_find_key(m->file, "tokenizer.ggml.bos_token_id") >= 0 &&
+        sd_gguf_get_u32(m->file, "tokenizer.ggml.bos_token_id", &bos) == SD_OK && bos < m->cfg.n_vocab)
+        o->bos = bos;
+    sd_lm *lm = sd_xcalloc(1, sizeof *lm);
+    lm->ops = &llama_ops;
+    lm->vocab = m->cfg.n_vocab;
+    lm->cost = 1;
+    lm->memory = SD_LM_MEMORY_ALL;
+    lm->impl = o;
+    *out = lm;
+    return SD_OK;
+}
+
+void sd_lm_llama_stats(const sd_lm *lm, size_t *passes, size_t *tokens)
+{
+    const oracle *o = lm->impl;
+    *passes = *tokens = 0;
+    for (int t = 0; t < MAX_THREADS; t++) *passes += o->lanes[t].passes, *tokens += o->lanes[t].tokens;
+}
+
+int sd_lm_llama_pair_parse(const char *spec, sd_lm **draft, sd_lm **target)
+{
+    *draft = *target = NULL;
+    const char *s = spec + 5; /* past "gguf:" */
+    const char *c1 = strchr(s, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (strncmp(spec, "gguf:", 5) || !c1 || c1 == s || !c1[1] || (c2 && (c2 == c1 + 1 || !c2[1])))
+        return sd_error(SD_EINVAL, "model spec '%s': expected gguf:DRAFT.gguf,TARGET.gguf[,TEMPERATURE]", spec);
+    double temp = 1;
+    if (c2) {
+        char *e;
+        temp = strtod(c2 + 1, &e);
+        if (*e || !(temp >= 0) || !isfinite(temp))
+            return sd_error(SD_EINVAL, "model spec '%s': temperature '%s' is not a number >= 0", spec, c2 + 1);
+    }
+    size_t ld = (size_t)(c1 - s), lt = c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1);
+    char *dp = sd_xmalloc(ld + 1), *tp = sd_xmalloc(lt + 1);
+    memcpy(dp, s, ld), dp[ld] = 0;
+    memcpy(tp, c1 + 1, lt), tp[lt] = 0;
+    sd_llama *dm = NULL, *tm = NULL;
+    int rc = sd_llama_load(dp, &dm);
+    if (!rc) rc = sd_llama_load(tp, &tm);
+    if (!rc && dm->cfg.n_vocab != tm->cfg.n_vocab)
+        rc = sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, %s has %u: a draft and its target must "
+                      "share one", dp, dm->cfg.n_vocab, tp, tm->cfg.n_vocab);
+    if (!rc && !(rc = sd_lm_llama(dm, 1, temp, 0, 1, 0, draft))) {
+        dm = NULL;
+        if ((rc = sd_lm_llama(tm, 1, temp, 0, 1, 0, target))) {
+            sd_lm_free(*draft);
+            *draft = NULL;
+        } else {
+            tm = NULL;
+        }
+    }
+    sd_llama_free(dm);
+    sd_llama_free(tm);
+    free(dp), free(tp);
+    return rc;
+}

@@ -1,0 +1,49 @@
+/* llama_lm: the decoder as the language-model oracle of src/lm.h, so that every
+ * verifier, tree walk, exact evaluator and Monte-Carlo engine of specdec runs on a
+ * real transformer unchanged.
+ *
+ * next() returns the model's next-token law at a sampling temperature (and top-k,
+ * top-p) after a context. Consecutive contexts mostly share a prefix (a tree block
+ * asks for the same prefix plus one token, again and again), so each thread keeps a
+ * KV cache and recomputes only the tokens past the longest common prefix with its
+ * last context. next_batch() evaluates contexts that extend one common prefix (a
+ * draft tree's nodes) in a single forward pass: their distinct suffixes form a tree,
+ * batched with a tree mask and positions by depth (src/mask.h's layout); the tree's
+ * entries leave the cache afterwards.
+ *
+ *   sd_llama *m;  sd_lm *lm;
+ *   sd_llama_load("target.gguf", &m);
+ *   sd_lm_llama(m, 1, 1.0, 0, 1.0, &lm);       (owns m; temperature 1, no top-k/top-p)
+ *   sd_lm_next(lm, ctx, len, law);            law[V]
+ *   sd_lm_free(lm);
+ *
+ * An empty context means the start of a text: the law after the BOS token the GGUF
+ * file names (tokenizer.ggml.bos_token_id), an error when it names none.
+ *
+ * Thread-safe: each OpenMP thread has its own cache (the Monte-Carlo engine calls
+ * from many), made on its first call; the model's weights are shared. Contexts are
+ * token ids (size_t) below the model's vocabulary, at most the cache's length.
+ */
+#ifndef SD_LLAMA_LM_H
+#define SD_LLAMA_LM_H
+
+#include <stddef.h>
+
+#include "llama.h"
+#include "lm.h"
+
+/* The oracle of model m. own: the oracle frees m with itself. cache: positions each
+ * thread's KV cache holds (0: the model's context length). temperature 0 is greedy
+ * (a point mass on the argmax). SD_EINVAL for a bad temperature, top-k or top-p. */
+int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double top_p, size_t cache,
+                sd_lm **out);
+
+/* A draft/target pair from the spec gguf:DRAFT.gguf,TARGET.gguf[,TEMPERATURE]: both
+ * models loaded and checked to share a vocabulary (sd_lm_pair_parse hands such
+ * specs here). */
+int sd_lm_llama_pair_parse(const char *spec, sd_lm **draft, sd_lm **target);
+
+/* Forward passes and tokens evaluated so far, over every thread (for cost reports). */
+void sd_lm_llama_stats(const sd_lm *lm, size_t *passes, size_t *tokens);
+
+#endif
