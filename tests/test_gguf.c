@@ -396,6 +396,23 @@ static void test_dot_row_act_is_the_integer_dot(void **state)
             }
             assert_close(sd_dot_row_act(ts[k], row, scale, q, n), ref, 0, 1e-6 * mag + 1e-30);
         }
+    /* several tokens at once (the 4-, 2- and 1-token paths) = one at a time, to the bit */
+    enum { NT = 7, L = 96 };
+    float xs[NT * L], sc[NT * L / 32], y[NT * 3];
+    int8_t qs[NT * L];
+    for (int k = 0; k < 2; k++) {
+        random_row(r, w, L, 2.3);
+        sd_quantize_row(ts[k], w, row, L);
+        random_row(r, xs, NT * L, 1.1);
+        for (size_t t = 0; t < NT; t++) sd_quantize_act(xs + t * L, L, sc + t * (L / 32), qs + t * L);
+        for (size_t ntok = 1; ntok <= NT; ntok++) {
+            sd_dot_row_act_tokens(ts[k], row, sc, qs, L, ntok, y, 3);
+            for (size_t t = 0; t < ntok; t++)
+                assert_int_equal(bits_of(y[t * 3]), bits_of(sd_dot_row_act(ts[k], row, sc + t * (L / 32), qs + t * L, L)));
+        }
+    }
+    sd_dot_row_act_tokens(SD_T_F32, row, sc, qs, L, 2, y, 1);
+    assert_true(isnan(y[0]) && isnan(y[1]));
     assert_true(isnan(sd_dot_row_act(SD_T_F16, row, scale, q, 32)));
     gsl_rng_free(r);
     free(w), free(x), free(deq), free(row);

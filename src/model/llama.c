@@ -306,9 +306,10 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
         int8_t *q = sd_xmalloc(n * cols);
         for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, scale + t * nb, q + t * cols);
 #pragma omp parallel for schedule(static) if (rows * cols * n > 32768)
-        for (size_t r = 0; r < rows; r++)
-            for (size_t t = 0; t < n; t++)
-                y[t * rows + r] = sd_dot_row_act(w->type, base + r * rb, scale + t * nb, q + t * cols, cols);
+        for (size_t r = 0; r < rows; r++) {
+            if (n == 1) y[r] = sd_dot_row_act(w->type, base + r * rb, scale, q, cols);
+            else sd_dot_row_act_tokens(w->type, base + r * rb, scale, q, cols, n, y + r, rows);
+        }
         free(scale);
         free(q);
         return;

@@ -404,6 +404,75 @@ static float dot_act_q4_0(const unsigned char *restrict row, const float *restri
     }
     return hsum(acc);
 }
+/* Several tokens against one row: each weight block is loaded, sign-split and scaled
+ * once for 4 (or 2) tokens (registers, not an array, hold their sums). Per token the
+ * operations and their order are those of the one-token kernels above, so the
+ * results are the same bit for bit. */
+static inline __m256i load_block(sd_ttype t, const unsigned char *blk)
+{
+    if (t == SD_T_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    const __m128i lo4 = _mm_set1_epi8(15), packed = _mm_loadu_si128((const __m128i *)(blk + 2));
+    __m256i w = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), lo4), _mm_and_si128(packed, lo4));
+    return _mm256_sub_epi8(w, _mm256_set1_epi8(8));
+}
+
+#define DOTS_ACT(name, type)                                                                    \
+    static void name(const unsigned char *restrict row, const float *restrict scale,           \
+                     const int8_t *restrict q, size_t n, size_t ntok, float *restrict y, size_t ys) \
+    {                                                                                           \
+        const size_t nb = n / SD_QK, bytes = type == SD_T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;       \
+        size_t t0 = 0;                                                                          \
+        for (; t0 + 4 <= ntok; t0 += 4) {                                                       \
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                         \
+            const int8_t *q0 = q + t0 * n, *q1 = q0 + n, *q2 = q1 + n, *q3 = q2 + n;            \
+            const float *s0 = scale + t0 * nb, *s1 = s0 + nb, *s2 = s1 + nb, *s3 = s2 + nb;     \
+            for (size_t b = 0; b < nb; b++) {                                                   \
+                const unsigned char *blk = row + b * bytes;                                     \
+                const __m256i w = load_block(type, blk);                                        \
+                const float dw = block_scale(blk);                                              \
+                const size_t o = b * SD_QK;                                                     \
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s0[b]),                                \
+                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q0 + o))), a0); \
+                a1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s1[b]),                                \
+                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q1 + o))), a1); \
+                a2 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s2[b]),                                \
+                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q2 + o))), a2); \
+                a3 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s3[b]),                                \
+                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q3 + o))), a3); \
+            }                                                                                   \
+            y[t0 * ys] = hsum(a0), y[(t0 + 1) * ys] = hsum(a1);                                 \
+            y[(t0 + 2) * ys] = hsum(a2), y[(t0 + 3) * ys] = hsum(a3);                           \
+        }                                                                                       \
+        for (; t0 + 2 <= ntok; t0 += 2) {                                                       \
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0;                                           \
+            const int8_t *q0 = q + t0 * n, *q1 = q0 + n;                                        \
+            const float *s0 = scale + t0 * nb, *s1 = s0 + nb;                                   \
+            for (size_t b = 0; b < nb; b++) {                                                   \
+                const unsigned char *blk = row + b * bytes;                                     \
+                const __m256i w = load_block(type, blk);                                        \
+                const float dw = block_scale(blk);                                              \
+                const size_t o = b * SD_QK;                                                     \
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s0[b]),                                \
+                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q0 + o))), a0); \
+                a1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s1[b]),                                \
+                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q1 + o))), a1); \
+            }                                                                                   \
+            y[t0 * ys] = hsum(a0), y[(t0 + 1) * ys] = hsum(a1);                                 \
+        }                                                                                       \
+        for (; t0 < ntok; t0++)                                                                 \
+            y[t0 * ys] = type == SD_T_Q8_0 ? dot_act_q8_0(row, scale + t0 * nb, q + t0 * n, nb) \
+                                           : dot_act_q4_0(row, scale + t0 * nb, q + t0 * n, nb); \
+    }
+
+DOTS_ACT(dots_act_q8_0, SD_T_Q8_0)
+DOTS_ACT(dots_act_q4_0, SD_T_Q4_0)
+
+static void dots_act(sd_ttype t, const unsigned char *restrict row, const float *restrict scale,
+                     const int8_t *restrict q, size_t n, size_t ntok, float *restrict y, size_t ys)
+{
+    if (t == SD_T_Q8_0) dots_act_q8_0(row, scale, q, n, ntok, y, ys);
+    else dots_act_q4_0(row, scale, q, n, ntok, y, ys);
+}
 #else
 static float dot_act_q8_0(const unsigned char *restrict row, const float *restrict scale,
                           const int8_t *restrict q, size_t nb)
@@ -434,6 +503,27 @@ static float dot_act_q4_0(const unsigned char *restrict row, const float *restri
     return acc;
 }
 #endif
+
+#if !(defined(__AVX2__) && defined(__FMA__))
+static void dots_act(sd_ttype t, const unsigned char *restrict row, const float *restrict scale,
+                     const int8_t *restrict q, size_t n, size_t ntok, float *restrict y, size_t ys)
+{
+    const size_t nb = n / SD_QK;
+    for (size_t k = 0; k < ntok; k++)
+        y[k * ys] = t == SD_T_Q8_0 ? dot_act_q8_0(row, scale + k * nb, q + k * n, nb)
+                                   : dot_act_q4_0(row, scale + k * nb, q + k * n, nb);
+}
+#endif
+
+void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, const int8_t *q,
+                           size_t n, size_t ntok, float *y, size_t ystride)
+{
+    if (t != SD_T_Q8_0 && t != SD_T_Q4_0) {
+        for (size_t k = 0; k < ntok; k++) y[k * ystride] = NAN;
+        return;
+    }
+    dots_act(t, row, scale, q, n, ntok, y, ystride);
+}
 
 float sd_dot_row_act(sd_ttype t, const void *row, const float *scale, const int8_t *q, size_t n)
 {

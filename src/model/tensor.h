@@ -71,6 +71,11 @@ void sd_quantize_act(const float *x, size_t n, float *scale, int8_t *q);
 /* sum_b wscale_b scale[b] sum_j wq[j] q[j] over the blocks of a Q8_0 or Q4_0 row (NaN
  * for another type): the weights' stored integers times the activations'. */
 float sd_dot_row_act(sd_ttype t, const void *row, const float *scale, const int8_t *q, size_t n);
+/* The same for ntok tokens at once (token k's blocks at scale + k n / 32 and q + k n),
+ * y[k ystride] = its dot product: each weight block is read once for several tokens,
+ * and every result equals sd_dot_row_act's bit for bit. */
+void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, const int8_t *q,
+                           size_t n, size_t ntok, float *y, size_t ystride);
 /* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16), as ggml does. */
 void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n);
 
