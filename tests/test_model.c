@@ -466,8 +466,9 @@ static void test_model_oracle(void **state)
     assert_int_equal(sd_lm_next(lm, bad, 0, law), SD_EINVAL);
     size_t longer[65] = {0};
     assert_int_equal(sd_lm_next(lm, longer, 65, law), SD_ERANGE);
-    assert_int_equal(sd_lm_llama(m, 0, -1, 0, 1, 0, &g), SD_EINVAL);
     sd_lm_free(g);
+    assert_int_equal(sd_lm_llama(m, 0, -1, 0, 1, 0, &g), SD_EINVAL);
+    assert_null(g);
     sd_lm_free(lm);
     sd_kv_free(kv);
     gsl_rng_free(r);
