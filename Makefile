@@ -125,13 +125,13 @@ clean:
 	rm -rf build build-san out
 
 help:
-	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot); needs root or sudo"
+	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot) and fetch llama.cpp's test data; needs root or sudo"
 	@echo "make         build $(BIN)"
 	@echo "make demo    run the main job on the shipped default pair"
 	@echo "make test    run the cmocka tests and the command-line tests"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
-	@echo "make bench   benchmarks (speed targets)"
+	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 1.5 hours)"

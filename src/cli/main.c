@@ -20,7 +20,7 @@ static const struct {
     {"tree", cmd_tree, "draft trees: block efficiency, speedup, GT and throughput-optimal trees"},
     {"compare", cmd_compare, "RSD's fixed-budget / fixed-length table: every scheme on a model pair"},
     {"replay", cmd_replay, "every scheme on logged draft/target logits (.npy, .safetensors)"},
-    {"synth-log", cmd_synth_log, "write a logit log from a synthetic model pair"},
+    {"synth-log", cmd_synth_log, "write a logit log from a model pair (synthetic or GGUF)"},
     {"figs", cmd_figs, "the data of the paper figures, with their reference values checked"},
     {"train", cmd_train, "train a Llama-architecture model (or distil a draft) from a text corpus"},
     {"generate", cmd_generate, "generate text with a GGUF model (tokens per second, logit logs)"},
