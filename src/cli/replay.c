@@ -1,5 +1,5 @@
 /* specdec replay: every scheme on logged logits; specdec synth-log: write such a log
- * from a synthetic model pair. */
+ * from a model pair (synthetic or GGUF). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -234,7 +234,8 @@ static const char *const synth_help =
     "                         [--dtype f16|bf16|f32|f64] [--seed S]\n"
     "\n"
     "Writes a log of draft and target logits (log-probabilities) along sequences sampled\n"
-    "from the target model of a synthetic pair, in the format 'specdec replay' reads:\n"
+    "from the target model of a pair (synthetic, or two GGUF models: sequences start at\n"
+    "the target's BOS token), in the format 'specdec replay' reads:\n"
     "PATH.draft.npy, PATH.target.npy, PATH.tokens.npy, or one PATH.safetensors.\n"
     "\n"
     "  --lm SPEC        const:ALPHA, markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] or\n"
