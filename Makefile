@@ -134,7 +134,7 @@ help:
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
 	@echo "make figs-check  only check the figures' reference values"
-	@echo "make models  retrain the default model pair in data/models (about 1.5 hours)"
+	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"
 	@echo "make clean   remove build trees"
 	@echo "V=1 shows the commands; BUILD=dir picks the build tree"
 
