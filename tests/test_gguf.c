@@ -689,6 +689,49 @@ static void test_gguf_round_trip_of_every_type(void **state)
     unlink(path);
 }
 
+/* Copying every key of a file into another writer keeps each value and its type: the
+ * copy, with the same tensors, passes the same checks as the original. */
+static void test_gguf_copy_keys_keeps_types(void **state)
+{
+    (void)state;
+    char path[256], copy[256];
+    tpath(path, "orig.gguf");
+    tpath(copy, "copy.gguf");
+    tensor_data d;
+    make_tensor_data(&d);
+    sd_gguf_writer *w = full_writer(&d);
+    assert_int_equal(sd_gguf_writer_write(w, path), SD_OK);
+    sd_gguf_writer_free(w);
+    sd_gguf *g, *h;
+    assert_int_equal(sd_gguf_open(path, &g), SD_OK);
+    w = sd_gguf_writer_init();
+    assert_int_equal(sd_gguf_writer_copy_keys(w, g, ""), SD_OK);
+    for (size_t i = 0; i < sd_gguf_n_tensors(g); i++) {
+        const sd_tensor *t = sd_gguf_get_tensor(g, i);
+        assert_int_equal(sd_gguf_writer_add_tensor(w, t->name, t->type, t->ndim, t->dims, t->data), SD_OK);
+    }
+    assert_int_equal(sd_gguf_writer_write(w, copy), SD_OK);
+    sd_gguf_writer_free(w);
+    assert_int_equal(sd_gguf_open(copy, &h), SD_OK);
+    check_full_file(h, &d);
+    for (size_t i = 0; i < sd_gguf_n_kv(g); i++) {
+        assert_string_equal(sd_gguf_kv_key(h, i), sd_gguf_kv_key(g, i));
+        assert_int_equal(sd_gguf_kv_type(h, i), sd_gguf_kv_type(g, i));
+    }
+    sd_gguf_close(h);
+    /* a prefix keeps only its keys */
+    w = sd_gguf_writer_init();
+    assert_int_equal(sd_gguf_writer_copy_keys(w, g, "no.such.prefix."), SD_OK);
+    assert_int_equal(sd_gguf_writer_write(w, copy), SD_OK);
+    sd_gguf_writer_free(w);
+    assert_int_equal(sd_gguf_open(copy, &h), SD_OK);
+    assert_int_equal(sd_gguf_n_kv(h), 0);
+    sd_gguf_close(h);
+    sd_gguf_close(g);
+    unlink(path);
+    unlink(copy);
+}
+
 static void test_gguf_alignment_key_moves_the_data(void **state)
 {
     (void)state;
@@ -1259,6 +1302,7 @@ int main(void)
         cmocka_unit_test(test_dot_row_equals_dot_of_dequantized_row),
         cmocka_unit_test(test_dot_row_act_is_the_integer_dot),
         cmocka_unit_test(test_gguf_round_trip_of_every_type),
+        cmocka_unit_test(test_gguf_copy_keys_keeps_types),
         cmocka_unit_test(test_gguf_alignment_key_moves_the_data),
         cmocka_unit_test(test_gguf_getters_convert_or_name_the_key),
         cmocka_unit_test(test_gguf_strdup_refuses_embedded_nul),

@@ -1210,3 +1210,66 @@ int sd_gguf_writer_write(const sd_gguf_writer *w, const char *path)
     free(meta.b);
     return rc;
 }
+
+/* Keys of another file, each with its own type (llama.cpp checks them). */
+int sd_gguf_writer_copy_keys(sd_gguf_writer *w, const sd_gguf *src, const char *prefix)
+{
+    int rc = SD_OK;
+    for (size_t i = 0; !rc && i < sd_gguf_n_kv(src); i++) {
+        const char *key = sd_gguf_kv_key(src, i);
+        if (strncmp(key, prefix, strlen(prefix))) continue;
+        sd_gguf_type t = sd_gguf_kv_type(src, i);
+        uint32_t u32;
+        int32_t i32;
+        uint64_t u64;
+        int64_t i64;
+        float f;
+        double d;
+        int b;
+        const char *s;
+        size_t len;
+        switch (t) {
+        case SD_GGUF_U8: if (!(rc = sd_gguf_get_u32(src, key, &u32))) rc = sd_gguf_writer_set_u8(w, key, (uint8_t)u32); break;
+        case SD_GGUF_I8: if (!(rc = sd_gguf_get_i32(src, key, &i32))) rc = sd_gguf_writer_set_i8(w, key, (int8_t)i32); break;
+        case SD_GGUF_U16: if (!(rc = sd_gguf_get_u32(src, key, &u32))) rc = sd_gguf_writer_set_u16(w, key, (uint16_t)u32); break;
+        case SD_GGUF_I16: if (!(rc = sd_gguf_get_i32(src, key, &i32))) rc = sd_gguf_writer_set_i16(w, key, (int16_t)i32); break;
+        case SD_GGUF_U32: if (!(rc = sd_gguf_get_u32(src, key, &u32))) rc = sd_gguf_writer_set_u32(w, key, u32); break;
+        case SD_GGUF_I32: if (!(rc = sd_gguf_get_i32(src, key, &i32))) rc = sd_gguf_writer_set_i32(w, key, i32); break;
+        case SD_GGUF_U64: if (!(rc = sd_gguf_get_u64(src, key, &u64))) rc = sd_gguf_writer_set_u64(w, key, u64); break;
+        case SD_GGUF_I64: if (!(rc = sd_gguf_get_i64(src, key, &i64))) rc = sd_gguf_writer_set_i64(w, key, i64); break;
+        case SD_GGUF_F32: if (!(rc = sd_gguf_get_f32(src, key, &f))) rc = sd_gguf_writer_set_f32(w, key, f); break;
+        case SD_GGUF_F64: if (!(rc = sd_gguf_get_f64(src, key, &d))) rc = sd_gguf_writer_set_f64(w, key, d); break;
+        case SD_GGUF_BOOL: if (!(rc = sd_gguf_get_bool(src, key, &b))) rc = sd_gguf_writer_set_bool(w, key, b); break;
+        case SD_GGUF_STR: if (!(rc = sd_gguf_get_str(src, key, &s, &len))) rc = sd_gguf_writer_set_strn(w, key, s, len); break;
+        case SD_GGUF_ARR: {
+            sd_gguf_type et;
+            size_t n;
+            if ((rc = sd_gguf_get_arr(src, key, &et, &n))) break;
+            if (et == SD_GGUF_STR) {
+                char **strs = sd_xcalloc(n ? n : 1, sizeof *strs);
+                for (size_t k = 0; !rc && k < n; k++) rc = sd_gguf_get_arr_strdup(src, key, k, &strs[k]);
+                if (!rc) rc = sd_gguf_writer_set_arr_str(w, key, (const char *const *)strs, n);
+                for (size_t k = 0; k < n; k++) free(strs[k]);
+                free(strs);
+            } else {
+                const void *data;
+                if ((rc = sd_gguf_get_arr_data(src, key, &et, &n, &data))) break;
+                static const size_t size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+                size_t es = (size_t)et < sizeof size / sizeof *size ? size[et] : 0;
+                if (!es) {
+                    rc = sd_error(SD_EUNSUP, "%s: key %s: arrays of %s are not copied", sd_gguf_path(src),
+                                  key, sd_gguf_type_name(et));
+                    break;
+                }
+                void *copy = sd_xmalloc(n * es + 1); /* aligned for the element type */
+                memcpy(copy, data, n * es);
+                rc = sd_gguf_writer_set_arr(w, key, et, copy, n);
+                free(copy);
+            }
+            break;
+        }
+        default: rc = sd_error(SD_EFORMAT, "%s: key %s of unknown type", sd_gguf_path(src), key);
+        }
+    }
+    return rc;
+}

@@ -181,6 +181,11 @@ int sd_gguf_writer_set_arr_str(sd_gguf_writer *w, const char *key, const char *c
 int sd_gguf_writer_add_tensor(sd_gguf_writer *w, const char *name, sd_ttype type, uint32_t ndim,
                               const uint64_t *dims, const void *data);
 
+/* Copies every key of src whose name starts with prefix ("" for all), each with its
+ * value type (a u32 stays a u32: llama.cpp checks types), e.g. a model's tokenizer.*
+ * keys into another model's file. Arrays are copied; src may be closed afterwards. */
+int sd_gguf_writer_copy_keys(sd_gguf_writer *w, const sd_gguf *src, const char *prefix);
+
 /* Writes path.tmp and renames it to path; on error neither is left behind (an
  * existing file at path is untouched). w is unchanged and may be written again. */
 int sd_gguf_writer_write(const sd_gguf_writer *w, const char *path);

@@ -81,66 +81,6 @@ static void bench(const sd_llama *m, const char *what)
     sd_kv_free(kv);
 }
 
-/* Copies every key of g that starts with prefix into w (scalars, strings, arrays). */
-static int copy_keys(sd_gguf_writer *w, const sd_gguf *g, const char *prefix)
-{
-    int rc = SD_OK;
-    for (size_t i = 0; !rc && i < sd_gguf_n_kv(g); i++) {
-        const char *key = sd_gguf_kv_key(g, i);
-        if (strncmp(key, prefix, strlen(prefix))) continue;
-        switch (sd_gguf_kv_type(g, i)) {
-        case SD_GGUF_STR: {
-            const char *s;
-            size_t len;
-            if (!(rc = sd_gguf_get_str(g, key, &s, &len))) rc = sd_gguf_writer_set_strn(w, key, s, len);
-            break;
-        }
-        case SD_GGUF_BOOL: {
-            int b;
-            if (!(rc = sd_gguf_get_bool(g, key, &b))) rc = sd_gguf_writer_set_bool(w, key, b);
-            break;
-        }
-        case SD_GGUF_F32: case SD_GGUF_F64: {
-            double v;
-            if (!(rc = sd_gguf_get_f64(g, key, &v))) rc = sd_gguf_writer_set_f32(w, key, (float)v);
-            break;
-        }
-        case SD_GGUF_ARR: {
-            sd_gguf_type et;
-            size_t n;
-            const void *data;
-            if ((rc = sd_gguf_get_arr(g, key, &et, &n))) break;
-            if (et == SD_GGUF_STR) {
-                char **strs = malloc(n * sizeof *strs);
-                for (size_t j = 0; !rc && j < n; j++) rc = sd_gguf_get_arr_strdup(g, key, j, &strs[j]);
-                if (!rc) rc = sd_gguf_writer_set_arr_str(w, key, (const char *const *)strs, n);
-                for (size_t j = 0; j < n; j++) free(strs[j]);
-                free(strs);
-            } else if (!(rc = sd_gguf_get_arr_data(g, key, &et, &n, &data))) {
-                rc = sd_gguf_writer_set_arr(w, key, et, data, n);
-            }
-            break;
-        }
-        case SD_GGUF_U64: case SD_GGUF_I64: {
-            int64_t v;
-            if (!(rc = sd_gguf_get_i64(g, key, &v))) rc = sd_gguf_writer_set_i64(w, key, v);
-            break;
-        }
-        case SD_GGUF_I8: case SD_GGUF_I16: case SD_GGUF_I32: {
-            int32_t v;
-            if (!(rc = sd_gguf_get_i32(g, key, &v))) rc = sd_gguf_writer_set_i32(w, key, v);
-            break;
-        }
-        default: { /* u8, u16, u32: llama.cpp wants token ids as u32 */
-            uint32_t v;
-            if (!(rc = sd_gguf_get_u32(g, key, &v))) rc = sd_gguf_writer_set_u32(w, key, v);
-            break;
-        }
-        }
-    }
-    return rc;
-}
-
 /* The random model with the vocabulary and tokenizer of a vocab-only GGUF. */
 static int write_models(sd_llama *m, const char *prefix, const char *vocab_path)
 {
@@ -156,7 +96,7 @@ static int write_models(sd_llama *m, const char *prefix, const char *vocab_path)
         char path[1024];
         snprintf(path, sizeof path, "%s-%s.gguf", prefix, names[i]);
         if (!(rc = sd_llama_to_gguf(q, "specdec random bench model", w)) &&
-            !(rc = copy_keys(w, v, "tokenizer.")) && !(rc = sd_gguf_writer_write(w, path)))
+            !(rc = sd_gguf_writer_copy_keys(w, v, "tokenizer.")) && !(rc = sd_gguf_writer_write(w, path)))
             printf("bench_model: wrote %s\n", path);
         sd_gguf_writer_free(w);
         if (q != m) sd_llama_free(q);
