@@ -3,13 +3,14 @@
 #include "llama.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gemm.h"
+#include "gguf.h"
 #include "sd_error.h"
 
-void sd_llama_close_file(sd_llama *m); /* llama_load.c */
 
 /* ---- configuration and models ---- */
 
@@ -149,7 +150,7 @@ void sd_llama_free(sd_llama *m)
     free(m->params);
     free(m->qbuf);
     free(m->path);
-    sd_llama_close_file(m);
+    sd_gguf_close(m->file);
     free(m);
 }
 
@@ -207,6 +208,7 @@ void sd_kv_free(sd_kv *kv)
     free(kv->k);
     free(kv->v);
     free(kv->pos);
+    free(kv->scratch);
     free(kv);
 }
 
@@ -292,32 +294,40 @@ void sd_llama_acts_free(sd_llama_acts *a)
  * (2-16 tokens) cost little more than one token this way. */
 #define MATMUL_GEMM_FROM 16
 
+/* Work space of the matrix products, carved from the cache's scratch: activations as
+ * Q8 blocks, one expanded row per thread, and a block of expanded rows for gemm. */
+typedef struct {
+    float *scale;  /* [n][cols / 32] */
+    int8_t *q;     /* [n][cols] */
+    float *rows;   /* [threads][cols] */
+    float *block;  /* [MATMUL_BLOCK][cols] */
+} mm_scratch;
+
+enum { MATMUL_BLOCK = 256 };
+
 /* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads.
  * Q8_0 and Q4_0 weights multiply activations rounded to Q8 blocks, in integers, as
  * llama.cpp does, for every n: a token's logits are then the same bit for bit
  * whether it is verified alone or inside a tree. */
-static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols)
+static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols,
+                   const mm_scratch *s)
 {
     size_t rb = sd_ttype_row_bytes(w->type, cols);
     const char *base = w->data;
     if (w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0) {
         size_t nb = cols / SD_QK;
-        float *scale = sd_xmalloc(n * nb * sizeof *scale);
-        int8_t *q = sd_xmalloc(n * cols);
-        for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, scale + t * nb, q + t * cols);
+        for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, s->scale + t * nb, s->q + t * cols);
 #pragma omp parallel for schedule(static) if (rows * cols * n > 32768)
         for (size_t r = 0; r < rows; r++) {
-            if (n == 1) y[r] = sd_dot_row_act(w->type, base + r * rb, scale, q, cols);
-            else sd_dot_row_act_tokens(w->type, base + r * rb, scale, q, cols, n, y + r, rows);
+            if (n == 1) y[r] = sd_dot_row_act(w->type, base + r * rb, s->scale, s->q, cols);
+            else sd_dot_row_act_tokens(w->type, base + r * rb, s->scale, s->q, cols, n, y + r, rows);
         }
-        free(scale);
-        free(q);
         return;
     }
     if (n < MATMUL_GEMM_FROM) {
 #pragma omp parallel if (rows * cols * n > 32768)
         {
-            float *buf = n > 1 && w->type != SD_T_F32 ? sd_xmalloc(cols * sizeof *buf) : NULL;
+            float *buf = s->rows + (size_t)omp_get_thread_num() * cols;
 #pragma omp for schedule(static)
             for (size_t r = 0; r < rows; r++) {
                 const char *row = base + r * rb;
@@ -326,10 +336,9 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
                     continue;
                 }
                 const float *wr = (const float *)row; /* a quantized row: expanded once */
-                if (buf) sd_dequant_row(w->type, row, buf, cols), wr = buf;
+                if (w->type != SD_T_F32) sd_dequant_row(w->type, row, buf, cols), wr = buf;
                 for (size_t t = 0; t < n; t++) y[t * rows + r] = sd_dot_row(SD_T_F32, wr, x + t * cols, cols);
             }
-            free(buf);
         }
         return;
     }
@@ -337,26 +346,21 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
         sd_gemm_f32(n, rows, cols, x, cols, 1, (const float *)base, 1, cols, y, rows, 0);
         return;
     }
-    enum { BLOCK = 256 };
-    float *buf = sd_xmalloc(BLOCK * cols * sizeof *buf);
-    for (size_t r0 = 0; r0 < rows; r0 += BLOCK) {
-        size_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
+    for (size_t r0 = 0; r0 < rows; r0 += MATMUL_BLOCK) {
+        size_t nr = rows - r0 < MATMUL_BLOCK ? rows - r0 : MATMUL_BLOCK;
 #pragma omp parallel for schedule(static) if (nr * cols > 32768)
-        for (size_t r = 0; r < nr; r++) sd_dequant_row(w->type, base + (r0 + r) * rb, buf + r * cols, cols);
-        sd_gemm_f32(n, nr, cols, x, cols, 1, buf, 1, cols, y + r0, rows, 0);
+        for (size_t r = 0; r < nr; r++) sd_dequant_row(w->type, base + (r0 + r) * rb, s->block + r * cols, cols);
+        sd_gemm_f32(n, nr, cols, x, cols, 1, s->block, 1, cols, y + r0, rows, 0);
     }
-    free(buf);
 }
 
-/* out = x / rms(x) * weight; returns 1 / rms(x). */
-static float rmsnorm(float *out, const float *x, const sd_tensor *weight, size_t d, float eps,
-                     float *wbuf)
+/* out = x / rms(x) * w (w: the norm's weights as floats); returns 1 / rms(x). */
+static float rmsnorm(float *out, const float *x, const float *w, size_t d, float eps)
 {
     double ss = 0;
     for (size_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
     float inv = (float)(1.0 / sqrt(ss / (double)d + eps));
-    sd_dequant_row(weight->type, weight->data, wbuf, d);
-    for (size_t i = 0; i < d; i++) out[i] = x[i] * inv * wbuf[i];
+    for (size_t i = 0; i < d; i++) out[i] = x[i] * inv * w[i];
     return inv;
 }
 
@@ -404,21 +408,34 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
         for (size_t i = 0; i < n; i++)
             if (!mask[i * n + i]) return sd_error(SD_EINVAL, "mask: token %zu does not see itself", i);
 
-    size_t ctx = base + n;
-    /* scratch, or the trainer's record */
-    float *x = sd_xmalloc(n * d * sizeof *x), *wbuf = sd_xmalloc((d > F ? d : F) * sizeof *wbuf);
-    float *s_xn = NULL, *s_q = NULL, *s_ao = NULL, *s_gate = NULL, *s_up = NULL, *s_att = NULL;
-    if (!acts) {
-        s_xn = sd_xmalloc(n * d * sizeof(float));
-        s_q = sd_xmalloc(n * qw * sizeof(float));
-        s_ao = sd_xmalloc(n * qw * sizeof(float));
-        s_gate = sd_xmalloc(n * F * sizeof(float));
-        s_up = sd_xmalloc(n * F * sizeof(float));
+    size_t ctx = base + n, cmax = d > qw ? d : qw;
+    if (F > cmax) cmax = F;
+    /* work space from the cache's scratch (grown to the largest call, then reused: a
+     * generation step allocates nothing); the trainer's record replaces the parts the
+     * backward pass reads */
+    int threads = omp_get_max_threads();
+    float *x, *wbuf, *tmp, *freq, *s_xn = NULL, *s_q = NULL, *s_ao = NULL, *s_gate = NULL, *s_up = NULL,
+          *s_att = NULL;
+    mm_scratch ms;
+    for (int pass = 0; pass < 2; pass++) { /* pass 0 measures, pass 1 carves */
+        size_t at = 0;
+#define TAKE(ptr, count) \
+    (ptr = pass ? (void *)(kv->scratch + at) : NULL, at += ((count) * sizeof *(ptr) + 63) / 64 * 64)
+        TAKE(x, n * d), TAKE(wbuf, 3 * d), TAKE(tmp, n * d), TAKE(freq, hd / 2);
+        if (!acts) {
+            TAKE(s_xn, n * d), TAKE(s_q, n * qw), TAKE(s_ao, n * qw), TAKE(s_gate, n * F);
+            TAKE(s_up, n * F), TAKE(s_att, n * nh * ctx);
+        }
+        TAKE(ms.scale, n * (cmax / SD_QK + 1)), TAKE(ms.q, n * cmax);
+        TAKE(ms.rows, (size_t)threads * cmax), TAKE(ms.block, (size_t)MATMUL_BLOCK * cmax);
+#undef TAKE
+        if (!pass && at > kv->scratch_bytes) {
+            free(kv->scratch);
+            kv->scratch = sd_xmalloc(at);
+            kv->scratch_bytes = at;
+        }
     }
-    float *tmp = sd_xmalloc(n * (d > kw ? d : kw) * sizeof *tmp);
-    float *freq = sd_xmalloc(hd / 2 * sizeof *freq);
     for (size_t i = 0; i < hd / 2; i++) freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
-    if (!acts) s_att = sd_xmalloc(n * nh * ctx * sizeof *s_att);
 
     for (size_t i = 0; i < n; i++) {
         kv->pos[base + i] = pos ? pos[i] : base + i;
@@ -436,13 +453,15 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
         if (A) memcpy(A->x, x, n * d * sizeof *x);
 
         /* attention */
+        sd_dequant_row(L->attn_norm.type, L->attn_norm.data, wbuf, d);
+        sd_dequant_row(L->ffn_norm.type, L->ffn_norm.data, wbuf + d, d);
         for (size_t i = 0; i < n; i++) {
-            float r = rmsnorm(xn + i * d, x + i * d, &L->attn_norm, d, c->rms_eps, wbuf);
+            float r = rmsnorm(xn + i * d, x + i * d, wbuf, d, c->rms_eps);
             if (A) A->rms[i] = r;
         }
-        matmul(q, xn, &L->wq, n, qw, d);
-        matmul(kc, xn, &L->wk, n, kw, d);
-        matmul(vc, xn, &L->wv, n, kw, d);
+        matmul(q, xn, &L->wq, n, qw, d, &ms);
+        matmul(kc, xn, &L->wk, n, kw, d, &ms);
+        matmul(vc, xn, &L->wv, n, kw, d, &ms);
         for (size_t i = 0; i < n; i++) {
             rope(q + i * qw, nh, hd, kv->pos[base + i], freq);
             rope(kc + i * kw, nkv, hd, kv->pos[base + i], freq);
@@ -482,32 +501,31 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
                     for (size_t e = 0; e < hd; e++) o[e] += p[j] * vj[e];
                 }
             }
-        matmul(tmp, ao, &L->wo, n, d, qw);
+        matmul(tmp, ao, &L->wo, n, d, qw, &ms);
         for (size_t i = 0; i < n * d; i++) x[i] += tmp[i];
         if (A) memcpy(A->x2, x, n * d * sizeof *x);
 
         /* SwiGLU MLP */
         float *xn2 = A ? A->xn2 : s_xn;
         for (size_t i = 0; i < n; i++) {
-            float r = rmsnorm(xn2 + i * d, x + i * d, &L->ffn_norm, d, c->rms_eps, wbuf);
+            float r = rmsnorm(xn2 + i * d, x + i * d, wbuf + d, d, c->rms_eps);
             if (A) A->rms2[i] = r;
         }
-        matmul(gate, xn2, &L->w_gate, n, F, d);
-        matmul(up, xn2, &L->w_up, n, F, d);
+        matmul(gate, xn2, &L->w_gate, n, F, d, &ms);
+        matmul(up, xn2, &L->w_up, n, F, d, &ms);
         for (size_t i = 0; i < n * F; i++) h[i] = silu(gate[i]) * up[i];
-        matmul(tmp, h, &L->w_down, n, d, F);
+        matmul(tmp, h, &L->w_down, n, d, F, &ms);
         for (size_t i = 0; i < n * d; i++) x[i] += tmp[i];
     }
     kv->n = base + n;
 
     float *xf = acts ? acts->xfn : s_xn;
+    sd_dequant_row(m->out_norm.type, m->out_norm.data, wbuf + 2 * d, d);
     if (acts) memcpy(acts->xf, x, n * d * sizeof *x);
     for (size_t i = 0; i < n; i++) {
-        float r = rmsnorm(xf + i * d, x + i * d, &m->out_norm, d, c->rms_eps, wbuf);
+        float r = rmsnorm(xf + i * d, x + i * d, wbuf + 2 * d, d, c->rms_eps);
         if (acts) acts->rmsf[i] = r;
     }
-    if (logits) matmul(logits, xf, &m->output, n, V, d);
-    free(x), free(wbuf), free(tmp), free(freq);
-    free(s_xn), free(s_q), free(s_ao), free(s_gate), free(s_up), free(s_att);
+    if (logits) matmul(logits, xf, &m->output, n, V, d, &ms);
     return SD_OK;
 }

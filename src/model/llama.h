@@ -103,6 +103,8 @@ typedef struct {
     uint32_t n_layer;
     float *k, *v;   /* [n_layer][cap][width] */
     size_t *pos;    /* [cap] the position id of each entry */
+    char *scratch;  /* the forward pass's work space, grown to its largest call */
+    size_t scratch_bytes;
 } sd_kv;
 
 int sd_kv_alloc(const sd_llama *m, size_t cap, sd_kv **out);

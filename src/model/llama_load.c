@@ -9,14 +9,6 @@
 #include "llama.h"
 #include "sd_error.h"
 
-void sd_llama_close_file(sd_llama *m); /* for llama.c's sd_llama_free */
-
-void sd_llama_close_file(sd_llama *m)
-{
-    sd_gguf_close(m->file);
-    m->file = NULL;
-}
-
 /* A required u32 hyper-parameter, or a default when dflt != 0 and the key is absent. */
 static int hparam(const sd_gguf *g, const char *path, const char *key, uint32_t dflt, uint32_t *out)
 {
