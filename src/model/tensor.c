@@ -416,52 +416,38 @@ static inline __m256i load_block(sd_ttype t, const unsigned char *blk)
     return _mm256_sub_epi8(w, _mm256_set1_epi8(8));
 }
 
-#define DOTS_ACT(name, type)                                                                    \
-    static void name(const unsigned char *restrict row, const float *restrict scale,           \
+/* Tokens t0 .. t0 + NT - 1 (NT = 4 or 2, a constant after inlining, so the sums stay
+ * in registers). */
+static inline __attribute__((always_inline)) void dots_act_group(
+    sd_ttype type, const unsigned char *restrict row, const float *restrict scale,
+    const int8_t *restrict q, size_t n, size_t t0, const int NT, float *restrict y, size_t ys)
+{
+    const size_t nb = n / SD_QK, bytes = type == SD_T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (size_t b = 0; b < nb; b++) {
+        const unsigned char *blk = row + b * bytes;
+        const __m256i w = load_block(type, blk);
+        const float dw = block_scale(blk);
+        for (int k = 0; k < NT; k++) {
+            const size_t t = t0 + (size_t)k;
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(q + t * n + b * SD_QK));
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * scale[t * nb + b]), block_dot(w, x), acc[k]);
+        }
+    }
+    for (int k = 0; k < NT; k++) y[(t0 + (size_t)k) * ys] = hsum(acc[k]);
+}
+
+#define DOTS_ACT(name, type)                                                                        \
+    static void name(const unsigned char *restrict row, const float *restrict scale,               \
                      const int8_t *restrict q, size_t n, size_t ntok, float *restrict y, size_t ys) \
-    {                                                                                           \
-        const size_t nb = n / SD_QK, bytes = type == SD_T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;       \
-        size_t t0 = 0;                                                                          \
-        for (; t0 + 4 <= ntok; t0 += 4) {                                                       \
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                         \
-            const int8_t *q0 = q + t0 * n, *q1 = q0 + n, *q2 = q1 + n, *q3 = q2 + n;            \
-            const float *s0 = scale + t0 * nb, *s1 = s0 + nb, *s2 = s1 + nb, *s3 = s2 + nb;     \
-            for (size_t b = 0; b < nb; b++) {                                                   \
-                const unsigned char *blk = row + b * bytes;                                     \
-                const __m256i w = load_block(type, blk);                                        \
-                const float dw = block_scale(blk);                                              \
-                const size_t o = b * SD_QK;                                                     \
-                a0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s0[b]),                                \
-                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q0 + o))), a0); \
-                a1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s1[b]),                                \
-                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q1 + o))), a1); \
-                a2 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s2[b]),                                \
-                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q2 + o))), a2); \
-                a3 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s3[b]),                                \
-                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q3 + o))), a3); \
-            }                                                                                   \
-            y[t0 * ys] = hsum(a0), y[(t0 + 1) * ys] = hsum(a1);                                 \
-            y[(t0 + 2) * ys] = hsum(a2), y[(t0 + 3) * ys] = hsum(a3);                           \
-        }                                                                                       \
-        for (; t0 + 2 <= ntok; t0 += 2) {                                                       \
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0;                                           \
-            const int8_t *q0 = q + t0 * n, *q1 = q0 + n;                                        \
-            const float *s0 = scale + t0 * nb, *s1 = s0 + nb;                                   \
-            for (size_t b = 0; b < nb; b++) {                                                   \
-                const unsigned char *blk = row + b * bytes;                                     \
-                const __m256i w = load_block(type, blk);                                        \
-                const float dw = block_scale(blk);                                              \
-                const size_t o = b * SD_QK;                                                     \
-                a0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s0[b]),                                \
-                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q0 + o))), a0); \
-                a1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * s1[b]),                                \
-                                     block_dot(w, _mm256_loadu_si256((const __m256i *)(q1 + o))), a1); \
-            }                                                                                   \
-            y[t0 * ys] = hsum(a0), y[(t0 + 1) * ys] = hsum(a1);                                 \
-        }                                                                                       \
-        for (; t0 < ntok; t0++)                                                                 \
-            y[t0 * ys] = type == SD_T_Q8_0 ? dot_act_q8_0(row, scale + t0 * nb, q + t0 * n, nb) \
-                                           : dot_act_q4_0(row, scale + t0 * nb, q + t0 * n, nb); \
+    {                                                                                               \
+        const size_t nb = n / SD_QK;                                                                \
+        size_t t0 = 0;                                                                              \
+        for (; t0 + 4 <= ntok; t0 += 4) dots_act_group(type, row, scale, q, n, t0, 4, y, ys);       \
+        for (; t0 + 2 <= ntok; t0 += 2) dots_act_group(type, row, scale, q, n, t0, 2, y, ys);       \
+        for (; t0 < ntok; t0++)                                                                     \
+            y[t0 * ys] = type == SD_T_Q8_0 ? dot_act_q8_0(row, scale + t0 * nb, q + t0 * n, nb)     \
+                                           : dot_act_q4_0(row, scale + t0 * nb, q + t0 * n, nb);    \
     }
 
 DOTS_ACT(dots_act_q8_0, SD_T_Q8_0)
