@@ -443,15 +443,23 @@ static int run_one(fuzzer *z, size_t i, input *in, int *accepted)
     return SD_OK;
 }
 
+/* A fuzzer with its scratch folder /tmp/sd_fuzz_TAG_XXXXXX and its seeded generator. */
+static int fuzzer_open(fuzzer *z, const char *tag, unsigned long seed, size_t *accepted,
+                       size_t *rejected)
+{
+    memset(z, 0, sizeof *z);
+    *accepted = *rejected = 0;
+    snprintf(z->dir, sizeof z->dir, "/tmp/sd_fuzz_%s_XXXXXX", tag);
+    if (!mkdtemp(z->dir)) return sd_error(SD_EIO, "%s: cannot create: %s", z->dir, strerror(errno));
+    z->r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(z->r, seed);
+    return SD_OK;
+}
+
 int sd_fuzz_logs_run(size_t n, unsigned long seed, size_t *accepted, size_t *rejected)
 {
     fuzzer z;
-    memset(&z, 0, sizeof z);
-    *accepted = *rejected = 0;
-    snprintf(z.dir, sizeof z.dir, "/tmp/sd_fuzz_logs_XXXXXX");
-    if (!mkdtemp(z.dir)) return sd_error(SD_EIO, "%s: cannot create: %s", z.dir, strerror(errno));
-    z.r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(z.r, seed);
+    if (fuzzer_open(&z, "logs", seed, accepted, rejected)) return SD_EIO;
     input in = {NULL, 0, 0, 0};
     int rc = make_npy_seeds(&z);
     if (rc == SD_OK) rc = make_st_seeds(&z);
@@ -774,12 +782,7 @@ static int run_gguf(fuzzer *z, const input *in, int *accepted)
 int sd_fuzz_gguf_run(size_t n, unsigned long seed, size_t *accepted, size_t *rejected)
 {
     fuzzer z;
-    memset(&z, 0, sizeof z);
-    *accepted = *rejected = 0;
-    snprintf(z.dir, sizeof z.dir, "/tmp/sd_fuzz_gguf_XXXXXX");
-    if (!mkdtemp(z.dir)) return sd_error(SD_EIO, "%s: cannot create: %s", z.dir, strerror(errno));
-    z.r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(z.r, seed);
+    if (fuzzer_open(&z, "gguf", seed, accepted, rejected)) return SD_EIO;
     input in = {NULL, 0, 0, 0};
     gguf_field *fields = sd_xmalloc(MAX_SEEDS * GGUF_MAX_FIELDS * sizeof *fields);
     size_t n_fields[MAX_SEEDS];
