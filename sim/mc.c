@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <gsl/gsl_cdf.h>
 
@@ -58,23 +57,16 @@ void sd_mc_wilson(double x, double n, double confidence, double *low, double *hi
     *high = fmin(1, centre + half);
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 void sd_progress_start(sd_progress *p, int on, const char *what, const char *unit, double total)
 {
     p->on = on, p->what = what, p->unit = unit, p->total = total, p->done = 0;
-    p->t0 = p->last = now();
+    p->t0 = p->last = sd_seconds();
 }
 
 void sd_progress_add(sd_progress *p, double n)
 {
     p->done += n;
-    double t = now();
+    double t = sd_seconds();
     if (p->on && t - p->last > 1.0) {
         fprintf(stderr, "\r%s: %.0f/%.0f %s (%.0f%%), %.1f s", p->what, p->done, p->total, p->unit,
                 100 * p->done / p->total, t - p->t0);
@@ -84,9 +76,9 @@ void sd_progress_add(sd_progress *p, double n)
 
 void sd_progress_end(sd_progress *p)
 {
-    if (p->on && now() - p->t0 > 1.0)
+    if (p->on && sd_seconds() - p->t0 > 1.0)
         fprintf(stderr, "\r%s: %.0f/%.0f %s (100%%), %.1f s\n", p->what, p->done, p->total,
-                p->unit, now() - p->t0);
+                p->unit, sd_seconds() - p->t0);
 }
 
 static double chunk_size(double samples, size_t chunks, size_t c)
@@ -116,7 +108,7 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
     size_t kk = sd_verifier_k(probe);
     sd_verifier_free(probe);
 
-    double *counts = sd_xcalloc(vocab, sizeof *counts), accepted = 0, t0 = now();
+    double *counts = sd_xcalloc(vocab, sizeof *counts), accepted = 0, t0 = sd_seconds();
     sd_progress prog;
     sd_progress_start(&prog, mp.progress, "mc", "trials", mp.samples);
     int failed = 0;
@@ -168,7 +160,7 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
     res->acceptance = accepted / mp.samples;
     sd_mc_wilson(accepted, mp.samples, mp.confidence, &res->ci_low, &res->ci_high);
     res->counts = counts;
-    res->seconds = now() - t0;
+    res->seconds = sd_seconds() - t0;
     res->rate = mp.samples / (res->seconds > 0 ? res->seconds : 1e-9);
     return SD_OK;
 }
@@ -190,7 +182,7 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
     int rc = sd_tree_ws_alloc(&probe, shape, tp, V);
     if (rc) return rc;
     sd_tree_ws_free(probe);
-    double tokens = 0, sq = 0, accepted = 0, nodes = 0, t0 = now();
+    double tokens = 0, sq = 0, accepted = 0, nodes = 0, t0 = sd_seconds();
     sd_progress prog;
     sd_progress_start(&prog, mp.progress, "blocks", "blocks", mp.samples);
     int failed = 0;
@@ -238,7 +230,7 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
     res->mean_nodes = nodes / n;
     res->ci_low = mean - half;
     res->ci_high = mean + half;
-    res->seconds = now() - t0;
+    res->seconds = sd_seconds() - t0;
     return SD_OK;
 }
 

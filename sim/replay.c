@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <gsl/gsl_cdf.h>
 
@@ -29,13 +28,6 @@ sd_replay_params sd_replay_default_params(void)
     p.exact_max_ops = 2e6;
     p.seed = 2385;
     return p;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -170,7 +162,7 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
     if (p->precision_check) sd16 = sd_xmalloc(n * sizeof *sd16);
     int rc = SD_OK;
     size_t used = 0, n16 = 0;
-    double t0 = now(), last = t0;
+    double t0 = sd_seconds(), last = t0;
     res->first_bad = SIZE_MAX;
     for (size_t i = 0; i < n && rc == SD_OK; i++) {
         if ((rc = sd_log_row(log, i, dl, tl))) break;
@@ -209,14 +201,14 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
         }
         used++;
         if ((i + 1) % 256 == 0) sd_log_release(log, i + 1);
-        double t = now();
+        double t = sd_seconds();
         if (p->progress && t - last > 1) {
             fprintf(stderr, "\rreplay: %zu/%zu positions (%.0f%%), %.1f s", i + 1, n,
                     100.0 * (double)(i + 1) / (double)n, t - t0);
             last = t;
         }
     }
-    if (p->progress && now() - t0 > 1) fprintf(stderr, "\rreplay: %zu/%zu positions, %.1f s\n", n, n, now() - t0);
+    if (p->progress && sd_seconds() - t0 > 1) fprintf(stderr, "\rreplay: %zu/%zu positions, %.1f s\n", n, n, sd_seconds() - t0);
     if (rc == SD_OK && used == 0) rc = sd_error(SD_EINVAL, "no usable position in the log (%zu skipped)", res->skipped);
     if (rc == SD_OK) {
         res->positions = used;
@@ -254,7 +246,7 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
             res->f16_sd_mean = n16 ? m16 : NAN;
             res->f16_abs_diff = n16 ? res->f16_abs_diff / (double)n16 : NAN;
         }
-        res->seconds = now() - t0;
+        res->seconds = sd_seconds() - t0;
     }
     for (int s = 0; s < SD_SCHEME_COUNT; s++) free(acc[s]);
     free(dl), free(tl), free(dm), free(dp), free(tp), free(tv), free(alpha), free(sd16);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sd_error.h"
 
@@ -64,13 +63,6 @@ static int exact_law(sd_lm *target, const size_t *prompt, size_t plen, size_t le
     }
     free(seq);
     return rc;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Per-position marginals from the joint counts and law; the test with the smallest p. */
@@ -192,7 +184,7 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
     }
     sd_tree_ws_free(probe);
 
-    double *counts = sd_xcalloc(cells, sizeof *counts), t0 = now();
+    double *counts = sd_xcalloc(cells, sizeof *counts), t0 = sd_seconds();
     sd_progress prog;
     sd_progress_start(&prog, mp.progress, "certify", "sequences", mp.samples);
     sd_seq_stats total = {0, 0, 0, 0};
@@ -277,7 +269,7 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
         if (res->marginal_min.min_p < res->min_p) res->min_p = res->marginal_min.min_p;
         res->stats = total;
         res->block_efficiency = total.tokens / total.blocks;
-        res->seconds = now() - t0;
+        res->seconds = sd_seconds() - t0;
     }
     free(law);
     free(counts);

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static _Thread_local char errbuf[1024];
 
@@ -58,4 +59,11 @@ void *sd_xrealloc(void *ptr, size_t size)
     void *p = realloc(ptr, size ? size : 1);
     if (!p) sd_oom(size);
     return p;
+}
+
+double sd_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }

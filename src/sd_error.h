@@ -35,4 +35,7 @@ void *sd_xmalloc(size_t size);
 void *sd_xcalloc(size_t count, size_t size);
 void *sd_xrealloc(void *ptr, size_t size);
 
+/* Seconds on the monotonic clock (rates, progress, time splits). */
+double sd_seconds(void);
+
 #endif

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dist.h"
 #include "family.h"
@@ -161,9 +160,4 @@ int cli_read_file(const char *path, char **text, size_t *len)
     return SD_OK;
 }
 
-double cli_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double cli_seconds(void) { return sd_seconds(); }
