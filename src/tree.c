@@ -299,6 +299,7 @@ struct sd_tree_ws {
     /* beam: (L + 1) x W nodes, node (l, j) at l * W + j; a path is read off the parents */
     size_t *beam_parent, *beam_token, *beam_nkids, *beam_kids;
     double *beam_phi, *beam_g, *cand_t, *cand_phi;
+    double *beam_pd;      /* the draft's law after each beam node, slots x V */
     size_t *cand_node, *cand_tok, *beam_count, *beam_top;
     /* dynamic: up to B + 1 nodes; each node's R most probable tokens and their probs */
     size_t *dyn_parent, *dyn_token, *dyn_depth, *dyn_nkids, *dyn_kids, *dyn_top, dyn_n;
@@ -362,6 +363,7 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
         ws->beam_kids = sd_xmalloc(slots * W * sizeof(size_t));
         ws->beam_phi = sd_xmalloc(slots * sizeof(double));
         ws->beam_g = sd_xmalloc(slots * sizeof(double));
+        ws->beam_pd = sd_xmalloc(slots * vocab * sizeof(double));
         ws->beam_count = sd_xmalloc((L + 1) * sizeof(size_t));
         ws->beam_top = sd_xmalloc(W * sizeof(size_t));
         ws->cand_t = sd_xmalloc(W * vocab * sizeof(double));
@@ -404,6 +406,7 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->beam_kids);
     free(ws->beam_phi);
     free(ws->beam_g);
+    free(ws->beam_pd);
     free(ws->beam_count);
     free(ws->dyn_parent), free(ws->dyn_token), free(ws->dyn_depth), free(ws->dyn_nkids);
     free(ws->dyn_kids), free(ws->dyn_top), free(ws->dyn_value), free(ws->dyn_topp);
@@ -445,19 +448,26 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
 {
     const sd_tree *t = ws->tree;
     size_t V = ws->vocab, W = t->width, L = t->max_depth;
-    double *pd = ws->pd;
     ws->beam_count[0] = 1;
     ws->beam_phi[0] = ws->beam_g[0] = 0;
-    size_t *path = sd_xmalloc((len + L + 1) * sizeof *path);
-    memcpy(path, ctx, len * sizeof *ctx);
+    size_t *paths = sd_xmalloc(W * (len + L + 1) * sizeof *paths), lens[SD_TREE_MAX_CHILDREN];
+    const size_t *ctxs[SD_TREE_MAX_CHILDREN];
     int rc = SD_OK;
     for (size_t l = 0; l < L && rc == SD_OK; l++) {
-        size_t nc = 0;
-        for (size_t j = 0; j < ws->beam_count[l] && rc == SD_OK; j++) {
-            size_t node = l * W + j;
-            for (size_t d = l, x = node; d > 0; d--, x = ws->beam_parent[x]) /* the node's path */
+        /* the draft's laws after every beam node of the level, in one batch */
+        for (size_t j = 0; j < ws->beam_count[l]; j++) {
+            size_t *path = paths + j * (len + L + 1);
+            memcpy(path, ctx, len * sizeof *ctx);
+            for (size_t d = l, x = l * W + j; d > 0; d--, x = ws->beam_parent[x])
                 path[len + d - 1] = ws->beam_token[x];
-            if ((rc = sd_lm_next(draft, path, len + l, pd))) break;
+            ctxs[j] = path, lens[j] = len + l;
+        }
+        if ((rc = sd_lm_next_batch(draft, ctxs, lens, ws->beam_count[l], ws->beam_pd + l * W * V)))
+            break;
+        size_t nc = 0;
+        for (size_t j = 0; j < ws->beam_count[l]; j++) {
+            size_t node = l * W + j;
+            const double *pd = ws->beam_pd + node * V;
             double z = -INFINITY, G = ws->beam_g[node];
             size_t first = nc;
             for (size_t x = 0; x < V; x++) {
@@ -494,7 +504,7 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
         }
     }
     for (size_t j = 0; j < ws->beam_count[L]; j++) ws->beam_nkids[L * W + j] = 0;
-    free(path);
+    free(paths);
     return rc;
 }
 
