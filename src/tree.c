@@ -1,6 +1,7 @@
 #include "tree.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -304,8 +305,18 @@ struct sd_tree_ws {
     /* dynamic: up to B + 1 nodes; each node's R most probable tokens and their probs */
     size_t *dyn_parent, *dyn_token, *dyn_depth, *dyn_nkids, *dyn_kids, *dyn_top, dyn_n;
     double *dyn_value, *dyn_topp;
+    double *dyn_pd;       /* dynamic: the draft's law after each node (B + 1) x V */
     frontier dyn_heap;
-    double *mask;         /* dynamic: V */
+    double *keys;         /* V doubles: Gumbel keys for drafts without replacement */
+    /* tree evaluation: the block's whole tree, node 0 the root, parents before children */
+    size_t e_cap, e_n, e_pathcap;
+    size_t *e_parent, *e_token, *e_depth, *e_nkids, *e_kids; /* e_kids: e_cap x max_children */
+    double *e_pd, *e_pt;  /* e_cap x V: the draft's law after a node (non-leaves), the target's */
+    unsigned char *e_haspd;
+    size_t *e_paths;      /* e_cap x e_pathcap: each node's context */
+    const size_t **e_ctxs;
+    size_t *e_lens, *e_list, *e_shape, *e_map; /* per-call lists; the shape's node -> id */
+    double rank_tried[SD_TREE_MAX_CHILDREN], rank_won[SD_TREE_MAX_CHILDREN];
 };
 
 int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p, size_t vocab)
@@ -354,6 +365,7 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
         ws->dyn_top = sd_xmalloc(B * R * sizeof(size_t));
         ws->dyn_value = sd_xmalloc(B * sizeof(double));
         ws->dyn_topp = sd_xmalloc(B * R * sizeof(double));
+        ws->dyn_pd = sd_xmalloc(B * vocab * sizeof(double));
     }
     if (t->walk == SD_WALK_BEAM) {
         size_t W = t->width, L = t->max_depth, slots = (L + 1) * W;
@@ -371,7 +383,7 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
         ws->cand_node = sd_xmalloc(W * vocab * sizeof(size_t));
         ws->cand_tok = sd_xmalloc(W * vocab * sizeof(size_t));
     }
-    ws->mask = sd_xmalloc(vocab * sizeof *ws->mask);
+    ws->keys = sd_xmalloc(vocab * sizeof *ws->keys);
     /* which candidate counts occur: a static tree's own; spectr and dynamic: any up to the bound */
     int any = t->walk == SD_WALK_SPECTR || t->walk == SD_WALK_DYNAMIC || t->walk == SD_WALK_BEAM;
     for (size_t v = 0; v < (any ? t->max_children + 1 : t->n); v++) {
@@ -399,7 +411,10 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->pt);
     free(ws->tokens);
     free(ws->marg);
-    free(ws->mask);
+    free(ws->keys);
+    free(ws->e_parent), free(ws->e_token), free(ws->e_depth), free(ws->e_nkids), free(ws->e_kids);
+    free(ws->e_pd), free(ws->e_pt), free(ws->e_haspd), free(ws->e_paths), free(ws->e_ctxs);
+    free(ws->e_lens), free(ws->e_list), free(ws->e_shape), free(ws->e_map);
     free(ws->beam_parent);
     free(ws->beam_token);
     free(ws->beam_nkids);
@@ -409,7 +424,7 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->beam_pd);
     free(ws->beam_count);
     free(ws->dyn_parent), free(ws->dyn_token), free(ws->dyn_depth), free(ws->dyn_nkids);
-    free(ws->dyn_kids), free(ws->dyn_top), free(ws->dyn_value), free(ws->dyn_topp);
+    free(ws->dyn_kids), free(ws->dyn_top), free(ws->dyn_value), free(ws->dyn_topp), free(ws->dyn_pd);
     free(ws->dyn_heap.heap);
     free(ws->beam_top);
     free(ws->cand_t);
@@ -522,6 +537,25 @@ typedef struct {
 typedef int (*walk_step)(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
                          const double *pt, gsl_rng *rng, size_t *tok, int *accepted);
 
+static void count_ranks(sd_tree_ws *ws, size_t c, const sd_verdict *vd)
+{
+    for (size_t r = 0; r < c; r++) ws->rank_tried[r] += 1;
+    if (vd->accepted) ws->rank_won[vd->draft_index] += 1;
+}
+
+void sd_tree_ws_rank_counts(const sd_tree_ws *ws, size_t max_rank, double *tried, double *won)
+{
+    for (size_t r = 0; r < max_rank; r++)
+        tried[r] = r < SD_TREE_MAX_CHILDREN ? ws->rank_tried[r] : 0,
+        won[r] = r < SD_TREE_MAX_CHILDREN ? ws->rank_won[r] : 0;
+}
+
+void sd_tree_ws_reset_counts(sd_tree_ws *ws)
+{
+    memset(ws->rank_tried, 0, sizeof ws->rank_tried);
+    memset(ws->rank_won, 0, sizeof ws->rank_won);
+}
+
 /* candidates ws->tokens[0..c-1] verified by the node's verifier; the accepted index */
 static int verify_given(sd_tree_ws *ws, size_t c, const double *pd, const double *pt,
                         gsl_rng *rng, size_t *tok, int *accepted, size_t *index)
@@ -532,6 +566,7 @@ static int verify_given(sd_tree_ws *ws, size_t c, const double *pd, const double
     if (!rc) rc = sd_verifier_sample(v, ws->tokens, rng, &vd);
     if (rc) return rc;
     *tok = vd.token, *accepted = vd.accepted, *index = vd.draft_index;
+    count_ranks(ws, c, &vd);
     return SD_OK;
 }
 
@@ -545,6 +580,7 @@ static int step_static(sd_tree_ws *ws, walk_state *st, size_t n, const double *p
     int rc = sd_verifier_reset(v, pd, pt);
     if (rc) return rc;
     sd_verifier_trial(v, rng, ws->tokens, &vd); /* candidates drawn as rounds reach them */
+    count_ranks(ws, c, &vd);
     *tok = vd.token, *accepted = vd.accepted;
     if (vd.accepted) st->node = sd_tree_child(ws->tree, st->node, vd.draft_index);
     return SD_OK;
@@ -621,8 +657,8 @@ static int build_dynamic(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
     frontier *f = &ws->dyn_heap;
     f->n = 0;
     ws->dyn_parent[0] = SD_TREE_NONE, ws->dyn_depth[0] = 0, ws->dyn_value[0] = 1, ws->dyn_nkids[0] = 0;
-    int rc = sd_lm_next(draft, path, len, ws->pd);
-    if (!rc) top_tokens(ws->pd, V, R, ws->dyn_top, ws->dyn_topp);
+    int rc = sd_lm_next(draft, path, len, ws->dyn_pd);
+    if (!rc) top_tokens(ws->dyn_pd, V, R, ws->dyn_top, ws->dyn_topp);
     if (!rc && t->max_depth > 0) frontier_push(f, (frontier_item){ws->dyn_topp[0], 0, 0, 1});
     while (!rc && f->n && n <= t->budget) {
         frontier_item it = frontier_pop(f);
@@ -637,8 +673,8 @@ static int build_dynamic(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
         if (it.depth < t->max_depth) { /* the new node's own candidates */
             for (size_t d = it.depth, x = id; d > 0; d--, x = ws->dyn_parent[x])
                 path[len + d - 1] = ws->dyn_token[x];
-            if ((rc = sd_lm_next(draft, path, len + it.depth, ws->pd))) break;
-            top_tokens(ws->pd, V, R, ws->dyn_top + id * R, ws->dyn_topp + id * R);
+            if ((rc = sd_lm_next(draft, path, len + it.depth, ws->dyn_pd + id * V))) break;
+            top_tokens(ws->dyn_pd + id * V, V, R, ws->dyn_top + id * R, ws->dyn_topp + id * R);
             if (ws->dyn_top[id * R] != SD_TREE_NONE)
                 frontier_push(f, (frontier_item){it.value * ws->dyn_topp[id * R], id, 0, it.depth + 1});
         }
@@ -659,8 +695,8 @@ static int step_dynamic(sd_tree_ws *ws, walk_state *st, size_t n, const double *
     return rc;
 }
 
-int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
-                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+static int block_path(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
+                      size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
 {
     const sd_tree *t = ws->tree;
     size_t V = ws->vocab, n = 0, *ctx = ws_context(ws, context, len);
@@ -708,6 +744,255 @@ int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *con
     }
     blk->tokens = n;
     return rc;
+}
+
+/* ---- tree evaluation: draft the whole tree, then one target call ---- */
+
+/* Room for a tree of the walk's largest size, contexts of len + depth tokens. */
+static void e_reserve(sd_tree_ws *ws, size_t len)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, S = t->max_children ? t->max_children : 1;
+    if (!ws->e_cap) {
+        size_t cap = t->walk == SD_WALK_BEAM      ? 1 + t->width * t->max_depth
+                     : t->walk == SD_WALK_DYNAMIC ? t->budget + 1
+                                                  : t->n;
+        ws->e_cap = cap;
+        ws->e_parent = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_token = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_depth = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_nkids = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_kids = sd_xmalloc(cap * S * sizeof(size_t));
+        ws->e_list = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_shape = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_map = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_lens = sd_xmalloc(cap * sizeof(size_t));
+        ws->e_ctxs = sd_xmalloc(cap * sizeof(size_t *));
+        ws->e_pd = sd_xmalloc(cap * V * sizeof(double));
+        ws->e_pt = sd_xmalloc(cap * V * sizeof(double));
+        ws->e_haspd = sd_xmalloc(cap);
+    }
+    size_t need = len + t->max_depth + 1;
+    if (need > ws->e_pathcap) {
+        ws->e_pathcap = need + 16;
+        ws->e_paths = sd_xrealloc(ws->e_paths, ws->e_cap * ws->e_pathcap * sizeof(size_t));
+    }
+}
+
+static size_t *e_path(sd_tree_ws *ws, size_t u) { return ws->e_paths + u * ws->e_pathcap; }
+
+/* Node u joins under parent with token (u = ws->e_n; the root: parent SD_TREE_NONE). */
+static size_t e_add(sd_tree_ws *ws, size_t parent, size_t token, const size_t *ctx, size_t len)
+{
+    size_t u = ws->e_n++, S = ws->tree->max_children ? ws->tree->max_children : 1;
+    size_t *path = e_path(ws, u);
+    ws->e_parent[u] = parent, ws->e_token[u] = token, ws->e_nkids[u] = 0, ws->e_haspd[u] = 0;
+    if (parent == SD_TREE_NONE) {
+        ws->e_depth[u] = 0;
+        memcpy(path, ctx, len * sizeof *ctx);
+    } else {
+        size_t d = ws->e_depth[parent] + 1;
+        ws->e_depth[u] = d;
+        memcpy(path, e_path(ws, parent), (len + d - 1) * sizeof *path);
+        path[len + d - 1] = token;
+        ws->e_kids[parent * S + ws->e_nkids[parent]++] = u;
+    }
+    return u;
+}
+
+/* The draft's laws after nodes list[0..m-1], in one call. */
+static int e_draft(sd_tree_ws *ws, sd_lm *draft, const size_t *list, size_t m, size_t len,
+                   sd_block *blk)
+{
+    if (!m) return SD_OK;
+    size_t V = ws->vocab;
+    for (size_t i = 0; i < m; i++)
+        ws->e_ctxs[i] = e_path(ws, list[i]), ws->e_lens[i] = len + ws->e_depth[list[i]];
+    double *tmp = ws->e_pt; /* free until the target's call */
+    int rc = sd_lm_next_batch(draft, ws->e_ctxs, ws->e_lens, m, tmp);
+    for (size_t i = 0; !rc && i < m; i++) {
+        memcpy(ws->e_pd + list[i] * V, tmp + i * V, V * sizeof(double));
+        ws->e_haspd[list[i]] = 1;
+    }
+    blk->draft_calls++;
+    return rc;
+}
+
+/* c candidates from the law pd, as the node's verifier drafts them. */
+static int e_candidates(sd_tree_ws *ws, const double *pd, size_t c, gsl_rng *rng, size_t *tok)
+{
+    if (ws->by_k[c] && ws->by_k[c]->ops->without_replacement)
+        return sd_dist_sample_without_replacement(pd, ws->vocab, c, rng, ws->keys, tok);
+    for (size_t i = 0; i < c; i++) tok[i] = sd_dist_sample_cdf(pd, ws->vocab, rng);
+    return SD_OK;
+}
+
+/* Static trees: level by level, the laws of the level's inner nodes in one draft call,
+ * then their candidates (children join in candidate order). ParallelSpec: the chain of
+ * proposals from one call. */
+static int e_draft_static(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t len,
+                          gsl_rng *rng, sd_block *blk)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, cand[SD_TREE_MAX_CHILDREN], *map = ws->e_map; /* shape node -> id */
+    int rc = SD_OK;
+    if (t->walk == SD_WALK_PARALLEL) {
+        if ((rc = sd_lm_marginals(draft, ctx, len, t->max_depth, ws->marg))) return rc;
+        blk->draft_calls++;
+        for (size_t i = 0; i < t->max_depth; i++) {
+            memcpy(ws->e_pd + i * V, ws->marg + i * V, V * sizeof(double));
+            ws->e_haspd[i] = 1;
+            e_add(ws, i, sd_dist_sample_cdf(ws->marg + i * V, V, rng), ctx, len);
+        }
+        return SD_OK;
+    }
+    map[0] = 0;
+    for (size_t d = 0; d < t->max_depth && !rc; d++) {
+        size_t m = 0;
+        for (size_t u = 0; u < t->n; u++)
+            if (t->depth[u] == d && t->nchild[u]) ws->e_list[m] = map[u], ws->e_shape[m++] = u;
+        if ((rc = e_draft(ws, draft, ws->e_list, m, len, blk))) break;
+        for (size_t i = 0; i < m && !rc; i++) {
+            size_t u = ws->e_shape[i], c = t->nchild[u];
+            if ((rc = e_candidates(ws, ws->e_pd + map[u] * V, c, rng, cand))) break;
+            for (size_t j = 0; j < c; j++) map[sd_tree_child(t, u, j)] = e_add(ws, map[u], cand[j], ctx, len);
+        }
+    }
+    return rc;
+}
+
+/* SpecTr: K sequences drafted side by side, position l of all K in one call;
+ * e_map[s L + l] is the node of sequence s at level l. */
+static int e_draft_spectr(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t len,
+                          gsl_rng *rng, sd_block *blk)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, K = t->width, L = t->max_depth, *map = ws->e_map;
+    int rc = SD_OK;
+    for (size_t l = 0; l < L && !rc; l++) {
+        size_t m = 0;
+        if (l == 0) ws->e_list[m++] = 0; /* every sequence starts at the root */
+        else for (size_t s = 0; s < K; s++) ws->e_list[m++] = map[s * L + l - 1];
+        if ((rc = e_draft(ws, draft, ws->e_list, m, len, blk))) break;
+        for (size_t s = 0; s < K; s++) {
+            size_t u = l ? map[s * L + l - 1] : 0;
+            map[s * L + l] = e_add(ws, u, sd_dist_sample_cdf(ws->e_pd + u * V, V, rng), ctx, len);
+        }
+    }
+    return rc;
+}
+
+/* The walks that build their own trees (beam, dynamic), copied into the node arrays. */
+static int e_draft_built(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t len,
+                         gsl_rng *rng, sd_block *blk)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab;
+    int rc;
+    if (t->walk == SD_WALK_BEAM) {
+        size_t W = t->width, L = t->max_depth, *id = sd_xmalloc((L + 1) * W * sizeof *id);
+        if ((rc = build_beam(ws, draft, ctx, len, rng))) {
+            free(id);
+            return rc;
+        }
+        blk->draft_calls += L;
+        id[0] = 0;
+        for (size_t l = 0; l <= L; l++)
+            for (size_t j = 0; j < ws->beam_count[l]; j++) {
+                size_t slot = l * W + j;
+                if (l) id[slot] = e_add(ws, id[ws->beam_parent[slot]], ws->beam_token[slot], ctx, len);
+                if (l < L) {
+                    memcpy(ws->e_pd + id[slot] * V, ws->beam_pd + slot * V, V * sizeof(double));
+                    ws->e_haspd[id[slot]] = 1;
+                }
+            }
+        free(id);
+        return SD_OK;
+    }
+    if ((rc = build_dynamic(ws, draft, ctx, len))) return rc;
+    for (size_t i = 0; i < ws->dyn_n; i++) { /* ids in creation order: parents first */
+        if (i) e_add(ws, ws->dyn_parent[i], ws->dyn_token[i], ctx, len);
+        if (ws->dyn_depth[i] < t->max_depth) {
+            memcpy(ws->e_pd + i * V, ws->dyn_pd + i * V, V * sizeof(double));
+            ws->e_haspd[i] = 1;
+            blk->draft_calls++;
+        }
+    }
+    return SD_OK;
+}
+
+static int block_tree(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *ctx,
+                      size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    const sd_tree *t = ws->tree;
+    size_t V = ws->vocab, S = t->max_children ? t->max_children : 1;
+    double t0 = sd_seconds();
+    e_reserve(ws, len);
+    ws->e_n = 0;
+    e_add(ws, SD_TREE_NONE, 0, ctx, len);
+    int rc = t->walk == SD_WALK_SPECTR                              ? e_draft_spectr(ws, draft, ctx, len, rng, blk)
+             : t->walk == SD_WALK_BEAM || t->walk == SD_WALK_DYNAMIC ? e_draft_built(ws, draft, ctx, len, rng, blk)
+                                                                    : e_draft_static(ws, draft, ctx, len, rng, blk);
+    if (rc) return rc;
+    double t1 = sd_seconds();
+    size_t nn = ws->e_n;
+    for (size_t u = 0; u < nn; u++) ws->e_ctxs[u] = e_path(ws, u), ws->e_lens[u] = len + ws->e_depth[u];
+    if ((rc = sd_lm_next_batch(target, ws->e_ctxs, ws->e_lens, nn, ws->e_pt))) return rc;
+    double t2 = sd_seconds();
+    blk->nodes = nn - 1;
+    /* the walk; spectr's state is the set of sequences that agree with the path */
+    size_t u = 0, n = 0, K = t->width, L = t->max_depth;
+    uint64_t alive = t->walk == SD_WALK_SPECTR ? (K == 64 ? ~(uint64_t)0 : ((uint64_t)1 << K) - 1) : 0;
+    while (n < max_tokens && !rc) {
+        size_t c = ws->e_nkids[u], tok = 0, index = 0;
+        int accepted = 0;
+        const size_t *kids = ws->e_kids + u * S;
+        size_t spectr_kids[SD_TREE_MAX_CHILDREN], spectr_seq[SD_TREE_MAX_CHILDREN];
+        if (t->walk == SD_WALK_SPECTR) { /* the live sequences' tokens at this level */
+            c = 0;
+            if (n < L)
+                for (size_t s = 0; s < K; s++)
+                    if (alive >> s & 1) spectr_seq[c] = s, spectr_kids[c++] = ws->e_map[s * L + n];
+            kids = spectr_kids;
+        }
+        double *pd = ws->e_haspd[u] ? ws->e_pd + u * V : NULL, *pt = ws->e_pt + u * V;
+        if (c == 0) { /* a leaf: the bonus token */
+            if (ws->params.bonus && !pd) { /* only a planted bonus reads the leaf's draft law */
+                pd = ws->e_pd + u * V;
+                if ((rc = sd_lm_next(draft, e_path(ws, u), len + ws->e_depth[u], pd))) break;
+            }
+            tok = ws->params.bonus
+                      ? ws->params.bonus(pd, pt, u ? ws->e_pt + ws->e_parent[u] * V : NULL, V, rng)
+                      : sd_dist_sample_cdf(pt, V, rng);
+        } else {
+            for (size_t i = 0; i < c; i++) ws->tokens[i] = ws->e_token[kids[i]];
+            if ((rc = verify_given(ws, c, pd, pt, rng, &tok, &accepted, &index))) break;
+        }
+        out[n++] = tok;
+        if (!accepted) break;
+        blk->accepted++;
+        blk->deepest = n;
+        if (t->walk == SD_WALK_SPECTR) {
+            uint64_t next = 0;
+            for (size_t i = 0; i < c; i++)
+                if (ws->e_token[kids[i]] == tok) next |= (uint64_t)1 << spectr_seq[i];
+            alive = next;
+        }
+        u = kids[index];
+    }
+    blk->tokens = n;
+    blk->draft_s = t1 - t0, blk->target_s = t2 - t1, blk->verify_s = sd_seconds() - t2;
+    return rc;
+}
+
+int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
+                  size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
+{
+    sd_tree_eval e = ws->params.eval;
+    if (e == SD_EVAL_AUTO) e = target->ops->next_batch ? SD_EVAL_TREE : SD_EVAL_PATH;
+    if (e == SD_EVAL_PATH) return block_path(ws, draft, target, context, len, max_tokens, rng, out, blk);
+    memset(blk, 0, sizeof *blk);
+    return block_tree(ws, draft, target, context, len, max_tokens, rng, out, blk);
 }
 
 /* ---- exact block efficiency ---- */

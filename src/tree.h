@@ -86,6 +86,18 @@ static inline size_t sd_tree_child(const sd_tree *t, size_t node, size_t j)
 
 /* ---- one block ---- */
 
+/* How a block asks the models. Both give the same law of the output. */
+typedef enum {
+    SD_EVAL_AUTO, /* tree when the target batches (next_batch: the transformer), else path */
+    SD_EVAL_PATH, /* level by level along the accepted path: the draft and the target are
+                     asked only at nodes the walk reaches, and a node's candidates are
+                     drawn only as verification rounds reach them (cheap oracles, Monte
+                     Carlo) */
+    SD_EVAL_TREE  /* the whole tree first: every candidate drafted (one draft call per
+                     level, batched), then the target on every node in one call, then
+                     the walk (what a real decoder does: one target forward pass) */
+} sd_tree_eval;
+
 typedef struct {
     sd_scheme scheme;          /* token verifier at every node: sd/specinfer, rrs, kseq */
     const sd_verify_ops *ops;  /* NULL: the scheme's own steps (tests plant wrong ones) */
@@ -94,6 +106,7 @@ typedef struct {
      * is the leaf's parent's target law (tests plant a bonus drawn at the wrong node). */
     size_t (*bonus)(const double *draft, const double *target, const double *parent_target,
                     size_t vocab, gsl_rng *rng);
+    sd_tree_eval eval;
 } sd_tree_params;
 
 sd_tree_params sd_tree_default_params(void);
@@ -108,12 +121,21 @@ typedef struct {
     size_t accepted;   /* accepted draft tokens */
     size_t deepest;    /* depth of the accepted leaf-most node */
     size_t nodes;      /* draft nodes the target verified in this block (the tree's size) */
+    size_t draft_calls;           /* tree evaluation: draft oracle calls (one per level) */
+    double draft_s, target_s, verify_s; /* tree evaluation: seconds drafting, in the
+                                           target's call, walking (verifiers, sampling) */
 } sd_block;
 
 /* Verifies one block after context[0..len-1]; writes the tokens to out (room for
  * t->max_depth + 1) and at most max_tokens of them (the rest of a block is cut). */
 int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *context,
                   size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk);
+
+/* Verifications on the walks since the last reset: tried[r] counts nodes whose
+ * candidate r took part (r < candidates), won[r] those where candidate r was accepted;
+ * won[r] / tried[r] estimates rank_accept[r] below (a calibration of the tree builders). */
+void sd_tree_ws_rank_counts(const sd_tree_ws *ws, size_t max_rank, double *tried, double *won);
+void sd_tree_ws_reset_counts(sd_tree_ws *ws);
 
 /* Exact expected tokens per block (block efficiency) after the context, by recursion
  * over the tree with every candidate tuple enumerated (small V and trees only:

@@ -11,6 +11,7 @@
 #include "mc.h"
 #include "otm_lp.h"
 #include "sd_error.h"
+#include "planted.h"
 #include "seq.h"
 #include "tree.h"
 
@@ -231,9 +232,8 @@ static void test_tree_throughput_beats_gt(void **state)
  * (an irregular one), SpecTr K x L, the parallel drafter, GT's dynamic tree and
  * RSD-S's beam search, SpecTr with OTM. 10 certifications of about 12 p-values
  * each at 1e-6: false alarm ~ 2e-4. */
-static void test_tree_certified(void **state)
+static void certified(sd_tree_eval eval)
 {
-    (void)state;
     sd_lm *d, *t;
     assert_int_equal(sd_lm_pair_parse("markov:4,1,0.5,7,0.8", &d, &t), SD_OK);
     const char *shapes[] = {"parents:0,0,0,1,1,2,4", "parents:0,0,0,1,1,2,4",
@@ -247,9 +247,11 @@ static void test_tree_certified(void **state)
         sd_seq_params sp = sd_seq_default_params();
         sp.tree.scheme = schemes[k];
         sp.tree.vp.otm_solve = sd_otm_lp_coupling;
+        sp.tree.eval = eval;
         sp.shape = x;
         sd_mc_params mp = sd_mc_default_params();
         mp.samples = schemes[k] == SD_SCHEME_OTM ? 100000 : 200000;
+        mp.seed += eval;
         size_t prompt[1] = {1};
         sd_seq_cert c;
         assert_int_equal(sd_seq_certify(d, t, prompt, 1, &sp, mp, &c), SD_OK);
@@ -257,6 +259,61 @@ static void test_tree_certified(void **state)
             fail_msg("%s on %s rejected: p = %g", sd_scheme_name(schemes[k]), shapes[k], c.min_p);
         assert_true(c.block_efficiency > 1.3);
         sd_tree_free(x);
+    }
+    sd_lm_free(d);
+    sd_lm_free(t);
+}
+
+static void test_tree_certified(void **state)
+{
+    (void)state;
+    certified(SD_EVAL_PATH);
+}
+
+/* The same walks evaluated as a decoder does (whole tree drafted, the target on every
+ * node in one call): the same laws, the same efficiencies, the planted tree bugs caught. */
+static void test_tree_eval_tree(void **state)
+{
+    (void)state;
+    certified(SD_EVAL_TREE);
+    sd_lm *d, *t;
+    assert_int_equal(sd_lm_pair_parse("markov:4,1,0.5,7,0.5", &d, &t), SD_OK);
+    const char *shapes[] = {"kconfig:2,2", "parents:0,0,1,1,2", "spectr:2,3", "parallel:3", "chain:3"};
+    sd_scheme schemes[] = {SD_SCHEME_RRS, SD_SCHEME_SPECINFER, SD_SCHEME_KSEQ, SD_SCHEME_SD, SD_SCHEME_SD};
+    size_t ctx[1] = {2};
+    for (size_t k = 0; k < 5; k++) {
+        sd_tree *x = shape(shapes[k]);
+        sd_tree_params p = sd_tree_default_params();
+        p.scheme = schemes[k];
+        double e;
+        assert_int_equal(sd_tree_block_efficiency(x, &p, d, t, ctx, 1, 1e8, &e), SD_OK);
+        p.eval = SD_EVAL_TREE;
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 200000;
+        mp.seed = 300 + k;
+        sd_mc_blocks_result r;
+        assert_int_equal(sd_mc_blocks(d, t, ctx, 1, x, &p, mp, &r), SD_OK);
+        if (!(r.ci_low <= e && e <= r.ci_high))
+            fail_msg("%s tree evaluation: exact %.6f outside [%.6f, %.6f]", shapes[k], e, r.ci_low,
+                     r.ci_high);
+        sd_tree_free(x);
+    }
+    sd_lm_free(d);
+    sd_lm_free(t);
+    /* the planted tree bugs, now in the tree evaluation */
+    assert_int_equal(sd_lm_markov_pair(SD_PLANTED_SEQ_MODEL, &d, &t), SD_OK);
+    for (size_t i = 0; i < sd_planted_count; i++) {
+        const sd_planted *b = &sd_planted_bugs[i];
+        if (strncmp(b->name, "tree-", 5) && strcmp(b->name, "bonus-from-draft")) continue;
+        sd_seq_params sp = sd_seq_default_params();
+        sp.tree.scheme = b->scheme, sp.tree.ops = b->ops, sp.tree.bonus = b->bonus;
+        sp.tree.eval = SD_EVAL_TREE;
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 4e5;
+        size_t prompt[1] = {0};
+        sd_seq_cert c;
+        assert_int_equal(sd_seq_certify(d, t, prompt, 1, &sp, mp, &c), SD_OK);
+        if (!(c.min_p < SD_PLANTED_ALPHA)) fail_msg("%s not rejected (tree evaluation): p = %g", b->name, c.min_p);
     }
     sd_lm_free(d);
     sd_lm_free(t);
@@ -298,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_tree_gt_hand_example),
         cmocka_unit_test(test_tree_throughput_beats_gt),
         cmocka_unit_test(test_tree_certified),
+        cmocka_unit_test(test_tree_eval_tree),
         cmocka_unit_test(test_tree_errors),
     };
     return cmocka_run_group_tests_name("tree", tests, NULL, NULL);
