@@ -449,6 +449,33 @@ static void test_model_oracle(void **state)
         assert_int_equal(sd_lm_next(lm, ctxs[i], lens[i], law), SD_OK);
         for (size_t t = 0; t < 48; t++) assert_close(batch[i * 48 + t], law[t], 1e-5, 1e-7);
     }
+    /* a decoder's pattern: a tree after the prefix, then the next tree after the prefix
+     * extended along one of its paths (the oracle keeps that path's cache entries) */
+    sd_lm *ref;
+    assert_int_equal(sd_lm_llama(m, 0, 0.8, 0, 1, 0, &ref), SD_OK);
+    size_t pre[64] = {3, 9, 27}, plen = 3, paths[6][64];
+    const size_t *pc[6];
+    size_t pl[6];
+    double got[6 * 48];
+    for (int blk = 0; blk < 12; blk++) {
+        for (int i = 0; i < 6; i++) { /* node i: the prefix and 0-3 tokens of a small tree */
+            memcpy(paths[i], pre, plen * sizeof *pre);
+            size_t extra = (size_t)i / 2;
+            for (size_t j = 0; j < extra; j++) paths[i][plen + j] = (blk * 7 + j * 5 + (size_t)(i & 1) * 11) % 48;
+            pc[i] = paths[i], pl[i] = plen + extra;
+        }
+        assert_int_equal(sd_lm_next_batch(lm, pc, pl, 6, got), SD_OK);
+        for (int i = 0; i < 6; i++) {
+            assert_int_equal(sd_lm_next(ref, pc[i], pl[i], law), SD_OK);
+            for (size_t t = 0; t < 48; t++) assert_close(got[i * 48 + t], law[t], 1e-5, 1e-7);
+        }
+        size_t take = (size_t)blk % 6; /* accept node take's path, then one more token */
+        memcpy(pre, paths[take], pl[take] * sizeof *pre);
+        plen = pl[take];
+        pre[plen++] = (size_t)(blk * 13) % 48;
+        if (plen > 50) plen = 3; /* start over: the tree is dropped, the prefix kept */
+    }
+    sd_lm_free(ref);
     size_t passes, tokens;
     sd_lm_llama_stats(lm, &passes, &tokens);
     assert_true(passes > 0 && tokens >= passes);

@@ -20,6 +20,12 @@ typedef struct {
     size_t cap_rows;
     int have_last;     /* logits row 0 is the law after tok[0 .. kv->n - 1] */
     size_t passes, tokens;
+    /* the last batch's tree, left in the cache: entries tree_base + v (v < tree_n) are
+     * its nodes (token tree_tok[v], parent tree_parent[v], -1 for the prefix); the next
+     * call keeps the path it continues (a decoder's accepted drafts) and drops the rest */
+    size_t tree_base, tree_n, tree_cap;
+    int32_t *tree_tok;
+    size_t *tree_parent, *tree_keep;
 } lane;
 
 typedef struct {
@@ -59,10 +65,33 @@ static int check_context(const oracle *o, const size_t *ctx, size_t len)
     return SD_OK;
 }
 
+/* A tree left by the last batch: keep the path of it that ctx[0 .. len-1] follows,
+ * compacted after the prefix, and drop the other nodes. */
+static void settle(lane *l, const size_t *ctx, size_t len)
+{
+    if (!l->tree_n) return;
+    size_t base = l->tree_base, m = 0, at = (size_t)-1;
+    int same = len > base;
+    for (size_t i = 0; same && i < base; i++) same = (size_t)l->tok[i] == ctx[i];
+    for (size_t i = base; same && i < len; i++) {
+        size_t found = (size_t)-1;
+        for (size_t v = 0; v < l->tree_n && found == (size_t)-1; v++)
+            if (l->tree_parent[v] == at && (size_t)l->tree_tok[v] == ctx[i]) found = v;
+        if (found == (size_t)-1) break;
+        l->tree_keep[m++] = base + found; /* increasing: a node comes after its parent */
+        l->tok[i] = l->tree_tok[found];
+        at = found;
+    }
+    if (m == 0 || sd_kv_keep(l->kv, base, l->tree_keep, m)) sd_kv_truncate(l->kv, base);
+    l->tree_n = 0;
+    l->have_last = 0;
+}
+
 /* Makes the lane's cache hold ctx[0 .. upto-1] (reusing the common prefix); if want
  * is set, row 0 of l->logits is then the law after them (needs upto >= 1). */
 static int extend(oracle *o, lane *l, const size_t *ctx, size_t upto, int want)
 {
+    settle(l, ctx, upto);
     size_t p = 0, n = l->kv->n;
     while (p < n && p < upto && (size_t)l->tok[p] == ctx[p]) p++;
     if (p == upto && n == upto && l->have_last) return SD_OK;
@@ -126,6 +155,7 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
     if (batch == 1) return llama_next(lm, ctxs[0], lens[0], out);
     lane *l = my_lane(o);
     if (!l) return sd_error(SD_ERANGE, "llama oracle: thread %d past %d", omp_get_thread_num(), MAX_THREADS);
+    settle(l, ctxs[0], lens[0]);
     /* the common prefix, short of every context's last token */
     size_t P = lens[0] - 1;
     for (size_t b = 1; b < batch; b++) {
@@ -168,7 +198,18 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
     size_t base = l->kv->n;
     rc = sd_llama_forward(o->m, l->kv, tok, n, pos, mask, l->logits, NULL);
     l->have_last = 0;
-    sd_kv_truncate(l->kv, base); /* the tree leaves no trace */
+    if (rc) sd_kv_truncate(l->kv, base);
+    else { /* the tree stays until the next call keeps the path it follows */
+        if (n > l->tree_cap) {
+            l->tree_cap = n;
+            l->tree_tok = sd_xrealloc(l->tree_tok, n * sizeof *l->tree_tok);
+            l->tree_parent = sd_xrealloc(l->tree_parent, n * sizeof *l->tree_parent);
+            l->tree_keep = sd_xrealloc(l->tree_keep, n * sizeof *l->tree_keep);
+        }
+        memcpy(l->tree_tok, tok, n * sizeof *tok);
+        memcpy(l->tree_parent, parent, n * sizeof *parent);
+        l->tree_base = base, l->tree_n = n;
+    }
     if (!rc) {
         l->passes++, l->tokens += n;
         for (size_t b = 0; b < batch && !rc; b++) rc = to_law(o, l->logits + end[b] * V, out + b * V);
@@ -184,6 +225,7 @@ static void llama_free(sd_lm *lm)
         sd_kv_free(o->lanes[t].kv);
         free(o->lanes[t].tok);
         free(o->lanes[t].logits);
+        free(o->lanes[t].tree_tok), free(o->lanes[t].tree_parent), free(o->lanes[t].tree_keep);
     }
     if (o->own) sd_llama_free(o->m);
     free(o);
