@@ -337,7 +337,7 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
                 }
                 const float *wr = (const float *)row; /* a quantized row: expanded once */
                 if (w->type != SD_T_F32) sd_dequant_row(w->type, row, buf, cols), wr = buf;
-                for (size_t t = 0; t < n; t++) y[t * rows + r] = sd_dot_row(SD_T_F32, wr, x + t * cols, cols);
+                sd_dot_f32_tokens(wr, x, cols, n, y + r, rows);
             }
         }
         return;

@@ -220,9 +220,18 @@ static inline void dequant_span(sd_ttype t, const void *restrict row, size_t i, 
     const unsigned char *b = row;
     switch (t) {
     case SD_T_F32: memcpy(dst, (const float *)row + i, n * sizeof *dst); return;
-    case SD_T_F16:
-        for (size_t j = 0; j < n; j++) dst[j] = half_to_float(((const uint16_t *)row)[i + j]);
+    case SD_T_F16: {
+        const uint16_t *h = (const uint16_t *)row + i;
+#if defined(__F16C__)
+        if (n % 8 == 0) { /* exact either way: the vector conversion is just wider */
+            for (size_t j = 0; j < n; j += 8)
+                _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + j))));
+            return;
+        }
+#endif
+        for (size_t j = 0; j < n; j++) dst[j] = half_to_float(h[j]);
         return;
+    }
     case SD_T_BF16:
         for (size_t j = 0; j < n; j++) dst[j] = sd_bf16_to_f32(((const uint16_t *)row)[i + j]);
         return;
@@ -267,14 +276,30 @@ void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n)
 
 /* ---- dot product */
 
-/* acc[k] += w[i] x[i] for the i < n with i % NACC == k; n a multiple of NACC. */
+/* acc[k] += w[i] x[i] for the i < n with i % NACC == k; n a multiple of NACC. With
+ * AVX-512 or AVX2+FMA each lane is a fused multiply-add (one rounding); the portable
+ * loop rounds the product and the sum. Every dot product of a build uses the same
+ * lanes, so a token's logits are the same whether it is evaluated alone or in a batch. */
 static inline void dot_lanes(const float *restrict w, const float *restrict x, size_t n,
                              float *restrict acc)
 {
+#if defined(__AVX512F__)
+    __m512 a = _mm512_loadu_ps(acc);
+    for (size_t i = 0; i < n; i += NACC) a = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a);
+    _mm512_storeu_ps(acc, a);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 lo = _mm256_loadu_ps(acc), hi = _mm256_loadu_ps(acc + 8);
+    for (size_t i = 0; i < n; i += NACC) {
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), hi);
+    }
+    _mm256_storeu_ps(acc, lo), _mm256_storeu_ps(acc + 8, hi);
+#else
     for (size_t i = 0; i < n; i += NACC) {
 #pragma GCC unroll 16
         for (int k = 0; k < NACC; k++) acc[k] += w[i + k] * x[i + k];
     }
+#endif
 }
 
 /* The lanes summed in a fixed tree, then the tail (elements past the last full 16). */
@@ -294,6 +319,42 @@ static float dot_f32(const float *restrict w, const float *restrict x, size_t n)
     size_t body = n / NACC * NACC;
     dot_lanes(w, x, body, acc);
     return dot_finish(acc, w + body, x + body, n - body);
+}
+
+#if defined(__AVX512F__)
+/* T tokens against one row, the lanes of dot_lanes: the row is read once per T tokens. */
+#define DOT_T(T)                                                                           \
+    static void dot##T##_f32(const float *restrict w, const float *restrict x, size_t cols, \
+                             size_t body, float *restrict y, size_t stride)                 \
+    {                                                                                      \
+        __m512 a[T];                                                                       \
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) a[t] = _mm512_setzero_ps();    \
+        for (size_t i = 0; i < body; i += NACC) {                                          \
+            __m512 wv = _mm512_loadu_ps(w + i);                                            \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                            \
+                a[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)t * cols + i), a[t]); \
+        }                                                                                  \
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                             \
+            float acc[NACC];                                                               \
+            _mm512_storeu_ps(acc, a[t]);                                                   \
+            y[(size_t)t * stride] =                                                        \
+                dot_finish(acc, w + body, x + (size_t)t * cols + body, cols - body);       \
+        }                                                                                  \
+    }
+DOT_T(8)
+DOT_T(4)
+#endif
+
+void sd_dot_f32_tokens(const float *restrict w, const float *restrict x, size_t cols, size_t n,
+                       float *restrict y, size_t stride)
+{
+    size_t t = 0;
+#if defined(__AVX512F__)
+    size_t body = cols / NACC * NACC;
+    for (; t + 8 <= n; t += 8) dot8_f32(w, x + t * cols, cols, body, y + t * stride, stride);
+    for (; t + 4 <= n; t += 4) dot4_f32(w, x + t * cols, cols, body, y + t * stride, stride);
+#endif
+    for (; t < n; t++) y[t * stride] = dot_f32(w, x + t * cols, cols);
 }
 
 /* One function per type, so that dequant_span's switch folds away and its loops see

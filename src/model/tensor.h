@@ -63,6 +63,9 @@ float sd_bf16_to_f32(uint16_t h);
 void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n);
 /* sum_j row[j] x[j] over n elements (n a multiple of the block). */
 float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n);
+/* y[t stride] = sd_dot_row(SD_T_F32, w, x + t cols, cols) for t < n, bit for bit, with
+ * the row read once per four tokens (a small batch's matrix product). */
+void sd_dot_f32_tokens(const float *w, const float *x, size_t cols, size_t n, float *y, size_t stride);
 /* Activations for the integer kernels (llama.cpp's arithmetic for Q8_0 and Q4_0
  * weights): per block of 32, q = x * 127 / max|x| rounded to the nearest integer
  * (ties to even) and scale[b] = max|x| / 127 rounded to f16. n a multiple of 32;
