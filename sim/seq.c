@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode.h"
 #include "sd_error.h"
 
 #ifdef _OPENMP
@@ -32,20 +33,15 @@ int sd_seq_generate(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t pl
                     const sd_seq_params *sp, sd_tree_ws *ws, gsl_rng *rng, size_t *out,
                     sd_seq_stats *stats)
 {
-    size_t n = 0, *ctx = sd_xmalloc((plen + sp->length + 1) * sizeof *ctx);
-    int rc = SD_OK;
-    memcpy(ctx, prompt, plen * sizeof *ctx);
-    while (n < sp->length && rc == SD_OK) {
-        sd_block blk;
-        rc = sd_tree_block(ws, draft, target, ctx, plen + n, sp->length - n, rng, out + n, &blk);
-        if (rc) break;
-        memcpy(ctx + plen + n, out + n, blk.tokens * sizeof *ctx);
-        n += blk.tokens;
-        stats->blocks += 1;
-        stats->tokens += (double)blk.tokens;
-        stats->accepted += (double)blk.accepted;
-    }
-    free(ctx);
+    sd_decode_params dp = sd_decode_default_params();
+    dp.max_tokens = sp->length;
+    sd_decode_stats ds;
+    memset(&ds, 0, sizeof ds);
+    size_t n;
+    int rc = sd_decode_spec(ws, draft, target, prompt, plen, &dp, rng, out, &n, &ds);
+    stats->blocks += (double)ds.blocks;
+    stats->tokens += (double)ds.tokens;
+    stats->accepted += (double)ds.accepted;
     stats->sequences += 1;
     return rc;
 }

@@ -401,6 +401,8 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     return SD_OK;
 }
 
+const sd_tree *sd_tree_ws_shape(const sd_tree_ws *ws) { return ws->tree; }
+
 void sd_tree_ws_free(sd_tree_ws *ws)
 {
     if (!ws) return;

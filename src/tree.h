@@ -115,6 +115,7 @@ sd_tree_params sd_tree_default_params(void);
 typedef struct sd_tree_ws sd_tree_ws;
 int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p, size_t vocab);
 void sd_tree_ws_free(sd_tree_ws *ws);
+const sd_tree *sd_tree_ws_shape(const sd_tree_ws *ws);
 
 typedef struct {
     size_t tokens;     /* produced: accepted + 1 */

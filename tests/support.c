@@ -1,5 +1,8 @@
 #include "support.h"
 
+#include "llama.h"
+#include "sd_error.h"
+
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -108,9 +111,31 @@ char *sd_test_english(size_t want, size_t *len)
     return text;
 }
 
-double sd_test_seconds(void)
+double sd_test_seconds(void) { return sd_seconds(); }
+
+sd_llama *sd_test_llama_random(const sd_llama_config *c, int tied, unsigned long seed)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    sd_llama *m;
+    assert_int_equal(sd_llama_alloc(c, tied, &m), SD_OK);
+    gsl_rng *r = sd_test_rng(seed);
+    for (size_t i = 0; i < m->n_params; i++) m->params[i] = (float)(0.25 * (gsl_rng_uniform(r) * 2 - 1));
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        float *a = (float *)m->layer[l].attn_norm.data, *f = (float *)m->layer[l].ffn_norm.data;
+        for (size_t i = 0; i < c->dim; i++) a[i] = 1 + a[i], f[i] = 1 + f[i];
+    }
+    float *o = (float *)m->out_norm.data;
+    for (size_t i = 0; i < c->dim; i++) o[i] = 1 + o[i];
+    gsl_rng_free(r);
+    return m;
+}
+
+sd_llama *sd_test_llama_perturbed(const sd_llama *m, double spread, unsigned long seed)
+{
+    sd_llama *d;
+    assert_int_equal(sd_llama_alloc(&m->cfg, m->tied, &d), SD_OK);
+    gsl_rng *r = sd_test_rng(seed);
+    for (size_t i = 0; i < d->n_params; i++)
+        d->params[i] = m->params[i] * (float)(1 + spread * (gsl_rng_uniform(r) - 0.5));
+    gsl_rng_free(r);
+    return d;
 }

@@ -10,6 +10,8 @@
 #include <cmocka.h>
 #include <gsl/gsl_rng.h>
 
+#include "llama.h"
+
 /* Fails unless |a - b| <= atol + rtol * |b| (and neither is NaN). */
 #define assert_close(a, b, rtol, atol) \
     sd_test_assert_close((a), (b), (rtol), (atol), #a, #b, __FILE__, __LINE__)
@@ -34,6 +36,12 @@ unsigned char *sd_test_slurp(const char *path, size_t *size);
 char *sd_test_english(size_t want, size_t *len);
 /* Seconds on the monotonic clock. */
 double sd_test_seconds(void);
+
+/* A random Llama model of config c (weights uniform in +-0.25, norm weights near 1,
+ * as trained ones have them), and a draft for it: its weights each scaled by a
+ * factor uniform in 1 +- spread / 2 (sd_llama_free both). */
+sd_llama *sd_test_llama_random(const sd_llama_config *c, int tied, unsigned long seed);
+sd_llama *sd_test_llama_perturbed(const sd_llama *m, double spread, unsigned long seed);
 
 /* A generator seeded with seed (caller frees with gsl_rng_free). */
 gsl_rng *sd_test_rng(unsigned long seed);

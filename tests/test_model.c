@@ -24,22 +24,7 @@ static const sd_llama_config tiny = {
     .ffn_dim = 96, .ctx_len = 64, .rms_eps = 1e-5f, .rope_base = 10000.0f,
 };
 
-static sd_llama *random_model(const sd_llama_config *c, int tied, unsigned long seed)
-{
-    sd_llama *m;
-    assert_int_equal(sd_llama_alloc(c, tied, &m), SD_OK);
-    gsl_rng *r = sd_test_rng(seed);
-    for (size_t i = 0; i < m->n_params; i++) m->params[i] = (float)(0.25 * (gsl_rng_uniform(r) * 2 - 1));
-    /* norm weights near 1, as trained models have them */
-    for (uint32_t l = 0; l < c->n_layer; l++) {
-        float *a = (float *)m->layer[l].attn_norm.data, *f = (float *)m->layer[l].ffn_norm.data;
-        for (size_t i = 0; i < c->dim; i++) a[i] = 1 + a[i], f[i] = 1 + f[i];
-    }
-    float *o = (float *)m->out_norm.data;
-    for (size_t i = 0; i < c->dim; i++) o[i] = 1 + o[i];
-    gsl_rng_free(r);
-    return m;
-}
+#define random_model sd_test_llama_random
 
 /* ---- the reference: the architecture written out in double, no cache, no batching ---- */
 
@@ -510,12 +495,7 @@ static void test_model_oracle_blocks(void **state)
     (void)state;
     sd_llama_config c = tiny;
     c.n_vocab = 12;
-    sd_llama *tm = random_model(&c, 0, 101), *dm;
-    /* the draft: the target's weights, perturbed */
-    assert_int_equal(sd_llama_alloc(&c, 0, &dm), SD_OK);
-    gsl_rng *r = sd_test_rng(8);
-    for (size_t i = 0; i < dm->n_params; i++)
-        dm->params[i] = tm->params[i] * (float)(1 + 0.4 * (gsl_rng_uniform(r) - 0.5));
+    sd_llama *tm = random_model(&c, 0, 101), *dm = sd_test_llama_perturbed(tm, 0.4, 8); /* the draft */
     sd_lm *d, *t;
     assert_int_equal(sd_lm_llama(dm, 1, 1.0, 0, 1, 32, &d), SD_OK);
     assert_int_equal(sd_lm_llama(tm, 1, 1.0, 0, 1, 32, &t), SD_OK);
@@ -542,7 +522,6 @@ static void test_model_oracle_blocks(void **state)
     }
     sd_lm_free(d);
     sd_lm_free(t);
-    gsl_rng_free(r);
 }
 
 static void test_model_errors(void **state)

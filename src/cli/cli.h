@@ -83,5 +83,6 @@ int cmd_synth_log(int argc, char **argv);
 int cmd_figs(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_decode(int argc, char **argv);
 
 #endif

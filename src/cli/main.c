@@ -24,6 +24,7 @@ static const struct {
     {"figs", cmd_figs, "the data of the paper figures, with their reference values checked"},
     {"train", cmd_train, "train a Llama-architecture model (or distil a draft) from a text corpus"},
     {"generate", cmd_generate, "generate text with a GGUF model (tokens per second, logit logs)"},
+    {"decode", cmd_decode, "speculative decoding end to end on GGUF models: every scheme, measured vs predicted"},
 };
 
 static void usage(FILE *f)

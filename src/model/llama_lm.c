@@ -165,11 +165,8 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
     }
     if ((rc = extend(o, l, ctxs[0], P, 0))) return rc;
     /* the suffix tree: node i has token, parent (-1: the cached prefix), depth */
-    size_t cap = 0;
+    size_t cap = 0; /* bounds the distinct suffix tokens (the tree's nodes) */
     for (size_t b = 0; b < batch; b++) cap += lens[b] - P;
-    if (l->kv->n + cap > o->cache)
-        return sd_error(SD_ERANGE, "llama oracle: a batch of %zu tree tokens after %zu cached: past the "
-                        "cache of %zu", cap, l->kv->n, o->cache);
     int32_t *tok = sd_xmalloc(cap * sizeof *tok);
     size_t *parent = sd_xmalloc(cap * sizeof *parent), *pos = sd_xmalloc(cap * sizeof *pos);
     size_t *end = sd_xmalloc(batch * sizeof *end), n = 0;
@@ -186,6 +183,11 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
             at = found;
         }
         end[b] = at;
+    }
+    if (l->kv->n + n > o->cache) {
+        free(tok), free(parent), free(pos), free(end);
+        return sd_error(SD_ERANGE, "llama oracle: a batch of %zu tree tokens after %zu cached: past the "
+                        "cache of %zu", n, l->kv->n, o->cache);
     }
     unsigned char *mask = sd_xcalloc(n * n, 1);
     for (size_t v = 0; v < n; v++) /* a node sees itself and its ancestors */

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds llama.cpp's CPU tools (llama-bench, llama-simple, llama-completion or,
-# in older trees, llama-cli) and libllama from the sources that
+# in older trees, llama-cli; llama-speculative and llama-speculative-simple for
+# make bench-e2e) and libllama from the sources that
 # tests/fetch-llama-cpp.sh put in .cache/llama.cpp, then ref_logits.c against
 # that libllama. Reference only: nothing of specdec links with it.
 #
@@ -54,11 +55,16 @@ if [ -d "$SRC/tools/completion" ]; then
 else
     MAIN=llama-cli
 fi
-TARGETS="llama llama-bench llama-simple $MAIN"
+# speculative decoding: llama-speculative (draft trees, stochastic verification) and
+# llama-speculative-simple (one greedy draft chain), where the tree has them
+SPEC=""
+[ -d "$SRC/examples/speculative" ] && SPEC="$SPEC llama-speculative"
+[ -d "$SRC/examples/speculative-simple" ] && SPEC="$SPEC llama-speculative-simple"
+TARGETS="llama llama-bench llama-simple $MAIN$SPEC"
 BIN="$BUILD/bin"
 
 missing=0
-for t in llama-bench llama-simple $MAIN; do
+for t in llama-bench llama-simple $MAIN$SPEC; do
     [ -x "$BIN/$t" ] || missing=1
 done
 [ -e "$BIN/libllama.so" ] || [ -e "$BUILD/src/libllama.so" ] || missing=1
@@ -103,4 +109,4 @@ if [ ! -x "$BIN/ref_logits" ] || [ $FORCE = 1 ] ||
         -L"$ABS_LIBDIR" -L"$GGML_LIBDIR" -lllama -lggml -lggml-base \
         -Wl,-rpath,"$ABS_LIBDIR" -Wl,-rpath,"$GGML_LIBDIR" -lm
 fi
-log "ready: $BIN/{llama-bench,llama-simple,$MAIN,ref_logits}"
+log "ready: $BIN/{llama-bench,llama-simple,$MAIN,ref_logits}$SPEC"

@@ -1,0 +1,66 @@
+#!/bin/sh
+# Command-line tests of 'specdec decode': the contract, the table and its JSON, greedy
+# identity (--check) for every scheme on tiny models trained here, and bad input
+# (vocabularies, prompts, shapes, budgets, files).
+# usage: decode.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib.sh"
+
+i=0
+while [ $i -lt 30 ]; do
+    printf 'Call me Ishmael. Some years ago, never mind how long precisely, I thought I would sail about.<|endoftext|>' >> "$T/c.txt"
+    i=$((i + 1))
+done
+TINY="--dim 16 --layers 1 --heads 2 --ctx 48 --batch 2 --eval-tokens 64 --threads 1 --steps 3"
+"$SPECDEC" train --corpus "$T/c.txt" --vocab 300 $TINY --out "$T/m.gguf" >/dev/null 2>&1 || bad "train m.gguf"
+"$SPECDEC" train --corpus "$T/c.txt" --tokenizer "$T/m.gguf" $TINY --seed 9 --out "$T/d.gguf" >/dev/null 2>&1 || bad "train d.gguf"
+"$SPECDEC" train --corpus "$T/c.txt" --vocab 280 $TINY --out "$T/other.gguf" >/dev/null 2>&1 || bad "train other.gguf"
+printf 'Call me\nSome years ago\n\nnever mind how\n' > "$T/p.txt"
+D="--target $T/m.gguf --draft $T/d.gguf --prompts $T/p.txt --quiet"
+
+# --- the contract ---
+expect 0 "usage: specdec decode" -- "$SPECDEC" decode --help
+expect 0 "gt-dynamic" -- "$SPECDEC" decode --help
+expect 2 "--target T.gguf and --draft D.gguf are required" -- "$SPECDEC" decode --target "$T/m.gguf"
+expect 2 "--max-tokens 0: nothing to decode" -- "$SPECDEC" decode $D --max-tokens 0
+expect 2 "--temperature -1" -- "$SPECDEC" decode $D --temperature -1
+expect 2 "runs at temperature 0" -- "$SPECDEC" decode $D --check --temperature 1
+expect 2 "not both" -- "$SPECDEC" decode $D --scheme rrs --shape chain:2 --optimize gt
+expect 2 "picks its own schemes" -- "$SPECDEC" decode $D --gt-sweep 1,2 --scheme sd
+expect 1 "unknown scheme 'nope'" -- "$SPECDEC" decode $D --scheme nope
+expect 1 "give --shape or --optimize" -- "$SPECDEC" decode $D --scheme rrs
+expect 1 "go with one scheme" -- "$SPECDEC" decode $D --scheme sd,rrs --shape chain:2
+
+# --- the table: ar and every scheme, measured and predicted ---
+out=$("$SPECDEC" decode $D --scheme all --max-tokens 8 2>&1)
+rc=$?
+[ $rc = 0 ] && ok || { bad "decode --scheme all: exit $rc"; echo "$out" | tail -5; }
+for s in ar sd spectr spectr-otm mcsd mcsd-wor rsd-c rsd-s gt gt-dynamic throughput; do
+    printf '%s\n' "$out" | grep -q "^$s " && ok || bad "no row '$s' in the table"
+done
+printf '%s\n' "$out" | grep -q "costs (ms): M_T(1)" && ok || bad "no cost line"
+expect 0 '"predicted_speedup"' -- "$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6 --json
+expect 0 '"scheme": "gt x0.5"' -- "$SPECDEC" decode $D --gt-sweep 0.5,2 --max-tokens 6 --json
+expect 0 "^rrs  *kconfig:2,2" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:2,2 --max-tokens 6
+expect 0 "^kseq .*parents:" -- "$SPECDEC" decode $D --scheme kseq --optimize throughput --max-tokens 6
+
+# --- greedy identity: every scheme's tokens are ar's ---
+expect 0 "check: PASS: every scheme's greedy tokens equal ar's on 3 prompts" -- \
+    "$SPECDEC" decode $D --scheme sd,spectr,mcsd,mcsd-wor,rsd-c,rsd-s,gt,gt-dynamic,throughput --check --max-tokens 12
+expect 0 '"identical": true' -- "$SPECDEC" decode $D --scheme sd --check --max-tokens 6 --json
+
+# --- bad input: clear errors, nothing written ---
+expect 1 "tokenize differently\|must share one tokenizer" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/other.gguf" --prompts "$T/p.txt"
+expect 1 "$T/none.gguf" -- "$SPECDEC" decode --target "$T/none.gguf" --draft "$T/d.gguf" --prompts "$T/p.txt"
+expect 1 "prompts file: .*$T/none.txt" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/d.gguf" --prompts "$T/none.txt"
+printf '\n\n' > "$T/empty.txt"
+expect 1 "no prompt" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/d.gguf" --prompts "$T/empty.txt"
+long=$(i=0; while [ $i -lt 60 ]; do printf 'Call me Ishmael. '; i=$((i + 1)); done)
+expect 1 "prompt 1 has .* tokens: .*the prompt alone is too long" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/d.gguf" --prompt "$long"
+expect 1 "past the context of 48 (use a smaller shape)" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:4,4,2
+expect 1 "k-configuration has 0 children" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:0
+expect 1 "gt-sweep '1,x'" -- "$SPECDEC" decode $D --gt-sweep 1,x
+
+finish "cli decode"

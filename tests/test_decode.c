@@ -1,0 +1,231 @@
+/* End to end on the transformer decoder (src/decode.h over the llama oracle): greedy
+ * speculative decoding is token for token autoregressive greedy decoding for every
+ * scheme, sampled speculative decoding has the target's law (sequence certification
+ * with the real model as the oracle), and a planted tree bug fails both. */
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "llama_lm.h"
+#include "otm_lp.h"
+#include "planted.h"
+#include "sd_error.h"
+#include "seq.h"
+
+static const sd_llama_config tiny = {
+    .n_vocab = 24, .dim = 32, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 8,
+    .ffn_dim = 48, .ctx_len = 64, .rms_eps = 1e-5f, .rope_base = 10000.0f,
+};
+
+/* Every scheme of specdec decode: token scheme and shape. */
+static const struct {
+    sd_scheme s;
+    const char *shape;
+} schemes[] = {
+    {SD_SCHEME_SD, "chain:3"},         {SD_SCHEME_KSEQ, "spectr:2,3"},
+    {SD_SCHEME_OTM, "spectr:2,2"},     {SD_SCHEME_SPECINFER, "kconfig:2,1,1"},
+    {SD_SCHEME_RRS, "kconfig:2,1,1"},  {SD_SCHEME_RRS, "kconfig:3,1"},
+    {SD_SCHEME_RRS, "beam:2,3"},       {SD_SCHEME_RRS, "parents:0,0,1,1,3"},
+    {SD_SCHEME_RRS, "dynamic:0.05,8,4,3"},
+};
+#define NSCHEMES (sizeof schemes / sizeof *schemes)
+
+static sd_tree_params params_of(size_t k)
+{
+    sd_tree_params p = sd_tree_default_params();
+    p.scheme = schemes[k].s;
+    p.vp.otm_solve = sd_otm_lp_coupling;
+    p.eval = SD_EVAL_TREE;
+    return p;
+}
+
+/* Greedy: tokens of every scheme on three prompts against ar's; returns the number of
+ * prompts that differ (0 expected) and the mean block efficiency through *eff. */
+static size_t greedy_differences(sd_lm *draft, sd_lm *target, const sd_tree_params *p,
+                                 const char *shape, double *eff)
+{
+    static const size_t prompts[3][5] = {{1, 5, 9}, {7, 7, 2, 11, 3}, {20, 0, 4, 4}};
+    static const size_t plens[3] = {3, 5, 4};
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse(shape, &t), SD_OK);
+    sd_tree_ws *ws;
+    assert_int_equal(sd_tree_ws_alloc(&ws, t, p, target->vocab), SD_OK);
+    gsl_rng *r = sd_test_rng(3);
+    sd_decode_params dp = sd_decode_default_params();
+    dp.max_tokens = 24;
+    sd_decode_stats sa, ss;
+    memset(&sa, 0, sizeof sa), memset(&ss, 0, sizeof ss);
+    size_t differ = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t a[24], s[24], na, ns;
+        assert_int_equal(sd_decode_ar(target, prompts[i], plens[i], &dp, r, a, &na, &sa), SD_OK);
+        assert_int_equal(sd_decode_spec(ws, draft, target, prompts[i], plens[i], &dp, r, s, &ns, &ss), SD_OK);
+        assert_int_equal(na, 24);
+        assert_int_equal(ns, 24);
+        differ += memcmp(a, s, sizeof a) != 0;
+    }
+    *eff = (double)ss.tokens / (double)ss.blocks;
+    assert_int_equal(ss.tokens, 72);
+    assert_true(ss.target_s > 0 && ss.draft_s > 0);
+    gsl_rng_free(r);
+    sd_tree_ws_free(ws);
+    sd_tree_free(t);
+    return differ;
+}
+
+static void test_decode_greedy_identity(void **state)
+{
+    (void)state;
+    sd_llama *tm = sd_test_llama_random(&tiny, 0, 61), *dm = sd_test_llama_perturbed(tm, 0.5, 62);
+    sd_lm *target, *draft, *draft0;
+    assert_int_equal(sd_lm_llama(tm, 1, 0, 0, 1, 0, &target), SD_OK);   /* greedy */
+    assert_int_equal(sd_lm_llama(dm, 0, 1, 0, 1, 0, &draft), SD_OK);    /* trees: sampled drafts */
+    assert_int_equal(sd_lm_llama(dm, 1, 0, 0, 1, 0, &draft0), SD_OK);   /* chains: greedy drafts */
+    for (size_t k = 0; k < NSCHEMES; k++) {
+        sd_tree_params p = params_of(k);
+        double eff;
+        int chain = !strncmp(schemes[k].shape, "chain", 5);
+        size_t d = greedy_differences(chain ? draft0 : draft, target, &p, schemes[k].shape, &eff);
+        print_message("%-10s %-20s greedy: %zu of 3 prompts differ, %.3f tokens per block\n",
+                      sd_scheme_name(schemes[k].s), schemes[k].shape, d, eff);
+        if (d) fail_msg("%s on %s: greedy speculative tokens differ from ar's", sd_scheme_name(schemes[k].s),
+                        schemes[k].shape);
+        assert_true(eff > 1.2); /* drafts were accepted: the comparison means something */
+    }
+    /* the planted bonus drawn from the draft: greedy identity breaks */
+    for (size_t i = 0; i < sd_planted_count; i++) {
+        if (strcmp(sd_planted_bugs[i].name, "bonus-from-draft")) continue;
+        sd_tree_params p = params_of(3);
+        p.bonus = sd_planted_bugs[i].bonus;
+        double eff;
+        size_t d = greedy_differences(draft, target, &p, "kconfig:2,1,1", &eff);
+        print_message("planted bonus-from-draft: %zu of 3 prompts differ\n", d);
+        assert_true(d > 0);
+    }
+    sd_lm_free(draft0);
+    sd_lm_free(draft);
+    sd_lm_free(target);
+}
+
+/* Sampling: the law of the first two generated tokens against the target's exact law
+ * (joint, and each position's), for every scheme at temperature 1, two at 0.7 with
+ * top-p 0.9, and the planted bonus at the wrong node (rejected). 13 certifications of
+ * about 3 p-values at 1e-6. */
+static double certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
+                      unsigned long seed, double *eff)
+{
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse(shape, &t), SD_OK);
+    sd_seq_params sp = sd_seq_default_params();
+    sp.tree = p;
+    sp.shape = t;
+    sp.length = 2;
+    sd_mc_params mp = sd_mc_default_params();
+    mp.samples = n;
+    mp.seed = seed;
+    size_t prompt[3] = {3, 8, 1};
+    sd_seq_cert c;
+    assert_int_equal(sd_seq_certify(draft, target, prompt, 3, &sp, mp, &c), SD_OK);
+    assert_true(c.cells == 144);
+    *eff = c.block_efficiency;
+    sd_tree_free(t);
+    return c.min_p;
+}
+
+static void test_decode_certified(void **state)
+{
+    (void)state;
+    sd_llama_config c = tiny;
+    c.n_vocab = 12;
+    sd_llama *tm = sd_test_llama_random(&c, 0, 71), *dm = sd_test_llama_perturbed(tm, 0.5, 72);
+    sd_lm *target, *draft, *t7, *d7;
+    assert_int_equal(sd_lm_llama(tm, 0, 1, 0, 1, 0, &target), SD_OK);
+    assert_int_equal(sd_lm_llama(dm, 0, 1, 0, 1, 0, &draft), SD_OK);
+    assert_int_equal(sd_lm_llama(tm, 1, 0.7, 0, 0.9, 0, &t7), SD_OK);
+    assert_int_equal(sd_lm_llama(dm, 1, 0.7, 0, 0.9, 0, &d7), SD_OK);
+    for (size_t k = 0; k < NSCHEMES; k++) {
+        double eff, p = certify(draft, target, params_of(k), schemes[k].shape,
+                                schemes[k].s == SD_SCHEME_OTM ? 5000 : 10000, 500 + k, &eff);
+        print_message("%-10s %-20s T=1: p = %.3g, %.3f tokens per block\n", sd_scheme_name(schemes[k].s),
+                      schemes[k].shape, p, eff);
+        if (!(p >= 1e-6)) fail_msg("%s on %s rejected: p = %g", sd_scheme_name(schemes[k].s), schemes[k].shape, p);
+    }
+    for (size_t k = 0; k < 5; k += 4) { /* sd and rrs at temperature 0.7, top-p 0.9 */
+        double eff, p = certify(d7, t7, params_of(k), schemes[k].shape, 10000, 600 + k, &eff);
+        print_message("%-10s %-20s T=0.7 top-p 0.9: p = %.3g\n", sd_scheme_name(schemes[k].s), schemes[k].shape, p);
+        if (!(p >= 1e-6)) fail_msg("%s at T=0.7 rejected: p = %g", sd_scheme_name(schemes[k].s), p);
+    }
+    for (size_t i = 0; i < sd_planted_count; i++) {
+        if (strcmp(sd_planted_bugs[i].name, "tree-bonus-wrong-node")) continue;
+        sd_tree_params pp = params_of(3);
+        pp.bonus = sd_planted_bugs[i].bonus;
+        double eff, p = certify(draft, target, pp, "kconfig:2", 10000, 700, &eff); /* depth 1: the bonus is token 2 */
+        print_message("planted tree-bonus-wrong-node: p = %.3g\n", p);
+        if (!(p < 1e-6)) fail_msg("the bonus token at the wrong node was not caught: p = %g", p);
+    }
+    sd_lm_free(d7);
+    sd_lm_free(t7);
+    sd_lm_free(draft);
+    sd_lm_free(target);
+}
+
+/* The loop's counts and its three ways to stop: the budget, an EOS token, the room. */
+static void test_decode_stops(void **state)
+{
+    (void)state;
+    sd_llama *tm = sd_test_llama_random(&tiny, 0, 81), *dm = sd_test_llama_perturbed(tm, 0.5, 82);
+    sd_lm *target, *draft;
+    assert_int_equal(sd_lm_llama(tm, 1, 0, 0, 1, 0, &target), SD_OK);
+    assert_int_equal(sd_lm_llama(dm, 1, 0, 0, 1, 0, &draft), SD_OK);
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse("chain:3", &t), SD_OK);
+    sd_tree_params p = sd_tree_default_params();
+    p.scheme = SD_SCHEME_SD;
+    sd_tree_ws *ws;
+    assert_int_equal(sd_tree_ws_alloc(&ws, t, &p, 24), SD_OK);
+    gsl_rng *r = sd_test_rng(1);
+    size_t prompt[2] = {4, 9}, a[30], s[30], na, ns;
+    sd_decode_params dp = sd_decode_default_params();
+    dp.max_tokens = 30;
+    sd_decode_stats st;
+    memset(&st, 0, sizeof st);
+    assert_int_equal(sd_decode_ar(target, prompt, 2, &dp, r, a, &na, &st), SD_OK);
+    assert_int_equal(na, 30);
+    assert_int_equal(st.stopped[SD_STOP_BUDGET], 1);
+    assert_int_equal(st.calls_by_width[1], 30);
+    /* EOS: the 10th greedy token stands for it; both loops stop right after it */
+    dp.eos = a[9];
+    size_t first = 0;
+    while (a[first] != dp.eos) first++;
+    memset(&st, 0, sizeof st);
+    assert_int_equal(sd_decode_ar(target, prompt, 2, &dp, r, a, &na, &st), SD_OK);
+    assert_int_equal(sd_decode_spec(ws, draft, target, prompt, 2, &dp, r, s, &ns, &st), SD_OK);
+    assert_int_equal(na, first + 1);
+    assert_int_equal(ns, first + 1);
+    assert_memory_equal(a, s, na * sizeof *a);
+    assert_int_equal(st.stopped[SD_STOP_EOS], 2);
+    /* room: prompt + tokens + the chain's 3 nodes + 1 within 16 positions */
+    dp.eos = SD_DECODE_NO_EOS, dp.room = 16;
+    memset(&st, 0, sizeof st);
+    assert_int_equal(sd_decode_spec(ws, draft, target, prompt, 2, &dp, r, s, &ns, &st), SD_OK);
+    assert_true(ns <= 16 - 2 - 3 - 1 + 3 && ns >= 16 - 2 - 3 - 1);
+    assert_int_equal(st.stopped[SD_STOP_ROOM], 1);
+    assert_int_equal(st.tokens, ns);
+    gsl_rng_free(r);
+    sd_tree_ws_free(ws);
+    sd_tree_free(t);
+    sd_lm_free(draft);
+    sd_lm_free(target);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_greedy_identity),
+        cmocka_unit_test(test_decode_certified),
+        cmocka_unit_test(test_decode_stops),
+    };
+    return cmocka_run_group_tests_name("decode", tests, NULL, NULL);
+}
