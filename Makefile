@@ -39,7 +39,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench figs figs-check demo models clean install help
+.PHONY: all deps test check fuzz bench bench-e2e figs figs-check demo models clean install help
 .SECONDARY:
 
 all: $(BIN)
@@ -109,6 +109,12 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted
 	sh plots/draw.sh out/figs --thumbs paper-figs/img && \
 	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
 
+# bench-e2e: speculative decoding end to end on the default pair: every scheme measured
+# against its prediction, greedy identity, the GT sweep, the papers' tables in kind and
+# llama.cpp side by side (tests/bench/e2e.sh; a few minutes on 2 cores).
+bench-e2e: $(BIN)
+	sh tests/bench/e2e.sh $(BUILD)
+
 # figs-check: the figures' reference values only (fast; the test suite runs it too).
 figs-check: $(BIN)
 	$(BIN) figs --check
@@ -132,6 +138,7 @@ help:
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
+	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"

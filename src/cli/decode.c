@@ -28,7 +28,7 @@ static const char *const help =
     "                      [--shape SPEC | --optimize gt|throughput] [--prompt TEXT |\n"
     "                      --prompts FILE] [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                      [--top-k K] [--seed S] [--threads N] [--check] [--gt-sweep M,...]\n"
-    "                      [--json]\n"
+    "                      [--json] [--tsv FILE]\n"
     "\n"
     "Decodes the prompts with the target alone (autoregressive, 'ar') and with each\n"
     "speculative scheme, and prints for each: tokens per second and the speedup over ar,\n"
@@ -81,6 +81,8 @@ static const char *const help =
     "  --seed S           sampling seed (default 2385); --threads N (default: all)\n"
     "  --no-bos           do not add the BOS token; --quiet: no progress on stderr\n"
     "  --json             one JSON object instead of the table\n"
+    "  --tsv FILE         also a row per scheme (measured and predicted) for plots\n"
+    "                     (paper-figs/e2e-predicted.gp, e2e-gt-sweep.gp; make bench-e2e)\n"
     "\n"
     "Example: specdec decode --target data/models/target.gguf --draft data/models/draft.gguf\n"
     "         --scheme all --n-prompts 20 --max-tokens 64\n";
@@ -101,7 +103,7 @@ static const struct {
 #define MAX_ENTRIES 64
 
 typedef struct {
-    const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep;
+    const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
     size_t max_tokens, top_k, threads, n_prompts, calibrate, budget, max_depth, max_rank;
     double temperature, top_p, draft_temp, threshold;
     unsigned long seed;
@@ -652,6 +654,38 @@ static void print_table(const dec_opts *o, const session *s, const entry *es, si
     }
 }
 
+/* One row per scheme for plots (paper-figs/e2e-*.gp): written whole or not at all. */
+static int write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->tsv);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
+    const sd_decode_stats *a = &s->ar_run;
+    fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
+               "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
+               "\tblock_eff\tpred_block_eff\tmean_accepted\n", s->np, o->max_tokens, o->temperature,
+            omp_get_max_threads(), s->c);
+    double ar_pred = 1 / (s->mt[1] + (s->ar_cal.seconds - s->ar_cal.target_s) /
+                                        (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
+    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\n", o->temperature, rate(a), ar_pred);
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        if (e->skipped) continue;
+        const sd_decode_stats *r = &e->run;
+        double blocks = r->blocks ? (double)r->blocks : 1;
+        fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
+                e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->temperature,
+                (double)r->nodes / blocks, rate(r), e->pred_rate, rate(r) / rate(a), e->pred_speedup,
+                (double)r->tokens / blocks, e->pred_eff, (double)r->accepted / blocks);
+    }
+    if (fclose(f) || rename(tmp, o->tsv)) {
+        remove(tmp);
+        return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
+    }
+    return SD_OK;
+}
+
 /* ---- the command ---- */
 
 static void session_free(session *s)
@@ -808,6 +842,10 @@ static int decode(const dec_opts *o)
         ret = fail_msg("%s", sd_errmsg());
         goto out;
     }
+    if (o->tsv && (rc = write_tsv(o, &s, es, ne))) {
+        ret = fail_msg("%s", sd_errmsg());
+        goto out;
+    }
     if (o->json) print_json(o, &s, es, ne);
     else print_table(o, &s, es, ne);
     for (size_t i = 0; o->check && i < ne; i++)
@@ -831,7 +869,7 @@ int cmd_decode(int argc, char **argv)
     o.prompts = "data/prompts.txt";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_TEMP, O_DTEMP, O_TOPP, O_TOPK, O_SEED, O_THREADS, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
-           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON };
+           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV };
     static const struct option longopts[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
@@ -846,6 +884,7 @@ int cmd_decode(int argc, char **argv)
         {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS},
         {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON},
+        {"tsv", required_argument, 0, O_TSV},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     optind = 1;
@@ -902,6 +941,7 @@ int cmd_decode(int argc, char **argv)
         case O_NOBOS: o.no_bos = 1; break;
         case O_QUIET: o.quiet = 1; break;
         case O_JSON: o.json = 1; break;
+        case O_TSV: o.tsv = optarg; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
         }
