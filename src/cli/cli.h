@@ -48,6 +48,27 @@ enum { OPT_DRAFT = 1000, OPT_TARGET, OPT_PAIR, OPT_LOGITS, OPT_TEMPERATURE, OPT_
     "  --logits               D and T are logits: softmax at --temperature T (default 1;\n" \
     "                         0 = greedy), then --top-k N and --top-p P filtering\n"
 
+/* Sampling options of the commands that run a model (generate, decode): --temperature,
+ * --top-k, --top-p, --seed, --threads, each checked (temperature >= 0, 0 < top-p <= 1,
+ * 1 to 1024 threads). cli_sampling_option returns 1 if opt was one (stored in s), 0 if
+ * not, -1 after a usage message. */
+typedef struct {
+    double temperature, top_p;
+    size_t top_k, threads;  /* threads 0: all */
+    unsigned long seed;
+    int have_temperature;   /* given on the command line */
+} cli_sampling;
+
+#define CLI_SAMPLING_INIT {1.0, 1.0, 0, 0, 2385, 0}
+enum { OPT_S_TEMP = 1900, OPT_S_TOPK, OPT_S_TOPP, OPT_S_SEED, OPT_S_THREADS };
+#define CLI_SAMPLING_LONGOPTS                                          \
+    {"temperature", required_argument, 0, OPT_S_TEMP},                 \
+    {"top-k", required_argument, 0, OPT_S_TOPK},                       \
+    {"top-p", required_argument, 0, OPT_S_TOPP},                       \
+    {"seed", required_argument, 0, OPT_S_SEED},                        \
+    {"threads", required_argument, 0, OPT_S_THREADS}
+int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *cmd);
+
 /* Returns 1 if opt was a pair option (stored in p), 0 if not, -1 on a bad value. */
 int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd);
 /* Loads, converts and validates both vectors (same V). Prints the error and returns

@@ -68,6 +68,32 @@ int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd)
     }
 }
 
+int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *cmd)
+{
+    size_t sz;
+    switch (opt) {
+    case OPT_S_TEMP:
+        if (cli_parse_double(arg, "--temperature", cmd, &s->temperature)) return -1;
+        if (!(s->temperature >= 0)) return cli_usage(cmd, "--temperature %s: need a number >= 0", arg), -1;
+        s->have_temperature = 1;
+        return 1;
+    case OPT_S_TOPK: return cli_parse_size(arg, "--top-k", cmd, &s->top_k) ? -1 : 1;
+    case OPT_S_TOPP:
+        if (cli_parse_double(arg, "--top-p", cmd, &s->top_p)) return -1;
+        if (!(s->top_p > 0 && s->top_p <= 1)) return cli_usage(cmd, "--top-p %s: need 0 < P <= 1", arg), -1;
+        return 1;
+    case OPT_S_SEED:
+        if (cli_parse_size(arg, "--seed", cmd, &sz)) return -1;
+        s->seed = (unsigned long)sz;
+        return 1;
+    case OPT_S_THREADS:
+        if (cli_parse_size(arg, "--threads", cmd, &s->threads)) return -1;
+        if (!s->threads || s->threads > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", arg), -1;
+        return 1;
+    default: return 0;
+    }
+}
+
 static int load_one(const cli_pair *p, const char *spec, const char *name, double **out,
                     size_t *n)
 {

@@ -67,8 +67,8 @@ static const char *const help =
     "  --max-tokens N     tokens per prompt (default 64); fewer where a prompt, the\n"
     "                     budget and the widest tree do not fit the context\n"
     "  --temperature T    0 is greedy (default 1); --top-p P, --top-k K as in generate\n"
-    "  --draft-temperature T  the draft's (default: T; at T = 0, 0 for chains and 1 for\n"
-    "                     trees, whose nodes need several distinct candidates)\n"
+    "  --draft-temperature T  the draft's (default: T; at T = 0, 0 for chains and 0.5\n"
+    "                     for trees, whose nodes need several distinct candidates)\n"
     "  --stop-at-eos      stop a prompt at the EOS token (default: the full budget)\n"
     "  --calibrate N      prompts of the calibration run (default 4, 32 tokens each,\n"
     "                     another seed)\n"
@@ -104,9 +104,9 @@ static const struct {
 
 typedef struct {
     const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
-    size_t max_tokens, top_k, threads, n_prompts, calibrate, budget, max_depth, max_rank;
-    double temperature, top_p, draft_temp, threshold;
-    unsigned long seed;
+    size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;
+    cli_sampling sm;
+    double draft_temp, threshold;
     int no_bos, stop_eos, check, json, quiet;
 } dec_opts;
 
@@ -137,7 +137,7 @@ typedef struct {
     double c;         /* M_D(1) / M_T(1) */
     size_t ncal;      /* prompts of the calibration run */
     sd_decode_stats ar_cal, ar_run;
-    size_t **ar_out, *ar_n;
+    double mt1_after; /* M_T(1) timed again after the runs: the machine's drift */
 } session;
 
 static int fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -281,7 +281,7 @@ static int measure_curve(sd_lm *lm, const size_t *prompt, size_t plen, size_t nm
     for (size_t i = 0; i < blen + nmax; i++) buf[i] = i < plen ? prompt[i] : (prompt[i % plen] * 7 + i) % V;
     int rc = SD_OK;
     double warm;
-    for (int w = 0; w < 20 && !rc; w++) rc = time_width(lm, buf, blen, 1 + (size_t)w % 4, &warm);
+    for (int w = 0; w < 20 && !rc; w++) rc = time_width(lm, buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), &warm);
     for (int pass = 0; pass < 2 && !rc; pass++) {
         size_t last = 1;
         double t;
@@ -431,7 +431,7 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
 static sd_lm *draft_for(const dec_opts *o, session *s, const sd_tree *t)
 {
     int chain = t->walk != SD_WALK_BEAM && t->walk != SD_WALK_DYNAMIC && t->max_children == 1;
-    return o->temperature == 0 && o->draft_temp < 0 && chain ? s->draft_greedy : s->draft;
+    return o->sm.temperature == 0 && o->draft_temp < 0 && chain ? s->draft_greedy : s->draft;
 }
 
 static sd_tree_params entry_params(const entry *e)
@@ -443,9 +443,10 @@ static sd_tree_params entry_params(const entry *e)
     return p;
 }
 
-/* Runs ws over prompts [0, np) with budgets; stats into st; outputs kept if out. */
+/* The calibration run of e: prompts [0, np), at most budget_cap tokens each; its
+ * counts into e->cal and the rank acceptance into e->ranks. */
 static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t budget_cap,
-                    unsigned long seed, sd_decode_stats *st, size_t **out, size_t *nout, int progress)
+                    unsigned long seed)
 {
     sd_tree_params p = entry_params(e);
     sd_tree_ws *ws;
@@ -457,49 +458,35 @@ static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t b
     dp.eos = o->stop_eos ? (size_t)sd_tokenizer_eos(s->tok) : SD_DECODE_NO_EOS;
     size_t *buf = sd_xmalloc((o->max_tokens + 1) * sizeof *buf);
     sd_lm *draft = draft_for(o, s, e->tree);
-    sd_progress prog;
-    char what[80];
-    snprintf(what, sizeof what, "decode %s", e->name);
-    sd_progress_start(&prog, progress && !o->quiet, what, "prompts", (double)np);
     for (size_t i = 0; i < np && !rc; i++) {
         dp.max_tokens = s->budget[i] < budget_cap ? s->budget[i] : budget_cap;
         size_t n;
-        rc = sd_decode_spec(ws, draft, s->target, s->prompt[i], s->plen[i], &dp, rng, out ? out[i] : buf, &n, st);
-        if (nout) nout[i] = n;
-        sd_progress_add(&prog, 1);
+        rc = sd_decode_spec(ws, draft, s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &e->cal);
     }
-    sd_progress_end(&prog);
-    if (st == &e->cal) {
-        double tried[SD_TREE_MAX_CHILDREN], won[SD_TREE_MAX_CHILDREN];
-        e->nranks = e->tree->max_children ? e->tree->max_children : 1;
-        sd_tree_ws_rank_counts(ws, e->nranks, tried, won);
-        for (size_t r = 0; r < e->nranks; r++) e->ranks[r] = tried[r] > 0 ? won[r] / tried[r] : 0;
-    }
+    double tried[SD_TREE_MAX_CHILDREN], won[SD_TREE_MAX_CHILDREN];
+    e->nranks = e->tree->max_children ? e->tree->max_children : 1;
+    sd_tree_ws_rank_counts(ws, e->nranks, tried, won);
+    for (size_t r = 0; r < e->nranks; r++) e->ranks[r] = tried[r] > 0 ? won[r] / tried[r] : 0;
     free(buf);
     gsl_rng_free(rng);
     sd_tree_ws_free(ws);
     return rc;
 }
 
-static int run_ar(const dec_opts *o, session *s, size_t np, size_t budget_cap, unsigned long seed,
-                  sd_decode_stats *st, size_t **out, size_t *nout, int progress)
+/* The calibration run of ar: its per-token overhead beside the target's call. */
+static int run_ar(const dec_opts *o, session *s, size_t np, size_t budget_cap, unsigned long seed)
 {
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
     gsl_rng_set(rng, seed);
     sd_decode_params dp = sd_decode_default_params();
     dp.eos = o->stop_eos ? (size_t)sd_tokenizer_eos(s->tok) : SD_DECODE_NO_EOS;
     size_t *buf = sd_xmalloc((o->max_tokens + 1) * sizeof *buf);
-    sd_progress prog;
-    sd_progress_start(&prog, progress && !o->quiet, "decode ar", "prompts", (double)np);
     int rc = SD_OK;
     for (size_t i = 0; i < np && !rc; i++) {
         dp.max_tokens = s->budget[i] < budget_cap ? s->budget[i] : budget_cap;
         size_t n;
-        rc = sd_decode_ar(s->target, s->prompt[i], s->plen[i], &dp, rng, out ? out[i] : buf, &n, st);
-        if (nout) nout[i] = n;
-        sd_progress_add(&prog, 1);
+        rc = sd_decode_ar(s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &s->ar_cal);
     }
-    sd_progress_end(&prog);
     free(buf);
     gsl_rng_free(rng);
     return rc;
@@ -542,6 +529,60 @@ static void predict(session *s, entry *e)
     e->pred_speedup = e->pred_rate / ar_rate;
 }
 
+/* The measured runs, interleaved: prompt by prompt, ar and then every scheme, so that
+ * a machine whose speed drifts (clocks, neighbours) slows every scheme alike. Each
+ * scheme keeps its own generator, seeded as the others. --check compares each
+ * scheme's tokens with ar's on the spot. */
+static int measured_runs(const dec_opts *o, session *s, entry *es, size_t ne)
+{
+    sd_tree_ws **ws = sd_xcalloc(ne, sizeof *ws);
+    gsl_rng **rng = sd_xcalloc(ne + 1, sizeof *rng);
+    size_t *ar = sd_xmalloc((o->max_tokens + 1) * sizeof *ar), *sp = sd_xmalloc((o->max_tokens + 1) * sizeof *sp);
+    int rc = SD_OK;
+    double active = 1;
+    for (size_t i = 0; i <= ne; i++) {
+        rng[i] = gsl_rng_alloc(gsl_rng_taus2);
+        gsl_rng_set(rng[i], o->sm.seed);
+    }
+    for (size_t i = 0; i < ne && !rc; i++) {
+        if (es[i].skipped) continue;
+        sd_tree_params p = entry_params(&es[i]);
+        if ((rc = sd_tree_ws_alloc(&ws[i], es[i].tree, &p, s->target->vocab))) rc = prefixed(rc, es[i].name);
+        active++;
+    }
+    sd_decode_params dp = sd_decode_default_params();
+    dp.eos = o->stop_eos ? (size_t)sd_tokenizer_eos(s->tok) : SD_DECODE_NO_EOS;
+    sd_progress prog;
+    sd_progress_start(&prog, !o->quiet, "decode", "runs (prompts x schemes, ar included)", (double)s->np * active);
+    for (size_t p = 0; p < s->np && !rc; p++) {
+        dp.max_tokens = s->budget[p];
+        size_t na, ns;
+        if ((rc = sd_decode_ar(s->target, s->prompt[p], s->plen[p], &dp, rng[ne], ar, &na, &s->ar_run))) break;
+        sd_progress_add(&prog, 1);
+        for (size_t i = 0; i < ne && !rc; i++) {
+            entry *e = &es[i];
+            if (e->skipped) continue;
+            rc = sd_decode_spec(ws[i], draft_for(o, s, e->tree), s->target, s->prompt[p], s->plen[p], &dp, rng[i],
+                                sp, &ns, &e->run);
+            if (rc) {
+                rc = prefixed(rc, e->name);
+                break;
+            }
+            if (o->check && !e->mismatch) {
+                size_t k = 0, n = ns < na ? ns : na;
+                while (k < n && sp[k] == ar[k]) k++;
+                if (k < n || ns != na) e->mismatch = 1, e->mismatch_prompt = p, e->mismatch_pos = k;
+            }
+            sd_progress_add(&prog, 1);
+        }
+    }
+    sd_progress_end(&prog);
+    for (size_t i = 0; i < ne; i++) sd_tree_ws_free(ws[i]);
+    for (size_t i = 0; i <= ne; i++) gsl_rng_free(rng[i]);
+    free(ws), free(rng), free(ar), free(sp);
+    return rc;
+}
+
 /* ---- output ---- */
 
 static double rate(const sd_decode_stats *st) { return st->seconds > 0 ? (double)st->tokens / st->seconds : 0; }
@@ -567,7 +608,7 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
     cli_json_string(stdout, o->draft);
     printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
            "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g,\n \"m_t_ms\": [",
-           s->np, o->max_tokens, o->temperature, o->top_p, o->top_k, omp_get_max_threads(), o->seed, s->c);
+           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c);
     for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->mt[i] * 1e3);
     printf("],\n \"m_d_ms\": [");
     for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->md[i] * 1e3);
@@ -614,13 +655,15 @@ static void print_table(const dec_opts *o, const session *s, const entry *es, si
     const sd_decode_stats *a = &s->ar_run;
     printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
     printf("# %zu prompts, up to %zu tokens each, temperature %g, top-p %g, top-k %zu, %d threads, seed %lu\n",
-           s->np, o->max_tokens, o->temperature, o->top_p, o->top_k, omp_get_max_threads(), o->seed);
+           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed);
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
            "   c = M_D/M_T = %.3f\n", s->mt[1] * 1e3, curve_at(s->mt, s->nmax, 4) * 1e3,
            curve_at(s->mt, s->nmax, 16) * 1e3, s->nmax, s->mt[s->nmax] * 1e3, s->md[1] * 1e3,
            curve_at(s->md, s->nmax, 4) * 1e3, s->c);
     printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
            s->ncal);
+    printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
+           s->mt[1] * 1e3, s->mt1_after * 1e3);
     printf("%-16s %-22s %6s %8s %7s %7s %6s %7s %7s %6s %6s %6s %6s\n", "scheme", "shape", "nodes", "tok/s",
            "speedup", "pred", "err%", "blk-eff", "pred", "acc", "draft%", "targ%", "verif%");
     printf("%-16s %-22s %6s %8.1f %7.3f %7s %6s %7.3f %7s %6s %6s %6.1f %6.1f\n", "ar", "-", "-", rate(a), 1.0,
@@ -664,18 +707,21 @@ static int write_tsv(const dec_opts *o, const session *s, const entry *es, size_
     const sd_decode_stats *a = &s->ar_run;
     fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
-               "\tblock_eff\tpred_block_eff\tmean_accepted\n", s->np, o->max_tokens, o->temperature,
+               "\tblock_eff\tpred_block_eff\tmean_accepted\n", s->np, o->max_tokens, o->sm.temperature,
             omp_get_max_threads(), s->c);
+    fprintf(f, "# cost-target table");
+    for (size_t i = 1; i <= s->nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', s->mt[i] / s->mt[1]);
+    fprintf(f, "\n");
     double ar_pred = 1 / (s->mt[1] + (s->ar_cal.seconds - s->ar_cal.target_s) /
                                         (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
-    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\n", o->temperature, rate(a), ar_pred);
+    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\n", o->sm.temperature, rate(a), ar_pred);
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         if (e->skipped) continue;
         const sd_decode_stats *r = &e->run;
         double blocks = r->blocks ? (double)r->blocks : 1;
         fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
-                e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->temperature,
+                e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
                 (double)r->nodes / blocks, rate(r), e->pred_rate, rate(r) / rate(a), e->pred_speedup,
                 (double)r->tokens / blocks, e->pred_eff, (double)r->accepted / blocks);
     }
@@ -690,11 +736,8 @@ static int write_tsv(const dec_opts *o, const session *s, const entry *es, size_
 
 static void session_free(session *s)
 {
-    for (size_t i = 0; i < s->np; i++) {
-        free(s->prompt[i]);
-        if (s->ar_out) free(s->ar_out[i]);
-    }
-    free(s->prompt), free(s->plen), free(s->budget), free(s->ar_out), free(s->ar_n);
+    for (size_t i = 0; i < s->np; i++) free(s->prompt[i]);
+    free(s->prompt), free(s->plen), free(s->budget);
     free(s->mt), free(s->md);
     sd_lm_free(s->target), sd_lm_free(s->draft), sd_lm_free(s->draft_greedy);
     sd_llama_free(s->tm), sd_llama_free(s->dm);
@@ -706,16 +749,16 @@ static int decode(const dec_opts *o)
     session s;
     memset(&s, 0, sizeof s);
     entry *es = sd_xcalloc(MAX_ENTRIES, sizeof *es);
-    size_t ne = 0, **outs = NULL, *nouts = NULL;
+    size_t ne = 0;
     int rc = make_entries(o, es, &ne), ret = CLI_OK;
     if (!rc && !(rc = sd_llama_load(o->target, &s.tm)) && !(rc = sd_llama_load(o->draft, &s.dm)) &&
         !(rc = sd_tokenizer_from_gguf(s.tm->file, &s.tok)))
         rc = same_tokenizer(o, s.tm, s.dm, s.tok);
     if (!rc) rc = load_prompts(o, &s);
-    double dtemp = o->draft_temp >= 0 ? o->draft_temp : o->temperature > 0 ? o->temperature : 1;
-    if (!rc) rc = sd_lm_llama(s.tm, 0, o->temperature, o->top_k, o->top_p, 0, &s.target);
-    if (!rc) rc = sd_lm_llama(s.dm, 0, dtemp, o->top_k, o->top_p, 0, &s.draft);
-    if (!rc) rc = sd_lm_llama(s.dm, 0, o->draft_temp >= 0 ? o->draft_temp : o->temperature, o->top_k, o->top_p, 0, &s.draft_greedy);
+    double dtemp = o->draft_temp >= 0 ? o->draft_temp : o->sm.temperature > 0 ? o->sm.temperature : 0.5;
+    if (!rc) rc = sd_lm_llama(s.tm, 0, o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s.target);
+    if (!rc) rc = sd_lm_llama(s.dm, 0, dtemp, o->sm.top_k, o->sm.top_p, 0, &s.draft);
+    if (!rc) rc = sd_lm_llama(s.dm, 0, o->draft_temp >= 0 ? o->draft_temp : o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s.draft_greedy);
     /* shapes: static ones now, built ones after calibration (bounded by --budget) */
     size_t widest = o->budget > 1 ? o->budget : 1, deepest = o->max_depth;
     for (size_t i = 0; i < ne; i++) /* the probe that calibrates the built trees: kconfig:R,R */
@@ -774,12 +817,12 @@ static int decode(const dec_opts *o)
     memset(&probe, 0, sizeof probe);
     int need_probe = 0;
     for (size_t i = 0; i < ne; i++) need_probe |= es[i].build == BUILD_GT || es[i].build == BUILD_THROUGHPUT;
-    if (!(rc = run_ar(o, &s, ncal, cal_tokens, o->seed + 7919, &s.ar_cal, NULL, NULL, 0)) && need_probe) {
+    if (!(rc = run_ar(o, &s, ncal, cal_tokens, o->sm.seed + 7919)) && need_probe) {
         size_t R = o->max_rank, two[2] = {R, R};
         snprintf(probe.name, sizeof probe.name, "probe");
         probe.scheme = SD_SCHEME_RRS;
         if (!(rc = sd_tree_kconfig(two, 2, &probe.tree)))
-            rc = run_spec(o, &s, &probe, ncal, cal_tokens, o->seed + 7919, &probe.cal, NULL, NULL, 0);
+            rc = run_spec(o, &s, &probe, ncal, cal_tokens, o->sm.seed + 7919);
     }
     for (size_t i = 0; i < ne && !rc; i++) {
         entry *e = &es[i];
@@ -802,7 +845,7 @@ static int decode(const dec_opts *o)
             }
         }
         sd_error_clear();
-        int r = run_spec(o, &s, e, ncal, cal_tokens, o->seed + 7919, &e->cal, NULL, NULL, 0);
+        int r = run_spec(o, &s, e, ncal, cal_tokens, o->sm.seed + 7919);
         if (r) { /* a scheme that cannot run on this pair (an LP too large, ...): say why */
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
@@ -815,28 +858,10 @@ static int decode(const dec_opts *o)
         goto out;
     }
     /* the measured runs */
-    if (o->check) {
-        s.ar_out = sd_xcalloc(s.np, sizeof *s.ar_out);
-        s.ar_n = sd_xcalloc(s.np, sizeof *s.ar_n);
-        outs = sd_xcalloc(s.np, sizeof *outs);
-        nouts = sd_xcalloc(s.np, sizeof *nouts);
-        for (size_t i = 0; i < s.np; i++)
-            s.ar_out[i] = sd_xmalloc((o->max_tokens + 1) * sizeof **s.ar_out),
-            outs[i] = sd_xmalloc((o->max_tokens + 1) * sizeof **outs);
-    }
-    rc = run_ar(o, &s, s.np, o->max_tokens, o->seed, &s.ar_run, s.ar_out, s.ar_n, 1);
-    for (size_t i = 0; i < ne && !rc; i++) {
-        entry *e = &es[i];
-        if (e->skipped) continue;
-        if ((rc = run_spec(o, &s, e, s.np, o->max_tokens, o->seed, &e->run, outs, nouts, 1))) {
-            rc = prefixed(rc, e->name);
-            break;
-        }
-        for (size_t p = 0; o->check && p < s.np && !e->mismatch; p++) {
-            size_t k = 0, n = nouts[p] < s.ar_n[p] ? nouts[p] : s.ar_n[p];
-            while (k < n && outs[p][k] == s.ar_out[p][k]) k++;
-            if (k < n || nouts[p] != s.ar_n[p]) e->mismatch = 1, e->mismatch_prompt = p, e->mismatch_pos = k;
-        }
+    rc = measured_runs(o, &s, es, ne);
+    if (!rc) {
+        double after[2] = {0, 0};
+        if (!(rc = measure_curve(s.target, s.prompt[0], s.plen[0], 1, cache, after))) s.mt1_after = after[1];
     }
     if (rc) {
         ret = fail_msg("%s", sd_errmsg());
@@ -853,8 +878,7 @@ static int decode(const dec_opts *o)
 out:
     sd_tree_free(probe.tree);
     for (size_t i = 0; i < ne; i++) sd_tree_free(es[i].tree);
-    for (size_t i = 0; outs && i < s.np; i++) free(outs[i]);
-    free(outs), free(nouts), free(es);
+    free(es);
     session_free(&s);
     return ret;
 }
@@ -864,21 +888,20 @@ int cmd_decode(int argc, char **argv)
     const char *cmd = "decode";
     dec_opts o;
     memset(&o, 0, sizeof o);
-    o.max_tokens = 64, o.temperature = 1, o.top_p = 1, o.seed = 2385, o.calibrate = 4;
+    o.max_tokens = 64, o.calibrate = 4;
+    o.sm = (cli_sampling)CLI_SAMPLING_INIT;
     o.budget = 16, o.max_depth = 6, o.max_rank = 4, o.draft_temp = -1, o.threshold = NAN;
     o.prompts = "data/prompts.txt";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
-           O_TEMP, O_DTEMP, O_TOPP, O_TOPK, O_SEED, O_THREADS, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
+           O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
            O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV };
     static const struct option longopts[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
         {"optimize", required_argument, 0, O_OPT}, {"prompt", required_argument, 0, O_PROMPT},
         {"prompts", required_argument, 0, O_PROMPTS}, {"n-prompts", required_argument, 0, O_NPROMPTS},
-        {"max-tokens", required_argument, 0, O_MAX}, {"temperature", required_argument, 0, O_TEMP},
-        {"draft-temperature", required_argument, 0, O_DTEMP}, {"top-p", required_argument, 0, O_TOPP},
-        {"top-k", required_argument, 0, O_TOPK}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"stop-at-eos", no_argument, 0, O_EOS},
+        {"max-tokens", required_argument, 0, O_MAX}, CLI_SAMPLING_LONGOPTS,
+        {"draft-temperature", required_argument, 0, O_DTEMP}, {"stop-at-eos", no_argument, 0, O_EOS},
         {"calibrate", required_argument, 0, O_CAL}, {"budget", required_argument, 0, O_BUDGET},
         {"max-depth", required_argument, 0, O_DEPTH}, {"max-rank", required_argument, 0, O_RANK},
         {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
@@ -888,9 +911,13 @@ int cmd_decode(int argc, char **argv)
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     optind = 1;
-    int opt, have_temp = 0;
-    size_t sz;
+    int opt;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int sr = cli_sampling_option(&o.sm, opt, optarg, cmd);
+        if (sr) {
+            if (sr < 0) return CLI_USAGE;
+            continue;
+        }
         switch (opt) {
         case O_TARGET: o.target = optarg; break;
         case O_DRAFT: o.draft = optarg; break;
@@ -905,27 +932,9 @@ int cmd_decode(int argc, char **argv)
         case O_PROMPTS: o.prompts = optarg; break;
         case O_NPROMPTS: if (cli_parse_size(optarg, "--n-prompts", cmd, &o.n_prompts)) return CLI_USAGE; break;
         case O_MAX: if (cli_parse_size(optarg, "--max-tokens", cmd, &o.max_tokens)) return CLI_USAGE; break;
-        case O_TEMP:
-            if (cli_parse_double(optarg, "--temperature", cmd, &o.temperature)) return CLI_USAGE;
-            if (!(o.temperature >= 0)) return cli_usage(cmd, "--temperature %s: need a number >= 0", optarg);
-            have_temp = 1;
-            break;
         case O_DTEMP:
             if (cli_parse_double(optarg, "--draft-temperature", cmd, &o.draft_temp)) return CLI_USAGE;
             if (!(o.draft_temp >= 0)) return cli_usage(cmd, "--draft-temperature %s: need a number >= 0", optarg);
-            break;
-        case O_TOPP:
-            if (cli_parse_double(optarg, "--top-p", cmd, &o.top_p)) return CLI_USAGE;
-            if (!(o.top_p > 0 && o.top_p <= 1)) return cli_usage(cmd, "--top-p %s: need 0 < P <= 1", optarg);
-            break;
-        case O_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &o.top_k)) return CLI_USAGE; break;
-        case O_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            o.seed = (unsigned long)sz;
-            break;
-        case O_THREADS:
-            if (cli_parse_size(optarg, "--threads", cmd, &o.threads)) return CLI_USAGE;
-            if (!o.threads || o.threads > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", optarg);
             break;
         case O_EOS: o.stop_eos = 1; break;
         case O_CAL: if (cli_parse_size(optarg, "--calibrate", cmd, &o.calibrate)) return CLI_USAGE; break;
@@ -956,10 +965,10 @@ int cmd_decode(int argc, char **argv)
     if (o.budget == 0 || o.max_depth == 0 || o.max_rank == 0 || o.max_rank > SD_TREE_MAX_CHILDREN)
         return cli_usage(cmd, "--budget and --max-depth need >= 1, --max-rank 1 to %d", SD_TREE_MAX_CHILDREN);
     if (o.check) {
-        if (have_temp && o.temperature != 0)
+        if (o.sm.have_temperature && o.sm.temperature != 0)
             return cli_usage(cmd, "--check compares greedy decoding: it runs at temperature 0");
-        o.temperature = 0;
+        o.sm.temperature = 0;
     }
-    if (o.threads) omp_set_num_threads((int)o.threads);
+    if (o.sm.threads) omp_set_num_threads((int)o.sm.threads);
     return decode(&o);
 }

@@ -52,9 +52,8 @@ static const char *const help =
 
 typedef struct {
     const char *model, *prompt, *prompt_file, *log, *draft;
-    size_t max_tokens, top_k, ctx, threads;
-    double temperature, top_p;
-    unsigned long seed;
+    size_t max_tokens, ctx;
+    cli_sampling sm;
     int no_bos, stop_eos, json;
 } gen_opts;
 
@@ -178,7 +177,7 @@ static int generate(const gen_opts *o)
     float *glog = o->log ? sd_xmalloc((o->max_tokens + 1) * V * sizeof *glog) : NULL;
     double *prob = sd_xmalloc(V * sizeof *prob);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
-    gsl_rng_set(rng, o->seed);
+    gsl_rng_set(rng, o->sm.seed);
 
     double t0 = cli_seconds();
     rc = sd_llama_forward(m, kv, all, n_prompt, NULL, NULL, lg, NULL);
@@ -190,7 +189,7 @@ static int generate(const gen_opts *o)
     while (!rc && n_gen < o->max_tokens) {
         if (glog) memcpy(glog + n_gen * V, last, V * sizeof *glog);
         for (size_t t = 0; t < V; t++) prob[t] = last[t];
-        if ((rc = sd_dist_from_logits(prob, V, o->temperature, o->top_k, o->top_p, prob, "logits")))
+        if ((rc = sd_dist_from_logits(prob, V, o->sm.temperature, o->sm.top_k, o->sm.top_p, prob, "logits")))
             break;
         int32_t next = (int32_t)sd_dist_sample_cdf(prob, V, rng);
         all[n_prompt + n_gen++] = next;
@@ -257,49 +256,31 @@ int cmd_generate(int argc, char **argv)
 {
     const char *cmd = "generate";
     gen_opts o = {0};
-    o.max_tokens = 64, o.temperature = 1, o.top_p = 1, o.seed = 2385;
-    enum { O_MODEL = 256, O_PROMPT, O_PFILE, O_MAX, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX,
-           O_NOBOS, O_EOS, O_LOG, O_DRAFT, O_JSON };
+    o.max_tokens = 64;
+    o.sm = (cli_sampling)CLI_SAMPLING_INIT;
+    enum { O_MODEL = 256, O_PROMPT, O_PFILE, O_MAX, O_CTX, O_NOBOS, O_EOS, O_LOG, O_DRAFT, O_JSON };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"prompt-file", required_argument, 0, O_PFILE}, {"max-tokens", required_argument, 0, O_MAX},
-        {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
-        {"top-p", required_argument, 0, O_TOPP}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"ctx", required_argument, 0, O_CTX},
+        CLI_SAMPLING_LONGOPTS, {"ctx", required_argument, 0, O_CTX},
         {"no-bos", no_argument, 0, O_NOBOS}, {"stop-at-eos", no_argument, 0, O_EOS},
         {"log-logits", required_argument, 0, O_LOG}, {"draft", required_argument, 0, O_DRAFT},
         {"json", no_argument, 0, O_JSON}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     optind = 1;
     int opt;
-    size_t sz;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int sr = cli_sampling_option(&o.sm, opt, optarg, cmd);
+        if (sr) {
+            if (sr < 0) return CLI_USAGE;
+            continue;
+        }
         switch (opt) {
         case O_MODEL: o.model = optarg; break;
         case O_PROMPT: o.prompt = optarg; break;
         case O_PFILE: o.prompt_file = optarg; break;
         case O_MAX:
             if (cli_parse_size(optarg, "--max-tokens", cmd, &o.max_tokens)) return CLI_USAGE;
-            break;
-        case O_TEMP:
-            if (cli_parse_double(optarg, "--temperature", cmd, &o.temperature)) return CLI_USAGE;
-            if (!(o.temperature >= 0) || !isfinite(o.temperature))
-                return cli_usage(cmd, "--temperature %s: need a number >= 0", optarg);
-            break;
-        case O_TOPK:
-            if (cli_parse_size(optarg, "--top-k", cmd, &o.top_k)) return CLI_USAGE;
-            break;
-        case O_TOPP:
-            if (cli_parse_double(optarg, "--top-p", cmd, &o.top_p)) return CLI_USAGE;
-            if (!(o.top_p > 0 && o.top_p <= 1)) return cli_usage(cmd, "--top-p %s: need 0 < P <= 1", optarg);
-            break;
-        case O_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            o.seed = (unsigned long)sz;
-            break;
-        case O_THREADS:
-            if (cli_parse_size(optarg, "--threads", cmd, &o.threads)) return CLI_USAGE;
-            if (!o.threads || o.threads > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", optarg);
             break;
         case O_CTX:
             if (cli_parse_size(optarg, "--ctx", cmd, &o.ctx)) return CLI_USAGE;
@@ -319,6 +300,6 @@ int cmd_generate(int argc, char **argv)
     if (o.log && !o.draft)
         return cli_usage(cmd, "--log-logits needs --draft D.gguf: a replay log pairs the draft's logits with the target's");
     if (o.draft && !o.log) return cli_usage(cmd, "--draft is only used with --log-logits");
-    if (o.threads) omp_set_num_threads((int)o.threads);
+    if (o.sm.threads) omp_set_num_threads((int)o.sm.threads);
     return generate(&o);
 }

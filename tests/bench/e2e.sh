@@ -65,14 +65,16 @@ echo
 echo "== 4. the papers' LLM tables in kind on the pair (tree engine, Monte Carlo on the real models)"
 LM="gguf:$DM,$TM"
 C=$(awk -F'\t' '/c = M_D\/M_T/ { sub(/.*c = M_D\/M_T = /, ""); print; exit }' "$OUT/e2e-predicted.tsv")
-echo "-- RSD fixed length 3 (block efficiency, token rate and MBSU at M_D = c = $C)"
-"$SD" compare --lm "$LM" --length 3 --samples 300 --cost-draft "$C"
+MT=$(awk '/^# cost-target / { print $3; exit }' "$OUT/e2e-predicted.tsv")
+echo "-- RSD fixed length 3 (block efficiency, token rate and MBSU at M_D = c = $C and the measured M_T(n))"
+"$SD" compare --lm "$LM" --length 3 --samples 300 --cost-draft "$C" --cost-target "$MT"
 echo "-- RSD fixed budget 10"
-"$SD" compare --lm "$LM" --budget 10 --samples 300 --cost-draft "$C"
+"$SD" compare --lm "$LM" --budget 10 --samples 300 --cost-draft "$C" --cost-target "$MT"
 echo "-- MCSD k-configurations (i.i.d. and without replacement) and SpecTr K x L"
 for spec in "specinfer 2,1,1" "rrs 2,1,1" "specinfer 4,2,1" "rrs 4,2,1" "kseq spectr:2,3" "kseq spectr:4,3"; do
     set -- $spec
-    "$SD" tree --lm "$LM" --scheme "$1" --shape "$2" --samples 300 --no-exact --cost-draft "$C" --threads "$TH" |
+    "$SD" tree --lm "$LM" --scheme "$1" --shape "$2" --samples 300 --no-exact --cost-draft "$C" --cost-target "$MT" \
+        --threads "$TH" 2>/dev/null |
         awk -v s="$1 $2" '/block efficiency/ { be = $3 } /speedup/ { for (i = 1; i <= NF; i++) if ($i == "speedup") sp = $(i + 1) }
                           END { printf "%-22s block efficiency %s, predicted speedup %s\n", s, be, sp }'
 done
@@ -89,7 +91,8 @@ else
     while IFS= read -r p; do
         i=$((i + 1))
         r=$("$LB/llama-completion" -m $TM -p "$p" -n "$TOK" -t "$TH" --temp 1 -s $i -c 256 -no-cnv 2>&1 |
-            awk '/ eval time =/ { for (k = 1; k <= NF; k++) { if ($k == "=") ms = $(k + 1); if ($k == "runs" || $k == "tokens") n = $(k - 1) } } END { print n, ms / 1000 }')
+            grep ' eval time =' | grep -v 'prompt eval' |
+            sed -n 's/.* eval time = *\([0-9.]*\) ms \/ *\([0-9]*\) runs.*/\2 \1/p' | awk '{ print $1, $2 / 1000 }')
         set -- $r; ll_ar=$((ll_ar + $1)); ll_ar_s=$(awk -v a="$ll_ar_s" -v b="$2" 'BEGIN { print a + b }')
         for kind in simple tree; do
             if [ $kind = simple ]; then

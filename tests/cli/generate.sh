@@ -8,15 +8,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib.sh"
 
-i=0
-while [ $i -lt 30 ]; do
-    printf 'Call me Ishmael. Some years ago, never mind how long precisely, I thought I would sail about.<|endoftext|>' >> "$T/c.txt"
-    i=$((i + 1))
-done
-TINY="--dim 16 --layers 1 --heads 2 --ctx 32 --batch 2 --eval-tokens 64 --threads 1 --steps 3"
-"$SPECDEC" train --corpus "$T/c.txt" --vocab 300 $TINY --out "$T/m.gguf" >/dev/null 2>&1 || bad "train m.gguf"
-"$SPECDEC" train --corpus "$T/c.txt" --tokenizer "$T/m.gguf" $TINY --seed 9 --out "$T/d.gguf" >/dev/null 2>&1 || bad "train d.gguf"
-"$SPECDEC" train --corpus "$T/c.txt" --vocab 280 $TINY --out "$T/other.gguf" >/dev/null 2>&1 || bad "train other.gguf"
+tiny_models "$T" 32
 
 # --- the contract ---
 expect 0 "usage: specdec generate" -- "$SPECDEC" generate --help
