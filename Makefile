@@ -99,7 +99,8 @@ bench: $(BENCH_BIN)
 
 # demo: the main job on the shipped default pair (README's first command).
 demo: $(BIN)
-	$(BIN) accept --draft data/pair/draft.txt --target data/pair/target.txt -k 4 --scheme all
+	$(BIN) decode --target data/models/target.gguf --draft data/models/draft.gguf \
+	  --scheme all --n-prompts 20 --max-tokens 64 --threads 2
 
 # figs: the data of every recipe (specdec figs), then gnuplot draws PNG and SVG.
 figs: $(BIN) $(BUILD)/tests/bench/bench_planted

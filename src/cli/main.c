@@ -1,6 +1,8 @@
 /* specdec: the command line. One binary, one subcommand per job. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -59,6 +61,13 @@ int main(int argc, char **argv)
         printf("specdec %s\n", SPECDEC_VERSION);
         return CLI_OK;
     }
+    /* The decoder's passes are short (well under a millisecond for small models):
+     * OpenMP workers that go to sleep between them cost a wake-up each time (decode
+     * measured 1.15x faster spinning on 2 cores). The policy is read when the runtime
+     * starts, before main: set it and start again, unless the user chose one. */
+    if ((!strcmp(cmd, "decode") || !strcmp(cmd, "generate")) && !getenv("OMP_WAIT_POLICY") &&
+        !setenv("OMP_WAIT_POLICY", "active", 1))
+        execv("/proc/self/exe", argv); /* returns only on failure: go on as we are */
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "specdec: unknown command '%s'\n\n", cmd);
