@@ -65,9 +65,13 @@ int main(int argc, char **argv)
      * OpenMP workers that go to sleep between them cost a wake-up each time (decode
      * measured 1.15x faster spinning on 2 cores). The policy is read when the runtime
      * starts, before main: set it and start again, unless the user chose one. */
+    char self[4096];
+    ssize_t len;
     if ((!strcmp(cmd, "decode") || !strcmp(cmd, "generate")) && !getenv("OMP_WAIT_POLICY") &&
-        !setenv("OMP_WAIT_POLICY", "active", 1))
-        execv("/proc/self/exe", argv); /* returns only on failure: go on as we are */
+        (len = readlink("/proc/self/exe", self, sizeof self - 1)) > 0 && !setenv("OMP_WAIT_POLICY", "active", 1)) {
+        self[len] = 0;
+        execv(self, argv); /* returns only on failure: go on as we are */
+    }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "specdec: unknown command '%s'\n\n", cmd);

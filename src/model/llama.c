@@ -335,9 +335,7 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
                     y[r] = sd_dot_row(w->type, row, x, cols);
                     continue;
                 }
-                const float *wr = (const float *)row; /* a quantized row: expanded once */
-                if (w->type != SD_T_F32) sd_dequant_row(w->type, row, buf, cols), wr = buf;
-                sd_dot_f32_tokens(wr, x, cols, n, y + r, rows);
+                sd_dot_row_tokens(w->type, row, x, cols, n, y + r, rows, buf);
             }
         }
         return;
@@ -482,7 +480,7 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
                 for (size_t j = 0; j < ctx; j++) {
                     int vis = j < base || (mask ? mask[i * n + (j - base)] != 0 : j - base <= i);
                     float sc = -INFINITY;
-                    if (vis) sc = sd_dot_row(SD_T_F32, qi, K + j * kw + kvh * hd, hd) * scale;
+                    if (vis) sc = sd_dot_short(qi, K + j * kw + kvh * hd, hd) * scale;
                     p[j] = sc;
                     if (sc > mx) mx = sc;
                 }

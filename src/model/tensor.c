@@ -30,7 +30,11 @@
 #endif
 
 enum {
+#if defined(__AVX512F__)
+    NACC = 64,              /* lanes of the dot product: four independent 16-wide chains */
+#else
     NACC = 16,              /* independent accumulators of the dot product */
+#endif
     CHUNK = 64,             /* elements dequantized at a time (a multiple of NACC and SD_QK) */
     Q8_0_BYTES = 2 + SD_QK, /* f16 scale, 32 int8 */
     Q4_0_BYTES = 2 + SD_QK / 2 /* f16 scale, 16 bytes of nibbles */
@@ -284,9 +288,16 @@ static inline void dot_lanes(const float *restrict w, const float *restrict x, s
                              float *restrict acc)
 {
 #if defined(__AVX512F__)
-    __m512 a = _mm512_loadu_ps(acc);
-    for (size_t i = 0; i < n; i += NACC) a = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a);
-    _mm512_storeu_ps(acc, a);
+    __m512 a0 = _mm512_loadu_ps(acc), a1 = _mm512_loadu_ps(acc + 16), a2 = _mm512_loadu_ps(acc + 32),
+           a3 = _mm512_loadu_ps(acc + 48);
+    for (size_t i = 0; i < n; i += NACC) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
+    }
+    _mm512_storeu_ps(acc, a0), _mm512_storeu_ps(acc + 16, a1);
+    _mm512_storeu_ps(acc + 32, a2), _mm512_storeu_ps(acc + 48, a3);
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 lo = _mm256_loadu_ps(acc), hi = _mm256_loadu_ps(acc + 8);
     for (size_t i = 0; i < n; i += NACC) {
@@ -302,6 +313,24 @@ static inline void dot_lanes(const float *restrict w, const float *restrict x, s
 #endif
 }
 
+#if defined(__AVX512F__)
+/* The four 16-wide chains folded lane-wise ((a0 + a1) + (a2 + a3)), summed across in
+ * the compiler's fixed reduction, then the tail (elements past the last full 64). */
+static inline float finish512(__m512 a0, __m512 a1, __m512 a2, __m512 a3, const float *restrict w,
+                              const float *restrict x, size_t n_tail)
+{
+    float tail = 0;
+    for (size_t i = 0; i < n_tail; i++) tail += w[i] * x[i];
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) + tail;
+}
+
+static inline float dot_finish(const float *a, const float *restrict w, const float *restrict x,
+                               size_t n_tail)
+{
+    return finish512(_mm512_loadu_ps(a), _mm512_loadu_ps(a + 16), _mm512_loadu_ps(a + 32),
+                     _mm512_loadu_ps(a + 48), w, x, n_tail);
+}
+#else
 /* The lanes summed in a fixed tree, then the tail (elements past the last full 16). */
 static inline float dot_finish(const float *a, const float *restrict w, const float *restrict x,
                                size_t n_tail)
@@ -311,7 +340,46 @@ static inline float dot_finish(const float *a, const float *restrict w, const fl
     return ((((a[0] + a[8]) + (a[1] + a[9])) + ((a[2] + a[10]) + (a[3] + a[11]))) +
             (((a[4] + a[12]) + (a[5] + a[13])) + ((a[6] + a[14]) + (a[7] + a[15])))) + tail;
 }
+#endif
 
+#if defined(__AVX512F__)
+/* T tokens against one row in the lanes of dot_lanes (four 16-wide chains per token):
+ * the row is read once per T tokens. LOADW(w, i) gives elements i .. i + 15 of the row
+ * as floats (F32 loaded, F16 converted in registers: exact, so the sums are those of
+ * the expanded row). wtail: the row's elements past body, as floats. */
+#define LOADW_F32(w, i) _mm512_loadu_ps((const float *)(w) + (i))
+#define LOADW_F16(w, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(w) + (i))))
+#define DOT_T(T, name, LOADW)                                                              \
+    static void name(const void *restrict w, const float *wtail, const float *restrict x,  \
+                     size_t cols, size_t body, float *restrict y, size_t stride)            \
+    {                                                                                      \
+        __m512 a[T][4];                                                                    \
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                               \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[t][j] = _mm512_setzero_ps(); \
+        for (size_t i = 0; i < body; i += NACC) {                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                          \
+                __m512 wv = LOADW(w, i + 16 * j);                                          \
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                        \
+                    a[t][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)t * cols + i + 16 * j), a[t][j]); \
+            }                                                                              \
+        }                                                                                  \
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                               \
+            y[(size_t)t * stride] = finish512(a[t][0], a[t][1], a[t][2], a[t][3], wtail,   \
+                                              x + (size_t)t * cols + body, cols - body);    \
+    }
+DOT_T(4, dot4_f32, LOADW_F32)
+DOT_T(1, dot1_f32, LOADW_F32)
+DOT_T(4, dot4_f16, LOADW_F16)
+DOT_T(1, dot1_f16, LOADW_F16)
+
+static float dot_f32(const float *restrict w, const float *restrict x, size_t n)
+{
+    size_t body = n / NACC * NACC;
+    float y;
+    dot1_f32(w, w + body, x, n, body, &y, 1);
+    return y;
+}
+#else
 /* F32 needs no staging: the lanes run over the row itself. */
 static float dot_f32(const float *restrict w, const float *restrict x, size_t n)
 {
@@ -320,30 +388,23 @@ static float dot_f32(const float *restrict w, const float *restrict x, size_t n)
     dot_lanes(w, x, body, acc);
     return dot_finish(acc, w + body, x + body, n - body);
 }
-
-#if defined(__AVX512F__)
-/* T tokens against one row, the lanes of dot_lanes: the row is read once per T tokens. */
-#define DOT_T(T)                                                                           \
-    static void dot##T##_f32(const float *restrict w, const float *restrict x, size_t cols, \
-                             size_t body, float *restrict y, size_t stride)                 \
-    {                                                                                      \
-        __m512 a[T];                                                                       \
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) a[t] = _mm512_setzero_ps();    \
-        for (size_t i = 0; i < body; i += NACC) {                                          \
-            __m512 wv = _mm512_loadu_ps(w + i);                                            \
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                            \
-                a[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)t * cols + i), a[t]); \
-        }                                                                                  \
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                             \
-            float acc[NACC];                                                               \
-            _mm512_storeu_ps(acc, a[t]);                                                   \
-            y[(size_t)t * stride] =                                                        \
-                dot_finish(acc, w + body, x + (size_t)t * cols + body, cols - body);       \
-        }                                                                                  \
-    }
-DOT_T(8)
-DOT_T(4)
 #endif
+
+float sd_dot_short(const float *a, const float *b, size_t n)
+{
+#if defined(__AVX512F__)
+    if (n % 16 == 0) {
+        __m512 s = _mm512_setzero_ps();
+        for (size_t i = 0; i < n; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
+        return _mm512_reduce_add_ps(s);
+    }
+#endif
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
 
 void sd_dot_f32_tokens(const float *restrict w, const float *restrict x, size_t cols, size_t n,
                        float *restrict y, size_t stride)
@@ -351,10 +412,30 @@ void sd_dot_f32_tokens(const float *restrict w, const float *restrict x, size_t 
     size_t t = 0;
 #if defined(__AVX512F__)
     size_t body = cols / NACC * NACC;
-    for (; t + 8 <= n; t += 8) dot8_f32(w, x + t * cols, cols, body, y + t * stride, stride);
-    for (; t + 4 <= n; t += 4) dot4_f32(w, x + t * cols, cols, body, y + t * stride, stride);
+    for (; t + 4 <= n; t += 4) dot4_f32(w, w + body, x + t * cols, cols, body, y + t * stride, stride);
 #endif
     for (; t < n; t++) y[t * stride] = dot_f32(w, x + t * cols, cols);
+}
+
+void sd_dot_row_tokens(sd_ttype type, const void *row, const float *x, size_t cols, size_t n,
+                       float *y, size_t stride, float *buf)
+{
+    if (type == SD_T_F32) {
+        sd_dot_f32_tokens(row, x, cols, n, y, stride);
+        return;
+    }
+#if defined(__AVX512F__)
+    if (type == SD_T_F16) { /* converted in registers, the row read once per 4 tokens */
+        size_t body = cols / NACC * NACC, t = 0;
+        float tail[NACC];
+        for (size_t i = body; i < cols; i++) tail[i - body] = half_to_float(((const uint16_t *)row)[i]);
+        for (; t + 4 <= n; t += 4) dot4_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
+        for (; t < n; t++) dot1_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
+        return;
+    }
+#endif
+    sd_dequant_row(type, row, buf, cols); /* expanded once for all n tokens */
+    sd_dot_f32_tokens(buf, x, cols, n, y, stride);
 }
 
 /* One function per type, so that dequant_span's switch folds away and its loops see
@@ -374,7 +455,20 @@ void sd_dot_f32_tokens(const float *restrict w, const float *restrict x, size_t 
         return dot_finish(acc, w + body, x + i + body, rest - body);                \
     }
 
+#if defined(__AVX512F__)
+/* F16 rows converted in registers, the lanes and the finish as dot_lanes/dot_finish:
+ * the same sums as expanding the row first (the conversion is exact). */
+static float dot_f16(const void *restrict row, const float *restrict x, size_t n)
+{
+    size_t body = n / NACC * NACC;
+    float tail[NACC], y;
+    for (size_t i = body; i < n; i++) tail[i - body] = half_to_float(((const uint16_t *)row)[i]);
+    dot1_f16(row, tail, x, n, body, &y, 1);
+    return y;
+}
+#else
 DOT_STAGED(dot_f16, SD_T_F16)
+#endif
 DOT_STAGED(dot_bf16, SD_T_BF16)
 DOT_STAGED(dot_q8_0, SD_T_Q8_0)
 DOT_STAGED(dot_q4_0, SD_T_Q4_0)

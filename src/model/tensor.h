@@ -66,6 +66,13 @@ float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n);
 /* y[t stride] = sd_dot_row(SD_T_F32, w, x + t cols, cols) for t < n, bit for bit, with
  * the row read once per four tokens (a small batch's matrix product). */
 void sd_dot_f32_tokens(const float *w, const float *x, size_t cols, size_t n, float *y, size_t stride);
+/* A short dot product (attention scores over a head, n of 16 to 256): one chain,
+ * then a horizontal sum; the same sums wherever it is called. */
+float sd_dot_short(const float *a, const float *b, size_t n);
+/* The same for a row of any type, bit for bit sd_dot_row per token: F32 and (with
+ * AVX-512) F16 rows are read in place, others expanded once into buf (cols floats). */
+void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols, size_t n, float *y,
+                       size_t stride, float *buf);
 /* Activations for the integer kernels (llama.cpp's arithmetic for Q8_0 and Q4_0
  * weights): per block of 32, q = x * 127 / max|x| rounded to the nearest integer
  * (ties to even) and scale[b] = max|x| / 127 rounded to f16. n a multiple of 32;
