@@ -390,8 +390,11 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
         size_t c = any ? v : t->nchild[v];
         if (c == 0 || ws->by_k[c]) continue;
         const sd_verify_ops *ops = t->walk == SD_WALK_DYNAMIC ? &sd_ops_pointmass : p->ops;
-        int rc = ops ? sd_verifier_alloc_ops(&ws->by_k[c], ops, s, uni, uni, vocab, c, p->vp)
-                     : sd_verifier_alloc(&ws->by_k[c], s, uni, uni, vocab, c, p->vp);
+        /* one candidate: recursive rejection is plain rejection (accept min(1, target /
+         * draft), residual norm(max(target - draft, 0))), without rrs's O(V log V) setup */
+        sd_scheme sc = s == SD_SCHEME_RRS && c == 1 && !ops ? SD_SCHEME_SPECINFER : s;
+        int rc = ops ? sd_verifier_alloc_ops(&ws->by_k[c], ops, sc, uni, uni, vocab, c, p->vp)
+                     : sd_verifier_alloc(&ws->by_k[c], sc, uni, uni, vocab, c, p->vp);
         if (rc) {
             sd_tree_ws_free(ws);
             return rc;

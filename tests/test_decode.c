@@ -81,7 +81,7 @@ static void test_decode_greedy_identity(void **state)
     sd_llama *tm = sd_test_llama_random(&tiny, 0, 61), *dm = sd_test_llama_perturbed(tm, 0.5, 62);
     sd_lm *target, *draft, *draft0;
     assert_int_equal(sd_lm_llama(tm, 1, 0, 0, 1, 0, &target), SD_OK);   /* greedy */
-    assert_int_equal(sd_lm_llama(dm, 0, 1, 0, 1, 0, &draft), SD_OK);    /* trees: sampled drafts */
+    assert_int_equal(sd_lm_llama(dm, 0, 0.5, 0, 1, 0, &draft), SD_OK);  /* trees: sampled drafts, as decode at T = 0 */
     assert_int_equal(sd_lm_llama(dm, 1, 0, 0, 1, 0, &draft0), SD_OK);   /* chains: greedy drafts */
     for (size_t k = 0; k < NSCHEMES; k++) {
         sd_tree_params p = params_of(k);
@@ -94,16 +94,19 @@ static void test_decode_greedy_identity(void **state)
                         schemes[k].shape);
         assert_true(eff > 1.2); /* drafts were accepted: the comparison means something */
     }
-    /* the planted bonus drawn from the draft: greedy identity breaks */
+    /* the planted bonus drawn from the draft (at temperature 1): greedy identity breaks */
+    sd_lm *draft1;
+    assert_int_equal(sd_lm_llama(dm, 0, 1, 0, 1, 0, &draft1), SD_OK);
     for (size_t i = 0; i < sd_planted_count; i++) {
         if (strcmp(sd_planted_bugs[i].name, "bonus-from-draft")) continue;
         sd_tree_params p = params_of(3);
         p.bonus = sd_planted_bugs[i].bonus;
         double eff;
-        size_t d = greedy_differences(draft, target, &p, "kconfig:2,1,1", &eff);
+        size_t d = greedy_differences(draft1, target, &p, "kconfig:2,1,1", &eff);
         print_message("planted bonus-from-draft: %zu of 3 prompts differ\n", d);
         assert_true(d > 0);
     }
+    sd_lm_free(draft1);
     sd_lm_free(draft0);
     sd_lm_free(draft);
     sd_lm_free(target);

@@ -271,35 +271,36 @@ static int time_width(sd_lm *lm, size_t *buf, size_t blen, size_t n, double *sec
 }
 
 /* M(n) for n = 1..nmax: timed at a ladder of widths, linear in between. The ladder
- * runs twice after a warm-up and each width keeps its faster median (the first pass
- * meets cold caches and clocks). */
+ * runs three times after a warm-up and each width keeps its median (a machine whose
+ * speed wanders moves single timings by tens of percent). */
 static int measure_curve(sd_lm *lm, const size_t *prompt, size_t plen, size_t nmax, size_t cache,
                          double *m)
 {
     static const size_t ladder[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
-    size_t blen = plen + 32 < cache - nmax - 1 ? plen + 32 : cache - nmax - 1, V = lm->vocab, *buf = sd_xmalloc((blen + nmax + 1) * sizeof *buf);
+    enum { PASSES = 3, LADDER = sizeof ladder / sizeof *ladder };
+    size_t blen = plen + 32 < cache - nmax - 1 ? plen + 32 : cache - nmax - 1, V = lm->vocab;
+    size_t *buf = sd_xmalloc((blen + nmax + 1) * sizeof *buf);
     for (size_t i = 0; i < blen + nmax; i++) buf[i] = i < plen ? prompt[i] : (prompt[i % plen] * 7 + i) % V;
     int rc = SD_OK;
-    double warm;
+    double warm, t[LADDER][PASSES];
     for (int w = 0; w < 20 && !rc; w++) rc = time_width(lm, buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), &warm);
-    for (int pass = 0; pass < 2 && !rc; pass++) {
-        size_t last = 1;
-        double t;
-        if ((rc = time_width(lm, buf, blen, 1, &t))) break;
-        if (pass == 0 || t < m[1]) m[1] = t;
-        for (size_t k = 1; k < sizeof ladder / sizeof *ladder && !rc && last < nmax; k++) {
-            size_t n = ladder[k] < nmax ? ladder[k] : nmax;
-            if ((rc = time_width(lm, buf, blen, n, &t))) break;
-            if (pass == 0 || t < m[n]) m[n] = t;
-            last = n;
-        }
-    }
-    /* monotone, then linear between the ladder's widths */
-    size_t last = 1;
-    for (size_t k = 1; k < sizeof ladder / sizeof *ladder && last < nmax; k++) {
+    size_t rungs = 0;
+    while (rungs < LADDER && (rungs == 0 || ladder[rungs - 1] < nmax)) rungs++;
+    for (int pass = 0; pass < PASSES && !rc; pass++)
+        for (size_t k = 0; k < rungs && !rc; k++)
+            rc = time_width(lm, buf, blen, ladder[k] < nmax ? ladder[k] : nmax, &t[k][pass]);
+    size_t last = 0;
+    for (size_t k = 0; k < rungs && !rc; k++) {
+        double *p = t[k];
+        for (int i = 1; i < PASSES; i++) /* the median of the passes */
+            for (int j = i; j > 0 && p[j] < p[j - 1]; j--) {
+                double x = p[j];
+                p[j] = p[j - 1], p[j - 1] = x;
+            }
         size_t n = ladder[k] < nmax ? ladder[k] : nmax;
-        if (m[n] < m[last]) m[n] = m[last]; /* a wider pass is never cheaper */
-        for (size_t i = last + 1; i < n; i++)
+        m[n] = p[PASSES / 2];
+        if (last && m[n] < m[last]) m[n] = m[last]; /* a wider pass is never cheaper */
+        for (size_t i = last + 1; last && i < n; i++)
             m[i] = m[last] + (m[n] - m[last]) * (double)(i - last) / (double)(n - last);
         last = n;
     }
