@@ -7,12 +7,13 @@ set multiplot layout 1, 3 title "GT threshold sweep on the default pair (specdec
 set xlabel "c' / c"
 set ylabel "measured tokens/s"
 set logscale x 2
+set xrange [0.2:5]
 set key right bottom font ",9"
 do for [T in "0 0.7 1"] {
     set title sprintf("temperature %s", T)
-    plot datafile using (strstrt(strcol(1), "gt x") == 1 && $4 == real(T) ? $3 : 1/0):6 with linespoints ls 1 title "GT static", \
-         '' using (strstrt(strcol(1), "gt-dynamic") == 1 && $4 == real(T) ? $3 : 1/0):6 with linespoints ls 2 title "GT dynamic", \
-         '' using (strcol(1) eq "throughput" && $4 == real(T) ? 0.25 : 1/0):6:(15.75):(0) with vectors nohead ls 3 title "throughput-optimal", \
-         '' using (strcol(1) eq "ar" && $4 == real(T) ? 0.25 : 1/0):6:(15.75):(0) with vectors nohead ls 6 dt 2 title "autoregressive"
+    plot datafile using (strstrt(strcol(1), "gt x") == 1 && $4 == real(T) ? $3 : 1/0):6 with points ls 1 ps 1.3 title "GT static", \
+         '' using (strstrt(strcol(1), "gt-dynamic") == 1 && $4 == real(T) ? $3 : 1/0):6 with points ls 2 ps 1.3 title "GT dynamic", \
+         '' using (strcol(1) eq "throughput" && $4 == real(T) ? 0.25 : 1/0):6:(3.75):(0) with vectors nohead ls 3 title "throughput-optimal", \
+         '' using (strcol(1) eq "ar" && $4 == real(T) ? 0.25 : 1/0):6:(3.75):(0) with vectors nohead ls 6 dt 2 title "autoregressive"
 }
 unset multiplot

@@ -92,7 +92,8 @@ else
         i=$((i + 1))
         r=$("$LB/llama-completion" -m $TM -p "$p" -n "$TOK" -t "$TH" --temp 1 -s $i -c 256 -no-cnv 2>&1 < /dev/null |
             grep ' eval time =' | grep -v 'prompt eval' |
-            sed -n 's/.* eval time = *\([0-9.]*\) ms \/ *\([0-9]*\) runs.*/\2 \1/p' | awk '{ print $1, $2 / 1000 }')
+            sed -n 's/.* eval time = *\([0-9.]*\) ms \/ *\([0-9]*\) runs.*/\2 \1/p' |
+            awk '{ n = $1; s = $2 / 1000 } END { print n + 0, s + 0 }')
         set -- $r; ll_ar=$((ll_ar + $1)); ll_ar_s=$(awk -v a="$ll_ar_s" -v b="$2" 'BEGIN { print a + b }')
         for kind in simple tree; do
             if [ $kind = simple ]; then
