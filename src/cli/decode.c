@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "cost.h"
 #include "decode.h"
+#include "dist.h"
 #include "llama.h"
 #include "llama_lm.h"
 #include "mc.h"
@@ -135,6 +136,8 @@ typedef struct {
     size_t nmax;
     sd_cost_curve *curve;
     double c;         /* M_D(1) / M_T(1) */
+    double t_gumbel, t_cdf; /* seconds to draw from a draft law: Gumbel-top-k (without
+                               replacement, and a beam node's expansion), inverse CDF */
     size_t ncal;      /* prompts of the calibration run */
     sd_decode_stats ar_cal, ar_run;
     double mt1_after; /* M_T(1) timed again after the runs: the machine's drift */
@@ -308,6 +311,24 @@ static int measure_curve(sd_lm *lm, const size_t *prompt, size_t plen, size_t nm
     return rc;
 }
 
+/* The CPU time of the draws a drafter makes from a law (the draft's after the first
+ * prompt): one Gumbel-top-2 over the vocabulary, one inverse-CDF draw. */
+static int time_draws(session *s)
+{
+    size_t V = s->draft->vocab, out[2];
+    double *law = sd_xmalloc(V * sizeof *law), *keys = sd_xmalloc(V * sizeof *keys);
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+    int rc = sd_lm_next(s->draft, s->prompt[0], s->plen[0], law);
+    double a = sd_seconds();
+    for (int i = 0; i < 200 && !rc; i++) rc = sd_dist_sample_without_replacement(law, V, 2, r, keys, out);
+    double b = sd_seconds();
+    for (int i = 0; i < 200 && !rc; i++) out[0] = sd_dist_sample_cdf(law, V, r);
+    s->t_gumbel = (b - a) / 200, s->t_cdf = (sd_seconds() - b) / 200;
+    gsl_rng_free(r);
+    free(law), free(keys);
+    return rc;
+}
+
 static double curve_at(const double *m, size_t nmax, double n)
 {
     if (n <= 1) return m[1];
@@ -324,7 +345,8 @@ static double curve_cost(const void *ctx, double n)
 
 /* Draft time of one block by the cost model: one call per level; a level with one
  * node to extend reuses the draft's cache (one new token), a wider one evaluates its
- * contexts' distinct tokens after the prefix (the level's ancestors again). */
+ * contexts' distinct tokens after the prefix (the level's ancestors again: the root's
+ * token is cached by then). */
 static double predict_draft(const session *s, const entry *e)
 {
     const sd_tree *t = e->tree;
@@ -335,20 +357,27 @@ static double predict_draft(const session *s, const entry *e)
         double calls = e->cal.blocks ? (double)e->cal.draft_calls / (double)e->cal.blocks : 1;
         return md[1] + (calls > 1 ? (calls - 1) * curve_at(md, n, 2) : 0);
     }
+    /* the draws from the draft's laws: a beam node perturbs every token (a Gumbel-top-k),
+     * candidates without replacement take one, i.i.d. ones an inverse-CDF draw each */
     if (t->walk == SD_WALK_SPECTR || t->walk == SD_WALK_BEAM) {
-        for (size_t l = 0; l < t->max_depth; l++)
-            sum += l == 0 ? md[1] : curve_at(md, n, 1 + (double)(t->width * l));
+        for (size_t l = 0; l < t->max_depth; l++) {
+            sum += l == 0 ? md[1] : curve_at(md, n, (double)(t->width * l));
+            sum += t->walk == SD_WALK_BEAM ? (double)(l ? t->width : 1) * s->t_gumbel : (double)t->width * s->t_cdf;
+        }
         return sum;
     }
     size_t below = 0; /* nodes at depth 1..d */
+    int wor = e->scheme == SD_SCHEME_RRS;
     for (size_t d = 0; d < t->max_depth; d++) {
         size_t inner = 0, at = 0;
         for (size_t u = 0; u < t->n; u++) {
             inner += t->depth[u] == d && t->nchild[u];
             at += t->depth[u] == d && d > 0;
+            if (t->depth[u] == d && t->nchild[u])
+                sum += wor && t->nchild[u] > 1 ? s->t_gumbel : (double)t->nchild[u] * s->t_cdf;
         }
         below += at;
-        sum += inner <= 1 ? md[1] : curve_at(md, n, 1 + (double)below);
+        sum += inner <= 1 ? md[1] : curve_at(md, n, (double)below);
     }
     return sum;
 }
@@ -658,9 +687,10 @@ static void print_table(const dec_opts *o, const session *s, const entry *es, si
     printf("# %zu prompts, up to %zu tokens each, temperature %g, top-p %g, top-k %zu, %d threads, seed %lu\n",
            s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed);
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
-           "   c = M_D/M_T = %.3f\n", s->mt[1] * 1e3, curve_at(s->mt, s->nmax, 4) * 1e3,
-           curve_at(s->mt, s->nmax, 16) * 1e3, s->nmax, s->mt[s->nmax] * 1e3, s->md[1] * 1e3,
-           curve_at(s->md, s->nmax, 4) * 1e3, s->c);
+           "   c = M_D/M_T = %.3f\n"
+           "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", s->mt[1] * 1e3,
+           curve_at(s->mt, s->nmax, 4) * 1e3, curve_at(s->mt, s->nmax, 16) * 1e3, s->nmax, s->mt[s->nmax] * 1e3,
+           s->md[1] * 1e3, curve_at(s->md, s->nmax, 4) * 1e3, s->c, s->t_gumbel * 1e3, s->t_cdf * 1e3);
     printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
            s->ncal);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
@@ -811,6 +841,10 @@ static int decode(const dec_opts *o)
         goto out;
     }
     s.c = s.md[1] / s.mt[1];
+    if ((rc = time_draws(&s))) {
+        ret = fail_msg("%s", sd_errmsg());
+        goto out;
+    }
     /* calibration: a few prompts, fewer tokens, another seed */
     size_t ncal = s.ncal = o->calibrate < s.np ? o->calibrate : s.np, cal_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
     if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, cal_tokens);
