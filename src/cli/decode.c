@@ -273,39 +273,44 @@ static int time_width(sd_lm *lm, size_t *buf, size_t blen, size_t n, double *sec
     return rc;
 }
 
-/* M(n) for n = 1..nmax: timed at a ladder of widths, linear in between. The ladder
- * runs three times after a warm-up and each width keeps its median (a machine whose
- * speed wanders moves single timings by tens of percent). */
-static int measure_curve(sd_lm *lm, const size_t *prompt, size_t plen, size_t nmax, size_t cache,
-                         double *m)
+/* M(n) for n = 1..nmax of each model: timed at a ladder of widths, linear in between.
+ * The ladder runs five times after a warm-up, the models alternating at every width
+ * (so that a machine whose speed wanders moves both alike: their ratio c is what the
+ * trees are built on), and each width keeps its median. */
+static int measure_curves(sd_lm **lm, double **m, size_t nlm, const size_t *prompt, size_t plen,
+                          size_t nmax, size_t cache)
 {
     static const size_t ladder[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
-    enum { PASSES = 3, LADDER = sizeof ladder / sizeof *ladder };
-    size_t blen = plen + 32 < cache - nmax - 1 ? plen + 32 : cache - nmax - 1, V = lm->vocab;
+    enum { PASSES = 5, LADDER = sizeof ladder / sizeof *ladder, MODELS = 2 };
+    size_t blen = plen + 32 < cache - nmax - 1 ? plen + 32 : cache - nmax - 1, V = lm[0]->vocab;
     size_t *buf = sd_xmalloc((blen + nmax + 1) * sizeof *buf);
     for (size_t i = 0; i < blen + nmax; i++) buf[i] = i < plen ? prompt[i] : (prompt[i % plen] * 7 + i) % V;
-    int rc = SD_OK;
-    double warm, t[LADDER][PASSES];
-    for (int w = 0; w < 20 && !rc; w++) rc = time_width(lm, buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), &warm);
+    int rc = nlm <= MODELS ? SD_OK : sd_error(SD_EINVAL, "measure_curves: %zu models", nlm);
+    double warm, t[MODELS][LADDER][PASSES];
+    for (int w = 0; w < 20 && !rc; w++)
+        for (size_t j = 0; j < nlm && !rc; j++) rc = time_width(lm[j], buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), &warm);
     size_t rungs = 0;
     while (rungs < LADDER && (rungs == 0 || ladder[rungs - 1] < nmax)) rungs++;
     for (int pass = 0; pass < PASSES && !rc; pass++)
         for (size_t k = 0; k < rungs && !rc; k++)
-            rc = time_width(lm, buf, blen, ladder[k] < nmax ? ladder[k] : nmax, &t[k][pass]);
-    size_t last = 0;
-    for (size_t k = 0; k < rungs && !rc; k++) {
-        double *p = t[k];
-        for (int i = 1; i < PASSES; i++) /* the median of the passes */
-            for (int j = i; j > 0 && p[j] < p[j - 1]; j--) {
-                double x = p[j];
-                p[j] = p[j - 1], p[j - 1] = x;
-            }
-        size_t n = ladder[k] < nmax ? ladder[k] : nmax;
-        m[n] = p[PASSES / 2];
-        if (last && m[n] < m[last]) m[n] = m[last]; /* a wider pass is never cheaper */
-        for (size_t i = last + 1; last && i < n; i++)
-            m[i] = m[last] + (m[n] - m[last]) * (double)(i - last) / (double)(n - last);
-        last = n;
+            for (size_t j = 0; j < nlm && !rc; j++)
+                rc = time_width(lm[j], buf, blen, ladder[k] < nmax ? ladder[k] : nmax, &t[j][k][pass]);
+    for (size_t j = 0; j < nlm && !rc; j++) {
+        size_t last = 0;
+        for (size_t k = 0; k < rungs; k++) {
+            double *p = t[j][k];
+            for (int i = 1; i < PASSES; i++) /* the median of the passes */
+                for (int q = i; q > 0 && p[q] < p[q - 1]; q--) {
+                    double x = p[q];
+                    p[q] = p[q - 1], p[q - 1] = x;
+                }
+            size_t n = ladder[k] < nmax ? ladder[k] : nmax;
+            m[j][n] = p[PASSES / 2];
+            if (last && m[j][n] < m[j][last]) m[j][n] = m[j][last]; /* a wider pass is never cheaper */
+            for (size_t i = last + 1; last && i < n; i++)
+                m[j][i] = m[j][last] + (m[j][n] - m[j][last]) * (double)(i - last) / (double)(n - last);
+            last = n;
+        }
     }
     free(buf);
     return rc;
@@ -835,8 +840,9 @@ static int decode(const dec_opts *o)
     s.mt = sd_xcalloc(s.nmax + 1, sizeof *s.mt);
     s.md = sd_xcalloc(s.nmax + 1, sizeof *s.md);
     if (!o->quiet) fprintf(stderr, "decode: measuring M_T(n) and M_D(n) for n = 1..%zu\n", s.nmax);
-    if ((rc = measure_curve(s.target, s.prompt[0], s.plen[0], s.nmax, cache, s.mt)) ||
-        (rc = measure_curve(s.draft, s.prompt[0], s.plen[0], s.nmax, cache, s.md))) {
+    sd_lm *both[2] = {s.target, s.draft};
+    double *curves[2] = {s.mt, s.md};
+    if ((rc = measure_curves(both, curves, 2, s.prompt[0], s.plen[0], s.nmax, cache))) {
         ret = fail_msg("%s", sd_errmsg());
         goto out;
     }
@@ -896,7 +902,8 @@ static int decode(const dec_opts *o)
     rc = measured_runs(o, &s, es, ne);
     if (!rc) {
         double after[2] = {0, 0};
-        if (!(rc = measure_curve(s.target, s.prompt[0], s.plen[0], 1, cache, after))) s.mt1_after = after[1];
+        double *one = after;
+        if (!(rc = measure_curves(&s.target, &one, 1, s.prompt[0], s.plen[0], 1, cache))) s.mt1_after = after[1];
     }
     if (rc) {
         ret = fail_msg("%s", sd_errmsg());
