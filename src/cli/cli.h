@@ -105,5 +105,6 @@ int cmd_figs(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 
 #endif

@@ -27,6 +27,7 @@ static const struct {
     {"train", cmd_train, "train a Llama-architecture model (or distil a draft) from a text corpus"},
     {"generate", cmd_generate, "generate text with a GGUF model (tokens per second, logit logs)"},
     {"decode", cmd_decode, "speculative decoding end to end on GGUF models: every scheme, measured vs predicted"},
+    {"sweep", cmd_sweep, "a grid of specdec commands over worker processes, appended as they finish, resumable"},
 };
 
 static void usage(FILE *f)

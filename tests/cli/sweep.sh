@@ -1,0 +1,82 @@
+#!/bin/sh
+# Command-line tests of 'specdec sweep': the grid file, the results file, resuming after
+# an abrupt stop and after a kill (every cell exactly once), failing cells, bad grids.
+# usage: sweep.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib.sh"
+
+cat > "$T/g.txt" <<'EOF'
+# three vocabularies x three schemes
+axis V 4 16 64
+axis scheme sd rrs kseq
+command accept --pair dirichlet:{V},0.5,7 -k 2 --scheme {scheme} --json
+EOF
+# each cell once, and its values match its number (last axis fastest)
+cells_once() {
+    n=$(grep -c '^{"cell": ' "$1")
+    u=$(sed -n 's/^{"cell": \([0-9]*\),.*/\1/p' "$1" | sort -n | uniq | wc -l)
+    [ "$n" = "$2" ] && [ "$u" = "$2" ] && [ "$(tail -c 1 "$1" | od -An -c | tr -d ' ')" = '\n' ]
+}
+
+expect 0 "usage: specdec sweep" -- "$SPECDEC" sweep --help
+expect 2 "give one GRID file" -- "$SPECDEC" sweep --out "$T/r.jsonl"
+expect 2 "--out RESULTS.jsonl is required" -- "$SPECDEC" sweep "$T/g.txt"
+expect 0 "^8: specdec accept --pair dirichlet:64,0.5,7 -k 2 --scheme kseq --json" -- "$SPECDEC" sweep "$T/g.txt" --dry-run
+expect 0 "9 cells run (0 failed), 0 skipped" -- "$SPECDEC" sweep "$T/g.txt" --out "$T/full.jsonl" --jobs 2
+cells_once "$T/full.jsonl" 9 && ok || bad "a full run did not write each cell once"
+grep -q '^{"cell": 5, "values": {"V": "16", "scheme": "kseq"}, "rc": 0' "$T/full.jsonl" && ok || bad "cell 5's values"
+grep -q 'acceptance.": 0' "$T/full.jsonl" && ok || bad "no command output in the results"
+
+# an abrupt stop after 4 cells, then the rest
+"$SPECDEC" sweep "$T/g.txt" --out "$T/r.jsonl" --jobs 2 --stop-after 4 --quiet
+[ $? = 3 ] && ok || bad "--stop-after did not stop"
+cells_once "$T/r.jsonl" 4 && ok || bad "after the stop: not 4 cells"
+expect 0 "5 cells run (0 failed), 4 skipped as done" -- "$SPECDEC" sweep "$T/g.txt" --out "$T/r.jsonl" --jobs 2
+cells_once "$T/r.jsonl" 9 && ok || bad "after resuming: not each cell once"
+expect 0 "0 cells run (0 failed), 9 skipped" -- "$SPECDEC" sweep "$T/g.txt" --out "$T/r.jsonl"
+
+# a writer killed in the middle of a line: the cut line is dropped and its cell run again
+head -n 6 "$T/full.jsonl" > "$T/cut.jsonl"
+sed -n 7p "$T/full.jsonl" | head -c 40 >> "$T/cut.jsonl"
+expect 0 "3 cells run (0 failed), 6 skipped" -- "$SPECDEC" sweep "$T/g.txt" --out "$T/cut.jsonl"
+cells_once "$T/cut.jsonl" 9 && ok || bad "a cut last line was not dropped"
+
+# a real kill while cells run (slower cells), then a resume: each cell exactly once
+cat > "$T/slow.txt" <<'EOF'
+axis seed 1 2 3 4 5 6
+command mc --pair dirichlet:64,0.5,{seed} --scheme rrs -k 2 --samples 5e6 --seed {seed} --json
+EOF
+"$SPECDEC" sweep "$T/slow.txt" --out "$T/k.jsonl" --jobs 2 --quiet &
+pid=$!
+sleep 0.6
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+"$SPECDEC" sweep "$T/slow.txt" --out "$T/k.jsonl" --jobs 2 --quiet && ok || bad "resume after kill -9"
+cells_once "$T/k.jsonl" 6 && ok || bad "after kill -9 and resume: not each cell once"
+# the same cells on one worker give the same outputs (seeded Monte Carlo; timings removed)
+"$SPECDEC" sweep "$T/slow.txt" --out "$T/k1.jsonl" --jobs 1 --quiet
+strip() { sed 's/, "stderr": .*}$/}/; s/"seconds": [0-9.e+-]*//g; s/\\"seconds\\": [0-9.e+-]*//g; s/\\"rate\\": [0-9.e+-]*//g' "$1" | sort; }
+[ "$(strip "$T/k.jsonl")" = "$(strip "$T/k1.jsonl")" ] && ok || bad "killed-and-resumed results differ from a one-worker run"
+
+# failing cells and bad grids
+cat > "$T/bad.txt" <<'EOF'
+axis k 1 0
+command accept --pair dirichlet:4,0.5,7 -k {k} --scheme sd
+EOF
+expect 1 "1 cells failed" -- "$SPECDEC" sweep "$T/bad.txt" --out "$T/b.jsonl"
+grep -q '"rc": 1' "$T/b.jsonl" && ok || bad "a failing cell's rc is not recorded"
+printf 'axis V 4\ncommand accept --pair dirichlet:{W},0.5,7\n' > "$T/x.txt"
+expect 1 "'{W}' in the command names no axis" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
+printf 'axis V 4\n' > "$T/x.txt"
+expect 1 "has no 'command' line" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
+printf 'axis V 4\naxis V 5\ncommand accept\n' > "$T/x.txt"
+expect 1 "x.txt:2: axis 'V' given twice" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
+printf 'axis V 4\ncommand sweep x\n' > "$T/x.txt"
+expect 1 "other than sweep" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
+printf 'axes V 4\n' > "$T/x.txt"
+expect 1 "x.txt:1: expected 'axis NAME VALUES...'" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
+expect 1 "$T/none.txt" -- "$SPECDEC" sweep "$T/none.txt" --out "$T/x.jsonl"
+
+finish "cli sweep"
