@@ -12,13 +12,6 @@ sd_decode_params sd_decode_default_params(void)
     return p;
 }
 
-size_t sd_tree_max_nodes(const sd_tree *t)
-{
-    if (t->walk == SD_WALK_BEAM) return t->width * t->max_depth;
-    if (t->walk == SD_WALK_DYNAMIC) return t->budget;
-    return sd_tree_nodes(t);
-}
-
 static void count_call(sd_decode_stats *st, size_t width, double secs)
 {
     size_t w = width < SD_DECODE_WIDTHS ? width : SD_DECODE_WIDTHS;

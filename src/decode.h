@@ -55,7 +55,4 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
                    const sd_decode_params *p, gsl_rng *rng, size_t *out, size_t *n,
                    sd_decode_stats *st);
 
-/* Most tree nodes a block of shape t verifies (a built tree's bound). */
-size_t sd_tree_max_nodes(const sd_tree *t);
-
 #endif

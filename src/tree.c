@@ -301,6 +301,8 @@ struct sd_tree_ws {
     size_t *beam_parent, *beam_token, *beam_nkids, *beam_kids;
     double *beam_phi, *beam_g, *cand_t, *cand_phi;
     double *beam_pd;      /* the draft's law after each beam node, slots x V */
+    size_t *beam_paths, beam_paths_cap; /* a level's contexts */
+    size_t *beam_id;      /* tree evaluation: slot -> node */
     size_t *cand_node, *cand_tok, *beam_count, *beam_top;
     /* dynamic: up to B + 1 nodes; each node's R most probable tokens and their probs */
     size_t *dyn_parent, *dyn_token, *dyn_depth, *dyn_nkids, *dyn_kids, *dyn_top, dyn_n;
@@ -376,6 +378,7 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
         ws->beam_phi = sd_xmalloc(slots * sizeof(double));
         ws->beam_g = sd_xmalloc(slots * sizeof(double));
         ws->beam_pd = sd_xmalloc(slots * vocab * sizeof(double));
+        ws->beam_id = sd_xmalloc(slots * sizeof(size_t));
         ws->beam_count = sd_xmalloc((L + 1) * sizeof(size_t));
         ws->beam_top = sd_xmalloc(W * sizeof(size_t));
         ws->cand_t = sd_xmalloc(W * vocab * sizeof(double));
@@ -426,7 +429,7 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->beam_kids);
     free(ws->beam_phi);
     free(ws->beam_g);
-    free(ws->beam_pd);
+    free(ws->beam_pd), free(ws->beam_paths), free(ws->beam_id);
     free(ws->beam_count);
     free(ws->dyn_parent), free(ws->dyn_token), free(ws->dyn_depth), free(ws->dyn_nkids);
     free(ws->dyn_kids), free(ws->dyn_top), free(ws->dyn_value), free(ws->dyn_topp), free(ws->dyn_pd);
@@ -450,12 +453,20 @@ static size_t *ws_context(sd_tree_ws *ws, const size_t *context, size_t len)
     return ws->context;
 }
 
-/* The bonus token after an accepted leaf n levels down (parent's law: none at the root). */
+/* The bonus token after an accepted leaf: from the target's law pt there (parent_pt:
+ * the leaf's parent's, NULL at the root; only planted bonus hooks read it). */
+static size_t bonus_draw(sd_tree_ws *ws, const double *pd, const double *pt, const double *parent_pt,
+                         gsl_rng *rng)
+{
+    return ws->params.bonus ? ws->params.bonus(pd, pt, parent_pt, ws->vocab, rng)
+                            : sd_dist_sample_cdf(pt, ws->vocab, rng);
+}
+
+/* The same on the path walk, n levels down: the parent's law is the slot before. */
 static size_t bonus_token(sd_tree_ws *ws, const double *pd, const double *pt, size_t n,
                           gsl_rng *rng)
 {
-    return ws->params.bonus ? ws->params.bonus(pd, pt, n ? pt - ws->vocab : NULL, ws->vocab, rng)
-                            : sd_dist_sample_cdf(pt, ws->vocab, rng);
+    return bonus_draw(ws, pd, pt, n ? pt - ws->vocab : NULL, rng);
 }
 
 /* log(1 + e^w) without overflow */
@@ -470,7 +481,10 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
     size_t V = ws->vocab, W = t->width, L = t->max_depth;
     ws->beam_count[0] = 1;
     ws->beam_phi[0] = ws->beam_g[0] = 0;
-    size_t *paths = sd_xmalloc(W * (len + L + 1) * sizeof *paths), lens[SD_TREE_MAX_CHILDREN];
+    size_t lens[SD_TREE_MAX_CHILDREN];
+    if (W * (len + L + 1) > ws->beam_paths_cap) /* grown to the longest context, then reused */
+        ws->beam_paths = sd_xrealloc(ws->beam_paths, (ws->beam_paths_cap = W * (len + L + 1)) * sizeof(size_t));
+    size_t *paths = ws->beam_paths;
     const size_t *ctxs[SD_TREE_MAX_CHILDREN];
     int rc = SD_OK;
     for (size_t l = 0; l < L && rc == SD_OK; l++) {
@@ -524,7 +538,6 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
         }
     }
     for (size_t j = 0; j < ws->beam_count[L]; j++) ws->beam_nkids[L * W + j] = 0;
-    free(paths);
     return rc;
 }
 
@@ -759,9 +772,7 @@ static void e_reserve(sd_tree_ws *ws, size_t len)
     const sd_tree *t = ws->tree;
     size_t V = ws->vocab, S = t->max_children ? t->max_children : 1;
     if (!ws->e_cap) {
-        size_t cap = t->walk == SD_WALK_BEAM      ? 1 + t->width * t->max_depth
-                     : t->walk == SD_WALK_DYNAMIC ? t->budget + 1
-                                                  : t->n;
+        size_t cap = sd_tree_max_nodes(t) + 1;
         ws->e_cap = cap;
         ws->e_parent = sd_xmalloc(cap * sizeof(size_t));
         ws->e_token = sd_xmalloc(cap * sizeof(size_t));
@@ -895,11 +906,8 @@ static int e_draft_built(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
     size_t V = ws->vocab;
     int rc;
     if (t->walk == SD_WALK_BEAM) {
-        size_t W = t->width, L = t->max_depth, *id = sd_xmalloc((L + 1) * W * sizeof *id);
-        if ((rc = build_beam(ws, draft, ctx, len, rng))) {
-            free(id);
-            return rc;
-        }
+        size_t W = t->width, L = t->max_depth, *id = ws->beam_id;
+        if ((rc = build_beam(ws, draft, ctx, len, rng))) return rc;
         blk->draft_calls += L;
         id[0] = 0;
         for (size_t l = 0; l <= L; l++)
@@ -911,7 +919,6 @@ static int e_draft_built(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
                     ws->e_haspd[id[slot]] = 1;
                 }
             }
-        free(id);
         return SD_OK;
     }
     if ((rc = build_dynamic(ws, draft, ctx, len))) return rc;
@@ -966,9 +973,7 @@ static int block_tree(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t 
                 pd = ws->e_pd + u * V;
                 if ((rc = sd_lm_next(draft, e_path(ws, u), len + ws->e_depth[u], pd))) break;
             }
-            tok = ws->params.bonus
-                      ? ws->params.bonus(pd, pt, u ? ws->e_pt + ws->e_parent[u] * V : NULL, V, rng)
-                      : sd_dist_sample_cdf(pt, V, rng);
+            tok = bonus_draw(ws, pd, pt, u ? ws->e_pt + ws->e_parent[u] * V : NULL, rng);
         } else {
             for (size_t i = 0; i < c; i++) ws->tokens[i] = ws->e_token[kids[i]];
             if ((rc = verify_given(ws, c, pd, pt, rng, &tok, &accepted, &index))) break;

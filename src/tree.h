@@ -79,6 +79,13 @@ int sd_tree_format(const sd_tree *t, char *buf, size_t cap);
 void sd_tree_free(sd_tree *t);
 
 static inline size_t sd_tree_nodes(const sd_tree *t) { return t->n - 1; }
+/* Most draft nodes a block of shape t verifies: a static shape's own, a beam's W L, a
+ * dynamic tree's budget (those two are built per block). */
+static inline size_t sd_tree_max_nodes(const sd_tree *t)
+{
+    return t->walk == SD_WALK_BEAM ? t->width * t->max_depth
+           : t->walk == SD_WALK_DYNAMIC ? t->budget : t->n - 1;
+}
 static inline size_t sd_tree_child(const sd_tree *t, size_t node, size_t j)
 {
     return t->children[t->child0[node] + j];

@@ -130,7 +130,7 @@ typedef struct {
 typedef struct {
     sd_llama *tm, *dm;
     sd_tokenizer *tok;
-    sd_lm *target, *draft, *draft_greedy; /* draft_greedy: at T = 0, for chains */
+    sd_lm *target, *draft, *draft_greedy; /* draft_greedy: at T = 0 (default), for chains */
     size_t np, **prompt, *plen, *budget;
     double *mt, *md;  /* measured M_T(n), M_D(n) in seconds, n = 1..nmax */
     size_t nmax;
@@ -463,10 +463,10 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
     return SD_OK;
 }
 
-static sd_lm *draft_for(const dec_opts *o, session *s, const sd_tree *t)
+static sd_lm *draft_for(session *s, const sd_tree *t)
 {
     int chain = t->walk != SD_WALK_BEAM && t->walk != SD_WALK_DYNAMIC && t->max_children == 1;
-    return o->sm.temperature == 0 && o->draft_temp < 0 && chain ? s->draft_greedy : s->draft;
+    return s->draft_greedy && chain ? s->draft_greedy : s->draft;
 }
 
 static sd_tree_params entry_params(const entry *e)
@@ -492,7 +492,7 @@ static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t b
     sd_decode_params dp = sd_decode_default_params();
     dp.eos = o->stop_eos ? (size_t)sd_tokenizer_eos(s->tok) : SD_DECODE_NO_EOS;
     size_t *buf = sd_xmalloc((o->max_tokens + 1) * sizeof *buf);
-    sd_lm *draft = draft_for(o, s, e->tree);
+    sd_lm *draft = draft_for(s, e->tree);
     for (size_t i = 0; i < np && !rc; i++) {
         dp.max_tokens = s->budget[i] < budget_cap ? s->budget[i] : budget_cap;
         size_t n;
@@ -597,7 +597,7 @@ static int measured_runs(const dec_opts *o, session *s, entry *es, size_t ne)
         for (size_t i = 0; i < ne && !rc; i++) {
             entry *e = &es[i];
             if (e->skipped) continue;
-            rc = sd_decode_spec(ws[i], draft_for(o, s, e->tree), s->target, s->prompt[p], s->plen[p], &dp, rng[i],
+            rc = sd_decode_spec(ws[i], draft_for(s, e->tree), s->target, s->prompt[p], s->plen[p], &dp, rng[i],
                                 sp, &ns, &e->run);
             if (rc) {
                 rc = prefixed(rc, e->name);
@@ -794,7 +794,8 @@ static int decode(const dec_opts *o)
     double dtemp = o->draft_temp >= 0 ? o->draft_temp : o->sm.temperature > 0 ? o->sm.temperature : 0.5;
     if (!rc) rc = sd_lm_llama(s.tm, 0, o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s.target);
     if (!rc) rc = sd_lm_llama(s.dm, 0, dtemp, o->sm.top_k, o->sm.top_p, 0, &s.draft);
-    if (!rc) rc = sd_lm_llama(s.dm, 0, o->draft_temp >= 0 ? o->draft_temp : o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s.draft_greedy);
+    if (!rc && o->sm.temperature == 0 && o->draft_temp < 0) /* chains draft greedily at T = 0 */
+        rc = sd_lm_llama(s.dm, 0, 0, o->sm.top_k, o->sm.top_p, 0, &s.draft_greedy);
     /* shapes: static ones now, built ones after calibration (bounded by --budget) */
     size_t widest = o->budget > 1 ? o->budget : 1, deepest = o->max_depth;
     for (size_t i = 0; i < ne; i++) /* the probe that calibrates the built trees: kconfig:R,R */

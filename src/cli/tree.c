@@ -169,9 +169,8 @@ static double tree_draft_calls(const sd_tree *t)
  * (without them: its bound). */
 static double tree_cost_nodes(const sd_tree *t, double mc_mean)
 {
-    if (t->walk == SD_WALK_BEAM) return mc_mean > 0 ? mc_mean : (double)(t->width * t->max_depth);
-    if (t->walk == SD_WALK_DYNAMIC) return mc_mean > 0 ? mc_mean : (double)t->budget;
-    return (double)sd_tree_nodes(t);
+    int built = t->walk == SD_WALK_BEAM || t->walk == SD_WALK_DYNAMIC;
+    return built && mc_mean > 0 ? mc_mean : (double)sd_tree_max_nodes(t);
 }
 
 typedef struct {

@@ -25,7 +25,9 @@ typedef struct {
      * call keeps the path it continues (a decoder's accepted drafts) and drops the rest */
     size_t tree_base, tree_n, tree_cap;
     int32_t *tree_tok;
-    size_t *tree_parent, *tree_keep;
+    size_t *tree_parent, *tree_keep, *tree_pos; /* [tree_cap]; a batch builds its tree here */
+    size_t *end, end_cap;                        /* a batch's contexts: their nodes */
+    unsigned char *mask;                         /* [tree_cap^2] */
 } lane;
 
 typedef struct {
@@ -167,9 +169,18 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
     /* the suffix tree: node i has token, parent (-1: the cached prefix), depth */
     size_t cap = 0; /* bounds the distinct suffix tokens (the tree's nodes) */
     for (size_t b = 0; b < batch; b++) cap += lens[b] - P;
-    int32_t *tok = sd_xmalloc(cap * sizeof *tok);
-    size_t *parent = sd_xmalloc(cap * sizeof *parent), *pos = sd_xmalloc(cap * sizeof *pos);
-    size_t *end = sd_xmalloc(batch * sizeof *end), n = 0;
+    if (cap > l->tree_cap) { /* the lane's buffers, grown to the largest batch */
+        l->tree_cap = cap;
+        l->tree_tok = sd_xrealloc(l->tree_tok, cap * sizeof *l->tree_tok);
+        l->tree_parent = sd_xrealloc(l->tree_parent, cap * sizeof *l->tree_parent);
+        l->tree_keep = sd_xrealloc(l->tree_keep, cap * sizeof *l->tree_keep);
+        l->tree_pos = sd_xrealloc(l->tree_pos, cap * sizeof *l->tree_pos);
+        free(l->mask);
+        l->mask = sd_xmalloc(cap * cap);
+    }
+    if (batch > l->end_cap) l->end = sd_xrealloc(l->end, (l->end_cap = batch) * sizeof *l->end);
+    int32_t *tok = l->tree_tok;
+    size_t *parent = l->tree_parent, *pos = l->tree_pos, *end = l->end, n = 0;
     for (size_t b = 0; b < batch; b++) {
         size_t at = (size_t)-1; /* the node of the path so far */
         for (size_t i = P; i < lens[b]; i++) {
@@ -184,12 +195,11 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
         }
         end[b] = at;
     }
-    if (l->kv->n + n > o->cache) {
-        free(tok), free(parent), free(pos), free(end);
+    if (l->kv->n + n > o->cache)
         return sd_error(SD_ERANGE, "llama oracle: a batch of %zu tree tokens after %zu cached: past the "
                         "cache of %zu", n, l->kv->n, o->cache);
-    }
-    unsigned char *mask = sd_xcalloc(n * n, 1);
+    unsigned char *mask = l->mask;
+    memset(mask, 0, n * n);
     for (size_t v = 0; v < n; v++) /* a node sees itself and its ancestors */
         for (size_t a = v; a != (size_t)-1; a = parent[a]) mask[v * n + a] = 1;
     size_t V = o->m->cfg.n_vocab;
@@ -200,23 +210,13 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
     size_t base = l->kv->n;
     rc = sd_llama_forward(o->m, l->kv, tok, n, pos, mask, l->logits, NULL);
     l->have_last = 0;
-    if (rc) sd_kv_truncate(l->kv, base);
-    else { /* the tree stays until the next call keeps the path it follows */
-        if (n > l->tree_cap) {
-            l->tree_cap = n;
-            l->tree_tok = sd_xrealloc(l->tree_tok, n * sizeof *l->tree_tok);
-            l->tree_parent = sd_xrealloc(l->tree_parent, n * sizeof *l->tree_parent);
-            l->tree_keep = sd_xrealloc(l->tree_keep, n * sizeof *l->tree_keep);
-        }
-        memcpy(l->tree_tok, tok, n * sizeof *tok);
-        memcpy(l->tree_parent, parent, n * sizeof *parent);
-        l->tree_base = base, l->tree_n = n;
+    if (rc) {
+        sd_kv_truncate(l->kv, base);
+        return rc;
     }
-    if (!rc) {
-        l->passes++, l->tokens += n;
-        for (size_t b = 0; b < batch && !rc; b++) rc = to_law(o, l->logits + end[b] * V, out + b * V);
-    }
-    free(tok), free(parent), free(pos), free(end), free(mask);
+    l->tree_base = base, l->tree_n = n; /* the tree stays until the next call keeps the path it follows */
+    l->passes++, l->tokens += n;
+    for (size_t b = 0; b < batch && !rc; b++) rc = to_law(o, l->logits + end[b] * V, out + b * V);
     return rc;
 }
 
@@ -228,6 +228,7 @@ static void llama_free(sd_lm *lm)
         free(o->lanes[t].tok);
         free(o->lanes[t].logits);
         free(o->lanes[t].tree_tok), free(o->lanes[t].tree_parent), free(o->lanes[t].tree_keep);
+        free(o->lanes[t].tree_pos), free(o->lanes[t].end), free(o->lanes[t].mask);
     }
     if (o->own) sd_llama_free(o->m);
     free(o);
