@@ -139,3 +139,19 @@ sd_llama *sd_test_llama_perturbed(const sd_llama *m, double spread, unsigned lon
     gsl_rng_free(r);
     return d;
 }
+
+char sd_test_dir[64];
+
+int sd_test_dir_setup(void **state)
+{
+    (void)state;
+    return sd_test_tmpdir_make(sd_test_dir, "scratch");
+}
+
+int sd_test_dir_teardown(void **state)
+{
+    (void)state;
+    return sd_test_tmpdir_remove(sd_test_dir);
+}
+
+void sd_test_path(char out[256], const char *leaf) { snprintf(out, 256, "%s/%s", sd_test_dir, leaf); }

@@ -24,6 +24,13 @@ void sd_test_dirichlet(gsl_rng *r, double alpha, size_t n, double *out);
 int sd_test_tmpdir_make(char dir[64], const char *tag);
 /* Removes dir, the files in it and its empty subdirectories; 0 on success. */
 int sd_test_tmpdir_remove(const char *dir);
+/* One scratch directory per test program, made and removed by the cmocka group
+ * setup and teardown below (pass them to cmocka_run_group_tests_name); sd_test_path
+ * puts a file name in it. */
+extern char sd_test_dir[64];
+int sd_test_dir_setup(void **state);
+int sd_test_dir_teardown(void **state);
+void sd_test_path(char out[256], const char *leaf);
 /* Writes len bytes to path (the test fails if it cannot). */
 void sd_test_write_bytes(const char *path, const void *buf, size_t len);
 

@@ -18,21 +18,6 @@
 #include "sd_error.h"
 #include "tensor.h"
 
-static char tmpdir[64];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_make(tmpdir, "gguf");
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_remove(tmpdir);
-}
-
-static void tpath(char out[256], const char *leaf) { snprintf(out, 256, "%s/%s", tmpdir, leaf); }
 
 static int exists(const char *path)
 {
@@ -474,7 +459,7 @@ static void put_zeros(gbuf *g, size_t n)
 static void expect_open(const gbuf *g, size_t len, int code, const char *needle)
 {
     char path[256];
-    tpath(path, "bad.gguf");
+    sd_test_path(path, "bad.gguf");
     sd_test_write_bytes(path, g->b, len);
     sd_gguf *f = (sd_gguf *)1;
     int rc = sd_gguf_open(path, &f);
@@ -663,7 +648,7 @@ static void test_gguf_round_trip_of_every_type(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "full.gguf");
+    sd_test_path(path, "full.gguf");
     tensor_data d;
     make_tensor_data(&d);
     sd_gguf_writer *w = full_writer(&d);
@@ -695,8 +680,8 @@ static void test_gguf_copy_keys_keeps_types(void **state)
 {
     (void)state;
     char path[256], copy[256];
-    tpath(path, "orig.gguf");
-    tpath(copy, "copy.gguf");
+    sd_test_path(path, "orig.gguf");
+    sd_test_path(copy, "copy.gguf");
     tensor_data d;
     make_tensor_data(&d);
     sd_gguf_writer *w = full_writer(&d);
@@ -736,7 +721,7 @@ static void test_gguf_alignment_key_moves_the_data(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "align.gguf");
+    sd_test_path(path, "align.gguf");
     tensor_data d;
     make_tensor_data(&d);
     sd_gguf_writer *w = full_writer(&d);
@@ -756,7 +741,7 @@ static void test_gguf_alignment_key_moves_the_data(void **state)
 static sd_gguf *open_written(sd_gguf_writer *w, const char *leaf)
 {
     char path[256];
-    tpath(path, leaf);
+    sd_test_path(path, leaf);
     assert_int_equal(sd_gguf_writer_write(w, path), SD_OK);
     sd_gguf *g;
     if (sd_gguf_open(path, &g)) print_error("%s\n", sd_errmsg());
@@ -921,11 +906,11 @@ static void test_gguf_writer_leaves_no_partial_file(void **state)
     sd_gguf_writer *w = sd_gguf_writer_init();
     sd_gguf_writer_set_u32(w, "a", 1);
     char path[256], tmp[300];
-    tpath(path, "missing/dir/x.gguf");
+    sd_test_path(path, "missing/dir/x.gguf");
     assert_int_equal(sd_gguf_writer_write(w, path), SD_EIO);
     assert_msg_has("cannot create");
     /* rename onto a directory fails after the data was written: the .tmp must go */
-    tpath(path, "adir");
+    sd_test_path(path, "adir");
     assert_int_equal(mkdir(path, 0755), 0);
     assert_int_equal(sd_gguf_writer_write(w, path), SD_EIO);
     assert_msg_has("cannot rename");
@@ -1037,7 +1022,7 @@ static void test_gguf_llama_spm_and_gpt2_vocabularies(void **state)
 static size_t small_file(unsigned char *out, size_t cap)
 {
     char path[256];
-    tpath(path, "small.gguf");
+    sd_test_path(path, "small.gguf");
     sd_gguf_writer *w = sd_gguf_writer_init();
     const char *const toks[3] = {"a", "bc", ""};
     const int32_t ids[2] = {5, -5};
@@ -1272,13 +1257,13 @@ static void test_gguf_open_errors(void **state)
     (void)state;
     char path[256];
     sd_gguf *g = (sd_gguf *)1;
-    tpath(path, "absent.gguf");
+    sd_test_path(path, "absent.gguf");
     assert_int_equal(sd_gguf_open(path, &g), SD_EIO);
     assert_null(g);
     assert_msg_has("cannot open");
-    assert_int_equal(sd_gguf_open(tmpdir, &g), SD_EIO);
+    assert_int_equal(sd_gguf_open(sd_test_dir, &g), SD_EIO);
     assert_msg_has("a directory");
-    tpath(path, "empty.gguf");
+    sd_test_path(path, "empty.gguf");
     sd_test_write_bytes(path, "", 0);
     assert_int_equal(sd_gguf_open(path, &g), SD_EFORMAT);
     assert_msg_has("empty file");
@@ -1318,5 +1303,5 @@ int main(void)
         cmocka_unit_test(test_gguf_bad_tensor_infos),
         cmocka_unit_test(test_gguf_open_errors),
     };
-    return cmocka_run_group_tests_name("gguf", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("gguf", tests, sd_test_dir_setup, sd_test_dir_teardown);
 }

@@ -16,21 +16,6 @@
 
 /* ---- scratch directory and file helpers */
 
-static char tmpdir[64];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_make(tmpdir, "npy");
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_remove(tmpdir);
-}
-
-static void tpath(char out[256], const char *leaf) { snprintf(out, 256, "%s/%s", tmpdir, leaf); }
 
 static void write_bytes(const char *path, const void *buf, size_t len)
 {
@@ -204,7 +189,7 @@ static double exact_value(size_t i)
 static void check_round_trip(sd_npy_dtype dtype, size_t ndim, const size_t *shape)
 {
     char path[256], shape_s[64];
-    tpath(path, "rt.npy");
+    sd_test_path(path, "rt.npy");
     size_t count = 1;
     for (size_t i = 0; i < ndim; i++) count *= shape[i];
     double *data = malloc((count ? count : 1) * sizeof *data);
@@ -268,7 +253,7 @@ static void test_npy_round_trip_rounding(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "round.npy");
+    sd_test_path(path, "round.npy");
     double data[6] = {2.385, 1.0 / 3.0, 1e6, ldexp(1, -30), NAN, -1e-310};
     size_t shape[1] = {6};
     for (size_t d = 0; d < 4; d++) {
@@ -299,7 +284,7 @@ static void test_npy_versions_and_header_variants(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "ver.npy");
+    sd_test_path(path, "ver.npy");
     double vals[6] = {1.5, -2.385, 0.25, 7.0, -0.0, 1e-3};
     unsigned char f8[48], f4[24], f2[12];
     sd_npy_encode(SD_NPY_F64, vals, 6, f8);
@@ -347,7 +332,7 @@ static void test_npy_parse_header_in_memory(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "mem.npy");
+    sd_test_path(path, "mem.npy");
     double data[12];
     for (int i = 0; i < 12; i++) data[i] = 0.5 * i - 2;
     size_t shape[2] = {3, 4};
@@ -422,7 +407,7 @@ static void test_npy_rejects_bad_headers(void **state)
         {"ndim 9", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", 4, SD_EUNSUP, "more than 8"},
     };
     char path[256];
-    tpath(path, "bad.npy");
+    sd_test_path(path, "bad.npy");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         write_npy_raw(path, cases[c].major, cases[c].dict, 64, zeros, cases[c].data_len);
         static double sentinel;
@@ -446,7 +431,7 @@ static void test_npy_rejects_bad_preambles(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "pre.npy");
+    sd_test_path(path, "pre.npy");
     struct {
         const char *bytes;
         size_t len;
@@ -487,13 +472,13 @@ static void test_npy_rejects_bad_preambles(void **state)
     unlink(path);
 
     char missing[256];
-    tpath(missing, "no-such.npy");
+    sd_test_path(missing, "no-such.npy");
     assert_int_equal(sd_npy_read(missing, 0, NULL, &data), SD_EIO);
     assert_msg_has(missing);
     assert_int_equal(sd_npy_read_header(missing, &(sd_npy_header){0}), SD_EIO);
     assert_msg_has("No such file");
-    assert_int_equal(sd_npy_read(tmpdir, 0, NULL, &data), SD_EIO);
-    assert_msg_has(tmpdir);
+    assert_int_equal(sd_npy_read(sd_test_dir, 0, NULL, &data), SD_EIO);
+    assert_msg_has(sd_test_dir);
     assert_msg_has("directory");
 }
 
@@ -503,7 +488,7 @@ static void test_npy_streaming_writer(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "stream.npy");
+    sd_test_path(path, "stream.npy");
     size_t shape[2] = {5, 3};
     sd_npy_writer *w;
     assert_int_equal(sd_npy_writer_open(path, SD_NPY_F32, 2, shape, &w), SD_OK);
@@ -520,7 +505,7 @@ static void test_npy_streaming_writer(void **state)
     assert_int_equal(h.count, 15);
     assert_true(data[14] == 42.5 && data[3] == 10.5);
     free(data);
-    tpath(path, "short.npy");
+    sd_test_path(path, "short.npy");
     assert_int_equal(sd_npy_writer_open(path, SD_NPY_F64, 2, shape, &w), SD_OK);
     assert_int_equal(sd_npy_writer_append(w, row, 3), SD_OK);
     assert_int_equal(sd_npy_writer_close(w), SD_EINVAL);
@@ -534,12 +519,12 @@ static void test_npy_write_errors(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "no-dir/x.npy");
+    sd_test_path(path, "no-dir/x.npy");
     double one[1] = {1};
     size_t shape[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     assert_int_equal(sd_npy_write(path, SD_NPY_F32, 1, shape, one), SD_EIO);
     assert_msg_has(path);
-    tpath(path, "w.npy");
+    sd_test_path(path, "w.npy");
     assert_int_equal(sd_npy_write(path, SD_NPY_F32, 9, shape, one), SD_EINVAL);
     assert_msg_has(path);
     assert_int_equal(sd_npy_write(path, (sd_npy_dtype)7, 1, shape, one), SD_EINVAL);
@@ -573,5 +558,5 @@ int main(void)
         cmocka_unit_test(test_npy_streaming_writer),
         cmocka_unit_test(test_npy_write_errors),
     };
-    return cmocka_run_group_tests_name("npy", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("npy", tests, sd_test_dir_setup, sd_test_dir_teardown);
 }

@@ -18,21 +18,6 @@
 
 /* ---- scratch directory and file helpers */
 
-static char tmpdir[64];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_make(tmpdir, "st");
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_remove(tmpdir);
-}
-
-static void tpath(char out[256], const char *leaf) { snprintf(out, 256, "%s/%s", tmpdir, leaf); }
 
 static void write_bytes(const char *path, const void *buf, size_t len)
 {
@@ -124,7 +109,7 @@ static void test_safetensors_round_trip_every_dtype_and_rank(void **state)
             tw[n].name = names[n];
         }
     char path[256];
-    tpath(path, "all.safetensors");
+    sd_test_path(path, "all.safetensors");
     assert_int_equal(sd_st_write(path, tw, n, NULL), SD_OK);
     sd_st_file *f;
     assert_int_equal(sd_st_open(path, &f), SD_OK);
@@ -171,7 +156,7 @@ static void test_safetensors_round_trip_every_dtype_and_rank(void **state)
     sd_st_close(f);
     for (size_t t = 0; t < n; t++) free(data[t]), free(ints[t]);
     gsl_rng_free(r);
-    tpath(path, "all.safetensors.tmp");
+    sd_test_path(path, "all.safetensors.tmp");
     assert_false(exists(path));
 }
 
@@ -179,7 +164,7 @@ static void test_safetensors_metadata_round_trip(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "meta.safetensors");
+    sd_test_path(path, "meta.safetensors");
     const char *meta[] = {"model", "llama-7b \"draft\"", "temperature", "0.7", "path", "C:\\x\\y",
                           "ctl", "line1\nline2\ttab\x01", "utf8", "na\xc3\xafve \xf0\x9f\x98\x80",
                           "empty", "", NULL};
@@ -227,7 +212,7 @@ static void test_safetensors_find_and_get(void **state)
 {
     (void)state;
     char path[256], names[40][16];
-    tpath(path, "find.safetensors");
+    sd_test_path(path, "find.safetensors");
     sd_st_write_tensor tw[40];
     size_t shape[1] = {3};
     double v[3] = {0.25, 0.5, 0.75};
@@ -280,7 +265,7 @@ static void test_safetensors_reads_hand_built_file(void **state)
         0x2a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80,   /* U64 42, 2^63 */
     };
     char path[256];
-    tpath(path, "hand.safetensors");
+    sd_test_path(path, "hand.safetensors");
     assert_int_equal((sizeof header - 1) % 2, 1);   /* the data starts on an odd offset */
     write_st_raw(path, header, sizeof header - 1, data, sizeof data);
     sd_st_file *f;
@@ -339,8 +324,8 @@ static void test_safetensors_streaming_writer(void **state)
 {
     (void)state;
     char path[256], tmp[256];
-    tpath(path, "stream.safetensors");
-    tpath(tmp, "stream.safetensors.tmp");
+    sd_test_path(path, "stream.safetensors");
+    sd_test_path(tmp, "stream.safetensors.tmp");
     size_t shape[2] = {4, 3}, tshape[1] = {4};
     sd_st_write_tensor tw[2] = {{"logits", SD_NPY_BF16, 0, 0, 2, shape, NULL, NULL},
                                 {"tokens", SD_NPY_F32, 1, 32, 1, tshape, NULL, NULL}};
@@ -498,7 +483,7 @@ static void test_safetensors_rejects_bad_headers(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "bad.safetensors");
+    sd_test_path(path, "bad.safetensors");
     static const unsigned char zeros[64];
     for (size_t c = 0; c < sizeof bad_headers / sizeof bad_headers[0]; c++) {
         const bad_case *b = &bad_headers[c];
@@ -522,7 +507,7 @@ static void test_safetensors_rejects_bad_length_fields(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "len.safetensors");
+    sd_test_path(path, "len.safetensors");
     struct {
         const char *bytes;
         size_t len;
@@ -555,7 +540,7 @@ static void test_safetensors_rejects_bad_length_fields(void **state)
     assert_int_equal(sd_st_open(path, &f), SD_EIO);
     assert_msg_has(path);
     assert_msg_has("cannot open");
-    assert_int_equal(sd_st_open(tmpdir, &f), SD_EIO);
+    assert_int_equal(sd_st_open(sd_test_dir, &f), SD_EIO);
     assert_msg_has("not a regular file");
 }
 
@@ -564,7 +549,7 @@ static void test_safetensors_read_errors(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "read.safetensors");
+    sd_test_path(path, "read.safetensors");
     size_t shape[1] = {3};
     double v[3] = {1, 2, 3};
     long long k[3] = {1, 2, 3};
@@ -598,8 +583,8 @@ static void test_safetensors_write_errors(void **state)
 {
     (void)state;
     char path[256], tmp[256];
-    tpath(path, "werr.safetensors");
-    tpath(tmp, "werr.safetensors.tmp");
+    sd_test_path(path, "werr.safetensors");
+    sd_test_path(tmp, "werr.safetensors.tmp");
     size_t shape[9] = {2, 1, 1, 1, 1, 1, 1, 1, 1}, huge[2] = {SIZE_MAX / 2, 3};
     double v[2] = {1, 2};
     long long k[2] = {127, 128};
@@ -642,7 +627,7 @@ static void test_safetensors_write_errors(void **state)
     }
     assert_int_equal(sd_st_write(path, NULL, 1, NULL), SD_EINVAL);
     char nodir[300];
-    snprintf(nodir, sizeof nodir, "%s/no/such/dir.safetensors", tmpdir);
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir.safetensors", sd_test_dir);
     assert_int_equal(sd_st_write(nodir, cases[0].t, 1, NULL), SD_EIO);
     assert_msg_has("cannot create");
 }
@@ -660,5 +645,5 @@ int main(void)
         cmocka_unit_test(test_safetensors_read_errors),
         cmocka_unit_test(test_safetensors_write_errors),
     };
-    return cmocka_run_group_tests_name("safetensors", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("safetensors", tests, sd_test_dir_setup, sd_test_dir_teardown);
 }

@@ -13,21 +13,6 @@
 #include "sd_error.h"
 #include "vecio.h"
 
-static char tmpdir[64];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_make(tmpdir, "vecio");
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return sd_test_tmpdir_remove(tmpdir);
-}
-
-static void tpath(char out[256], const char *leaf) { snprintf(out, 256, "%s/%s", tmpdir, leaf); }
 
 static void write_bytes(const char *path, const void *buf, size_t len)
 {
@@ -113,7 +98,7 @@ static void test_vecio_text_files(void **state)
 {
     (void)state;
     char path[256];
-    tpath(path, "probs.txt");
+    sd_test_path(path, "probs.txt");
     const double want[6] = {0.1, 0.2, 0.05, 0.15, 0.25, 0.25};
     write_text(path, "# draft probabilities\n0.1 0.2\t0.05,\n0.15 , 0.25 # two more\r\n\n0.25\n");
     expect_vector(path, want, 6);
@@ -123,7 +108,7 @@ static void test_vecio_text_files(void **state)
     expect_vector(path, want, 6);
     /* a file named like a number list is still a file */
     char odd[256];
-    tpath(odd, "1,2");
+    sd_test_path(odd, "1,2");
     write_text(odd, "0.1 0.2 0.05 0.15 0.25 0.25");
     expect_vector(odd, want, 6);
     unlink(odd);
@@ -142,7 +127,7 @@ static void test_vecio_text_files(void **state)
     expect_error(path, "draft", SD_EFORMAT, path, "holds no numbers");
     unlink(path);
     expect_error(path, "draft", SD_EIO, path, "No such file");
-    expect_error(tmpdir, "draft", SD_EIO, tmpdir, "directory");
+    expect_error(sd_test_dir, "draft", SD_EIO, sd_test_dir, "directory");
 }
 
 /* A 262144-entry vocabulary reads exactly and fast (no quadratic growth). */
@@ -151,7 +136,7 @@ static void test_vecio_large_vocabulary(void **state)
     (void)state;
     const size_t vocab = 262144;
     char path[256];
-    tpath(path, "big.txt");
+    sd_test_path(path, "big.txt");
     double *want = malloc(vocab * sizeof *want);
     FILE *f = fopen(path, "w");
     for (size_t i = 0; i < vocab; i++) {
@@ -179,7 +164,7 @@ static void test_vecio_npy_files(void **state)
     const double data[5] = {0.125, 0.25, 0.5, 0.0625, 0.0625};
     size_t row[2] = {1, 5}, vec[1] = {5};
     const sd_npy_dtype dtypes[3] = {SD_NPY_F16, SD_NPY_F32, SD_NPY_F64};
-    tpath(path, "v.npy");
+    sd_test_path(path, "v.npy");
     for (int d = 0; d < 3; d++) {
         assert_int_equal(sd_npy_write(path, dtypes[d], 1, vec, data), SD_OK);
         expect_vector(path, data, 5);
@@ -188,8 +173,8 @@ static void test_vecio_npy_files(void **state)
     }
     /* any case of the suffix; and .npy content under another name */
     char upper[256], plain[256];
-    tpath(upper, "V.NPY");
-    tpath(plain, "logits.bin");
+    sd_test_path(upper, "V.NPY");
+    sd_test_path(plain, "logits.bin");
     assert_int_equal(sd_npy_write(upper, SD_NPY_F64, 1, vec, data), SD_OK);
     expect_vector(upper, data, 5);
     assert_int_equal(rename(upper, plain), 0);
@@ -230,5 +215,5 @@ int main(void)
         cmocka_unit_test(test_vecio_large_vocabulary),
         cmocka_unit_test(test_vecio_npy_files),
     };
-    return cmocka_run_group_tests_name("vecio", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("vecio", tests, sd_test_dir_setup, sd_test_dir_teardown);
 }
