@@ -14,6 +14,7 @@ CFLAGS   ?= $(OPT) $(ARCH) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Isrc -Isrc/model -Ilp -Isim -Itests
+CPPFLAGS += $(MPI_CPPFLAGS)
 DEPFLAGS  = -MMD -MP
 LDLIBS   += -lglpk -lgsl -lgslcblas -lm
 OMPFLAGS ?= -fopenmp
@@ -39,7 +40,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-e2e figs figs-check demo models clean install help
+.PHONY: all deps test check fuzz bench bench-e2e figs figs-check demo models clean install help mpi bench-mpi
 .SECONDARY:
 
 all: $(BIN)
@@ -77,8 +78,16 @@ $(BUILD)/tests/fuzz_logs: $(BUILD)/tests/fuzz_logs.o $(TEST_AUX) $(LIB)
 deps:
 	@sh install-deps.sh
 
-# test: every cmocka binary, then the command-line tests.
-test: $(BIN) $(TEST_BIN)
+# mpi: the same specdec built with Open MPI's mpicc in build-mpi/ (--mpi spreads mc,
+# certify, replay and sweep over ranks; needs libopenmpi-dev). The plain build needs no MPI.
+MPICC ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)
+mpi:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-mpi CC=$(MPICC) MPI_CPPFLAGS=-DSD_MPI SAN= build-mpi/specdec
+
+# test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
+# build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
+test: $(BIN) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # check: the same tests under AddressSanitizer + UBSan, in a separate build tree.
@@ -103,9 +112,14 @@ demo: $(BIN)
 	  --scheme all --n-prompts 20 --max-tokens 64 --threads 2
 
 # figs: the data of every recipe (specdec figs), then gnuplot draws PNG and SVG.
-figs: $(BIN) $(BUILD)/tests/bench/bench_planted
+# SWEEP=1 runs the recipes as the cells of paper-figs/figs.grid through specdec sweep
+# (out/figs/sweep.jsonl; RESUME=1 keeps the cells it holds); MPIRUN="mpirun -n 4" runs
+# that sweep over MPI ranks with build-mpi/specdec.
+FIGS_SWEEP = $(if $(MPIRUN),$(MPIRUN) build-mpi/specdec sweep --mpi,$(BIN) sweep)
+figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	@start=$$(date +%s) && \
-	$(BIN) figs --out out/figs && \
+	$(if $(SWEEP)$(MPIRUN),mkdir -p out/figs && $(if $(RESUME),,rm -f out/figs/sweep.jsonl &&) \
+	$(FIGS_SWEEP) paper-figs/figs.grid --out out/figs/sweep.jsonl,$(BIN) figs --out out/figs) && \
 	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv && \
 	sh plots/draw.sh out/figs --thumbs paper-figs/img && \
 	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
@@ -115,6 +129,11 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted
 # llama.cpp side by side (tests/bench/e2e.sh; a few minutes on 2 cores).
 bench-e2e: $(BIN)
 	sh tests/bench/e2e.sh $(BUILD)
+
+# bench-mpi: the MPI path against the threaded one (1 and 2 ranks), the load balance of a
+# sweep whose cells differ in cost, and the modelled speedup at N ranks (tests/bench/mpi.sh).
+bench-mpi: $(BIN) mpi
+	sh tests/bench/mpi.sh $(BIN) build-mpi/specdec
 
 # figs-check: the figures' reference values only (fast; the test suite runs it too).
 figs-check: $(BIN)
@@ -129,7 +148,7 @@ install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/specdec
 
 clean:
-	rm -rf build build-san out
+	rm -rf build build-san build-mpi out
 
 help:
 	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot) and fetch llama.cpp's test data; needs root or sudo"
@@ -139,8 +158,10 @@ help:
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
+	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
+	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
-	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
+	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"
 	@echo "make clean   remove build trees"

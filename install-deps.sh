@@ -3,7 +3,8 @@
 # fetches the test data that cannot be committed (llama.cpp's tokenizer vectors).
 # Safe to run again: it only calls apt-get when a package is missing.
 set -eu
-PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git"
+# libopenmpi-dev and openmpi-bin: only `make mpi` (build-mpi/specdec) and its tests use them
+PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -16,7 +16,7 @@
 
 sd_mc_params sd_mc_default_params(void)
 {
-    sd_mc_params p = {1e6, 2385, 64, 0, 0, 0.999};
+    sd_mc_params p = {1e6, 2385, 64, 0, 0, 0.999, 0, 1, NULL, NULL};
     return p;
 }
 
@@ -81,10 +81,45 @@ void sd_progress_end(sd_progress *p)
                 p->unit, sd_seconds() - p->t0);
 }
 
-static double chunk_size(double samples, size_t chunks, size_t c)
+double sd_mc_chunk_size(double samples, size_t chunks, size_t c)
 {
     double base = floor(samples / (double)chunks);
     return base + ((double)c < samples - base * (double)chunks ? 1 : 0);
+}
+
+size_t sd_mc_chunks_mine(const sd_mc_params *mp)
+{
+    if (mp->chunk_step < 1 || mp->chunk_first >= mp->chunks) return 0;
+    return (mp->chunks - mp->chunk_first + mp->chunk_step - 1) / mp->chunk_step;
+}
+
+int sd_mc_check_params(const sd_mc_params *mp, double min_samples)
+{
+    if (!(mp->samples >= min_samples) || mp->samples > SD_MC_MAX_SAMPLES ||
+        mp->samples != floor(mp->samples))
+        return sd_error(SD_EINVAL, "samples = %g: need a whole number from %g to %g", mp->samples,
+                        min_samples, SD_MC_MAX_SAMPLES);
+    /* GSL seeds taus2 from 32 bits: keep chunk streams far from colliding */
+    if (mp->chunks < 1 || mp->chunks > 4096)
+        return sd_error(SD_EINVAL, "chunks = %zu: need 1 to 4096", mp->chunks);
+    if (mp->chunk_step < 1) return sd_error(SD_EINVAL, "chunk_step = 0: need at least 1");
+    if (!(mp->confidence > 0 && mp->confidence < 1))
+        return sd_error(SD_EINVAL, "confidence %g is outside (0, 1)", mp->confidence);
+    return SD_OK;
+}
+
+/* Trials in this process's chunks (its progress line counts to this). */
+static double share_of(const sd_mc_params *mp)
+{
+    double n = 0;
+    for (size_t j = 0, mine = sd_mc_chunks_mine(mp); j < mine; j++)
+        n += sd_mc_chunk_size(mp->samples, mp->chunks, mp->chunk_first + j * mp->chunk_step);
+    return n;
+}
+
+int sd_mc_reduce(const sd_mc_params *mp, double *sums, size_t n, int status)
+{
+    return mp->reduce ? mp->reduce(mp->reduce_ctx, sums, n, status) : status;
 }
 
 int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
@@ -92,29 +127,25 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
                 sd_mc_params mp, sd_mc_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (!(mp.samples >= 1) || mp.samples > SD_MC_MAX_SAMPLES || mp.samples != floor(mp.samples))
-        return sd_error(SD_EINVAL, "samples = %g: need a whole number from 1 to %g", mp.samples,
-                        SD_MC_MAX_SAMPLES);
-    /* GSL seeds taus2 from 32 bits: keep chunk streams far from colliding */
-    if (mp.chunks < 1 || mp.chunks > 4096)
-        return sd_error(SD_EINVAL, "chunks = %zu: need 1 to 4096", mp.chunks);
-    if (!(mp.confidence > 0 && mp.confidence < 1))
-        return sd_error(SD_EINVAL, "confidence %g is outside (0, 1)", mp.confidence);
+    int rc = sd_mc_check_params(&mp, 1);
+    if (rc) return rc;
     /* One verifier first, on this thread: it validates the input and says what fails. */
     sd_verifier *probe;
-    int rc = ops ? sd_verifier_alloc_ops(&probe, ops, scheme, draft, target, vocab, k, vp)
-                 : sd_verifier_alloc(&probe, scheme, draft, target, vocab, k, vp);
+    rc = ops ? sd_verifier_alloc_ops(&probe, ops, scheme, draft, target, vocab, k, vp)
+             : sd_verifier_alloc(&probe, scheme, draft, target, vocab, k, vp);
     if (rc) return rc;
-    size_t kk = sd_verifier_k(probe);
+    size_t kk = sd_verifier_k(probe), mine = sd_mc_chunks_mine(&mp);
     sd_verifier_free(probe);
 
-    double *counts = sd_xcalloc(vocab, sizeof *counts), accepted = 0, t0 = sd_seconds();
+    /* the additive results: counts[vocab], then accepted and trials */
+    double *counts = sd_xcalloc(vocab + 2, sizeof *counts), accepted = 0, trials = 0;
+    double t0 = sd_seconds();
     sd_progress prog;
-    sd_progress_start(&prog, mp.progress, "mc", "trials", mp.samples);
+    sd_progress_start(&prog, mp.progress, "mc", "trials", share_of(&mp));
     int failed = 0;
     char why[512] = "";
 #pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads()) \
-    reduction(+ : accepted) if (mp.chunks > 1)
+    reduction(+ : accepted, trials) if (mine > 1)
     {
         sd_verifier *v = NULL;
         int lrc = ops ? sd_verifier_alloc_ops(&v, ops, scheme, draft, target, vocab, kk, vp)
@@ -122,10 +153,11 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
         size_t *tokens = sd_xmalloc(kk * sizeof *tokens);
         double *local = sd_xcalloc(vocab, sizeof *local);
 #pragma omp for schedule(dynamic, 1)
-        for (size_t c = 0; c < mp.chunks; c++) {
+        for (size_t j = 0; j < mine; j++) {
             if (lrc) continue;
+            size_t c = mp.chunk_first + j * mp.chunk_step;
             gsl_rng *rng = sd_mc_chunk_rng(mp.seed, c);
-            double n = chunk_size(mp.samples, mp.chunks, c), acc = 0;
+            double n = sd_mc_chunk_size(mp.samples, mp.chunks, c), acc = 0;
             for (double i = 0; i < n; i++) {
                 sd_verdict out;
                 sd_verifier_trial(v, rng, tokens, &out);
@@ -133,6 +165,7 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
                 acc += out.accepted;
             }
             accepted += acc;
+            trials += n;
             gsl_rng_free(rng);
 #pragma omp critical(sd_mc_progress)
             sd_progress_add(&prog, n);
@@ -150,18 +183,21 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
         sd_verifier_free(v);
     }
     sd_progress_end(&prog);
-    if (failed) {
+    counts[vocab] = accepted;
+    counts[vocab + 1] = trials;
+    rc = sd_mc_reduce(&mp, counts, vocab + 2, failed ? sd_error(failed, "%s", why) : SD_OK);
+    if (rc) {
         free(counts);
-        return sd_error(failed, "%s", why);
+        return rc;
     }
     res->vocab = vocab;
-    res->samples = mp.samples;
-    res->accepted = accepted;
-    res->acceptance = accepted / mp.samples;
-    sd_mc_wilson(accepted, mp.samples, mp.confidence, &res->ci_low, &res->ci_high);
-    res->counts = counts;
+    res->samples = counts[vocab + 1];
+    res->accepted = counts[vocab];
+    res->acceptance = res->accepted / res->samples;
+    sd_mc_wilson(res->accepted, res->samples, mp.confidence, &res->ci_low, &res->ci_high);
+    res->counts = counts; /* the two extra slots are harmless */
     res->seconds = sd_seconds() - t0;
-    res->rate = mp.samples / (res->seconds > 0 ? res->seconds : 1e-9);
+    res->rate = res->samples / (res->seconds > 0 ? res->seconds : 1e-9);
     return SD_OK;
 }
 
@@ -170,34 +206,31 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
                  sd_mc_blocks_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (!(mp.samples >= 2) || mp.samples > SD_MC_MAX_SAMPLES || mp.samples != floor(mp.samples))
-        return sd_error(SD_EINVAL, "samples = %g: need a whole number from 2 to %g", mp.samples,
-                        SD_MC_MAX_SAMPLES);
-    if (mp.chunks < 1 || mp.chunks > 4096)
-        return sd_error(SD_EINVAL, "chunks = %zu: need 1 to 4096", mp.chunks);
-    size_t V = target->vocab;
+    int rc = sd_mc_check_params(&mp, 2);
+    if (rc) return rc;
+    size_t V = target->vocab, mine = sd_mc_chunks_mine(&mp);
     if (draft->vocab != V)
         return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
     sd_tree_ws *probe;
-    int rc = sd_tree_ws_alloc(&probe, shape, tp, V);
-    if (rc) return rc;
+    if ((rc = sd_tree_ws_alloc(&probe, shape, tp, V))) return rc;
     sd_tree_ws_free(probe);
-    double tokens = 0, sq = 0, accepted = 0, nodes = 0, t0 = sd_seconds();
+    double tokens = 0, sq = 0, accepted = 0, nodes = 0, blocks = 0, t0 = sd_seconds();
     sd_progress prog;
-    sd_progress_start(&prog, mp.progress, "blocks", "blocks", mp.samples);
+    sd_progress_start(&prog, mp.progress, "blocks", "blocks", share_of(&mp));
     int failed = 0;
     char why[512] = "";
 #pragma omp parallel num_threads(mp.threads > 0 ? mp.threads : omp_get_max_threads()) \
-    reduction(+ : tokens, sq, accepted, nodes)
+    reduction(+ : tokens, sq, accepted, nodes, blocks)
     {
         sd_tree_ws *ws = NULL;
         int lrc = sd_tree_ws_alloc(&ws, shape, tp, V);
         size_t *out = sd_xmalloc((shape->max_depth + 2) * sizeof *out);
 #pragma omp for schedule(dynamic, 1)
-        for (size_t c = 0; c < mp.chunks; c++) {
+        for (size_t j = 0; j < mine; j++) {
             if (lrc) continue;
+            size_t c = mp.chunk_first + j * mp.chunk_step;
             gsl_rng *rng = sd_mc_chunk_rng(mp.seed, c);
-            double n = chunk_size(mp.samples, mp.chunks, c);
+            double n = sd_mc_chunk_size(mp.samples, mp.chunks, c);
             for (double i = 0; i < n && !lrc; i++) {
                 sd_block b;
                 lrc = sd_tree_block(ws, draft, target, context, len, shape->max_depth + 1, rng,
@@ -207,6 +240,7 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
                 accepted += (double)b.accepted;
                 nodes += (double)b.nodes;
             }
+            blocks += n;
             gsl_rng_free(rng);
 #pragma omp critical(sd_mc_blocks_progress)
             sd_progress_add(&prog, n);
@@ -220,14 +254,15 @@ int sd_mc_blocks(sd_lm *draft, sd_lm *target, const size_t *context, size_t len,
         sd_tree_ws_free(ws);
     }
     sd_progress_end(&prog);
-    if (failed) return sd_error(failed, "%s", why);
-    double n = mp.samples, mean = tokens / n, var = (sq - n * mean * mean) / (n - 1);
+    double sums[5] = {tokens, sq, accepted, nodes, blocks};
+    if ((rc = sd_mc_reduce(&mp, sums, 5, failed ? sd_error(failed, "%s", why) : SD_OK))) return rc;
+    double n = sums[4], mean = sums[0] / n, var = n > 1 ? (sums[1] - n * mean * mean) / (n - 1) : 0;
     double half = gsl_cdf_ugaussian_Qinv((1 - mp.confidence) / 2) * sqrt(var > 0 ? var / n : 0);
     res->blocks = n;
-    res->tokens = tokens;
-    res->accepted = accepted;
+    res->tokens = sums[0];
+    res->accepted = sums[2];
     res->efficiency = mean;
-    res->mean_nodes = nodes / n;
+    res->mean_nodes = sums[3] / n;
     res->ci_low = mean - half;
     res->ci_high = mean + half;
     res->seconds = sd_seconds() - t0;

@@ -6,6 +6,12 @@
  * fixed number of chunks; chunk c draws from its own generator seeded from
  * (seed, c); the results are integer counts, so the reduction is exact.
  *
+ * And for any number of processes: a process may compute a subset of the chunks
+ * (chunk_first, chunk_first + chunk_step, ...) and pass its additive results through
+ * a reduce hook that sums them over every process (src/cli/mpi.c does it with MPI).
+ * Every summed quantity is a whole number below 2^53, so the sums are exact in any
+ * order, and every process ends with the single-process result bit for bit.
+ *
  *   sd_mc_params mp = sd_mc_default_params();
  *   mp.samples = 10000000;
  *   sd_mc_result r;
@@ -25,6 +31,14 @@
 
 #define SD_MC_MAX_SAMPLES 1e13
 
+/* Sums the n additive results of this process with those of the others, in place,
+ * and combines the statuses: status is this process's (SD_OK, or a failure whose
+ * message sd_errmsg() holds); the return is SD_OK only if every process succeeded,
+ * else a failure with the message of one that failed (the same on every process).
+ * Called exactly once per run by every process, after its chunks, so that a hook
+ * may be collective. */
+typedef int (*sd_mc_reduce_fn)(void *ctx, double *sums, size_t n, int status);
+
 typedef struct {
     double samples;       /* trials (a double so that 1e10 reads naturally) */
     unsigned long seed;
@@ -32,13 +46,17 @@ typedef struct {
     int threads;          /* 0: OpenMP's default */
     int progress;         /* 1: a progress line on stderr when a run lasts over a second */
     double confidence;    /* of the interval (default 0.999) */
+    size_t chunk_first;   /* this process computes chunks chunk_first + i * chunk_step */
+    size_t chunk_step;    /* (default 0 and 1: all of them) */
+    sd_mc_reduce_fn reduce; /* NULL: the result is this process's chunks alone */
+    void *reduce_ctx;
 } sd_mc_params;
 
 sd_mc_params sd_mc_default_params(void);
 
 typedef struct {
     size_t vocab;
-    double samples, accepted;
+    double samples, accepted; /* over the chunks computed (all, after a reduce hook) */
     double acceptance, ci_low, ci_high; /* Wilson score interval */
     double *counts;        /* [vocab] output tokens (whole numbers stored as double) */
     double seconds, rate;  /* wall time, trials per second */
@@ -59,6 +77,17 @@ void sd_progress_end(sd_progress *p);
 
 /* Generator of chunk `chunk` of a run seeded with `seed` (caller frees). */
 gsl_rng *sd_mc_chunk_rng(unsigned long seed, size_t chunk);
+
+/* Trials in chunk c of a run of `samples` trials in `chunks` chunks. */
+double sd_mc_chunk_size(double samples, size_t chunks, size_t c);
+/* How many chunks this process computes (chunk_first, chunk_first + chunk_step, ...). */
+size_t sd_mc_chunks_mine(const sd_mc_params *mp);
+/* SD_EINVAL unless samples is a whole number in [min_samples, SD_MC_MAX_SAMPLES],
+ * chunks in 1..4096, chunk_step >= 1 and confidence in (0, 1). */
+int sd_mc_check_params(const sd_mc_params *mp, double min_samples);
+/* mp->reduce(sums, n, status) when there is a hook, else status: what the engines
+ * call once after their chunks (and what a caller running its own chunks may call). */
+int sd_mc_reduce(const sd_mc_params *mp, double *sums, size_t n, int status);
 
 /* Wilson score interval for x successes in n trials at the given confidence. */
 void sd_mc_wilson(double x, double n, double confidence, double *low, double *high);

@@ -140,11 +140,25 @@ static int position_acceptance(sd_scheme s, const double *d, const double *t, si
     return SD_OK;
 }
 
-int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result *res)
+/* A position's row (SD_REPLAY_ROW_WIDTH doubles): what the reduction needs of it. */
+enum {
+    ROW_STATE,                      /* 0 not computed, 1 usable, 2 bad logits (skipped) */
+    ROW_ALPHA,                      /* sd acceptance (the chain walks it) */
+    ROW_TV,                         /* total variation */
+    ROW_F16,                        /* sd acceptance with float16 logits; NaN past its range */
+    ROW_ACC,                        /* each wanted scheme's acceptance */
+    ROW_MC = ROW_ACC + SD_SCHEME_COUNT /* 1 where that came from Monte Carlo */
+};
+
+size_t sd_replay_positions(const sd_log *log, const sd_replay_params *p)
 {
-    memset(res, 0, sizeof *res);
-    size_t vd = sd_log_vocab_draft(log), vt = sd_log_vocab_target(log), n = sd_log_positions(log);
-    if (p->max_positions && p->max_positions < n) n = p->max_positions;
+    size_t n = sd_log_positions(log);
+    return p->max_positions && p->max_positions < n ? p->max_positions : n;
+}
+
+int sd_replay_check(const sd_log *log, const sd_replay_params *p)
+{
+    size_t vd = sd_log_vocab_draft(log), vt = sd_log_vocab_target(log);
     if (vd != vt && !p->vocab_map)
         return sd_error(SD_EINVAL, "the draft log has %zu tokens and the target log %zu: give "
                                    "--vocab-map FILE (draft id, target id per line)", vd, vt);
@@ -152,25 +166,26 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
         return sd_error(SD_EINVAL, "the vocabulary map has %zu entries; the draft has %zu tokens",
                         p->vocab_map_n, vd);
     if (p->k < 1) return sd_error(SD_EINVAL, "k = %zu: need at least one draft", p->k);
+    return SD_OK;
+}
+
+int sd_replay_rows(const sd_log *log, const sd_replay_params *p, size_t first, size_t end,
+                   double *rows, size_t *at)
+{
+    size_t vd = sd_log_vocab_draft(log), vt = sd_log_vocab_target(log);
     size_t V = p->vocab_map ? vt + 1 : vt; /* + the unmappable bucket */
     double *dl = sd_xmalloc(vd * sizeof *dl), *tl = sd_xmalloc((V + 1) * sizeof *tl);
-    double *dm = sd_xmalloc((vd > V ? vd : V) * sizeof *dm), *dp = sd_xmalloc(V * sizeof *dp), *tp = sd_xmalloc(V * sizeof *tp);
-    double *acc[SD_SCHEME_COUNT] = {0}, *tv = sd_xmalloc(n * sizeof *tv), *sd16 = NULL;
-    double *alpha = sd_xmalloc(n * sizeof *alpha); /* sd acceptance per position, NaN if skipped */
-    for (int s = 0; s < SD_SCHEME_COUNT; s++)
-        if (p->want[s]) acc[s] = sd_xmalloc(n * sizeof *acc[s]);
-    if (p->precision_check) sd16 = sd_xmalloc(n * sizeof *sd16);
-    int rc = SD_OK;
-    size_t used = 0, n16 = 0;
+    double *dm = sd_xmalloc((vd > V ? vd : V) * sizeof *dm), *dp = sd_xmalloc(V * sizeof *dp);
+    double *tp = sd_xmalloc(V * sizeof *tp);
+    int rc = sd_replay_check(log, p);
     double t0 = sd_seconds(), last = t0;
-    res->first_bad = SIZE_MAX;
-    for (size_t i = 0; i < n && rc == SD_OK; i++) {
+    size_t i = first;
+    for (; i < end && rc == SD_OK; i++) {
+        double *row = rows + (i - first) * SD_REPLAY_ROW_WIDTH;
+        memset(row, 0, SD_REPLAY_ROW_WIDTH * sizeof *row);
         if ((rc = sd_log_row(log, i, dl, tl))) break;
-        int bad = position_laws(p, dl, vd, tl, vt, dm, dp, tp);
-        if (bad) {
-            if (res->first_bad == SIZE_MAX) res->first_bad = i;
-            res->skipped++;
-            alpha[i] = NAN;
+        if (position_laws(p, dl, vd, tl, vt, dm, dp, tp)) {
+            row[ROW_STATE] = 2;
             if (!p->skip_bad) {
                 rc = sd_error(SD_EINVAL, "position %zu: %s (use --skip-bad-positions to go on)", i,
                               sd_errmsg());
@@ -178,37 +193,76 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
             }
             continue;
         }
-        alpha[i] = sd_dist_overlap(dp, tp, V);
-        tv[used] = sd_dist_tv(dp, tp, V);
+        row[ROW_STATE] = 1;
+        row[ROW_ALPHA] = sd_dist_overlap(dp, tp, V);
+        row[ROW_TV] = sd_dist_tv(dp, tp, V);
         for (int s = 0; s < SD_SCHEME_COUNT && rc == SD_OK; s++) {
             if (!p->want[s]) continue;
-            int mc;
-            rc = s == SD_SCHEME_SD ? (acc[s][used] = alpha[i], SD_OK)
-                                   : position_acceptance((sd_scheme)s, dp, tp, V, p, i, &acc[s][used], &mc);
-            if (rc == SD_OK && s != SD_SCHEME_SD) res->scheme[s].mc_positions += mc;
-            if (rc == SD_OK && p->per_position[s]) p->per_position[s][used] = acc[s][used];
+            int mc = 0;
+            if (s == SD_SCHEME_SD) row[ROW_ACC + s] = row[ROW_ALPHA];
+            else rc = position_acceptance((sd_scheme)s, dp, tp, V, p, i, &row[ROW_ACC + s], &mc);
+            row[ROW_MC + s] = mc;
         }
-        if (rc == SD_OK && sd16) { /* the same position with float16 logits */
+        if (rc == SD_OK && p->precision_check) { /* the same position with float16 logits */
             for (size_t y = 0; y < vd; y++) dl[y] = sd_half_to_double(sd_double_to_half(dl[y]));
             for (size_t y = 0; y < vt; y++) tl[y] = sd_half_to_double(sd_double_to_half(tl[y]));
-            if (!position_laws(p, dl, vd, tl, vt, dm, dp, tp)) {
-                sd16[n16] = sd_dist_overlap(dp, tp, V);
-                res->f16_abs_diff += fabs(sd16[n16] - alpha[i]);
-                n16++;
-            } else {
-                res->f16_skipped++; /* a logit past float16's range */
-            }
+            row[ROW_F16] = position_laws(p, dl, vd, tl, vt, dm, dp, tp) ? NAN /* past float16's range */
+                                                                        : sd_dist_overlap(dp, tp, V);
         }
-        used++;
         if ((i + 1) % 256 == 0) sd_log_release(log, i + 1);
         double t = sd_seconds();
         if (p->progress && t - last > 1) {
-            fprintf(stderr, "\rreplay: %zu/%zu positions (%.0f%%), %.1f s", i + 1, n,
-                    100.0 * (double)(i + 1) / (double)n, t - t0);
+            fprintf(stderr, "\rreplay: %zu/%zu positions (%.0f%%), %.1f s", i + 1 - first,
+                    end - first, 100.0 * (double)(i + 1 - first) / (double)(end - first), t - t0);
             last = t;
         }
     }
-    if (p->progress && sd_seconds() - t0 > 1) fprintf(stderr, "\rreplay: %zu/%zu positions, %.1f s\n", n, n, sd_seconds() - t0);
+    if (p->progress && sd_seconds() - t0 > 1)
+        fprintf(stderr, "\rreplay: %zu/%zu positions, %.1f s\n", i - first, end - first,
+                sd_seconds() - t0);
+    *at = i;
+    free(dl), free(tl), free(dm), free(dp), free(tp);
+    return rc;
+}
+
+int sd_replay_reduce(const sd_log *log, const sd_replay_params *p, const double *rows,
+                     sd_replay_result *res)
+{
+    memset(res, 0, sizeof *res);
+    size_t n = sd_replay_positions(log, p), used = 0, n16 = 0;
+    double *acc[SD_SCHEME_COUNT] = {0}, *tv = sd_xmalloc(n * sizeof *tv), *sd16 = NULL;
+    double *alpha = sd_xmalloc(n * sizeof *alpha); /* sd acceptance per position, NaN if skipped */
+    for (int s = 0; s < SD_SCHEME_COUNT; s++)
+        if (p->want[s]) acc[s] = sd_xmalloc(n * sizeof *acc[s]);
+    if (p->precision_check) sd16 = sd_xmalloc(n * sizeof *sd16);
+    res->first_bad = SIZE_MAX;
+    int rc = SD_OK;
+    for (size_t i = 0; i < n && rc == SD_OK; i++) { /* position order: the sums are the same */
+        const double *row = rows + i * SD_REPLAY_ROW_WIDTH;
+        if (row[ROW_STATE] != 1) {
+            if (row[ROW_STATE] != 2) rc = sd_error(SD_EINVAL, "replay: position %zu was not computed", i);
+            if (res->first_bad == SIZE_MAX) res->first_bad = i;
+            res->skipped++;
+            alpha[i] = NAN;
+            continue;
+        }
+        alpha[i] = row[ROW_ALPHA];
+        tv[used] = row[ROW_TV];
+        for (int s = 0; s < SD_SCHEME_COUNT; s++) {
+            if (!acc[s]) continue;
+            acc[s][used] = row[ROW_ACC + s];
+            res->scheme[s].mc_positions += row[ROW_MC + s];
+            if (p->per_position[s]) p->per_position[s][used] = acc[s][used];
+        }
+        if (sd16 && isnan(row[ROW_F16])) {
+            res->f16_skipped++; /* a logit past float16's range */
+        } else if (sd16) {
+            sd16[n16] = row[ROW_F16];
+            res->f16_abs_diff += fabs(sd16[n16] - alpha[i]);
+            n16++;
+        }
+        used++;
+    }
     if (rc == SD_OK && used == 0) rc = sd_error(SD_EINVAL, "no usable position in the log (%zu skipped)", res->skipped);
     if (rc == SD_OK) {
         res->positions = used;
@@ -246,9 +300,21 @@ int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result
             res->f16_sd_mean = n16 ? m16 : NAN;
             res->f16_abs_diff = n16 ? res->f16_abs_diff / (double)n16 : NAN;
         }
-        res->seconds = sd_seconds() - t0;
     }
     for (int s = 0; s < SD_SCHEME_COUNT; s++) free(acc[s]);
-    free(dl), free(tl), free(dm), free(dp), free(tp), free(tv), free(alpha), free(sd16);
+    free(tv), free(alpha), free(sd16);
+    return rc;
+}
+
+int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result *res)
+{
+    memset(res, 0, sizeof *res);
+    int rc = sd_replay_check(log, p);
+    if (rc) return rc;
+    size_t n = sd_replay_positions(log, p), at;
+    double t0 = sd_seconds(), *rows = sd_xmalloc((n ? n : 1) * SD_REPLAY_ROW_WIDTH * sizeof *rows);
+    if ((rc = sd_replay_rows(log, p, 0, n, rows, &at)) == SD_OK && (rc = sd_replay_reduce(log, p, rows, res)) == SD_OK)
+        res->seconds = sd_seconds() - t0;
+    free(rows);
     return rc;
 }

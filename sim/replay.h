@@ -6,7 +6,8 @@
  * the total variation, and from the per-position sd acceptance along the logged
  * path the chain's block efficiency (blocks start where the last ended, a forward
  * pass over start positions) and predicted speedup for gamma = 1..8. The log
- * is read a row at a time from its memory map: constant memory whatever its size.
+ * is read a row at a time from its memory map; what is kept is a few numbers per
+ * position (SD_REPLAY_ROW_WIDTH doubles), never the logits.
  *
  *   sd_replay_params p = sd_replay_default_params();
  *   p.k = 4;
@@ -69,5 +70,25 @@ typedef struct {
 } sd_replay_result;
 
 int sd_replay_run(const sd_log *log, const sd_replay_params *p, sd_replay_result *res);
+
+/* sd_replay_run in two steps, for processes that share the positions (src/cli/mpi.c):
+ * each computes the rows of its range of positions, every row is put in position
+ * order, and the reduction gives the single-process result bit for bit (a position's
+ * row depends on that position alone; its Monte Carlo is seeded from seed + position).
+ *
+ * The positions replayed: the log's, or max_positions if fewer. */
+size_t sd_replay_positions(const sd_log *log, const sd_replay_params *p);
+/* The vocabulary map and k against the log (what sd_replay_run checks first). */
+int sd_replay_check(const sd_log *log, const sd_replay_params *p);
+/* One row of SD_REPLAY_ROW_WIDTH doubles per position of [first, end), position i at
+ * rows[(i - first) * SD_REPLAY_ROW_WIDTH]. Stops at the first failure: *at is the
+ * position that failed (end on success); the rows before it are filled. */
+#define SD_REPLAY_ROW_WIDTH (4 + 2 * SD_SCHEME_COUNT)
+int sd_replay_rows(const sd_log *log, const sd_replay_params *p, size_t first, size_t end,
+                   double *rows, size_t *at);
+/* The result from the rows of every position, 0 to sd_replay_positions() - 1
+ * (res->seconds is left 0). */
+int sd_replay_reduce(const sd_log *log, const sd_replay_params *p, const double *rows,
+                     sd_replay_result *res);
 
 #endif

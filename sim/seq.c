@@ -144,6 +144,9 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
         return sd_error(SD_EINVAL, "sequence length must be >= 1 and a tree shape given");
     if (!(mp.samples >= 1) || mp.samples > SD_MC_MAX_SAMPLES)
         return sd_error(SD_EINVAL, "samples = %g: need 1 to %g", mp.samples, SD_MC_MAX_SAMPLES);
+    if (mp.chunks < 1 || mp.chunk_step < 1)
+        return sd_error(SD_EINVAL, "chunks = %zu, chunk_step = %zu: need at least 1", mp.chunks,
+                        mp.chunk_step);
     double cells_d = pow((double)V, (double)sp->length);
     /* joint: the law of whole sequences (V^L cells); else each position's and each
      * adjacent pair's law, from a forward pass over the target's states */
@@ -180,9 +183,13 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
     }
     sd_tree_ws_free(probe);
 
-    double *counts = sd_xcalloc(cells, sizeof *counts), t0 = sd_seconds();
+    /* the additive results: counts[cells], then the four totals of sd_seq_stats */
+    double *counts = sd_xcalloc(cells + 4, sizeof *counts), t0 = sd_seconds(), share = 0;
+    size_t mine = sd_mc_chunks_mine(&mp);
+    for (size_t j = 0; j < mine; j++)
+        share += sd_mc_chunk_size(mp.samples, mp.chunks, mp.chunk_first + j * mp.chunk_step);
     sd_progress prog;
-    sd_progress_start(&prog, mp.progress, "certify", "sequences", mp.samples);
+    sd_progress_start(&prog, mp.progress, "certify", "sequences", share);
     sd_seq_stats total = {0, 0, 0, 0};
     int failed = 0;
     char why[512] = "";
@@ -194,11 +201,11 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
         size_t *out = sd_xmalloc(sp->length * sizeof *out);
         sd_seq_stats st = {0, 0, 0, 0};
 #pragma omp for schedule(dynamic, 1)
-        for (size_t c = 0; c < mp.chunks; c++) {
+        for (size_t m = 0; m < mine; m++) {
             if (lrc) continue;
+            size_t c = mp.chunk_first + m * mp.chunk_step;
             gsl_rng *rng = sd_mc_chunk_rng(mp.seed, c);
-            double n = floor(mp.samples / (double)mp.chunks);
-            if ((double)c < mp.samples - n * (double)mp.chunks) n += 1;
+            double n = sd_mc_chunk_size(mp.samples, mp.chunks, c);
             for (double i = 0; i < n && !lrc; i++) {
                 lrc = sd_seq_generate(draft, target, prompt, plen, sp, ws, rng, out, &st);
                 if (lrc) break; /* out is not a whole sequence */
@@ -232,11 +239,15 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
         sd_tree_ws_free(ws);
     }
     sd_progress_end(&prog);
-    if (failed) {
+    counts[cells] = total.sequences, counts[cells + 1] = total.blocks;
+    counts[cells + 2] = total.tokens, counts[cells + 3] = total.accepted;
+    if ((rc = sd_mc_reduce(&mp, counts, cells + 4, failed ? sd_error(failed, "%s", why) : SD_OK))) {
         free(law);
         free(counts);
-        return sd_error(failed, "%s", why);
+        return rc;
     }
+    total.sequences = counts[cells], total.blocks = counts[cells + 1];
+    total.tokens = counts[cells + 2], total.accepted = counts[cells + 3];
     if (joint) {
         rc = sd_gof_test(counts, law, cells, 5.0, &res->joint);
         if (rc == SD_OK) {

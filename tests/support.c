@@ -155,3 +155,30 @@ int sd_test_dir_teardown(void **state)
 }
 
 void sd_test_path(char out[256], const char *leaf) { snprintf(out, 256, "%s/%s", sd_test_dir, leaf); }
+
+int sd_test_ranks_record(void *ctx, double *sums, size_t n, int status)
+{
+    sd_test_ranks *f = ctx;
+    assert_true(f->parts < 16 && (f->parts == 0 || f->n == n));
+    f->sums[f->parts] = malloc(n * sizeof *sums);
+    memcpy(f->sums[f->parts++], sums, n * sizeof *sums);
+    f->n = n;
+    return status;
+}
+
+int sd_test_ranks_add(void *ctx, double *sums, size_t n, int status)
+{
+    sd_test_ranks *f = ctx;
+    if (status) return status;
+    if (f->fail_status) return sd_error(f->fail_status, "rank 1: a planted failure");
+    assert_true(f->n == n);
+    for (size_t p = 0; p < f->parts; p++)
+        for (size_t i = 0; i < n; i++) sums[i] += f->sums[p][i];
+    return SD_OK;
+}
+
+void sd_test_ranks_free(sd_test_ranks *f)
+{
+    for (size_t p = 0; p < f->parts; p++) free(f->sums[p]);
+    memset(f, 0, sizeof *f);
+}

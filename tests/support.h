@@ -53,4 +53,17 @@ sd_llama *sd_test_llama_perturbed(const sd_llama *m, double spread, unsigned lon
 /* A generator seeded with seed (caller frees with gsl_rng_free). */
 gsl_rng *sd_test_rng(unsigned long seed);
 
+/* Stands in for the other processes of a split Monte-Carlo run (mc.h's reduce hook):
+ * run each other process's chunks with sd_test_ranks_record as the hook (it keeps their
+ * sums), then this process's with sd_test_ranks_add (it adds them): its result must be
+ * the whole run's. fail_status makes the add hook report a failure of another process. */
+typedef struct {
+    double *sums[16];
+    size_t n, parts;
+    int fail_status;
+} sd_test_ranks;
+int sd_test_ranks_record(void *ctx, double *sums, size_t n, int status);
+int sd_test_ranks_add(void *ctx, double *sums, size_t n, int status);
+void sd_test_ranks_free(sd_test_ranks *f);
+
 #endif

@@ -1,6 +1,7 @@
 /* Certification of distribution preservation: every planted bug is rejected at
  * p < 1e-6 and every correct scheme passes, token level and sequence level, at
- * fixed sample sizes and seeds (bench_planted measures the sizes each bug needs). */
+ * fixed sample sizes and seeds (bench_planted measures the sizes each bug needs);
+ * a run split among processes gives the same tests. */
 #include "support.h"
 
 #include <stdlib.h>
@@ -92,12 +93,55 @@ static void test_certify_beyond_enumeration(void **state)
     sd_lm_free(target);
 }
 
+/* The sequences' chunks split among 3 "processes": summed through the reduce hook
+ * they give the whole run's tests bit for bit (joint law and, past enumeration, the
+ * pairs), and a failure elsewhere is this process's failure. */
+static void test_certify_split(void **state)
+{
+    (void)state;
+    sd_lm *draft, *target;
+    size_t prompt[1] = {0};
+    assert_int_equal(sd_lm_markov_pair("markov:4,1,0.5,7,0.8", &draft, &target), SD_OK);
+    for (size_t length = 4; length <= 11; length += 7) { /* 4^4 cells; 4^11 is past enumeration */
+        sd_seq_params sp = sd_seq_default_params();
+        sp.tree.scheme = SD_SCHEME_RRS;
+        sp.length = length;
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 30001;
+        sd_seq_cert whole, c;
+        assert_int_equal(sd_seq_certify(draft, target, prompt, 1, &sp, mp, &whole), SD_OK);
+        assert_int_equal(whole.cells, length == 4 ? 256 : 0);
+        sd_test_ranks others = {0};
+        mp.chunk_step = 3;
+        mp.reduce = sd_test_ranks_record, mp.reduce_ctx = &others;
+        for (mp.chunk_first = 0; mp.chunk_first < 2; mp.chunk_first++)
+            assert_int_equal(sd_seq_certify(draft, target, prompt, 1, &sp, mp, &c), SD_OK);
+        mp.reduce = sd_test_ranks_add; /* chunk_first 2 sums the others */
+        assert_int_equal(sd_seq_certify(draft, target, prompt, 1, &sp, mp, &c), SD_OK);
+        assert_true(c.stats.sequences == 30001 && c.stats.blocks == whole.stats.blocks);
+        assert_memory_equal(&c.min_p, &whole.min_p, sizeof c.min_p);
+        assert_memory_equal(&c.marginal_min, &whole.marginal_min, sizeof c.marginal_min);
+        assert_memory_equal(&c.block_efficiency, &whole.block_efficiency, sizeof c.block_efficiency);
+        if (length == 4) assert_memory_equal(&c.joint, &whole.joint, sizeof c.joint);
+        else assert_memory_equal(&c.pair_min, &whole.pair_min, sizeof c.pair_min);
+        others.fail_status = SD_EINVAL;
+        assert_int_equal(sd_seq_certify(draft, target, prompt, 1, &sp, mp, &c), SD_EINVAL);
+        assert_non_null(strstr(sd_errmsg(), "planted failure"));
+        sd_test_ranks_free(&others);
+        mp.chunk_step = 0;
+        assert_int_equal(sd_seq_certify(draft, target, prompt, 1, &sp, mp, &c), SD_EINVAL);
+    }
+    sd_lm_free(draft);
+    sd_lm_free(target);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_certify_token_level),
         cmocka_unit_test(test_certify_sequence_level),
         cmocka_unit_test(test_certify_beyond_enumeration),
+        cmocka_unit_test(test_certify_split),
     };
     return cmocka_run_group_tests_name("certify", tests, NULL, NULL);
 }

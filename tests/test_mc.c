@@ -1,6 +1,7 @@
 /* Tests of sim/mc and sim/gof: Monte Carlo agrees with the exact acceptance inside
- * its confidence interval, results do not depend on the thread count, and the
- * goodness-of-fit tests behave (pooling, binning, impossible cells). */
+ * its confidence interval, results do not depend on the thread count nor on how the
+ * chunks are split among processes, and the goodness-of-fit tests behave (pooling,
+ * binning, impossible cells). */
 #include "support.h"
 
 #include <math.h>
@@ -9,6 +10,7 @@
 
 #include "accept.h"
 #include "gof.h"
+#include "lm.h"
 #include "mc.h"
 #include "otm.h"
 #include "otm_lp.h"
@@ -109,6 +111,104 @@ static void test_mc_thread_count_invariance(void **state)
     }
 }
 
+/* Chunks split among 3 "processes" (0, 3, 6, ... / 1, 4, ... / 2, 5, ...): each part
+ * alone counts its own trials, and the parts summed through the reduce hook give the
+ * whole run bit for bit, whichever process sums. */
+static void test_mc_chunk_split(void **state)
+{
+    (void)state;
+    double draft[6] = {0.3, 0.25, 0.2, 0.1, 0.1, 0.05}, target[6] = {0.1, 0.15, 0.3, 0.2, 0.2, 0.05};
+    sd_mc_params mp = sd_mc_default_params();
+    mp.samples = 100003; /* 64 chunks of 1562 or 1563 trials */
+    mp.seed = 238;
+    sd_mc_result whole, part;
+    assert_int_equal(sd_mc_token(NULL, SD_SCHEME_RRS, draft, target, 6, 3,
+                                 sd_verify_default_params(), mp, &whole), SD_OK);
+    mp.chunk_step = 3;
+    double trials = 0;
+    for (size_t first = 0; first < 3; first++) { /* alone: only its own trials */
+        mp.chunk_first = first;
+        assert_int_equal(sd_mc_chunks_mine(&mp), first == 0 ? 22 : 21);
+        assert_int_equal(sd_mc_token(NULL, SD_SCHEME_RRS, draft, target, 6, 3,
+                                     sd_verify_default_params(), mp, &part), SD_OK);
+        double n = 0;
+        for (size_t c = first; c < 64; c += 3) n += sd_mc_chunk_size(mp.samples, 64, c);
+        assert_true(part.samples == n);
+        trials += part.samples;
+        sd_mc_result_free(&part);
+    }
+    assert_true(trials == 100003);
+    for (size_t me = 0; me < 3; me++) { /* process `me` sums the other two */
+        sd_test_ranks others = {0};
+        mp.reduce = sd_test_ranks_record, mp.reduce_ctx = &others;
+        for (size_t first = 0; first < 3; first++) {
+            if (first == me) continue;
+            mp.chunk_first = first;
+            assert_int_equal(sd_mc_token(NULL, SD_SCHEME_RRS, draft, target, 6, 3,
+                                         sd_verify_default_params(), mp, &part), SD_OK);
+            sd_mc_result_free(&part);
+        }
+        mp.chunk_first = me, mp.reduce = sd_test_ranks_add;
+        assert_int_equal(sd_mc_token(NULL, SD_SCHEME_RRS, draft, target, 6, 3,
+                                     sd_verify_default_params(), mp, &part), SD_OK);
+        assert_true(part.samples == whole.samples && part.accepted == whole.accepted);
+        assert_memory_equal(&part.acceptance, &whole.acceptance, sizeof part.acceptance);
+        assert_memory_equal(&part.ci_low, &whole.ci_low, sizeof part.ci_low);
+        assert_memory_equal(&part.ci_high, &whole.ci_high, sizeof part.ci_high);
+        assert_memory_equal(part.counts, whole.counts, 6 * sizeof *part.counts);
+        sd_mc_result_free(&part);
+        /* another process failed: this one returns its failure */
+        others.fail_status = SD_EIO;
+        assert_int_equal(sd_mc_token(NULL, SD_SCHEME_RRS, draft, target, 6, 3,
+                                     sd_verify_default_params(), mp, &part), SD_EIO);
+        assert_non_null(strstr(sd_errmsg(), "rank 1"));
+        sd_test_ranks_free(&others);
+    }
+    mp.chunk_first = 64; /* more processes than chunks: this one has none */
+    mp.reduce = NULL;
+    assert_int_equal(sd_mc_chunks_mine(&mp), 0);
+    assert_int_equal(sd_mc_token(NULL, SD_SCHEME_RRS, draft, target, 6, 3,
+                                 sd_verify_default_params(), mp, &part), SD_OK);
+    assert_true(part.samples == 0 && part.accepted == 0);
+    sd_mc_result_free(&part);
+    sd_mc_result_free(&whole);
+}
+
+/* The same for tree blocks: two processes' halves make the whole run. */
+static void test_mc_blocks_split(void **state)
+{
+    (void)state;
+    sd_lm *d, *t;
+    assert_int_equal(sd_lm_pair_parse("markov:5,1,0.5,7,0.5", &d, &t), SD_OK);
+    sd_tree *shape;
+    static const size_t branch[2] = {2, 2};
+    assert_int_equal(sd_tree_kconfig(branch, 2, &shape), SD_OK);
+    sd_tree_params tp = sd_tree_default_params();
+    sd_mc_params mp = sd_mc_default_params();
+    mp.samples = 20001;
+    size_t ctx[1] = {1};
+    sd_mc_blocks_result whole, half;
+    assert_int_equal(sd_mc_blocks(d, t, ctx, 1, shape, &tp, mp, &whole), SD_OK);
+    sd_test_ranks other = {0};
+    mp.chunk_step = 2, mp.chunk_first = 1;
+    mp.reduce = sd_test_ranks_record, mp.reduce_ctx = &other;
+    assert_int_equal(sd_mc_blocks(d, t, ctx, 1, shape, &tp, mp, &half), SD_OK);
+    assert_true(half.blocks == 10000); /* 32 chunks of 312 or 313 blocks */
+    mp.chunk_first = 0, mp.reduce = sd_test_ranks_add;
+    assert_int_equal(sd_mc_blocks(d, t, ctx, 1, shape, &tp, mp, &half), SD_OK);
+    assert_true(half.blocks == whole.blocks && half.tokens == whole.tokens);
+    assert_memory_equal(&half.efficiency, &whole.efficiency, sizeof half.efficiency);
+    assert_memory_equal(&half.ci_low, &whole.ci_low, sizeof half.ci_low);
+    assert_memory_equal(&half.mean_nodes, &whole.mean_nodes, sizeof half.mean_nodes);
+    mp.chunk_step = 0;
+    assert_int_equal(sd_mc_blocks(d, t, ctx, 1, shape, &tp, mp, &half), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "chunk_step"));
+    sd_test_ranks_free(&other);
+    sd_tree_free(shape);
+    sd_lm_free(d);
+    sd_lm_free(t);
+}
+
 static void test_mc_bad_input(void **state)
 {
     (void)state;
@@ -126,6 +226,10 @@ static void test_mc_bad_input(void **state)
     assert_int_equal(sd_mc_token(NULL, SD_SCHEME_SD, bad, target, 2, 1,
                                  sd_verify_default_params(), mp, &m), SD_EINVAL);
     assert_non_null(strstr(sd_errmsg(), "draft"));
+    mp.chunk_step = 0;
+    assert_int_equal(sd_mc_token(NULL, SD_SCHEME_SD, draft, target, 2, 1,
+                                 sd_verify_default_params(), mp, &m), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "chunk_step"));
 }
 
 /* Wilson interval: hand-checked value; degenerate counts stay inside [0, 1]. */
@@ -198,6 +302,8 @@ int main(void)
         cmocka_unit_test(test_mc_agrees_with_exact),
         cmocka_unit_test(test_mc_otm_coupling),
         cmocka_unit_test(test_mc_thread_count_invariance),
+        cmocka_unit_test(test_mc_chunk_split),
+        cmocka_unit_test(test_mc_blocks_split),
         cmocka_unit_test(test_mc_bad_input),
         cmocka_unit_test(test_mc_wilson),
         cmocka_unit_test(test_gof_pooling_and_errors),

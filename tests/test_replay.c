@@ -1,6 +1,7 @@
 /* Tests of src/logs and sim/replay: a log of known distributions replays to the exact
  * acceptance of each scheme, position by position; temperatures apply at replay time;
- * bad logs fail with the file and position named. */
+ * bad logs fail with the file and position named; ranges of positions replayed apart
+ * (as MPI ranks do) reduce to the same result. */
 #include "support.h"
 
 #include <math.h>
@@ -239,6 +240,58 @@ static void test_replay_bad_logs(void **state)
     assert_non_null(strstr(sd_errmsg(), a));
 }
 
+/* The positions in three ranges (as three MPI ranks replay them), their rows put in
+ * position order and reduced: the single run's result bit for bit, with a skipped
+ * position, float16 rows and Monte-Carlo positions among them. A range stops at its
+ * first bad position and says which. */
+static void test_replay_rows_split(void **state)
+{
+    (void)state;
+    known k;
+    make_known(&k, 43);
+    k.nan_at = 7;
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s/split", dir);
+    assert_int_equal(sd_log_write(prefix, SD_NPY_F32, 1, P, V, known_row, &k, NULL), SD_OK);
+    sd_log *l = open_prefix(prefix);
+    sd_replay_params p = sd_replay_default_params();
+    p.k = 3;
+    p.skip_bad = 1;
+    p.precision_check = 1;
+    p.exact_max_ops = 1; /* rrs by Monte Carlo at every position */
+    p.mc_trials = 500;
+    sd_replay_result whole, r;
+    assert_int_equal(sd_replay_run(l, &p, &whole), SD_OK);
+    assert_true(whole.scheme[SD_SCHEME_RRS].mc_positions == P - 1);
+    assert_int_equal(sd_replay_positions(l, &p), P);
+    static const size_t cut[4] = {0, 5, 13, P};
+    double *rows = malloc(P * SD_REPLAY_ROW_WIDTH * sizeof *rows);
+    for (int part = 2; part >= 0; part--) { /* any order: a row depends on its position alone */
+        size_t at;
+        double *mine = malloc((cut[part + 1] - cut[part]) * SD_REPLAY_ROW_WIDTH * sizeof *mine);
+        assert_int_equal(sd_replay_rows(l, &p, cut[part], cut[part + 1], mine, &at), SD_OK);
+        assert_int_equal(at, cut[part + 1]);
+        memcpy(rows + cut[part] * SD_REPLAY_ROW_WIDTH, mine,
+               (cut[part + 1] - cut[part]) * SD_REPLAY_ROW_WIDTH * sizeof *mine);
+        free(mine);
+    }
+    assert_int_equal(sd_replay_reduce(l, &p, rows, &r), SD_OK);
+    whole.seconds = r.seconds = 0;
+    assert_memory_equal(&r, &whole, sizeof r);
+    /* without skipping: the range holding position 7 stops there */
+    p.skip_bad = 0;
+    size_t at;
+    assert_int_equal(sd_replay_rows(l, &p, 5, 13, rows, &at), SD_EINVAL);
+    assert_int_equal(at, 7);
+    assert_non_null(strstr(sd_errmsg(), "position 7"));
+    /* a row never computed is an error, not a silent zero */
+    memset(rows + 3 * SD_REPLAY_ROW_WIDTH, 0, SD_REPLAY_ROW_WIDTH * sizeof *rows);
+    assert_int_equal(sd_replay_reduce(l, &p, rows, &r), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "position 3 was not computed"));
+    free(rows);
+    sd_log_close(l);
+}
+
 /* Blocks along the logged path, simulated: each block starts where the last ended,
  * accepts draft i with alpha[t + i], never runs past its sequence's end. */
 static double simulate_chain(const double *alpha, size_t n, size_t len, size_t gamma, gsl_rng *r,
@@ -350,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_replay_safetensors),
         cmocka_unit_test(test_replay_temperature_and_precision),
         cmocka_unit_test(test_replay_bad_logs),
+        cmocka_unit_test(test_replay_rows_split),
         cmocka_unit_test(test_replay_sequences),
         cmocka_unit_test(test_replay_chain_alternating),
         cmocka_unit_test(test_replay_vocab_map_temperature),

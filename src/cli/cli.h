@@ -88,6 +88,10 @@ double cli_seconds(void);
 /* Prints msg as "specdec CMD: msg" and returns CLI_FAIL. */
 int cli_fail(const char *cmd, const char *msg);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The message of the last cli_fail or cli_usage (kept when cli_quiet is set: MPI ranks
+ * other than 0 print nothing, and rank 0 reports their failures; see mpi.h). */
+extern int cli_quiet;
+const char *cli_last_error(void);
 
 void cli_json_string(FILE *f, const char *s);
 /* A double as JSON: full precision, null for NaN/inf. */

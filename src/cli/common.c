@@ -13,20 +13,25 @@
 #include "sd_error.h"
 #include "vecio.h"
 
+int cli_quiet;
+static char last_error[4608];
+
+const char *cli_last_error(void) { return last_error; }
+
 int cli_fail(const char *cmd, const char *msg)
 {
-    fprintf(stderr, "specdec %s: %s\n", cmd, msg);
+    snprintf(last_error, sizeof last_error, "%s", msg);
+    if (!cli_quiet) fprintf(stderr, "specdec %s: %s\n", cmd, msg);
     return CLI_FAIL;
 }
 
 int cli_usage(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "specdec %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n(see 'specdec %s --help')\n", cmd);
+    if (!cli_quiet) fprintf(stderr, "specdec %s: %s\n(see 'specdec %s --help')\n", cmd, last_error, cmd);
     return CLI_USAGE;
 }
 

@@ -10,6 +10,7 @@
 #include "gof.h"
 #include "lm.h"
 #include "mc.h"
+#include "mpi.h"
 #include "otm.h"
 #include "otm_lp.h"
 #include "sd_error.h"
@@ -17,7 +18,7 @@
 
 static const char *const mc_help =
     "usage: specdec mc --draft D --target T --scheme NAME [-k K] [--samples N] [--seed S]\n"
-    "                  [--threads N] [--bins B] [--json]\n"
+    "                  [--threads N] [--bins B] [--mpi] [--chunks C] [--json]\n"
     "\n"
     "Runs the scheme's verifier N times (drafts drawn as the scheme draws them) and\n"
     "prints the acceptance rate with its 99.9% Wilson interval, the exact value and the\n"
@@ -32,6 +33,12 @@ static const char *const mc_help =
     "  --samples N            trials (default 1e6; up to 1e13)\n"
     "  --seed S               seed (default 2385): the result is the same for any --threads\n"
     "  --threads N            OpenMP threads (default: all)\n"
+    "  --mpi                  spread the chunks over MPI ranks (build-mpi/specdec under\n"
+    "                         mpirun or srun; implied by such a launch): the output is the\n"
+    "                         same as one process's, bit for bit, for any ranks and threads\n"
+    "  --chunks C             the fixed split of the trials (default 64; chunk c draws from a\n"
+    "                         generator seeded from (seed, c)): the result depends on C, never\n"
+    "                         on threads or ranks; more ranks than C leave some idle\n"
     "  --json                 keys: acceptance, ci_low, ci_high, exact, z, chi2_p, g_p,\n"
     "                         samples, seed, rate\n"
     "  -h, --help             this text\n"
@@ -41,7 +48,8 @@ static const char *const mc_help =
 static const char *const certify_help =
     "usage: specdec certify --scheme NAME [--draft D --target T | --pair SPEC] [-k K]\n"
     "                       [--samples N] [--lm SPEC] [--seq-samples M] [--depth G]\n"
-    "                       [--length L] [--alpha A] [--seed S] [--json]\n"
+    "                       [--length L] [--alpha A] [--seed S] [--mpi] [--chunks C]\n"
+    "                       [--json]\n"
     "\n"
     "Certifies that a scheme preserves the target distribution, and exits 0 only if it\n"
     "passes both levels:\n"
@@ -71,7 +79,8 @@ static const char *const certify_help =
     "                         sequence law is tested, beyond it each position's and each\n"
     "                         adjacent pair's (exact laws by a forward pass over the model)\n"
     "  --alpha A              p-value threshold (default 1e-6)\n"
-    "  --seed S, --threads N  as for specdec mc\n"
+    "  --seed S, --threads N, --mpi, --chunks C   as for specdec mc (both levels are split\n"
+    "                         over ranks)\n"
     "  --json                 one object with both levels\n"
     "  -h, --help             this text\n";
 
@@ -84,11 +93,11 @@ typedef struct {
     sd_mc_params mp;
     double seq_samples, alpha;
     const char *lm, *shape;
-    int json;
+    int json, mpi;
 } mc_opts;
 
 enum { OPT_SCHEME = OPT_FIRST_FREE, OPT_SAMPLES, OPT_SEED, OPT_THREADS, OPT_BINS, OPT_GAMMA,
-       OPT_LM, OPT_SEQ, OPT_DEPTH, OPT_LENGTH, OPT_ALPHA, OPT_SHAPE };
+       OPT_LM, OPT_SEQ, OPT_DEPTH, OPT_LENGTH, OPT_ALPHA, OPT_SHAPE, OPT_MPI, OPT_CHUNKS };
 
 static int parse(int argc, char **argv, const char *cmd, const char *help, mc_opts *o)
 {
@@ -108,6 +117,8 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
         {"alpha", required_argument, 0, OPT_ALPHA},
         {"shape", required_argument, 0, OPT_SHAPE},
         {"json", no_argument, 0, OPT_JSON},
+        {"mpi", no_argument, 0, OPT_MPI},
+        {"chunks", required_argument, 0, OPT_CHUNKS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -161,6 +172,11 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
                 return cli_usage(cmd, "--alpha must be in (0, 1)");
             break;
         case OPT_JSON: o->json = 1; break;
+        case OPT_MPI: o->mpi = 1; break;
+        case OPT_CHUNKS:
+            if (cli_parse_size(optarg, "--chunks", cmd, &o->mp.chunks)) return CLI_USAGE;
+            if (o->mp.chunks < 1 || o->mp.chunks > 4096) return cli_usage(cmd, "--chunks must be 1 to 4096");
+            break;
         case 'h': fputs(help, stdout); return -1;
         default: return cli_usage(cmd, "unknown option");
         }
@@ -276,9 +292,12 @@ int cmd_mc(int argc, char **argv)
     int rc = parse(argc, argv, cmd, mc_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    cli_mpi m;
+    if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
+    cli_mpi_mc(&m, &o.mp);
     double *draft, *target;
     size_t V;
-    if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
+    if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return cli_mpi_finish(&m, rc);
     token_run t;
     rc = run_token(&o, cmd, draft, target, V, &t);
     if (rc == CLI_OK) {
@@ -294,19 +313,13 @@ int cmd_mc(int argc, char **argv)
     }
     free(draft);
     free(target);
-    return rc;
+    return cli_mpi_finish(&m, rc);
 }
 
-int cmd_certify(int argc, char **argv)
+/* Both levels and the verdict (every MPI rank runs it; rank 0's output is seen). */
+static int certify_run(mc_opts o, const char *cmd)
 {
-    const char *cmd = "certify";
-    mc_opts o = default_opts();
-    o.mp.samples = 3e6;
-    int rc = parse(argc, argv, cmd, certify_help, &o);
-    if (rc) return rc < 0 ? CLI_OK : rc;
-    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
-    if (!o.pair.family && !o.pair.draft && !o.pair.target)
-        o.pair.family = "zipf:50,1.2,0.7"; /* the numbers of data/pair/, without the files */
+    int rc;
     double *draft, *target;
     size_t V;
     if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
@@ -398,4 +411,20 @@ int cmd_certify(int argc, char **argv)
     }
     sd_mc_result_free(&t.mc);
     return token_pass && seq_pass ? CLI_OK : CLI_FAIL;
+}
+
+int cmd_certify(int argc, char **argv)
+{
+    const char *cmd = "certify";
+    mc_opts o = default_opts();
+    o.mp.samples = 3e6;
+    int rc = parse(argc, argv, cmd, certify_help, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (!o.pair.family && !o.pair.draft && !o.pair.target)
+        o.pair.family = "zipf:50,1.2,0.7"; /* the numbers of data/pair/, without the files */
+    cli_mpi m;
+    if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
+    cli_mpi_mc(&m, &o.mp);
+    return cli_mpi_finish(&m, certify_run(o, cmd));
 }

@@ -11,6 +11,7 @@
 #include "dist.h"
 #include "lm.h"
 #include "logs.h"
+#include "mpi.h"
 #include "npy.h"
 #include "replay.h"
 #include "sd_error.h"
@@ -20,7 +21,7 @@ static const char *const help =
     "                      [--tokens-log K.npy]) [--scheme LIST|all] [-k K]\n"
     "                      [--temperature T] [--top-k N] [--top-p P] [--cost-ratio C]\n"
     "                      [--vocab-map FILE] [--skip-bad-positions] [--precision-check]\n"
-    "                      [--positions N] [--samples M] [--seed S] [--json]\n"
+    "                      [--positions N] [--samples M] [--seed S] [--mpi] [--json]\n"
     "\n"
     "What each verification scheme would have given on logged draft and target logits,\n"
     "without rerunning the models. Per scheme: the mean exact acceptance over positions\n"
@@ -33,7 +34,7 @@ static const char *const help =
     "Logs (data/logs/FORMAT.md): two .npy files of [positions, V] or [sequences,\n"
     "positions, V] logits (float16, bfloat16 as <u2, float32, float64), or one\n"
     ".safetensors with draft_logits, target_logits and optionally tokens. Read through a\n"
-    "memory map, a row at a time: any size in constant memory.\n"
+    "memory map, a row at a time: the logits are never held, a few numbers per position.\n"
     "\n"
     "  --scheme LIST          sd, specinfer, rrs, kseq, otm, comma-separated, or all\n"
     "  -k, --k K              drafts per position (default 4)\n"
@@ -46,6 +47,9 @@ static const char *const help =
     "  --positions N          only the first N positions\n"
     "  --samples M            Monte-Carlo trials per position where needed (default 2000):\n"
     "                         rrs past about 2e6 operations per position (k >= 3 on large V)\n"
+    "  --mpi                  share the positions among MPI ranks (build-mpi/specdec under\n"
+    "                         mpirun or srun; implied by such a launch; every rank reads the\n"
+    "                         log): the output is the same as one process's, bit for bit\n"
     "  --seed S, --json, -h/--help\n";
 
 static int read_vocab_map(const char *path, size_t vd, size_t vt, size_t **map)
@@ -79,11 +83,32 @@ static void json_quantiles(const double *q)
            q[0], q[1], q[2], q[3], q[4]);
 }
 
+/* sd_replay_run over MPI ranks: each replays its share of the positions, every rank
+ * gets all the rows in position order and reduces them (the same result on each). */
+static int replay_ranks(cli_mpi *m, const sd_log *log, const sd_replay_params *p,
+                        sd_replay_result *r)
+{
+    memset(r, 0, sizeof *r);
+    size_t n = sd_replay_positions(log, p), first, end, at;
+    cli_mpi_range(m, n, &first, &end);
+    double t0 = sd_seconds();
+    double *mine = sd_xmalloc((end > first ? end - first : 1) * SD_REPLAY_ROW_WIDTH * sizeof *mine);
+    double *all = sd_xmalloc((n ? n : 1) * SD_REPLAY_ROW_WIDTH * sizeof *all);
+    int rc = sd_replay_check(log, p);
+    if (rc == SD_OK) rc = sd_replay_rows(log, p, first, end, mine, &at);
+    /* the lowest failing rank holds the lowest failing position: one process's message */
+    rc = cli_mpi_allgather(m, mine, all, n, SD_REPLAY_ROW_WIDTH, rc);
+    if (rc == SD_OK && (rc = sd_replay_reduce(log, p, all, r)) == SD_OK) r->seconds = sd_seconds() - t0;
+    free(mine);
+    free(all);
+    return rc;
+}
+
 int cmd_replay(int argc, char **argv)
 {
     const char *cmd = "replay";
     enum { R_LOG = 3000, R_DLOG, R_TLOG, R_KLOG, R_SCHEME, R_TEMP, R_TOPK, R_TOPP, R_COST, R_MAP,
-           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON };
+           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON, R_MPI };
     static const struct option longopts[] = {
         {"log", required_argument, 0, R_LOG}, {"draft-log", required_argument, 0, R_DLOG},
         {"target-log", required_argument, 0, R_TLOG}, {"tokens-log", required_argument, 0, R_KLOG},
@@ -93,15 +118,17 @@ int cmd_replay(int argc, char **argv)
         {"vocab-map", required_argument, 0, R_MAP}, {"skip-bad-positions", no_argument, 0, R_SKIP},
         {"precision-check", no_argument, 0, R_PREC}, {"positions", required_argument, 0, R_POS},
         {"samples", required_argument, 0, R_SAMPLES}, {"seed", required_argument, 0, R_SEED},
-        {"json", no_argument, 0, R_JSON}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"json", no_argument, 0, R_JSON}, {"mpi", no_argument, 0, R_MPI},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     sd_replay_params p = sd_replay_default_params();
     const char *logp = NULL, *dlog = NULL, *tlog = NULL, *klog = NULL, *schemes = "all", *mapf = NULL;
-    int json = 0, opt;
+    int json = 0, mpi = 0, opt;
     size_t sz;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
         switch (opt) {
+        case R_MPI: mpi = 1; break;
         case R_LOG: logp = optarg; break;
         case R_DLOG: dlog = optarg; break;
         case R_TLOG: tlog = optarg; break;
@@ -143,21 +170,24 @@ int cmd_replay(int argc, char **argv)
         free(copy);
     }
     if (p.k < 1) return cli_fail(cmd, "-k must be at least 1");
-    p.progress = 1;
+    cli_mpi m;
+    int rc = cli_mpi_start(&m, mpi, cmd);
+    if (rc) return rc;
+    p.progress = m.rank == 0;
     sd_log *log;
-    int rc = logp ? sd_log_open_safetensors(logp, &log) : sd_log_open_npy(dlog, tlog, klog, &log);
-    if (rc) return cli_fail(cmd, sd_errmsg());
+    rc = logp ? sd_log_open_safetensors(logp, &log) : sd_log_open_npy(dlog, tlog, klog, &log);
+    if (rc) return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
     size_t *map = NULL;
     if (mapf) {
         if (read_vocab_map(mapf, sd_log_vocab_draft(log), sd_log_vocab_target(log), &map)) {
             sd_log_close(log);
-            return cli_fail(cmd, sd_errmsg());
+            return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
         }
         p.vocab_map = map;
         p.vocab_map_n = sd_log_vocab_draft(log);
     }
     sd_replay_result r;
-    rc = sd_replay_run(log, &p, &r);
+    rc = m.on ? replay_ranks(&m, log, &p, &r) : sd_replay_run(log, &p, &r);
     if (rc) {
         rc = cli_fail(cmd, sd_errmsg());
         goto out;
@@ -224,7 +254,7 @@ int cmd_replay(int argc, char **argv)
 out:
     free(map);
     sd_log_close(log);
-    return rc;
+    return cli_mpi_finish(&m, rc);
 }
 
 /* ---- specdec synth-log ---- */

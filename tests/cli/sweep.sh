@@ -1,6 +1,7 @@
 #!/bin/sh
 # Command-line tests of 'specdec sweep': the grid file, the results file, resuming after
-# an abrupt stop and after a kill (every cell exactly once), failing cells, bad grids.
+# an abrupt stop and after a kill (every cell exactly once), failing cells, bad grids,
+# the load-balance summary and speedup model. (Over MPI: tests/cli/mpi.sh.)
 # usage: sweep.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 T=$(mktemp -d)
@@ -78,5 +79,17 @@ expect 1 "other than sweep" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
 printf 'axes V 4\n' > "$T/x.txt"
 expect 1 "x.txt:1: expected 'axis NAME VALUES...'" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
 expect 1 "$T/none.txt" -- "$SPECDEC" sweep "$T/none.txt" --out "$T/x.jsonl"
+
+# paper-figs/figs.grid (make figs SWEEP=1) runs every recipe of specdec figs, once each
+want=$("$SPECDEC" figs --list --tsv | cut -f1 | sort)
+have=$(sed -n 's/^axis recipe //p' paper-figs/figs.grid | tr ' ' '\n' | sort)
+[ -n "$want" ] && [ "$want" = "$have" ] && ok || bad "paper-figs/figs.grid does not list every figs recipe once"
+expect 0 "^18: specdec figs spectr-fig5 --out out/figs" -- "$SPECDEC" sweep paper-figs/figs.grid --dry-run
+
+# the summary: each worker's busy and idle time, and the speedup model
+expect 0 "speedup model from the 9 measured cell times" -- "$SPECDEC" sweep "$T/g.txt" --out "$T/full.jsonl"
+"$SPECDEC" sweep "$T/g.txt" --out "$T/bal.jsonl" --jobs 2 2>"$T/bal.err"
+grep -q "load balance over 2 workers" "$T/bal.err" && grep -Eq "^ +1 +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$" "$T/bal.err" && ok || bad "no load balance per worker"
+grep -Eq "^ +256 +[0-9.]+ +[0-9.]+ +[0-9.]+%$" "$T/bal.err" && ok || bad "no modelled speedup on 256 workers"
 
 finish "cli sweep"
