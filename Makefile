@@ -39,7 +39,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-e2e figs figs-check demo models clean install help
+.PHONY: all deps test check fuzz bench bench-e2e bench-parallel figs figs-check demo models clean install help
 .SECONDARY:
 
 all: $(BIN)
@@ -116,6 +116,11 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted
 bench-e2e: $(BIN)
 	sh tests/bench/e2e.sh $(BUILD)
 
+# bench-parallel: ParallelSpec's drafter against the sequential one, L = 1..8, on the
+# shipped pair, measured and predicted (tests/bench/parallel.sh; a few minutes).
+bench-parallel: $(BIN)
+	sh tests/bench/parallel.sh $(BUILD)
+
 # figs-check: the figures' reference values only (fast; the test suite runs it too).
 figs-check: $(BIN)
 	$(BIN) figs --check
@@ -140,6 +145,7 @@ help:
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
+	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot)"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"

@@ -9,6 +9,8 @@
 #   5. llama.cpp side by side: plain generation, llama-speculative-simple and
 #      llama-speculative on the same GGUF pair, prompts, budget and threads (skipped
 #      with a note when llama.cpp is not built: sh tests/bench/llamacpp/build.sh)
+#   6. ParallelSpec's parallel drafter against the sequential draft, L = 1..8
+#      (tests/bench/parallel.sh, also make bench-parallel)
 # Figures: out/figs/e2e-predicted.{tsv,png,svg} and e2e-gt-sweep.* (paper-figs/*.gp).
 # usage: tests/bench/e2e.sh [BUILD_DIR]
 #   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2)
@@ -128,6 +130,10 @@ else
                    1.2 * lbest, (best >= 1.2 * lbest ? "met" : "not met"), best / lbest
         }' "$OUT/e2e-predicted.tsv"
 fi
+
+echo
+echo "== 6. ParallelSpec's drafter against the sequential one (tests/bench/parallel.sh)"
+sh tests/bench/parallel.sh "$BUILD"
 
 echo
 if command -v gnuplot >/dev/null 2>&1; then
