@@ -483,9 +483,9 @@ static void test_train_errors(void **state)
     (void)state;
     sd_llama_config c = tiny_config(16, 16, 1, 2, 1, 16, 8);
     sd_train *t = (sd_train *)1;
-    assert_int_equal(sd_train_alloc(&c, 0, 9, &t), SD_EINVAL);
+    assert_int_equal(sd_train_alloc(&c, 0, SD_TRAIN_MAX_INPUTS + 1, &t), SD_EINVAL);
     assert_null(t);
-    assert_msg_has("9 tokens");
+    assert_msg_has("inputs");
     assert_int_equal(sd_train_alloc(&c, 0, 0, &t), SD_EINVAL);
     sd_llama_config bad = c;
     bad.n_head_kv = 3;
@@ -512,7 +512,11 @@ static void test_train_errors(void **state)
     assert_int_equal(sd_train_seq(t, tokens, 4, NULL, &p, NAN, NULL), SD_EINVAL);
     tokens[4] = 16;
     assert_int_equal(sd_train_seq(t, tokens, 4, NULL, &p, 1.0, NULL), SD_EINVAL);
-    assert_msg_has("token 4");
+    assert_msg_has("label 3: id 16");
+    tokens[0] = 16; /* an input id past the vocabulary: this model has no [MASK] tokens */
+    assert_int_equal(sd_train_seq(t, tokens, 3, NULL, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("input 0: id 16");
+    tokens[0] = 1;
     assert_int_equal(sd_train_eval(t, tokens, 4, NULL, &p, NULL), SD_EINVAL);
     tokens[4] = -1;
     assert_int_equal(sd_train_seq(t, tokens, 3, NULL, &p, 1.0, NULL), SD_OK); /* token 4 unread */
@@ -520,6 +524,30 @@ static void test_train_errors(void **state)
     p.distill_temp = 0;
     assert_int_equal(sd_train_seq(t, tokens, 3, teacher, &p, 1.0, NULL), SD_EINVAL);
     assert_msg_has("temperature");
+    p.distill_temp = 1;
+
+    /* examples in their own layout: the attention must be sub-causal with the diagonal,
+     * some label present, positions inside the context, teacher rows in range */
+    int32_t in[3] = {1, 2, 3}, lab[3] = {2, 3, 4};
+    size_t pos[3] = {0, 1, 2}, trow[3] = {0, 1, 5};
+    unsigned char attn[9] = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+    sd_train_example ex = {3, in, lab, pos, attn, NULL, NULL, 0};
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_OK);
+    attn[5] = 1; /* input 1 sees input 2, a later one */
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("attention row 1");
+    attn[5] = 0, attn[8] = 0; /* input 2 does not see itself */
+    assert_int_equal(sd_train_example_eval(t, &ex, &p, NULL), SD_EINVAL);
+    assert_msg_has("attention row 2");
+    attn[8] = 1, pos[2] = 8;
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_ERANGE);
+    assert_msg_has("position 8");
+    pos[2] = 2, lab[0] = lab[1] = lab[2] = -1;
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("without labels");
+    lab[0] = 2, ex.teacher = teacher, ex.teacher_row = trow, ex.teacher_rows = 4;
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("teacher row 5 of 4");
 
     /* every parameter out of range */
     sd_train_params d = sd_train_default_params();

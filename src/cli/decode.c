@@ -727,40 +727,40 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
     printf("\n]}\n");
 }
 
-/* The cost ratio c = M_D(1)/M_T(1) above which the parallel drafter's rate beats the
- * sequential one's at equal L, by the cost model: a block costs L c M_T(1) of
+/* Where the parallel drafter's rate beats the sequential one's at equal L, as a range
+ * of the cost ratio c = M_D(1)/M_T(1), by the cost model: a block costs L c M_T(1) of
  * sequential drafting or kappa c M_T(1) of parallel drafting (kappa = M_P(fed + L - 1)
- * / M_P(1), one pass) plus M_T(L + 1), and yields the measured block efficiency. 0:
- * at every c; INFINITY: at none. */
-static double parallel_crossover(const session *s, const entry *par, const entry *seq)
+ * / M_D(1): one pass over the block's tokens and L - 1 masks) plus M_T(L + 1), and
+ * yields the measured block efficiency (ep, es). Parallel wins iff
+ * c (ep L - es kappa) M_T(1) > M_T(L + 1) (es - ep): written into out as "c > x",
+ * "c < x", "every c" or "no c". */
+static void parallel_crossover(const session *s, const entry *par, const entry *seq, char out[24])
 {
     double ep = (double)par->run.tokens / (double)(par->run.blocks ? par->run.blocks : 1);
     double es_ = (double)seq->run.tokens / (double)(seq->run.blocks ? seq->run.blocks : 1);
     double L = (double)par->tree->max_depth, m1 = s->mt[1];
-    double kappa = curve_at(s->mp, s->nmax, ep + L - 1) / s->mp[1], tau = curve_at(s->mt, s->nmax, L + 1);
+    double kappa = curve_at(s->mp, s->nmax, ep + L - 1) / s->md[1], tau = curve_at(s->mt, s->nmax, L + 1);
     double slope = (ep * L - es_ * kappa) * m1, need = tau * (es_ - ep);
-    if (need <= 0 && slope >= 0) return 0;
-    if (slope <= 0) return need < 0 ? 0 : INFINITY;
-    return need / slope;
+    if (slope > 0) snprintf(out, 24, need > 0 ? "c > %.3f" : "every c", need / slope);
+    else if (slope < 0) snprintf(out, 24, need < 0 ? "c < %.3f" : "no c", need / slope);
+    else snprintf(out, 24, need < 0 ? "every c" : "no c");
 }
 
 /* --parallel-sweep: the entries come in pairs (parallel L, sequential L). */
 static void print_parallel(const session *s, const entry *es, size_t n)
 {
     printf("# parallel drafter vs sequential draft at equal L: draft ms per block, block efficiency, tokens/s\n"
-           "# (measured; pred: the cost model's), who wins, and c* = the cost ratio M_D/M_T above which\n"
-           "# the parallel drafter wins by the cost model (this machine: c = %.3f)\n", s->c);
-    printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %8s\n", "L", "par-dms", "pred", "seq-dms", "pred",
-           "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "c*");
+           "# (measured; pred: the cost model's), who wins, and the cost ratios c = M_D/M_T at which the\n"
+           "# parallel drafter wins by the cost model with these block efficiencies (this machine: c = %.3f)\n", s->c);
+    printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %s\n", "L", "par-dms", "pred", "seq-dms", "pred",
+           "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "parallel wins at");
     for (size_t i = 0; i + 1 < n; i += 2) {
         const entry *p = &es[i], *q = &es[i + 1];
         if (p->skipped || q->skipped) continue;
         double bp = p->run.blocks ? (double)p->run.blocks : 1, bq = q->run.blocks ? (double)q->run.blocks : 1;
-        double cstar = parallel_crossover(s, p, q);
-        char cs[16];
-        if (isinf(cstar)) snprintf(cs, sizeof cs, "never");
-        else snprintf(cs, sizeof cs, "%.3f", cstar);
-        printf("%3zu %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9.1f %9s %9s %8s\n", p->tree->max_depth,
+        char cs[24];
+        parallel_crossover(s, p, q, cs);
+        printf("%3zu %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9.1f %9s %9s %s\n", p->tree->max_depth,
                p->run.draft_s / bp * 1e3, p->pred_draft * 1e3, q->run.draft_s / bq * 1e3, q->pred_draft * 1e3,
                (double)p->run.tokens / bp, (double)q->run.tokens / bq, rate(&p->run), p->pred_rate, rate(&q->run),
                q->pred_rate, rate(&p->run) > rate(&q->run) ? "parallel" : "seq",
@@ -947,6 +947,7 @@ static int decode(const dec_opts *o)
     }
     /* costs */
     s.nmax = widest + 1 > 16 ? widest + 1 : 16;
+    if (2 * need_par + 1 > s.nmax) s.nmax = 2 * need_par + 1; /* a parallel pass: up to L + 1 fed, L - 1 masks */
     s.mt = sd_xcalloc(s.nmax + 1, sizeof *s.mt);
     s.md = sd_xcalloc(s.nmax + 1, sizeof *s.md);
     s.mp = sd_xcalloc(s.nmax + 1, sizeof *s.mp);

@@ -61,6 +61,7 @@ static const char *const help =
     "Parallel drafter (ParallelSpec, section 4.1):\n"
     "  --parallel K         add K learned [MASK] token embeddings and train in the group-wise\n"
     "                       layout: every source token x_j heads a group x_j [MASK]_1..[MASK]_K\n"
+    "                       (the masks of an --init model with K of them are kept, else new)\n"
     "                       at positions j..j+K; [MASK]_i learns x_{j+1+i}; no input sees an\n"
     "                       earlier group's [MASK]s. One forward pass over a context and K\n"
     "                       masks then drafts K + 1 tokens (specdec decode --scheme parallel)\n"
@@ -105,7 +106,9 @@ static const char *const help =
     "validation positions of sum_x min(draft(x), target(x)) at temperature 1: the\n"
     "probability that standard speculative sampling accepts a draft token there. For a\n"
     "parallel drafter it is that of the group's own token (the next-token law), and\n"
-    "[MASK]_i's is against the target's law at position j + i given the true tokens.\n"
+    "[MASK]_i's is against the target's law at position j + i given the true tokens;\n"
+    "its losses average over every input, masks included (not comparable with a causal\n"
+    "model's).\n"
     "Progress lines on stderr give the step, losses, tokens/s and the time left.\n"
     "On a machine shared with other jobs, OMP_WAIT_POLICY=passive keeps the OpenMP\n"
     "threads from spinning at barriers (several times faster there).\n"
@@ -174,6 +177,7 @@ typedef struct {
     sd_parallel_layout *lay;    /* the group-wise layout (its positions and mask) */
     int32_t *p_input, *p_label; /* [seq] a parallel example's inputs and labels */
     double *acc_rank;           /* [K + 1] acceptance by mask rank, last evaluation */
+    int masks_copied;           /* --init had K [MASK] embeddings: they are kept */
     const int32_t *train, *val;
     size_t n_train, n_val, n_eval, eval_stride; /* windows spread evenly over the validation text */
     FILE *log;
@@ -337,7 +341,7 @@ static int train_loop(run *r)
     gsl_rng_set(rng, o->seed);
     if (!o->init) {
         sd_train_init_weights(r->t, rng);
-    } else if (r->K) { /* the [MASK] embeddings are new: N(0, 0.02^2), like the embedding */
+    } else if (r->K && !r->masks_copied) { /* new [MASK] embeddings: N(0, 0.02^2), like the embedding */
         const sd_tensor *e = &r->t->model->mask_embd;
         for (size_t i = 0; i < e->dims[0] * e->dims[1]; i++)
             ((float *)e->data)[i] = (float)gsl_ran_gaussian_ziggurat(rng, 0.02);
@@ -428,7 +432,7 @@ static int setup(run *r, sd_gguf **tok_gguf, sd_tokenizer **tok, int32_t **train
     if (o->teacher) {
         if ((rc = sd_llama_load(o->teacher, &r->teacher))) return rc;
         if (r->teacher->cfg.ctx_len < r->tseq)
-            return sd_error(SD_EINVAL, "%s: context of %u tokens, shorter than the %zu of a window", o->teacher,
+            return sd_error(SD_EINVAL, "%s: context of %u tokens, shorter than the %zu it reads per window", o->teacher,
                             r->teacher->cfg.ctx_len, r->tseq);
         if ((rc = sd_kv_alloc(r->teacher, r->tseq, &r->tkv))) return rc;
     }
@@ -485,6 +489,23 @@ static int setup(run *r, sd_gguf **tok_gguf, sd_tokenizer **tok, int32_t **train
     return SD_OK;
 }
 
+/* --init's model must tokenize as the training text is tokenized: piece by piece. */
+static int same_pieces(const char *path, const sd_llama *m, const sd_tokenizer *tok)
+{
+    sd_tokenizer *mt;
+    int rc = m->file ? sd_tokenizer_from_gguf(m->file, &mt) : SD_OK;
+    if (rc || !m->file) return rc;
+    for (size_t i = 0; i < sd_tokenizer_n_vocab(tok) && !rc; i++) {
+        const char *a, *b;
+        size_t la, lb;
+        if (sd_tokenizer_piece(tok, (int32_t)i, &a, &la) || sd_tokenizer_piece(mt, (int32_t)i, &b, &lb) ||
+            la != lb || memcmp(a, b, la))
+            rc = sd_error(SD_EINVAL, "--init %s: its tokenizer differs from the training one at token %zu", path, i);
+    }
+    sd_tokenizer_free(mt);
+    return rc;
+}
+
 /* The model to train: new with the options' hyper-parameters, or --init's weights
  * (plus --parallel's [MASK] embeddings) as one F32 buffer. */
 static int make_model(run *r, const sd_tokenizer *tok)
@@ -506,7 +527,10 @@ static int make_model(run *r, const sd_tokenizer *tok)
     else if (!r->K && src->cfg.ctx_len < r->seq)
         rc = sd_error(SD_EINVAL, "--init %s: context of %u tokens, shorter than --ctx %zu", o->init,
                       src->cfg.ctx_len, r->seq);
+    else
+        rc = same_pieces(o->init, src, tok);
     if (!rc) rc = sd_llama_to_f32(src, (uint32_t)r->K, &m);
+    r->masks_copied = !rc && r->K && src->cfg.n_mask == r->K;
     sd_llama_free(src);
     if (!rc) rc = sd_train_from_model(m, r->seq, &r->t);
     return rc;
@@ -515,6 +539,9 @@ static int make_model(run *r, const sd_tokenizer *tok)
 static int run_train(const train_opts *o)
 {
     run r = {.o = o, .seq = o->ctx, .last_val = NAN, .K = o->parallel};
+    if (r.K && o->groups * (r.K + 1) > SD_TRAIN_MAX_INPUTS)
+        return sd_error(SD_EINVAL, "--groups %zu x (--parallel %zu + 1) = %zu inputs per example: at most %d",
+                        o->groups, r.K, o->groups * (r.K + 1), SD_TRAIN_MAX_INPUTS);
     if (r.K) { /* T groups of K + 1 inputs over a window of T + K + 1 tokens */
         r.seq = o->groups * (r.K + 1);
         r.win = o->groups + r.K + 1;

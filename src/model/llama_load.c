@@ -168,11 +168,6 @@ int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w)
     const char *tn[3] = {"token_embd.weight", "output_norm.weight", "output.weight"};
     for (int i = 0; i < 3 && !rc; i++)
         if (ts[i]) rc = sd_gguf_writer_add_tensor(w, tn[i], ts[i]->type, ts[i]->ndim, ts[i]->dims, ts[i]->data);
-    if (!rc && c->n_mask) {
-        const sd_tensor *e = &m->mask_embd;
-        if (!(rc = sd_gguf_writer_set_u32(w, SD_LLAMA_MASK_KEY, c->n_mask)))
-            rc = sd_gguf_writer_add_tensor(w, SD_LLAMA_MASK_TENSOR, e->type, e->ndim, e->dims, e->data);
-    }
     for (uint32_t l = 0; !rc && l < c->n_layer; l++) {
         const sd_llama_layer *L = &m->layer[l];
         static const char *const names[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
@@ -184,6 +179,11 @@ int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w)
             snprintf(tname, sizeof tname, "blk.%u.%s.weight", l, names[i]);
             rc = sd_gguf_writer_add_tensor(w, tname, src[i]->type, src[i]->ndim, src[i]->dims, src[i]->data);
         }
+    }
+    if (!rc && c->n_mask) { /* a parallel drafter's masks, last */
+        const sd_tensor *e = &m->mask_embd;
+        if (!(rc = sd_gguf_writer_set_u32(w, SD_LLAMA_MASK_KEY, c->n_mask)))
+            rc = sd_gguf_writer_add_tensor(w, SD_LLAMA_MASK_TENSOR, e->type, e->ndim, e->dims, e->data);
     }
     return rc;
 }

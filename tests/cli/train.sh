@@ -58,7 +58,7 @@ expect 1 "vocabulary of 300 tokens, the tokenizer has 280" -- "$SPECDEC" train -
     --teacher "$T/target.gguf" $TINY --steps 1 --out "$T/m.gguf"
 # --- a parallel drafter (ParallelSpec): the draft plus [MASK] tokens, group-wise layout
 expect 2 "--parallel 65" -- "$SPECDEC" train --corpus "$T/train.txt" --teacher "$T/target.gguf" --parallel 65 --out "$T/p.gguf"
-expect 1 "context of 16 tokens, shorter than the 18 of a window" -- "$SPECDEC" train --corpus "$T/train.txt" \
+expect 1 "context of 16 tokens, shorter than the 18 it reads per window" -- "$SPECDEC" train --corpus "$T/train.txt" \
     --teacher "$T/target.gguf" --init "$T/draft.gguf" --parallel 4 --groups 14 --steps 1 --out "$T/p.gguf"
 expect 1 "--init .*other.gguf: vocabulary of 280" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" \
     --teacher "$T/target.gguf" --init "$T/other.gguf" --parallel 2 --groups 8 --steps 1 --out "$T/p.gguf"
@@ -66,6 +66,16 @@ expect 0 "wrote .*p.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/
     --init "$T/draft.gguf" --parallel 3 --groups 8 $TINY --steps 4 --eval-every 2 --out "$T/p.gguf" --log "$T/p.tsv"
 grep -q "^# parallel drafter: 3 \[MASK\] tokens, 8 groups per example (32 inputs" "$T/p.tsv" && ok || bad "p.tsv: no layout line"
 awk -F'\t' '!/^#/ && $1 == 4 { exit !(NF == 13 && $11 > 0 && $13 <= 1) }' "$T/p.tsv" && ok || bad "p.tsv: no acceptance per mask at step 4"
+# resuming a parallel drafter keeps its masks (the file's last tensor: 3 x 16 F16 values);
+# a step at a learning rate of 1e-30 leaves every F16 weight as it was
+expect 0 "wrote .*p2.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" \
+    --init "$T/p.gguf" --parallel 3 --groups 8 $TINY --steps 1 --lr 1e-30 --warmup 0 --seed 77 --out "$T/p2.gguf"
+[ "$(tail -c 96 "$T/p.gguf" | od -An -tx1)" = "$(tail -c 96 "$T/p2.gguf" | od -An -tx1)" ] && ok \
+    || bad "--init with 3 masks: the masks were drawn again"
+"$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" --init "$T/draft.gguf" \
+    --parallel 3 --groups 8 $TINY --steps 1 --lr 1e-30 --warmup 0 --seed 77 --out "$T/p3.gguf" >/dev/null 2>&1
+[ "$(tail -c 96 "$T/p.gguf" | od -An -tx1)" != "$(tail -c 96 "$T/p3.gguf" | od -An -tx1)" ] && ok \
+    || bad "new masks from another seed equal the old ones: the check above means nothing"
 [ ! -e "$T/none.gguf" ] && ok || bad "a failed run wrote a file"
 
 finish "train.sh"
