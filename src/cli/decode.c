@@ -688,6 +688,10 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
     for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->mt[i] * 1e3);
     printf("],\n \"m_d_ms\": [");
     for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->md[i] * 1e3);
+    if (s->pm) {
+        printf("],\n \"m_p_ms\": [");
+        for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->mp[i] * 1e3);
+    }
     const sd_decode_stats *a = &s->ar_run;
     printf("],\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
            "\"target_ms_per_token\": %.6g},\n \"rows\": [", a->tokens, a->seconds, rate(a),
@@ -733,13 +737,16 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
  * / M_D(1): one pass over the block's tokens and L - 1 masks) plus M_T(L + 1), and
  * yields the measured block efficiency (ep, es). Parallel wins iff
  * c (ep L - es kappa) M_T(1) > M_T(L + 1) (es - ep): written into out as "c > x",
- * "c < x", "every c" or "no c". */
-static void parallel_crossover(const session *s, const entry *par, const entry *seq, char out[24])
+ * "c < x", "every c" or "no c". flat: 1 with the passes' costs flat in their width
+ * (kappa = 1), 2 with the target's flat too (M_T(L + 1) = M_T(1)): memory-bound
+ * passes, a large model on a GPU, ParallelSpec's setting; 0: the measured curves. */
+static void parallel_crossover(const session *s, const entry *par, const entry *seq, int flat, char out[24])
 {
     double ep = (double)par->run.tokens / (double)(par->run.blocks ? par->run.blocks : 1);
     double es_ = (double)seq->run.tokens / (double)(seq->run.blocks ? seq->run.blocks : 1);
     double L = (double)par->tree->max_depth, m1 = s->mt[1];
-    double kappa = curve_at(s->mp, s->nmax, ep + L - 1) / s->md[1], tau = curve_at(s->mt, s->nmax, L + 1);
+    double kappa = flat ? 1 : curve_at(s->mp, s->nmax, ep + L - 1) / s->md[1];
+    double tau = flat == 2 ? m1 : curve_at(s->mt, s->nmax, L + 1);
     double slope = (ep * L - es_ * kappa) * m1, need = tau * (es_ - ep);
     if (slope > 0) snprintf(out, 24, need > 0 ? "c > %.3f" : "every c", need / slope);
     else if (slope < 0) snprintf(out, 24, need < 0 ? "c < %.3f" : "no c", need / slope);
@@ -751,20 +758,24 @@ static void print_parallel(const session *s, const entry *es, size_t n)
 {
     printf("# parallel drafter vs sequential draft at equal L: draft ms per block, block efficiency, tokens/s\n"
            "# (measured; pred: the cost model's), who wins, and the cost ratios c = M_D/M_T at which the\n"
-           "# parallel drafter wins by the cost model with these block efficiencies (this machine: c = %.3f)\n", s->c);
-    printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %s\n", "L", "par-dms", "pred", "seq-dms", "pred",
-           "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "parallel wins at");
+           "# parallel drafter wins by the cost model with these block efficiencies (this machine: c = %.3f):\n"
+           "# with the measured cost curves, with a flat draft pass (kappa = 1), and with flat draft and\n"
+           "# target passes (memory-bound, as a large model on a GPU)\n", s->c);
+    printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %-12s %-12s %s\n", "L", "par-dms", "pred", "seq-dms",
+           "pred", "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "measured",
+           "flat-draft", "flat-both");
     for (size_t i = 0; i + 1 < n; i += 2) {
         const entry *p = &es[i], *q = &es[i + 1];
         if (p->skipped || q->skipped) continue;
         double bp = p->run.blocks ? (double)p->run.blocks : 1, bq = q->run.blocks ? (double)q->run.blocks : 1;
-        char cs[24];
-        parallel_crossover(s, p, q, cs);
-        printf("%3zu %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9.1f %9s %9s %s\n", p->tree->max_depth,
+        char cs[3][24];
+        for (int f = 0; f < 3; f++) parallel_crossover(s, p, q, f, cs[f]);
+        printf("%3zu %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9.1f %9s %9s %-12s %-12s %s\n",
+               p->tree->max_depth,
                p->run.draft_s / bp * 1e3, p->pred_draft * 1e3, q->run.draft_s / bq * 1e3, q->pred_draft * 1e3,
                (double)p->run.tokens / bp, (double)q->run.tokens / bq, rate(&p->run), p->pred_rate, rate(&q->run),
                q->pred_rate, rate(&p->run) > rate(&q->run) ? "parallel" : "seq",
-               p->pred_rate > q->pred_rate ? "parallel" : "seq", cs);
+               p->pred_rate > q->pred_rate ? "parallel" : "seq", cs[0], cs[1], cs[2]);
     }
 }
 
@@ -779,6 +790,10 @@ static void print_table(const dec_opts *o, const session *s, const entry *es, si
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", s->mt[1] * 1e3,
            curve_at(s->mt, s->nmax, 4) * 1e3, curve_at(s->mt, s->nmax, 16) * 1e3, s->nmax, s->mt[s->nmax] * 1e3,
            s->md[1] * 1e3, curve_at(s->md, s->nmax, 4) * 1e3, s->c, s->t_gumbel * 1e3, s->t_cdf * 1e3);
+    if (s->pm)
+        printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
+               o->pdraft, s->mp[1] * 1e3, curve_at(s->mp, s->nmax, 4) * 1e3, curve_at(s->mp, s->nmax, 8) * 1e3,
+               curve_at(s->mp, s->nmax, 16) * 1e3);
     printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
            s->ncal);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",

@@ -61,7 +61,7 @@ rc=$?
 for L in 1 2 3; do
     printf '%s\n' "$out" | grep -q "^parallel L=$L " && printf '%s\n' "$out" | grep -q "^sequential L=$L " && ok \
         || bad "no parallel/sequential rows for L=$L"
-    printf '%s\n' "$out" | grep -q "^  $L  *[0-9.]* .*\(parallel\|seq\) *\(parallel\|seq\) \(c [<>] [0-9.]*\|every c\|no c\)$" && ok \
+    printf '%s\n' "$out" | grep -q "^  $L  *[0-9.]* .*\(parallel\|seq\) *\(parallel\|seq\) \(c [<>] [0-9.]*\|every c\|no c\) .*\(c [<>] [0-9.]*\|every c\|no c\)$" && ok \
         || bad "no crossover row for L=$L"
 done
 [ "$(grep -c '^parallel L=' "$T/par-sweep.tsv")" = 3 ] && ok || bad "--tsv: not 3 parallel rows"
