@@ -297,7 +297,7 @@ static void log_header(run *r)
     FILE *f = r->log;
     fprintf(f, "# specdec train %s: %s\n", SPECDEC_VERSION, o->out);
     fprintf(f, "# corpus %s (%zu training tokens), validation %s (%zu tokens, %zu evaluated), seed %lu\n",
-            o->corpus, r->n_train, o->val ? o->val : "held out", r->n_val, r->n_eval * r->seq, o->seed);
+            o->corpus, r->n_train, o->val ? o->val : "held out", r->n_val, r->n_eval * (r->win - 1), o->seed);
     fprintf(f, "# model: vocab %u dim %u layers %u heads %u kv_heads %u ffn %u ctx %u %s, %zu parameters\n",
             c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
             o->untied ? "untied" : "tied", r->t->model->n_params);
