@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <gsl/gsl_rng.h>
@@ -198,18 +199,13 @@ static int same_tokenizer(const dec_opts *o, const char *dname, const sd_llama *
     sd_tokenizer *dt;
     int rc = sd_tokenizer_from_gguf(dm->file, &dt);
     if (rc) return prefixed(rc, dname);
-    size_t n = sd_tokenizer_n_vocab(tt);
+    size_t n = sd_tokenizer_n_vocab(tt), at = sd_tokenizer_first_difference(tt, dt);
     if (sd_tokenizer_n_vocab(dt) != n)
         rc = sd_error(SD_EINVAL, "%s's tokenizer has %zu tokens, %s's %zu: not the same tokenizer",
                       dname, sd_tokenizer_n_vocab(dt), o->target, n);
-    for (size_t i = 0; i < n && !rc; i++) {
-        const char *a, *b;
-        size_t la, lb;
-        if (sd_tokenizer_piece(tt, (int32_t)i, &a, &la) || sd_tokenizer_piece(dt, (int32_t)i, &b, &lb) ||
-            la != lb || memcmp(a, b, la))
-            rc = sd_error(SD_EINVAL, "%s and %s tokenize differently (token %zu differs): a draft "
-                          "and its target must share one tokenizer", dname, o->target, i);
-    }
+    else if (at != SIZE_MAX)
+        rc = sd_error(SD_EINVAL, "%s and %s tokenize differently (token %zu differs): a draft "
+                      "and its target must share one tokenizer", dname, o->target, at);
     sd_tokenizer_free(dt);
     return rc;
 }

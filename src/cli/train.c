@@ -495,13 +495,9 @@ static int same_pieces(const char *path, const sd_llama *m, const sd_tokenizer *
     sd_tokenizer *mt;
     int rc = m->file ? sd_tokenizer_from_gguf(m->file, &mt) : SD_OK;
     if (rc || !m->file) return rc;
-    for (size_t i = 0; i < sd_tokenizer_n_vocab(tok) && !rc; i++) {
-        const char *a, *b;
-        size_t la, lb;
-        if (sd_tokenizer_piece(tok, (int32_t)i, &a, &la) || sd_tokenizer_piece(mt, (int32_t)i, &b, &lb) ||
-            la != lb || memcmp(a, b, la))
-            rc = sd_error(SD_EINVAL, "--init %s: its tokenizer differs from the training one at token %zu", path, i);
-    }
+    size_t at = sd_tokenizer_first_difference(tok, mt);
+    if (at != SIZE_MAX)
+        rc = sd_error(SD_EINVAL, "--init %s: its tokenizer differs from the training one at token %zu", path, at);
     sd_tokenizer_free(mt);
     return rc;
 }

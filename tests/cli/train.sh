@@ -62,6 +62,10 @@ expect 1 "context of 16 tokens, shorter than the 18 it reads per window" -- "$SP
     --teacher "$T/target.gguf" --init "$T/draft.gguf" --parallel 4 --groups 14 --steps 1 --out "$T/p.gguf"
 expect 1 "--init .*other.gguf: vocabulary of 280" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" \
     --teacher "$T/target.gguf" --init "$T/other.gguf" --parallel 2 --groups 8 --steps 1 --out "$T/p.gguf"
+printf 'Tokens of another text entirely, with other merges, zebra quartz jumps.<|endoftext|>%.0s' $(seq 40) > "$T/other.txt"
+"$SPECDEC" train --corpus "$T/other.txt" --vocab 300 $TINY --steps 1 --out "$T/same-size.gguf" >/dev/null 2>&1
+expect 1 "same-size.gguf: its tokenizer differs from the training one at token" -- "$SPECDEC" train --corpus "$T/train.txt" \
+    --val "$T/val.txt" --teacher "$T/target.gguf" --init "$T/same-size.gguf" --parallel 2 --groups 8 $TINY --steps 1 --out "$T/p.gguf"
 expect 0 "wrote .*p.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" \
     --init "$T/draft.gguf" --parallel 3 --groups 8 $TINY --steps 4 --eval-every 2 --out "$T/p.gguf" --log "$T/p.tsv"
 grep -q "^# parallel drafter: 3 \[MASK\] tokens, 8 groups per example (32 inputs" "$T/p.tsv" && ok || bad "p.tsv: no layout line"
