@@ -16,15 +16,7 @@
 #   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2)
 set -eu
 BUILD=${1:-build}
-cd "$(dirname "$0")/../.."
-SD=$BUILD/specdec
-N=${E2E_PROMPTS:-20}
-TOK=${E2E_TOKENS:-64}
-TH=${E2E_THREADS:-2}
-TM=data/models/target.gguf
-DM=data/models/draft.gguf
-OUT=out/figs
-mkdir -p "$OUT"
+. "$(dirname "$0")/e2e-env.sh"
 PAIR="--target $TM --draft $DM --n-prompts $N --max-tokens $TOK --threads $TH"
 echo "# bench-e2e: $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
 

@@ -9,15 +9,8 @@
 #   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2)
 set -eu
 BUILD=${1:-build}
-cd "$(dirname "$0")/../.."
-SD=$BUILD/specdec
-N=${E2E_PROMPTS:-20}
-TOK=${E2E_TOKENS:-64}
-TH=${E2E_THREADS:-2}
-OUT=out/figs
-mkdir -p "$OUT"
-PAIR="--target data/models/target.gguf --draft data/models/draft.gguf --parallel-draft data/models/parallel.gguf"
-PAIR="$PAIR --n-prompts $N --max-tokens $TOK --threads $TH --quiet"
+. "$(dirname "$0")/e2e-env.sh"
+PAIR="--target $TM --draft $DM --parallel-draft $PM --n-prompts $N --max-tokens $TOK --threads $TH --quiet"
 echo "# bench-parallel: $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
 for temp in 1 0; do
     echo
