@@ -40,7 +40,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-e2e figs figs-check demo models clean install help mpi bench-mpi
+.PHONY: all deps test check fuzz bench bench-e2e bench-parallel figs figs-check demo models clean install help mpi bench-mpi
 .SECONDARY:
 
 all: $(BIN)
@@ -135,6 +135,11 @@ bench-e2e: $(BIN)
 bench-mpi: $(BIN) mpi
 	sh tests/bench/mpi.sh $(BIN) build-mpi/specdec
 
+# bench-parallel: ParallelSpec's drafter against the sequential one, L = 1..8, on the
+# shipped pair, measured and predicted (tests/bench/parallel.sh; a few minutes).
+bench-parallel: $(BIN)
+	sh tests/bench/parallel.sh $(BUILD)
+
 # figs-check: the figures' reference values only (fast; the test suite runs it too).
 figs-check: $(BIN)
 	$(BIN) figs --check
@@ -161,6 +166,7 @@ help:
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
+	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"

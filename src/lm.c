@@ -82,7 +82,7 @@ static void markov_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops markov_ops = {"markov", markov_next, NULL, markov_free};
+static const sd_lm_ops markov_ops = {"markov", markov_next, NULL, markov_free, NULL};
 
 static sd_lm *markov_alloc(size_t V, size_t order, double *rows)
 {
@@ -161,7 +161,7 @@ static void fixed_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops fixed_ops = {"fixed", fixed_next, NULL, fixed_free};
+static const sd_lm_ops fixed_ops = {"fixed", fixed_next, NULL, fixed_free, NULL};
 
 sd_lm *sd_lm_fixed(const double *prob, size_t vocab)
 {
@@ -238,6 +238,15 @@ int sd_lm_marginals(sd_lm *lm, const size_t *context, size_t len, size_t steps, 
     return rc;
 }
 
+int sd_lm_ahead(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out)
+{
+    if (!lm->ops->ahead) return sd_lm_marginals(lm, context, len, steps, out);
+    if (steps < 1 || steps > lm->ahead_max)
+        return sd_error(SD_EINVAL, "parallel drafter: %zu positions from one call (it drafts 1 to %zu)",
+                        steps, lm->ahead_max);
+    return lm->ops->ahead(lm, context, len, steps, out);
+}
+
 /* ---- sampling temperature over any model ---- */
 
 typedef struct {
@@ -245,15 +254,31 @@ typedef struct {
     double temperature;
 } tempered;
 
+/* Each row of out (rows x V) at the temperature. */
+static void temper(const sd_lm *lm, double *out, size_t rows)
+{
+    const tempered *t = lm->impl;
+    for (size_t r = 0; r < rows; r++) {
+        double z = 0, *row = out + r * lm->vocab;
+        for (size_t y = 0; y < lm->vocab; y++) z += row[y] = row[y] > 0 ? pow(row[y], 1 / t->temperature) : 0;
+        for (size_t y = 0; y < lm->vocab; y++) row[y] /= z;
+    }
+}
+
 static int tempered_next(sd_lm *lm, const size_t *context, size_t len, double *out)
 {
     tempered *t = lm->impl;
     int rc = sd_lm_next(t->base, context, len, out);
-    if (rc) return rc;
-    double z = 0;
-    for (size_t y = 0; y < lm->vocab; y++) z += out[y] = out[y] > 0 ? pow(out[y], 1 / t->temperature) : 0;
-    for (size_t y = 0; y < lm->vocab; y++) out[y] /= z;
-    return SD_OK;
+    if (!rc) temper(lm, out, 1);
+    return rc;
+}
+
+static int tempered_ahead(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out)
+{
+    tempered *t = lm->impl;
+    int rc = t->base->ops->ahead(t->base, context, len, steps, out);
+    if (!rc) temper(lm, out, steps);
+    return rc;
 }
 
 static void tempered_free(sd_lm *lm)
@@ -262,15 +287,17 @@ static void tempered_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops tempered_ops = {"tempered", tempered_next, NULL, tempered_free};
+static const sd_lm_ops tempered_ops = {"tempered", tempered_next, NULL, tempered_free, NULL};
+static const sd_lm_ops tempered_ahead_ops = {"tempered", tempered_next, NULL, tempered_free, tempered_ahead};
 
 sd_lm *sd_lm_tempered(sd_lm *base, double temperature)
 {
     sd_lm *lm = sd_xcalloc(1, sizeof *lm);
     tempered *t = sd_xmalloc(sizeof *t);
     t->base = base, t->temperature = temperature;
-    lm->ops = &tempered_ops;
+    lm->ops = base->ops->ahead ? &tempered_ahead_ops : &tempered_ops;
     lm->vocab = base->vocab, lm->cost = base->cost, lm->memory = base->memory;
+    lm->ahead_max = base->ahead_max;
     lm->impl = t;
     return lm;
 }

@@ -27,6 +27,11 @@ typedef struct {
     int (*next_batch)(sd_lm *lm, const size_t *const *contexts, const size_t *lens,
                       size_t batch, double *out);
     void (*free)(sd_lm *lm);
+    /* optional: a parallel drafter's laws of the next `steps` tokens after the context,
+     * all from one call (ParallelSpec: the context followed by steps - 1 [MASK] tokens
+     * in one forward pass), out steps x V; position i's law does not depend on the
+     * tokens drawn before it. NULL: sd_lm_ahead enumerates the model's own marginals. */
+    int (*ahead)(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out);
 } sd_lm_ops;
 
 struct sd_lm {
@@ -35,6 +40,7 @@ struct sd_lm {
     double cost;   /* relative cost of one call (cost model) */
     size_t memory; /* the next-token law depends on the last `memory` tokens only
                       (Markov: its order; SD_LM_MEMORY_ALL: on everything) */
+    size_t ahead_max; /* with ops->ahead: the most positions one call drafts */
     void *impl;
 };
 
@@ -73,6 +79,11 @@ extern const char *const sd_lm_help;
  * that proposes every position from one call can at best propose. By enumeration:
  * SD_ERANGE past 1e6 paths. */
 int sd_lm_marginals(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out);
+
+/* The laws of the next `steps` positions from one draft call: the model's ahead op (a
+ * real parallel drafter, e.g. a GGUF with [MASK] tokens), else sd_lm_marginals (the
+ * ideal parallel drafter a sequential model implies). */
+int sd_lm_ahead(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out);
 
 /* Exact probability of seq[0..n-1] following the prompt under lm. */
 int sd_lm_sequence_prob(sd_lm *lm, const size_t *prompt, size_t plen, const size_t *seq,

@@ -168,16 +168,16 @@ int sd_tree_parse(const char *spec, sd_tree **out)
 {
     *out = NULL;
     static const char *const kinds[] = {"chain",    "kconfig", "parents", "spectr",
-                                        "parallel", "dynamic", "beam"};
+                                        "parallel", "dynamic", "beam",    "ptree"};
     const char *colon = strchr(spec, ':');
-    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 7;
-    for (size_t i = 0; i < 7; i++)
+    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 8;
+    for (size_t i = 0; i < 8; i++)
         if (colon && len == strlen(kinds[i]) && !strncmp(spec, kinds[i], len)) kind = i;
-    if (kind == 7)
+    if (kind == 8)
         return sd_error(SD_EINVAL, "tree shape '%s': expected chain:G, kconfig:K1,K2,..., "
-                                   "parents:P1,P2,..., spectr:K,L, parallel:L, beam:W,L or "
-                                   "dynamic:C,B,D,R", spec);
-    if (kind >= 3) return parse_walk(spec, kind, out);
+                                   "parents:P1,P2,..., spectr:K,L, parallel:L, ptree:K1,K2,..., "
+                                   "beam:W,L or dynamic:C,B,D,R", spec);
+    if (kind >= 3 && kind <= 6) return parse_walk(spec, kind, out);
     size_t cap = 16, n = 0, *v = sd_xmalloc(cap * sizeof *v);
     const char *s = colon + 1;
     int rc = SD_OK;
@@ -204,8 +204,9 @@ int sd_tree_parse(const char *spec, sd_tree **out)
             for (size_t i = 0; i < g; i++) v[i] = 1;
             rc = sd_tree_kconfig(v, g, out);
         }
-    } else if (rc == SD_OK && kind == 1) {
+    } else if (rc == SD_OK && (kind == 1 || kind == 7)) {
         rc = sd_tree_kconfig(v, n, out);
+        if (rc == SD_OK && kind == 7) (*out)->walk = SD_WALK_PARALLEL;
     } else if (rc == SD_OK) {
         memmove(v + 1, v, n * sizeof *v); /* parents of nodes 1..n */
         v[0] = SD_TREE_NONE;
@@ -220,8 +221,14 @@ int sd_tree_format(const sd_tree *t, char *buf, size_t cap)
     size_t need = 0;
     if (t->walk == SD_WALK_SPECTR)
         need = (size_t)snprintf(buf, cap, "spectr:%zu,%zu", t->width, t->max_depth);
-    else if (t->walk == SD_WALK_PARALLEL)
+    else if (t->walk == SD_WALK_PARALLEL && t->max_children == 1)
         need = (size_t)snprintf(buf, cap, "parallel:%zu", t->max_depth);
+    else if (t->walk == SD_WALK_PARALLEL) { /* a k-configuration: the first node of each level */
+        need = (size_t)snprintf(buf, cap, "ptree:");
+        for (size_t v = 0; v < t->n; v = t->nchild[v] ? sd_tree_child(t, v, 0) : t->n)
+            if (t->nchild[v]) need += (size_t)snprintf(buf + (need < cap ? need : cap), need < cap ? cap - need : 0,
+                                                       "%s%zu", v ? "," : "", t->nchild[v]);
+    }
     else if (t->walk == SD_WALK_BEAM)
         need = (size_t)snprintf(buf, cap, "beam:%zu,%zu", t->width, t->max_depth);
     else if (t->walk == SD_WALK_DYNAMIC)
@@ -296,7 +303,7 @@ struct sd_tree_ws {
     size_t context_cap;
     double *pd, *pt;      /* (max_depth + 1) x V */
     size_t *tokens;
-    double *marg;         /* parallel: L x V proposals */
+    double *marg;         /* parallel: L x V laws, position i's for the nodes at depth i + 1 */
     /* beam: (L + 1) x W nodes, node (l, j) at l * W + j; a path is read off the parents */
     size_t *beam_parent, *beam_token, *beam_nkids, *beam_kids;
     double *beam_phi, *beam_g, *cand_t, *cand_phi;
@@ -327,15 +334,14 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     if (p->scheme == SD_SCHEME_OTM && !p->vp.otm_solve)
         return sd_error(SD_EUNSUP, "otm in trees needs a coupling solver (params.vp.otm_solve, "
                                    "e.g. lp/'s sd_otm_lp_coupling): one LP per node");
-    if (p->scheme == SD_SCHEME_OTM && t->walk != SD_WALK_SPECTR && t->walk != SD_WALK_TREE)
-        return sd_error(SD_EINVAL, "otm verifies i.i.d. candidates: use it with static trees or "
-                                   "spectr");
+    if (p->scheme == SD_SCHEME_OTM && t->walk != SD_WALK_SPECTR && t->walk != SD_WALK_TREE &&
+        t->walk != SD_WALK_PARALLEL)
+        return sd_error(SD_EINVAL, "otm verifies i.i.d. candidates: use it with static trees, "
+                                   "parallel trees or spectr");
     if (vocab < SD_VOCAB_MIN) return sd_error(SD_EINVAL, "vocabulary of %zu tokens", vocab);
     if (t->walk == SD_WALK_SPECTR && p->scheme == SD_SCHEME_RRS)
         return sd_error(SD_EINVAL, "spectr's sequences are drafted independently: verify them "
                                    "with kseq or specinfer, not rrs");
-    if (t->walk == SD_WALK_PARALLEL && p->scheme != SD_SCHEME_SD && p->scheme != SD_SCHEME_SPECINFER)
-        return sd_error(SD_EINVAL, "parallel drafts one token per position: verify with sd");
     if (t->walk == SD_WALK_BEAM && p->scheme != SD_SCHEME_RRS)
         return sd_error(SD_EINVAL, "beam search drafts each node's children without "
                                    "replacement: verify with rrs");
@@ -350,8 +356,7 @@ int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p
     ws->by_k = sd_xcalloc(t->max_children + 1, sizeof *ws->by_k);
     ws->pd = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pd);
     ws->pt = sd_xmalloc((t->max_depth + 1) * vocab * sizeof *ws->pt);
-    /* a node's candidates, then (parallel) the L proposals from SD_TREE_MAX_CHILDREN on */
-    ws->tokens = sd_xmalloc((SD_TREE_MAX_CHILDREN + t->max_depth + 1) * sizeof *ws->tokens);
+    ws->tokens = sd_xmalloc((SD_TREE_MAX_CHILDREN + 1) * sizeof *ws->tokens); /* a node's candidates */
     double *uni = ws->pd;
     for (size_t i = 0; i < vocab; i++) uni[i] = 1.0 / (double)vocab;
     /* sd is specinfer with one candidate; trees give nodes several */
@@ -621,19 +626,6 @@ static int step_spectr(sd_tree_ws *ws, walk_state *st, size_t n, const double *p
     return SD_OK;
 }
 
-/* ParallelSpec: position n's proposal (drawn at the block start) against the target. */
-static int step_parallel(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
-                         const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
-{
-    (void)st;
-    size_t index;
-    if (n == ws->tree->max_depth) return *tok = bonus_token(ws, pd, pt, n, rng), SD_OK;
-    size_t keep = ws->tokens[0];
-    ws->tokens[0] = ws->tokens[SD_TREE_MAX_CHILDREN + n]; /* the proposal for position n */
-    int rc = verify_given(ws, 1, pd, pt, rng, tok, accepted, &index);
-    ws->tokens[0] = keep;
-    return rc;
-}
 
 static int step_beam(sd_tree_ws *ws, walk_state *st, size_t n, const double *pd,
                      const double *pt, gsl_rng *rng, size_t *tok, int *accepted)
@@ -736,17 +728,14 @@ static int block_path(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t 
         blk->nodes = 0;
         for (size_t l = 1; !rc && l <= t->max_depth; l++) blk->nodes += ws->beam_count[l];
         break;
-    case SD_WALK_PARALLEL: /* one draft call proposes every position */
-        step = step_parallel;
-        rc = sd_lm_marginals(draft, ctx, len, t->max_depth, ws->marg);
-        for (size_t i = 0; !rc && i < t->max_depth; i++)
-            ws->tokens[SD_TREE_MAX_CHILDREN + i] = sd_dist_sample_cdf(ws->marg + i * V, V, rng);
+    case SD_WALK_PARALLEL: /* one draft call gives every depth's law; then as a static tree */
+        rc = sd_lm_ahead(draft, ctx, len, t->max_depth, ws->marg);
         break;
     default: break;
     }
     while (rc == SD_OK && n < max_tokens) {
         double *pd = ws->pd + n * V, *pt = ws->pt + n * V; /* one slot per depth */
-        if (t->walk == SD_WALK_PARALLEL) /* the proposal law stands for the draft's */
+        if (t->walk == SD_WALK_PARALLEL) /* position n's law, whatever the path drawn */
             memcpy(pd, ws->marg + (n < t->max_depth ? n : t->max_depth - 1) * V, V * sizeof *pd);
         else if ((rc = sd_lm_next(draft, ctx, len + n, pd)))
             break;
@@ -844,30 +833,29 @@ static int e_candidates(sd_tree_ws *ws, const double *pd, size_t c, gsl_rng *rng
 }
 
 /* Static trees: level by level, the laws of the level's inner nodes in one draft call,
- * then their candidates (children join in candidate order). ParallelSpec: the chain of
- * proposals from one call. */
+ * then their candidates (children join in candidate order). ParallelSpec: the laws of
+ * every depth from one call (sd_lm_ahead), a node's candidates drawn from its depth's. */
 static int e_draft_static(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t len,
                           gsl_rng *rng, sd_block *blk)
 {
     const sd_tree *t = ws->tree;
     size_t V = ws->vocab, cand[SD_TREE_MAX_CHILDREN], *map = ws->e_map; /* shape node -> id */
     int rc = SD_OK;
-    if (t->walk == SD_WALK_PARALLEL) {
-        if ((rc = sd_lm_marginals(draft, ctx, len, t->max_depth, ws->marg))) return rc;
+    int par = t->walk == SD_WALK_PARALLEL;
+    if (par) { /* ParallelSpec: one call, then every node at depth d drafts from law d */
+        if ((rc = sd_lm_ahead(draft, ctx, len, t->max_depth, ws->marg))) return rc;
         blk->draft_calls++;
-        for (size_t i = 0; i < t->max_depth; i++) {
-            memcpy(ws->e_pd + i * V, ws->marg + i * V, V * sizeof(double));
-            ws->e_haspd[i] = 1;
-            e_add(ws, i, sd_dist_sample_cdf(ws->marg + i * V, V, rng), ctx, len);
-        }
-        return SD_OK;
     }
     map[0] = 0;
     for (size_t d = 0; d < t->max_depth && !rc; d++) {
         size_t m = 0;
         for (size_t u = 0; u < t->n; u++)
             if (t->depth[u] == d && t->nchild[u]) ws->e_list[m] = map[u], ws->e_shape[m++] = u;
-        if ((rc = e_draft(ws, draft, ws->e_list, m, len, blk))) break;
+        for (size_t i = 0; par && i < m; i++) {
+            memcpy(ws->e_pd + ws->e_list[i] * V, ws->marg + d * V, V * sizeof(double));
+            ws->e_haspd[ws->e_list[i]] = 1;
+        }
+        if (!par && (rc = e_draft(ws, draft, ws->e_list, m, len, blk))) break;
         for (size_t i = 0; i < m && !rc; i++) {
             size_t u = ws->e_shape[i], c = t->nchild[u];
             if ((rc = e_candidates(ws, ws->e_pd + map[u] * V, c, rng, cand))) break;
@@ -1026,7 +1014,8 @@ static int eff_node(eff_ctx *e, size_t node, double *out)
     }
     double *pd = ws->pd + d * V, *pt = ws->pt + d * V, *w = e->weight + d * (SD_TREE_MAX_CHILDREN + 1) * V;
     int rc;
-    if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
+    if (t->walk == SD_WALK_PARALLEL) memcpy(pd, ws->marg + d * V, V * sizeof *pd); /* the depth's law */
+    else if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
     if ((rc = sd_lm_next(e->target, ws->context, at, pt))) return rc;
     sd_verifier *v = ws->by_k[c];
     if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
@@ -1106,29 +1095,6 @@ static int eff_spectr(eff_ctx *e, size_t level, size_t alive, double *out)
     return rc;
 }
 
-/* Parallel: E(i, path) = 1 + sum_x min(q_i(x), target(x | path)) E(i + 1, path x). */
-static int eff_parallel(eff_ctx *e, size_t i, double *out)
-{
-    sd_tree_ws *ws = e->ws;
-    size_t V = ws->vocab, at = e->len + i;
-    if (i == ws->tree->max_depth) {
-        *out = 1;
-        return SD_OK;
-    }
-    double *pt = ws->pt + i * V, *q = ws->marg + i * V, total = 1;
-    int rc = sd_lm_next(e->target, ws->context, at, pt);
-    for (size_t x = 0; x < V && rc == SD_OK; x++) {
-        double a = q[x] < pt[x] ? q[x] : pt[x], sub;
-        if (!(a > 0)) continue;
-        ws->context[at] = x;
-        rc = eff_parallel(e, i + 1, &sub);
-        total += a * sub;
-        pt = ws->pt + i * V; /* the recursion used deeper slots only */
-    }
-    *out = total;
-    return rc;
-}
-
 int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *draft,
                              sd_lm *target, const size_t *context, size_t len, double max_work,
                              double *efficiency)
@@ -1143,8 +1109,7 @@ int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *d
     double work = 0;
     if (t->walk == SD_WALK_SPECTR)
         work = pow((double)V, (double)t->max_depth) * pow((double)V, (double)t->width) * (double)t->width;
-    if (t->walk == SD_WALK_PARALLEL) work = pow((double)V, (double)t->max_depth) * 2;
-    for (size_t v = 0; t->walk == SD_WALK_TREE && v < t->n; v++)
+    for (size_t v = 0; (t->walk == SD_WALK_TREE || t->walk == SD_WALK_PARALLEL) && v < t->n; v++)
         if (t->nchild[v])
             work += pow((double)V, (double)t->depth[v] + (double)t->nchild[v]) * (double)t->nchild[v];
     if (work > max_work)
@@ -1159,10 +1124,10 @@ int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *d
     eff_ctx e = {ws, draft, target, len,
                  sd_xmalloc((t->max_depth + 1) * (SD_TREE_MAX_CHILDREN + 1) * V * sizeof(double))};
     if (t->walk == SD_WALK_SPECTR) rc = eff_spectr(&e, 0, t->width, efficiency);
-    else if (t->walk == SD_WALK_PARALLEL) {
-        rc = sd_lm_marginals(draft, context, len, t->max_depth, ws->marg);
-        if (rc == SD_OK) rc = eff_parallel(&e, 0, efficiency);
-    } else rc = eff_node(&e, 0, efficiency);
+    else {
+        if (t->walk == SD_WALK_PARALLEL) rc = sd_lm_ahead(draft, context, len, t->max_depth, ws->marg);
+        if (rc == SD_OK) rc = eff_node(&e, 0, efficiency);
+    }
     free(e.weight);
     sd_tree_ws_free(ws);
     return rc;

@@ -13,7 +13,11 @@
  *                    (RSD-C's branching vector when drafted without replacement)
  *   parents:0,0,1    explicit: the parent of node 1, 2, ... (parents before children)
  *   spectr:K,L       SpecTr: K independent sequences of L drafts (K x L nodes)
- *   parallel:L       ParallelSpec: L positions from one draft call
+ *   parallel:L       ParallelSpec: L positions from one draft call (sd_lm_ahead: a drafter
+ *                    with [MASK] tokens, or the draft's own marginals), a chain
+ *   ptree:K1,...,KL  ParallelSpec's token tree (Alg. 1): the same one call, and every node
+ *                    at depth l drafts K_l candidates from position l's law (a
+ *                    k-configuration whose laws do not depend on the path)
  *   beam:W,L         RSD-S: stochastic beam search of width W over L levels (W x L nodes)
  *   dynamic:C,B,D,R  GT's dynamic tree: threshold C, at most B nodes, D levels, R
  *                    candidates per node (top draft tokens, point-mass rejection)
@@ -41,9 +45,10 @@ typedef enum {
     SD_WALK_SPECTR,   /* SpecTr K x L: K independent draft sequences; at each level the
                          sequences that agree with the accepted prefix propose their next
                          tokens (i.i.d. given the prefix), verified together (K-SEQ) */
-    SD_WALK_PARALLEL, /* ParallelSpec: all L positions drafted from one draft call, position
-                         i from the draft's i-step-ahead law given the block's context, each
-                         verified in turn (sd) */
+    SD_WALK_PARALLEL, /* ParallelSpec: the laws of all L positions from one draft call
+                         (sd_lm_ahead), position i's given the block's context only; then
+                         walked as a static tree (a chain, or ptree's k-configuration) whose
+                         node at depth i drafts from law i: any token scheme verifies it */
     SD_WALK_BEAM,     /* RSD-S: stochastic beam search (width W, L levels) drafts the tree;
                          a node's children in the beam, by decreasing truncated Gumbel,
                          are a without-replacement sample: recursive rejection (rrs) */

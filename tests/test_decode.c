@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "dist.h"
 #include "llama_lm.h"
 #include "otm_lp.h"
 #include "planted.h"
@@ -116,25 +117,33 @@ static void test_decode_greedy_identity(void **state)
  * (joint, and each position's), for every scheme at temperature 1, two at 0.7 with
  * top-p 0.9, and the planted bonus at the wrong node (rejected). 13 certifications of
  * about 3 p-values at 1e-6. */
-static double certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
-                      unsigned long seed, double *eff)
+static double certify_len(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
+                          unsigned long seed, size_t length, double *eff)
 {
     sd_tree *t;
     assert_int_equal(sd_tree_parse(shape, &t), SD_OK);
     sd_seq_params sp = sd_seq_default_params();
     sp.tree = p;
     sp.shape = t;
-    sp.length = 2;
+    sp.length = length;
     sd_mc_params mp = sd_mc_default_params();
     mp.samples = n;
     mp.seed = seed;
     size_t prompt[3] = {3, 8, 1};
     sd_seq_cert c;
     assert_int_equal(sd_seq_certify(draft, target, prompt, 3, &sp, mp, &c), SD_OK);
-    assert_true(c.cells == 144);
+    double cells = 1;
+    for (size_t i = 0; i < length; i++) cells *= (double)target->vocab;
+    assert_true(c.cells == cells);
     *eff = c.block_efficiency;
     sd_tree_free(t);
     return c.min_p;
+}
+
+static double certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
+                      unsigned long seed, double *eff)
+{
+    return certify_len(draft, target, p, shape, n, seed, 2, eff);
 }
 
 static void test_decode_certified(void **state)
@@ -175,6 +184,117 @@ static void test_decode_certified(void **state)
 }
 
 /* The loop's counts and its three ways to stop: the budget, an EOS token, the room. */
+/* A parallel drafter of m's shape with K [MASK] tokens: m's weights perturbed as
+ * sd_test_llama_perturbed does, the masks' embeddings those of tokens 1..K plus noise. */
+static sd_llama *parallel_drafter(const sd_llama *m, uint32_t K, double spread, unsigned long seed)
+{
+    sd_llama_config c = m->cfg;
+    c.n_mask = K;
+    sd_llama *d;
+    assert_int_equal(sd_llama_alloc(&c, m->tied, &d), SD_OK);
+    gsl_rng *r = sd_test_rng(seed);
+    for (size_t i = 0; i < m->n_params; i++) /* sd_llama_alloc's layout: the masks come last */
+        d->params[i] = m->params[i] * (float)(1 + spread * (gsl_rng_uniform(r) - 0.5));
+    float *e = (float *)d->mask_embd.data, *t = (float *)d->tok_embd.data;
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < c.dim; j++) e[k * c.dim + j] = t[(k + 1) * c.dim + j] + (float)(0.1 * (gsl_rng_uniform(r) - 0.5));
+    gsl_rng_free(r);
+    return d;
+}
+
+/* ParallelSpec: the drafter's laws of L positions from one pass (sd_lm_ahead) are the
+ * decoder's logits of the context followed by [MASK]s; decoding with them is lossless
+ * with the chain verifier and with token-tree verification: greedy identity, the
+ * sequence law certified, and a broken verifier on a parallel tree caught. */
+static void test_decode_parallel_drafter(void **state)
+{
+    (void)state;
+    sd_llama_config c = tiny;
+    c.n_vocab = 12;
+    sd_llama *tm = sd_test_llama_random(&c, 0, 91), *pm = parallel_drafter(tm, 3, 0.5, 92);
+    /* the ahead op against a plain forward pass over context + masks */
+    sd_lm *par;
+    assert_int_equal(sd_lm_llama(pm, 0, 1, 0, 1, 0, &par), SD_OK);
+    assert_int_equal(par->ahead_max, 4);
+    size_t ctx[3] = {3, 8, 1};
+    double ahead[4 * 12], next[12];
+    assert_int_equal(sd_lm_ahead(par, ctx, 3, 4, ahead), SD_OK);
+    assert_int_equal(sd_lm_next(par, ctx, 3, next), SD_OK); /* position 0 is the next-token law */
+    for (size_t y = 0; y < 12; y++) assert_close(ahead[y], next[y], 1e-12, 0);
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(pm, 16, &kv), SD_OK);
+    int32_t seq[6] = {3, 8, 1, 12, 13, 14}; /* [MASK]_1..3 are ids V..V+2 */
+    float logits[6 * 12];
+    assert_int_equal(sd_llama_forward(pm, kv, seq, 6, NULL, NULL, logits, NULL), SD_OK);
+    for (size_t i = 1; i < 4; i++) {
+        double law[12];
+        for (size_t y = 0; y < 12; y++) law[y] = logits[(2 + i) * 12 + y];
+        assert_int_equal(sd_dist_from_logits(law, 12, 1, 0, 1, law, "test"), SD_OK);
+        for (size_t y = 0; y < 12; y++) assert_close(ahead[i * 12 + y], law[y], 1e-5, 1e-7);
+    }
+    sd_kv_free(kv);
+    assert_int_equal(sd_lm_ahead(par, ctx, 3, 5, ahead), SD_EINVAL); /* 3 masks: 4 positions at most */
+    /* greedy identity: chains draft greedily, token trees at temperature 0.5 */
+    sd_llama *tg = sd_test_llama_random(&tiny, 0, 93), *pg = parallel_drafter(tg, 3, 0.3, 94);
+    sd_lm *target0, *par0, *par5;
+    assert_int_equal(sd_lm_llama(tg, 1, 0, 0, 1, 0, &target0), SD_OK);
+    assert_int_equal(sd_lm_llama(pg, 0, 0, 0, 1, 0, &par0), SD_OK);
+    assert_int_equal(sd_lm_llama(pg, 1, 0.5, 0, 1, 0, &par5), SD_OK);
+    static const struct {
+        sd_scheme s;
+        const char *shape;
+    } cases[] = {{SD_SCHEME_SD, "parallel:4"}, {SD_SCHEME_SPECINFER, "ptree:2,2,1"}, {SD_SCHEME_RRS, "ptree:3,1"}};
+    for (size_t k = 0; k < 3; k++) {
+        sd_tree_params p = sd_tree_default_params();
+        p.scheme = cases[k].s;
+        p.eval = SD_EVAL_TREE;
+        double eff;
+        size_t d = greedy_differences(k ? par5 : par0, target0, &p, cases[k].shape, &eff);
+        print_message("%-10s %-14s greedy: %zu of 3 prompts differ, %.3f tokens per block\n",
+                      sd_scheme_name(cases[k].s), cases[k].shape, d, eff);
+        if (d) fail_msg("%s: greedy parallel-drafted tokens differ from ar's", cases[k].shape);
+        assert_true(eff > 1.1);
+    }
+    /* sampling at temperature 1: the law of two tokens certified, in tree and path walks */
+    sd_lm *target;
+    assert_int_equal(sd_lm_llama(tm, 0, 1, 0, 1, 0, &target), SD_OK);
+    for (size_t k = 0; k < 3; k++) {
+        for (int path = 0; path < 1 + (k == 1); path++) { /* the path walk (Monte Carlo's): one tree */
+            sd_tree_params p = sd_tree_default_params();
+            p.scheme = cases[k].s;
+            p.eval = path ? SD_EVAL_PATH : SD_EVAL_TREE;
+            double eff, pv = certify(par, target, p, cases[k].shape, 10000, 800 + k * 2 + (size_t)path, &eff);
+            print_message("%-10s %-14s %s walk, T=1: p = %.3g, %.3f tokens per block\n", sd_scheme_name(cases[k].s),
+                          cases[k].shape, path ? "path" : "tree", pv, eff);
+            if (!(pv >= 1e-6)) fail_msg("%s rejected: p = %g", cases[k].shape, pv);
+        }
+    }
+    /* four tokens: every depth's law of parallel:4 and ptree:2,2,1 (and the bonus after
+     * ptree's leaves), the joint law and each position's */
+    for (size_t k = 0; k < 3; k++) {
+        sd_tree_params p = sd_tree_default_params();
+        p.scheme = k == 2 ? SD_SCHEME_KSEQ : cases[k].s;
+        p.eval = SD_EVAL_TREE;
+        const char *shape = k == 2 ? "ptree:2,1,1" : cases[k].shape;
+        double eff, pv = certify_len(par, target, p, shape, 20000, 820 + k, 4, &eff);
+        print_message("%-10s %-14s 4 tokens, T=1: p = %.3g, %.3f tokens per block\n", sd_scheme_name(p.scheme),
+                      shape, pv, eff);
+        if (!(pv >= 1e-6)) fail_msg("%s over 4 tokens rejected: p = %g", shape, pv);
+    }
+    for (size_t i = 0; i < sd_planted_count; i++) { /* a broken verifier on a parallel token tree */
+        if (strcmp(sd_planted_bugs[i].name, "ratio-inverted")) continue;
+        sd_tree_params p = sd_tree_default_params();
+        p.scheme = sd_planted_bugs[i].scheme;
+        p.ops = sd_planted_bugs[i].ops;
+        p.eval = SD_EVAL_TREE;
+        double eff, pv = certify(par, target, p, "ptree:2,1", 10000, 810, &eff);
+        print_message("planted ratio-inverted on ptree:2,1: p = %.3g\n", pv);
+        if (!(pv < 1e-6)) fail_msg("the inverted acceptance ratio was not caught on a parallel tree: p = %g", pv);
+    }
+    sd_lm_free(target), sd_lm_free(par5), sd_lm_free(par0), sd_lm_free(target0), sd_lm_free(par);
+    sd_llama_free(tm), sd_llama_free(pm); /* pg and tg: their oracles own them */
+}
+
 static void test_decode_stops(void **state)
 {
     (void)state;
@@ -229,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_decode_greedy_identity),
         cmocka_unit_test(test_decode_certified),
         cmocka_unit_test(test_decode_stops),
+        cmocka_unit_test(test_decode_parallel_drafter),
     };
     return cmocka_run_group_tests_name("decode", tests, NULL, NULL);
 }

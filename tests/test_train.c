@@ -16,6 +16,7 @@
 
 #include "llama.h"
 #include "sd_error.h"
+#include "mask.h"
 #include "train.h"
 
 #define assert_msg_has(needle)                                                            \
@@ -29,7 +30,7 @@
 static sd_llama_config tiny_config(uint32_t vocab, uint32_t dim, uint32_t layers, uint32_t heads,
                                    uint32_t kv_heads, uint32_t ffn, uint32_t ctx)
 {
-    sd_llama_config c = {vocab, dim, layers, heads, kv_heads, dim / heads, ffn, ctx, 1e-5f, 10000.0f};
+    sd_llama_config c = {vocab, dim, layers, heads, kv_heads, dim / heads, ffn, ctx, 1e-5f, 10000.0f, 0};
     return c;
 }
 
@@ -53,16 +54,14 @@ static void randomize(sd_train *t, gsl_rng *r, double s)
 
 typedef struct {
     sd_train *t;
-    const int32_t *tokens;
-    size_t n;
-    const float *teacher;
+    sd_train_example ex;
     sd_train_params p;
 } fd_problem;
 
 static double fd_loss(const fd_problem *f)
 {
     sd_train_loss l;
-    assert_int_equal(sd_train_eval(f->t, f->tokens, f->n, f->teacher, &f->p, &l), SD_OK);
+    assert_int_equal(sd_train_example_eval(f->t, &f->ex, &f->p, &l), SD_OK);
     return l.loss;
 }
 
@@ -127,27 +126,55 @@ static double check_tensor(const fd_problem *f, const sd_tensor *w, gsl_rng *r)
     return worst;
 }
 
-static void gradient_check(int tied, uint32_t kv_heads, int distill)
+/* The group-wise example of a window of T + K + 1 tokens (ParallelSpec's layout,
+ * src/mask.h): [MASK]_i of group j predicts w[j + 1 + i] and distils teacher row j + i.
+ * input and label have room for T (K + 1). */
+static sd_parallel_layout *parallel_example(const int32_t *w, size_t T, size_t K, uint32_t V,
+                                            int32_t *input, int32_t *label, const float *teacher,
+                                            sd_train_example *ex)
+{
+    sd_parallel_layout *lay;
+    assert_int_equal(sd_parallel_layout_alloc(NULL, T, K, V, &lay), SD_OK);
+    for (size_t i = 0; i < lay->n; i++) {
+        size_t j = lay->group[i], k = lay->mask_rank[i];
+        input[i] = k ? (int32_t)(V + k - 1) : w[j];
+        label[i] = w[j + 1 + k];
+    }
+    sd_train_example e = {lay->n, input, label, lay->pos, lay->attn, teacher, lay->pos, T + K};
+    *ex = e;
+    return lay;
+}
+
+/* parallel: a drafter with K = 2 [MASK] tokens on T = 4 groups (12 inputs), with one
+ * label ignored; else a causal sequence of 10. */
+static void gradient_check(int tied, uint32_t kv_heads, int distill, int parallel)
 {
     sd_llama_config c = tiny_config(19, 16, 2, 4, kv_heads, 20, 12);
+    c.n_mask = parallel ? 2 : 0;
     sd_train *t;
     assert_int_equal(sd_train_alloc(&c, tied, 12, &t), SD_OK);
-    gsl_rng *r = sd_test_rng(2385 + (unsigned long)tied * 10 + kv_heads);
+    gsl_rng *r = sd_test_rng(2385 + (unsigned long)tied * 10 + kv_heads + 100u * (unsigned long)parallel);
     randomize(t, r, 0.3);
-    int32_t tokens[11];
+    int32_t tokens[11], input[12], label[12];
     for (size_t i = 0; i < 11; i++) tokens[i] = (int32_t)gsl_rng_uniform_int(r, c.n_vocab);
     tokens[5] = tokens[2]; /* a repeated token: its embedding gathers two gradients */
-    size_t n = 10;
+    size_t n = 10, T = 4, K = 2, rows = parallel ? T + K : n;
     float *teacher = NULL;
     if (distill) {
-        teacher = malloc(n * c.n_vocab * sizeof *teacher);
-        for (size_t i = 0; i < n * c.n_vocab; i++) teacher[i] = (float)gsl_ran_gaussian(r, 1.5);
+        teacher = malloc(rows * c.n_vocab * sizeof *teacher);
+        for (size_t i = 0; i < rows * c.n_vocab; i++) teacher[i] = (float)gsl_ran_gaussian(r, 1.5);
     }
-    fd_problem f = {t, tokens, n, teacher, sd_train_default_params()};
+    fd_problem f = {t, {n, tokens, tokens + 1, NULL, NULL, teacher, NULL, n}, sd_train_default_params()};
+    sd_parallel_layout *lay = NULL;
+    if (parallel) {
+        lay = parallel_example(tokens, T, K, c.n_vocab, input, label, teacher, &f.ex);
+        label[4] = -1; /* ignored: no loss, no gradient */
+    }
     f.p.distill_alpha = 0.35, f.p.distill_temp = 1.7;
     sd_train_zero_grad(t);
     sd_train_loss l;
-    assert_int_equal(sd_train_seq(t, tokens, n, teacher, &f.p, 1.0, &l), SD_OK);
+    if (parallel) assert_int_equal(sd_train_example_seq(t, &f.ex, &f.p, 1.0, &l), SD_OK);
+    else assert_int_equal(sd_train_seq(t, tokens, n, teacher, &f.p, 1.0, &l), SD_OK);
     assert_close(l.loss, fd_loss(&f), 1e-6, 0);
     if (distill) assert_true(l.kl > 0.01);
 
@@ -161,8 +188,10 @@ static void gradient_check(int tied, uint32_t kv_heads, int distill)
     }
     worst = fmax(worst, check_tensor(&f, &m->out_norm, r));
     if (!tied) worst = fmax(worst, check_tensor(&f, &m->output, r));
-    print_message("  gradient check (tied %d, kv heads %u, distill %d): worst relative error %.2e\n",
-                  tied, kv_heads, distill, worst);
+    if (parallel) worst = fmax(worst, check_tensor(&f, &m->mask_embd, r));
+    print_message("  gradient check (tied %d, kv heads %u, distill %d, parallel %d): worst relative error %.2e\n",
+                  tied, kv_heads, distill, parallel, worst);
+    sd_parallel_layout_free(lay);
     free(teacher);
     gsl_rng_free(r);
     sd_train_free(t);
@@ -171,19 +200,74 @@ static void gradient_check(int tied, uint32_t kv_heads, int distill)
 static void test_train_gradient_untied_gqa(void **state)
 {
     (void)state;
-    gradient_check(0, 2, 0);
+    gradient_check(0, 2, 0, 0);
 }
 
 static void test_train_gradient_tied_mha_distill(void **state)
 {
     (void)state;
-    gradient_check(1, 4, 1);
+    gradient_check(1, 4, 1, 0);
 }
 
 static void test_train_gradient_untied_mqa_distill(void **state)
 {
     (void)state;
-    gradient_check(0, 1, 1);
+    gradient_check(0, 1, 1, 0);
+}
+
+/* ParallelSpec's group-wise layout: [MASK] embeddings, positions past the input's
+ * index, a mask hiding earlier groups' [MASK]s, an ignored label. */
+static void test_train_gradient_parallel_layout(void **state)
+{
+    (void)state;
+    gradient_check(1, 2, 1, 1);
+    gradient_check(0, 4, 0, 1);
+}
+
+/* What the layout promises (src/mask.h): every input of a training example sees what
+ * the drafter sees at inference. The training forward's logits of group j's inputs
+ * equal those of the decoder run on x_0..x_j followed by [MASK]_1..[MASK]_K. */
+static void test_train_parallel_layout_matches_inference(void **state)
+{
+    (void)state;
+    sd_llama_config c = tiny_config(23, 16, 2, 4, 2, 24, 16);
+    c.n_mask = 3;
+    sd_train *t;
+    size_t T = 5, K = 3, n = T * (K + 1);
+    assert_int_equal(sd_train_alloc(&c, 1, n, &t), SD_OK);
+    gsl_rng *r = sd_test_rng(2385);
+    randomize(t, r, 0.4);
+    int32_t w[9], input[20], label[20];
+    for (size_t i = 0; i < T + K + 1; i++) w[i] = (int32_t)gsl_rng_uniform_int(r, c.n_vocab);
+    sd_train_example ex;
+    sd_parallel_layout *lay = parallel_example(w, T, K, c.n_vocab, input, label, NULL, &ex);
+    sd_train_loss l;
+    sd_train_params p = sd_train_default_params();
+    assert_int_equal(sd_train_example_eval(t, &ex, &p, &l), SD_OK);
+    size_t V = c.n_vocab;
+    float *train_logits = malloc(n * V * sizeof *train_logits), *inf = malloc((T + K) * V * sizeof *inf);
+    memcpy(train_logits, sd_train_logits(t), n * V * sizeof *train_logits);
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(t->model, 16, &kv), SD_OK);
+    double worst = 0;
+    for (size_t j = 0; j < T; j++) {
+        int32_t seq[16];
+        for (size_t i = 0; i <= j; i++) seq[i] = w[i];
+        for (size_t k = 1; k <= K; k++) seq[j + k] = (int32_t)(V + k - 1);
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward(t->model, kv, seq, j + 1 + K, NULL, NULL, inf, NULL), SD_OK);
+        for (size_t k = 0; k <= K; k++) { /* group j's input of rank k is row j (K + 1) + k */
+            const float *a = train_logits + (j * (K + 1) + k) * V, *b = inf + (j + k) * V;
+            for (size_t y = 0; y < V; y++) worst = fmax(worst, fabs((double)a[y] - b[y]));
+        }
+    }
+    print_message("  group-wise training forward vs inference with masks: max |logit diff| %.2e\n", worst);
+    assert_true(worst < 1e-4);
+    sd_kv_free(kv);
+    sd_parallel_layout_free(lay);
+    free(train_logits), free(inf);
+    gsl_rng_free(r);
+    sd_train_free(t);
 }
 
 /* ---- distillation ---- */
@@ -399,9 +483,9 @@ static void test_train_errors(void **state)
     (void)state;
     sd_llama_config c = tiny_config(16, 16, 1, 2, 1, 16, 8);
     sd_train *t = (sd_train *)1;
-    assert_int_equal(sd_train_alloc(&c, 0, 9, &t), SD_EINVAL);
+    assert_int_equal(sd_train_alloc(&c, 0, SD_TRAIN_MAX_INPUTS + 1, &t), SD_EINVAL);
     assert_null(t);
-    assert_msg_has("9 tokens");
+    assert_msg_has("inputs");
     assert_int_equal(sd_train_alloc(&c, 0, 0, &t), SD_EINVAL);
     sd_llama_config bad = c;
     bad.n_head_kv = 3;
@@ -428,7 +512,11 @@ static void test_train_errors(void **state)
     assert_int_equal(sd_train_seq(t, tokens, 4, NULL, &p, NAN, NULL), SD_EINVAL);
     tokens[4] = 16;
     assert_int_equal(sd_train_seq(t, tokens, 4, NULL, &p, 1.0, NULL), SD_EINVAL);
-    assert_msg_has("token 4");
+    assert_msg_has("label 3: id 16");
+    tokens[0] = 16; /* an input id past the vocabulary: this model has no [MASK] tokens */
+    assert_int_equal(sd_train_seq(t, tokens, 3, NULL, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("input 0: id 16");
+    tokens[0] = 1;
     assert_int_equal(sd_train_eval(t, tokens, 4, NULL, &p, NULL), SD_EINVAL);
     tokens[4] = -1;
     assert_int_equal(sd_train_seq(t, tokens, 3, NULL, &p, 1.0, NULL), SD_OK); /* token 4 unread */
@@ -436,6 +524,30 @@ static void test_train_errors(void **state)
     p.distill_temp = 0;
     assert_int_equal(sd_train_seq(t, tokens, 3, teacher, &p, 1.0, NULL), SD_EINVAL);
     assert_msg_has("temperature");
+    p.distill_temp = 1;
+
+    /* examples in their own layout: the attention must be sub-causal with the diagonal,
+     * some label present, positions inside the context, teacher rows in range */
+    int32_t in[3] = {1, 2, 3}, lab[3] = {2, 3, 4};
+    size_t pos[3] = {0, 1, 2}, trow[3] = {0, 1, 5};
+    unsigned char attn[9] = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+    sd_train_example ex = {3, in, lab, pos, attn, NULL, NULL, 0};
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_OK);
+    attn[5] = 1; /* input 1 sees input 2, a later one */
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("attention row 1");
+    attn[5] = 0, attn[8] = 0; /* input 2 does not see itself */
+    assert_int_equal(sd_train_example_eval(t, &ex, &p, NULL), SD_EINVAL);
+    assert_msg_has("attention row 2");
+    attn[8] = 1, pos[2] = 8;
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_ERANGE);
+    assert_msg_has("position 8");
+    pos[2] = 2, lab[0] = lab[1] = lab[2] = -1;
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("without labels");
+    lab[0] = 2, ex.teacher = teacher, ex.teacher_row = trow, ex.teacher_rows = 4;
+    assert_int_equal(sd_train_example_seq(t, &ex, &p, 1.0, NULL), SD_EINVAL);
+    assert_msg_has("teacher row 5 of 4");
 
     /* every parameter out of range */
     sd_train_params d = sd_train_default_params();
@@ -479,6 +591,8 @@ int main(void)
         cmocka_unit_test(test_train_gradient_untied_gqa),
         cmocka_unit_test(test_train_gradient_tied_mha_distill),
         cmocka_unit_test(test_train_gradient_untied_mqa_distill),
+        cmocka_unit_test(test_train_gradient_parallel_layout),
+        cmocka_unit_test(test_train_parallel_layout_matches_inference),
         cmocka_unit_test(test_train_distill_self_teacher_is_zero),
         cmocka_unit_test(test_train_loss_decreases_on_fixed_batch),
         cmocka_unit_test(test_train_same_result_for_any_thread_count),

@@ -124,10 +124,13 @@ static void test_tree_exact_matches_mc(void **state)
                          sd_scheme_name(schemes[k]), e, r.ci_low, r.ci_high);
             sd_tree_free(x);
         }
-    /* SpecTr, parallel: their own exact recursions; otm with an LP at every node */
-    const char *walks[] = {"spectr:2,3", "spectr:3,2", "parallel:3", "spectr:2,2", "kconfig:2,1"};
-    sd_scheme ws[] = {SD_SCHEME_KSEQ, SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_OTM, SD_SCHEME_OTM};
-    for (size_t k = 0; k < 5; k++) {
+    /* SpecTr: its own exact recursion; parallel chains and ParallelSpec token trees (the
+     * depth's law at every node); otm with an LP at every node */
+    const char *walks[] = {"spectr:2,3", "spectr:3,2", "parallel:3", "spectr:2,2", "kconfig:2,1",
+                           "ptree:2,1", "ptree:2,2"};
+    sd_scheme ws[] = {SD_SCHEME_KSEQ, SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_OTM, SD_SCHEME_OTM,
+                      SD_SCHEME_SPECINFER, SD_SCHEME_RRS};
+    for (size_t k = 0; k < 7; k++) {
         sd_tree *x = shape(walks[k]);
         sd_tree_params p = sd_tree_default_params();
         p.scheme = ws[k];

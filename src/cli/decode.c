@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <gsl/gsl_rng.h>
@@ -29,7 +30,8 @@ static const char *const help =
     "                      [--shape SPEC | --optimize gt|throughput] [--prompt TEXT |\n"
     "                      --prompts FILE] [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                      [--top-k K] [--seed S] [--threads N] [--check] [--gt-sweep M,...]\n"
-    "                      [--json] [--tsv FILE]\n"
+    "                      [--json] [--tsv FILE] [--parallel-draft P.gguf]\n"
+    "                      [--parallel-sweep L1-L2]\n"
     "\n"
     "Decodes the prompts with the target alone (autoregressive, 'ar') and with each\n"
     "speculative scheme, and prints for each: tokens per second and the speedup over ar,\n"
@@ -55,7 +57,15 @@ static const char *const help =
     "  gt-dynamic  GT dynamic tree dynamic:c,B,D,R grown per block from the draft\n"
     "  throughput  the static tree of highest predicted token rate under the measured\n"
     "              costs (sd_tree_build_throughput)\n"
-    "  or a token scheme (sd, specinfer, rrs, kseq, otm) with --shape or --optimize.\n"
+    "  parallel    ParallelSpec: the parallel drafter (--parallel-draft) drafts L tokens\n"
+    "              in one forward pass over the context and L - 1 [MASK] tokens, each\n"
+    "              from its own law; chain verification (sd)      [parallel:4]\n"
+    "  parallel-tree  the same call, token-tree verification (ParallelSpec Alg. 1): every\n"
+    "              node at depth l drafts K_l i.i.d. candidates from law l (specinfer)\n"
+    "                                                             [ptree:2,2,1,1]\n"
+    "  (--scheme all runs the ten above parallel; add parallel,parallel-tree to it)\n"
+    "  or a token scheme (sd, specinfer, rrs, kseq, otm) with --shape or --optimize\n"
+    "  (a parallel:L or ptree:... shape drafts with --parallel-draft).\n"
     "\n"
     "  --target, --draft  the models (GGUF, llama architecture); they must share the\n"
     "                     tokenizer (same vocabulary, token for token)\n"
@@ -77,6 +87,13 @@ static const char *const help =
     "  --threshold C      GT's threshold (default: the measured c)\n"
     "  --gt-sweep M,...   instead of --scheme: gt and gt-dynamic at thresholds c x M for\n"
     "                     each M (e.g. 0.25,0.5,1,2,4), and the throughput tree\n"
+    "  --parallel-draft P.gguf  the parallel drafter (specdec train --parallel K; default\n"
+    "                     data/models/parallel.gguf): drafts up to K + 1 tokens per call\n"
+    "  --parallel-sweep L1-L2  instead of --scheme: for L = L1..L2, the parallel drafter\n"
+    "                     (parallel:L) beside the sequential draft (chain:L), both sd;\n"
+    "                     then, from the measured block efficiencies and costs, the cost\n"
+    "                     ratio c above which the parallel drafter wins at each L\n"
+    "                     (paper-figs/e2e-parallel.gp draws the --tsv)\n"
     "  --check            greedy identity: temperature 0, and every scheme's tokens must\n"
     "                     equal ar's on every prompt (exit 1 on the first difference)\n"
     "  --seed S           sampling seed (default 2385); --threads N (default: all)\n"
@@ -99,12 +116,16 @@ static const struct {
     {"mcsd-wor", "rrs", "kconfig:2,1,1", BUILD_NONE}, {"rsd-c", "rrs", "kconfig:3,1", BUILD_NONE},
     {"rsd-s", "rrs", "beam:2,3", BUILD_NONE},     {"gt", "rrs", "", BUILD_GT},
     {"gt-dynamic", "rrs", "", BUILD_DYNAMIC},     {"throughput", "rrs", "", BUILD_THROUGHPUT},
+    {"parallel", "sd", "parallel:4", BUILD_NONE}, {"parallel-tree", "specinfer", "ptree:2,2,1,1", BUILD_NONE},
 };
+#define NPRESETS_ALL 10 /* `all`: the presets before the parallel ones */
 #define NPRESETS (sizeof presets / sizeof *presets)
 #define MAX_ENTRIES 64
 
 typedef struct {
     const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
+    const char *pdraft;                  /* the parallel drafter's file */
+    size_t par_lo, par_hi;               /* --parallel-sweep */
     size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;
     cli_sampling sm;
     double draft_temp, threshold;
@@ -131,6 +152,9 @@ typedef struct {
     sd_llama *tm, *dm;
     sd_tokenizer *tok;
     sd_lm *target, *draft, *draft_greedy; /* draft_greedy: at T = 0 (default), for chains */
+    sd_llama *pm;     /* the parallel drafter (a parallel:L or ptree shape), or NULL */
+    sd_lm *pdraft, *pdraft_greedy;
+    double *mp;       /* its M_P(n): one pass over n tokens (context and masks) */
     size_t np, **prompt, *plen, *budget;
     double *mt, *md;  /* measured M_T(n), M_D(n) in seconds, n = 1..nmax */
     size_t nmax;
@@ -165,28 +189,23 @@ static int prefixed(int rc, const char *prefix)
 /* ---- set-up: models, tokenizer, prompts ---- */
 
 /* The draft must tokenize as the target does: same size, same piece for every id. */
-static int same_tokenizer(const dec_opts *o, const sd_llama *tm, const sd_llama *dm,
+static int same_tokenizer(const dec_opts *o, const char *dname, const sd_llama *tm, const sd_llama *dm,
                           const sd_tokenizer *tt)
 {
     if (tm->cfg.n_vocab != dm->cfg.n_vocab)
         return sd_error(SD_EINVAL, "%s has a vocabulary of %u tokens, %s of %u: a draft and its "
                         "target must share one tokenizer (a vocabulary map is not supported)",
-                        o->draft, dm->cfg.n_vocab, o->target, tm->cfg.n_vocab);
+                        dname, dm->cfg.n_vocab, o->target, tm->cfg.n_vocab);
     sd_tokenizer *dt;
     int rc = sd_tokenizer_from_gguf(dm->file, &dt);
-    if (rc) return prefixed(rc, o->draft);
-    size_t n = sd_tokenizer_n_vocab(tt);
+    if (rc) return prefixed(rc, dname);
+    size_t n = sd_tokenizer_n_vocab(tt), at = sd_tokenizer_first_difference(tt, dt);
     if (sd_tokenizer_n_vocab(dt) != n)
         rc = sd_error(SD_EINVAL, "%s's tokenizer has %zu tokens, %s's %zu: not the same tokenizer",
-                      o->draft, sd_tokenizer_n_vocab(dt), o->target, n);
-    for (size_t i = 0; i < n && !rc; i++) {
-        const char *a, *b;
-        size_t la, lb;
-        if (sd_tokenizer_piece(tt, (int32_t)i, &a, &la) || sd_tokenizer_piece(dt, (int32_t)i, &b, &lb) ||
-            la != lb || memcmp(a, b, la))
-            rc = sd_error(SD_EINVAL, "%s and %s tokenize differently (token %zu differs): a draft "
-                          "and its target must share one tokenizer", o->draft, o->target, i);
-    }
+                      dname, sd_tokenizer_n_vocab(dt), o->target, n);
+    else if (at != SIZE_MAX)
+        rc = sd_error(SD_EINVAL, "%s and %s tokenize differently (token %zu differs): a draft "
+                      "and its target must share one tokenizer", dname, o->target, at);
     sd_tokenizer_free(dt);
     return rc;
 }
@@ -281,7 +300,7 @@ static int measure_curves(sd_lm **lm, double **m, size_t nlm, const size_t *prom
                           size_t nmax, size_t cache)
 {
     static const size_t ladder[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
-    enum { PASSES = 5, LADDER = sizeof ladder / sizeof *ladder, MODELS = 2 };
+    enum { PASSES = 5, LADDER = sizeof ladder / sizeof *ladder, MODELS = 3 };
     size_t blen = plen + 32 < cache - nmax - 1 ? plen + 32 : cache - nmax - 1, V = lm[0]->vocab;
     size_t *buf = sd_xmalloc((blen + nmax + 1) * sizeof *buf);
     for (size_t i = 0; i < blen + nmax; i++) buf[i] = i < plen ? prompt[i] : (prompt[i % plen] * 7 + i) % V;
@@ -357,7 +376,11 @@ static double predict_draft(const session *s, const entry *e)
     const sd_tree *t = e->tree;
     double sum = 0, *md = s->md;
     size_t n = s->nmax;
-    if (t->walk == SD_WALK_PARALLEL) return md[1];
+    if (t->walk == SD_WALK_PARALLEL) { /* one pass: the last block's tokens and L - 1 masks */
+        double fed = e->cal.blocks ? (double)e->cal.tokens / (double)e->cal.blocks : 1, draws = 0;
+        for (size_t u = 0; u < t->n; u++) draws += (double)t->nchild[u];
+        return curve_at(s->mp, n, fed + (double)t->max_depth - 1) + draws * s->t_cdf;
+    }
     if (t->walk == SD_WALK_DYNAMIC) { /* one call per node grown, each a token or two */
         double calls = e->cal.blocks ? (double)e->cal.draft_calls / (double)e->cal.blocks : 1;
         return md[1] + (calls > 1 ? (calls - 1) * curve_at(md, n, 2) : 0);
@@ -412,6 +435,16 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
 {
     *n = 0;
     int rc = SD_OK;
+    if (o->par_hi) { /* the parallel drafter beside the sequential one, L = lo..hi */
+        for (size_t L = o->par_lo; L <= o->par_hi && !rc; L++) {
+            char name[40], shape[40];
+            snprintf(name, sizeof name, "parallel L=%zu", L), snprintf(shape, sizeof shape, "parallel:%zu", L);
+            rc = add_entry(es, n, name, "sd", shape, BUILD_NONE, 1);
+            snprintf(name, sizeof name, "sequential L=%zu", L), snprintf(shape, sizeof shape, "chain:%zu", L);
+            if (!rc) rc = add_entry(es, n, name, "sd", shape, BUILD_NONE, 1);
+        }
+        return rc;
+    }
     if (o->sweep) { /* gt and gt-dynamic at c x M, and the throughput tree */
         const char *p = o->sweep;
         while (*p && !rc) {
@@ -432,7 +465,7 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
         if (!strcmp(tok, "all")) {
-            for (size_t i = 0; i < NPRESETS && !rc; i++)
+            for (size_t i = 0; i < NPRESETS_ALL && !rc; i++)
                 rc = add_entry(es, n, presets[i].name, presets[i].scheme, presets[i].shape, presets[i].build, 1);
             continue;
         }
@@ -444,8 +477,8 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
             sd_scheme s;
             if (scheme_by_name(tok, &s))
                 return sd_error(SD_EINVAL, "unknown scheme '%s': sd, spectr, spectr-otm, mcsd, mcsd-wor, "
-                                "rsd-c, rsd-s, gt, gt-dynamic, throughput, all, or a token scheme (sd, "
-                                "specinfer, rrs, kseq, otm) with --shape", tok);
+                                "rsd-c, rsd-s, gt, gt-dynamic, throughput, parallel, parallel-tree, all, or "
+                                "a token scheme (sd, specinfer, rrs, kseq, otm) with --shape", tok);
             if (!o->shape && !o->optimize)
                 return sd_error(SD_EINVAL, "scheme '%s' is a token scheme: give --shape or --optimize", tok);
             rc = add_entry(es, n, tok, tok, "", BUILD_NONE, 1);
@@ -466,6 +499,7 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
 static sd_lm *draft_for(session *s, const sd_tree *t)
 {
     int chain = t->walk != SD_WALK_BEAM && t->walk != SD_WALK_DYNAMIC && t->max_children == 1;
+    if (t->walk == SD_WALK_PARALLEL) return s->pdraft_greedy && chain ? s->pdraft_greedy : s->pdraft;
     return s->draft_greedy && chain ? s->draft_greedy : s->draft;
 }
 
@@ -553,7 +587,10 @@ static void predict(session *s, entry *e)
     const sd_decode_stats *c = &e->cal;
     double blocks = c->blocks ? (double)c->blocks : 1;
     double cal_eff = (double)c->tokens / blocks, nodes = (double)c->nodes / blocks;
-    int fixed = e->tree->walk == SD_WALK_TREE || e->tree->walk == SD_WALK_PARALLEL;
+    /* a static tree's efficiency from its ranks' calibrated acceptance; a parallel
+     * drafter's acceptance falls with the depth (position i's law ignores the tokens
+     * before it), which a rank does not see: the calibration's own efficiency */
+    int fixed = e->tree->walk == SD_WALK_TREE;
     e->pred_eff = fixed ? sd_tree_predicted_efficiency(e->tree, e->ranks, e->nranks) : cal_eff;
     e->pred_draft = predict_draft(s, e);
     e->pred_target = curve_at(s->mt, s->nmax, (fixed ? (double)sd_tree_nodes(e->tree) : nodes) + 1);
@@ -647,6 +684,10 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
     for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->mt[i] * 1e3);
     printf("],\n \"m_d_ms\": [");
     for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->md[i] * 1e3);
+    if (s->pm) {
+        printf("],\n \"m_p_ms\": [");
+        for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->mp[i] * 1e3);
+    }
     const sd_decode_stats *a = &s->ar_run;
     printf("],\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
            "\"target_ms_per_token\": %.6g},\n \"rows\": [", a->tokens, a->seconds, rate(a),
@@ -668,13 +709,14 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
         printf(", \"threshold\": %.6g, \"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
                "\"speedup\": %.6g, \"block_efficiency\": %.6g, \"mean_accepted\": %.6g, "
                "\"nodes_per_block\": %.6g, \"draft_calls_per_block\": %.6g, \"draft_s\": %.6g, "
-               "\"target_s\": %.6g, \"verify_s\": %.6g, \"predicted_block_efficiency\": %.6g, "
+               "\"target_s\": %.6g, \"verify_s\": %.6g, \"draft_ms_per_block\": %.6g, "
+               "\"predicted_block_efficiency\": %.6g, "
                "\"predicted_tokens_per_second\": %.6g, \"predicted_speedup\": %.6g, "
                "\"predicted_ms\": {\"draft\": %.6g, \"target\": %.6g, \"overhead\": %.6g}, "
                "\"rank_acceptance\": [",
                e->threshold, r->tokens, r->seconds, rate(r), rate(r) / rate(a), (double)r->tokens / blocks,
                (double)r->accepted / blocks, (double)r->nodes / blocks, (double)r->draft_calls / blocks,
-               r->draft_s, r->target_s, r->verify_s, e->pred_eff, e->pred_rate, e->pred_speedup,
+               r->draft_s, r->target_s, r->verify_s, r->draft_s / blocks * 1e3, e->pred_eff, e->pred_rate, e->pred_speedup,
                e->pred_draft * 1e3, e->pred_target * 1e3, e->pred_over * 1e3);
         for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
         printf("], \"target_calls_by_width\": ");
@@ -683,6 +725,54 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
         printf("}");
     }
     printf("\n]}\n");
+}
+
+/* Where the parallel drafter's rate beats the sequential one's at equal L, as a range
+ * of the cost ratio c = M_D(1)/M_T(1), by the cost model: a block costs L c M_T(1) of
+ * sequential drafting or kappa c M_T(1) of parallel drafting (kappa = M_P(fed + L - 1)
+ * / M_D(1): one pass over the block's tokens and L - 1 masks) plus M_T(L + 1), and
+ * yields the measured block efficiency (ep, es). Parallel wins iff
+ * c (ep L - es kappa) M_T(1) > M_T(L + 1) (es - ep): written into out as "c > x",
+ * "c < x", "every c" or "no c". flat: 1 with the passes' costs flat in their width
+ * (kappa = 1), 2 with the target's flat too (M_T(L + 1) = M_T(1)): memory-bound
+ * passes, a large model on a GPU, ParallelSpec's setting; 0: the measured curves. */
+static void parallel_crossover(const session *s, const entry *par, const entry *seq, int flat, char out[24])
+{
+    double ep = (double)par->run.tokens / (double)(par->run.blocks ? par->run.blocks : 1);
+    double es_ = (double)seq->run.tokens / (double)(seq->run.blocks ? seq->run.blocks : 1);
+    double L = (double)par->tree->max_depth, m1 = s->mt[1];
+    double kappa = flat ? 1 : curve_at(s->mp, s->nmax, ep + L - 1) / s->md[1];
+    double tau = flat == 2 ? m1 : curve_at(s->mt, s->nmax, L + 1);
+    double slope = (ep * L - es_ * kappa) * m1, need = tau * (es_ - ep);
+    if (slope > 0) snprintf(out, 24, need > 0 ? "c > %.3f" : "every c", need / slope);
+    else if (slope < 0) snprintf(out, 24, need < 0 ? "c < %.3f" : "no c", need / slope);
+    else snprintf(out, 24, need < 0 ? "every c" : "no c");
+}
+
+/* --parallel-sweep: the entries come in pairs (parallel L, sequential L). */
+static void print_parallel(const session *s, const entry *es, size_t n)
+{
+    printf("# parallel drafter vs sequential draft at equal L: draft ms per block, block efficiency, tokens/s\n"
+           "# (measured; pred: the cost model's), who wins, and the cost ratios c = M_D/M_T at which the\n"
+           "# parallel drafter wins by the cost model with these block efficiencies (this machine: c = %.3f):\n"
+           "# with the measured cost curves, with a flat draft pass (kappa = 1), and with flat draft and\n"
+           "# target passes (memory-bound, as a large model on a GPU)\n", s->c);
+    printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %-12s %-12s %s\n", "L", "par-dms", "pred", "seq-dms",
+           "pred", "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "measured",
+           "flat-draft", "flat-both");
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        const entry *p = &es[i], *q = &es[i + 1];
+        if (p->skipped || q->skipped) continue;
+        double bp = p->run.blocks ? (double)p->run.blocks : 1, bq = q->run.blocks ? (double)q->run.blocks : 1;
+        char cs[3][24];
+        for (int f = 0; f < 3; f++) parallel_crossover(s, p, q, f, cs[f]);
+        printf("%3zu %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9.1f %9s %9s %-12s %-12s %s\n",
+               p->tree->max_depth,
+               p->run.draft_s / bp * 1e3, p->pred_draft * 1e3, q->run.draft_s / bq * 1e3, q->pred_draft * 1e3,
+               (double)p->run.tokens / bp, (double)q->run.tokens / bq, rate(&p->run), p->pred_rate, rate(&q->run),
+               q->pred_rate, rate(&p->run) > rate(&q->run) ? "parallel" : "seq",
+               p->pred_rate > q->pred_rate ? "parallel" : "seq", cs[0], cs[1], cs[2]);
+    }
 }
 
 static void print_table(const dec_opts *o, const session *s, const entry *es, size_t n)
@@ -696,14 +786,18 @@ static void print_table(const dec_opts *o, const session *s, const entry *es, si
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", s->mt[1] * 1e3,
            curve_at(s->mt, s->nmax, 4) * 1e3, curve_at(s->mt, s->nmax, 16) * 1e3, s->nmax, s->mt[s->nmax] * 1e3,
            s->md[1] * 1e3, curve_at(s->md, s->nmax, 4) * 1e3, s->c, s->t_gumbel * 1e3, s->t_cdf * 1e3);
+    if (s->pm)
+        printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
+               o->pdraft, s->mp[1] * 1e3, curve_at(s->mp, s->nmax, 4) * 1e3, curve_at(s->mp, s->nmax, 8) * 1e3,
+               curve_at(s->mp, s->nmax, 16) * 1e3);
     printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
            s->ncal);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
            s->mt[1] * 1e3, s->mt1_after * 1e3);
-    printf("%-16s %-22s %6s %8s %7s %7s %6s %7s %7s %6s %6s %6s %6s\n", "scheme", "shape", "nodes", "tok/s",
-           "speedup", "pred", "err%", "blk-eff", "pred", "acc", "draft%", "targ%", "verif%");
-    printf("%-16s %-22s %6s %8.1f %7.3f %7s %6s %7.3f %7s %6s %6s %6.1f %6.1f\n", "ar", "-", "-", rate(a), 1.0,
-           "-", "-", 1.0, "-", "-", "-", 100 * a->target_s / a->seconds, 100 * a->verify_s / a->seconds);
+    printf("%-16s %-22s %6s %8s %7s %7s %6s %7s %7s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes", "tok/s",
+           "speedup", "pred", "err%", "blk-eff", "pred", "acc", "draft%", "targ%", "verif%", "d-ms", "pred");
+    printf("%-16s %-22s %6s %8.1f %7.3f %7s %6s %7.3f %7s %6s %6s %6.1f %6.1f %6s %6s\n", "ar", "-", "-", rate(a), 1.0,
+           "-", "-", 1.0, "-", "-", "-", 100 * a->target_s / a->seconds, 100 * a->verify_s / a->seconds, "-", "-");
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         const sd_decode_stats *r = &e->run;
@@ -715,11 +809,13 @@ static void print_table(const dec_opts *o, const session *s, const entry *es, si
             continue;
         }
         double blocks = r->blocks ? (double)r->blocks : 1, sp = rate(r) / rate(a);
-        printf("%-16s %-22s %6.1f %8.1f %7.3f %7.3f %+6.1f %7.3f %7.3f %6.2f %6.1f %6.1f %6.1f\n", e->name, shape,
-               (double)r->nodes / blocks, rate(r), sp, e->pred_speedup, 100 * (sp / e->pred_speedup - 1),
+        printf("%-16s %-22s %6.1f %8.1f %7.3f %7.3f %+6.1f %7.3f %7.3f %6.2f %6.1f %6.1f %6.1f %6.3f %6.3f\n", e->name,
+               shape, (double)r->nodes / blocks, rate(r), sp, e->pred_speedup, 100 * (sp / e->pred_speedup - 1),
                (double)r->tokens / blocks, e->pred_eff, (double)r->accepted / blocks,
-               100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds);
+               100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds,
+               r->draft_s / blocks * 1e3, e->pred_draft * 1e3);
     }
+    if (o->par_hi) print_parallel(s, es, n);
     if (o->check) {
         size_t bad = 0;
         for (size_t i = 0; i < n; i++)
@@ -743,23 +839,24 @@ static int write_tsv(const dec_opts *o, const session *s, const entry *es, size_
     const sd_decode_stats *a = &s->ar_run;
     fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
-               "\tblock_eff\tpred_block_eff\tmean_accepted\n", s->np, o->max_tokens, o->sm.temperature,
+               "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms\n", s->np, o->max_tokens, o->sm.temperature,
             omp_get_max_threads(), s->c);
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', s->mt[i] / s->mt[1]);
     fprintf(f, "\n");
     double ar_pred = 1 / (s->mt[1] + (s->ar_cal.seconds - s->ar_cal.target_s) /
                                         (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
-    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\n", o->sm.temperature, rate(a), ar_pred);
+    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\n", o->sm.temperature, rate(a), ar_pred);
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         if (e->skipped) continue;
         const sd_decode_stats *r = &e->run;
         double blocks = r->blocks ? (double)r->blocks : 1;
-        fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
+        fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
                 e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
                 (double)r->nodes / blocks, rate(r), e->pred_rate, rate(r) / rate(a), e->pred_speedup,
-                (double)r->tokens / blocks, e->pred_eff, (double)r->accepted / blocks);
+                (double)r->tokens / blocks, e->pred_eff, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
+                e->pred_draft * 1e3);
     }
     if (fclose(f) || rename(tmp, o->tsv)) {
         remove(tmp);
@@ -774,10 +871,27 @@ static void session_free(session *s)
 {
     for (size_t i = 0; i < s->np; i++) free(s->prompt[i]);
     free(s->prompt), free(s->plen), free(s->budget);
-    free(s->mt), free(s->md);
+    free(s->mt), free(s->md), free(s->mp);
     sd_lm_free(s->target), sd_lm_free(s->draft), sd_lm_free(s->draft_greedy);
-    sd_llama_free(s->tm), sd_llama_free(s->dm);
+    sd_lm_free(s->pdraft), sd_lm_free(s->pdraft_greedy);
+    sd_llama_free(s->tm), sd_llama_free(s->dm), sd_llama_free(s->pm);
     sd_tokenizer_free(s->tok);
+}
+
+/* The parallel drafter of --parallel-draft: shares the target's tokenizer and has the
+ * [MASK] tokens to draft `steps` positions per call. */
+static int load_parallel(const dec_opts *o, session *s, size_t steps, double dtemp)
+{
+    int rc = sd_llama_load(o->pdraft, &s->pm);
+    if (!rc) rc = same_tokenizer(o, o->pdraft, s->tm, s->pm, s->tok);
+    if (!rc && s->pm->cfg.n_mask + 1 < steps)
+        rc = sd_error(SD_EINVAL, "%s: %u [MASK] tokens draft at most %u positions per call; a shape asks for "
+                      "%zu%s", o->pdraft, s->pm->cfg.n_mask, s->pm->cfg.n_mask + 1, steps,
+                      s->pm->cfg.n_mask ? "" : " (not a parallel drafter: specdec train --parallel K makes one)");
+    if (!rc) rc = sd_lm_llama(s->pm, 0, dtemp, o->sm.top_k, o->sm.top_p, 0, &s->pdraft);
+    if (!rc && o->sm.temperature == 0 && o->draft_temp < 0)
+        rc = sd_lm_llama(s->pm, 0, 0, o->sm.top_k, o->sm.top_p, 0, &s->pdraft_greedy);
+    return rc;
 }
 
 static int decode(const dec_opts *o)
@@ -789,7 +903,7 @@ static int decode(const dec_opts *o)
     int rc = make_entries(o, es, &ne), ret = CLI_OK;
     if (!rc && !(rc = sd_llama_load(o->target, &s.tm)) && !(rc = sd_llama_load(o->draft, &s.dm)) &&
         !(rc = sd_tokenizer_from_gguf(s.tm->file, &s.tok)))
-        rc = same_tokenizer(o, s.tm, s.dm, s.tok);
+        rc = same_tokenizer(o, o->draft, s.tm, s.dm, s.tok);
     if (!rc) rc = load_prompts(o, &s);
     double dtemp = o->draft_temp >= 0 ? o->draft_temp : o->sm.temperature > 0 ? o->sm.temperature : 0.5;
     if (!rc) rc = sd_lm_llama(s.tm, 0, o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s.target);
@@ -811,9 +925,15 @@ static int decode(const dec_opts *o)
         if (w > widest) widest = w;
         if (es[i].tree->max_depth > deepest) deepest = es[i].tree->max_depth;
     }
+    size_t need_par = 0; /* the most positions a parallel shape drafts */
+    for (size_t i = 0; i < ne && !rc; i++)
+        if (es[i].tree && es[i].tree->walk == SD_WALK_PARALLEL && es[i].tree->max_depth > need_par)
+            need_par = es[i].tree->max_depth;
+    if (!rc && need_par) rc = load_parallel(o, &s, need_par, dtemp);
     size_t cache = 0, V = 0;
     if (!rc) {
         cache = s.tm->cfg.ctx_len < s.dm->cfg.ctx_len ? s.tm->cfg.ctx_len : s.dm->cfg.ctx_len;
+        if (s.pm && s.pm->cfg.ctx_len < cache) cache = s.pm->cfg.ctx_len;
         V = s.tm->cfg.n_vocab;
         if ((double)(widest + 1) * (double)V * 2 * sizeof(double) > 4294967296.0)
             rc = sd_error(SD_ERANGE, "a tree of %zu nodes over %zu tokens needs %.1f GiB of laws: too large",
@@ -838,12 +958,14 @@ static int decode(const dec_opts *o)
     }
     /* costs */
     s.nmax = widest + 1 > 16 ? widest + 1 : 16;
+    if (2 * need_par + 1 > s.nmax) s.nmax = 2 * need_par + 1; /* a parallel pass: up to L + 1 fed, L - 1 masks */
     s.mt = sd_xcalloc(s.nmax + 1, sizeof *s.mt);
     s.md = sd_xcalloc(s.nmax + 1, sizeof *s.md);
-    if (!o->quiet) fprintf(stderr, "decode: measuring M_T(n) and M_D(n) for n = 1..%zu\n", s.nmax);
-    sd_lm *both[2] = {s.target, s.draft};
-    double *curves[2] = {s.mt, s.md};
-    if ((rc = measure_curves(both, curves, 2, s.prompt[0], s.plen[0], s.nmax, cache))) {
+    s.mp = sd_xcalloc(s.nmax + 1, sizeof *s.mp);
+    if (!o->quiet) fprintf(stderr, "decode: measuring M_T(n), M_D(n)%s for n = 1..%zu\n", s.pm ? " and M_P(n)" : "", s.nmax);
+    sd_lm *both[3] = {s.target, s.draft, s.pdraft};
+    double *curves[3] = {s.mt, s.md, s.mp};
+    if ((rc = measure_curves(both, curves, s.pm ? 3 : 2, s.prompt[0], s.plen[0], s.nmax, cache))) {
         ret = fail_msg("%s", sd_errmsg());
         goto out;
     }
@@ -935,9 +1057,10 @@ int cmd_decode(int argc, char **argv)
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
     o.budget = 16, o.max_depth = 6, o.max_rank = 4, o.draft_temp = -1, o.threshold = NAN;
     o.prompts = "data/prompts.txt";
+    o.pdraft = "data/models/parallel.gguf";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
-           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV };
+           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP };
     static const struct option longopts[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
@@ -950,7 +1073,8 @@ int cmd_decode(int argc, char **argv)
         {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS},
         {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON},
-        {"tsv", required_argument, 0, O_TSV},
+        {"tsv", required_argument, 0, O_TSV}, {"parallel-draft", required_argument, 0, O_PDRAFT},
+        {"parallel-sweep", required_argument, 0, O_PSWEEP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     optind = 1;
@@ -994,6 +1118,16 @@ int cmd_decode(int argc, char **argv)
         case O_QUIET: o.quiet = 1; break;
         case O_JSON: o.json = 1; break;
         case O_TSV: o.tsv = optarg; break;
+        case O_PDRAFT: o.pdraft = optarg; break;
+        case O_PSWEEP: {
+            char *e1, *e2;
+            unsigned long lo = strtoul(optarg, &e1, 10), hi = *e1 == '-' ? strtoul(e1 + 1, &e2, 10) : lo;
+            if (*e1 != '-') e2 = e1;
+            if (e1 == optarg || *e2 || lo < 1 || hi < lo || hi > 64)
+                return cli_usage(cmd, "--parallel-sweep %s: expected L1-L2 with 1 <= L1 <= L2 <= 64", optarg);
+            o.par_lo = lo, o.par_hi = hi;
+            break;
+        }
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
         }
@@ -1002,8 +1136,10 @@ int cmd_decode(int argc, char **argv)
     if (!o.target || !o.draft) return cli_usage(cmd, "--target T.gguf and --draft D.gguf are required");
     if (o.max_tokens == 0) return cli_usage(cmd, "--max-tokens 0: nothing to decode (need >= 1)");
     if (o.shape && o.optimize) return cli_usage(cmd, "give --shape or --optimize, not both");
-    if (o.sweep && (o.schemes || o.shape || o.optimize))
-        return cli_usage(cmd, "--gt-sweep picks its own schemes: no --scheme, --shape or --optimize");
+    if ((o.sweep || o.par_hi) && (o.schemes || o.shape || o.optimize))
+        return cli_usage(cmd, "--%s picks its own schemes: no --scheme, --shape or --optimize",
+                         o.sweep ? "gt-sweep" : "parallel-sweep");
+    if (o.sweep && o.par_hi) return cli_usage(cmd, "--gt-sweep and --parallel-sweep exclude each other");
     if (o.calibrate == 0) return cli_usage(cmd, "--calibrate needs at least 1 prompt");
     if (o.budget == 0 || o.max_depth == 0 || o.max_rank == 0 || o.max_rank > SD_TREE_MAX_CHILDREN)
         return cli_usage(cmd, "--budget and --max-depth need >= 1, --max-rank 1 to %d", SD_TREE_MAX_CHILDREN);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -19,6 +20,7 @@
 #include "cli.h"
 #include "gguf.h"
 #include "llama.h"
+#include "mask.h"
 #include "sd_error.h"
 #include "tokenizer.h"
 #include "train.h"
@@ -54,6 +56,19 @@ static const char *const help =
     "  --ffn F              MLP hidden width (default 8D/3 rounded up to 32)\n"
     "  --ctx C              context length the model is trained for (default 256)\n"
     "  --untied             a separate output matrix (default: tied to the embedding)\n"
+    "  --init M.gguf        start from this model's weights (its hyper-parameters replace\n"
+    "                       the ones above; --ctx must not exceed its context)\n"
+    "Parallel drafter (ParallelSpec, section 4.1):\n"
+    "  --parallel K         add K learned [MASK] token embeddings and train in the group-wise\n"
+    "                       layout: every source token x_j heads a group x_j [MASK]_1..[MASK]_K\n"
+    "                       (the masks of an --init model with K of them are kept, else new)\n"
+    "                       at positions j..j+K; [MASK]_i learns x_{j+1+i}; no input sees an\n"
+    "                       earlier group's [MASK]s. One forward pass over a context and K\n"
+    "                       masks then drafts K + 1 tokens (specdec decode --scheme parallel)\n"
+    "  --groups T           source tokens (groups) per training example (default 64): each\n"
+    "                       example is T (K + 1) inputs over a window of T + K + 1 tokens;\n"
+    "                       with --teacher, input [MASK]_i of group j distils the teacher's\n"
+    "                       law at position j + i (given the window's true tokens)\n"
     "Optimizer (AdamW, beta 0.9/0.95, weight decay on matrices only):\n"
     "  --batch B            sequences per step, each --ctx tokens (default 16)\n"
     "  --steps S            optimizer steps (default 1000)\n"
@@ -74,8 +89,10 @@ static const char *const help =
     "  --name NAME          general.name in the file (default: the file name)\n"
     "  --log FILE.tsv       one row per --log-every steps: step, tokens seen, train loss,\n"
     "                       val loss (NaN between evaluations), lr, seconds, train KL,\n"
-    "                       val KL, val acceptance, gradient norm; a # header records the\n"
-    "                       corpus, configuration, seed and version\n"
+    "                       val KL, val acceptance, gradient norm (with --parallel: then the\n"
+    "                       acceptance of each [MASK]_i; 'tokens' counts inputs, masks\n"
+    "                       included); a # header records the corpus, configuration, seed\n"
+    "                       and version\n"
     "  --log-every N        steps per log row and progress line (default 10)\n"
     "  --eval-every N       steps between validation passes (default 100; also at the\n"
     "                       start and the end)\n"
@@ -87,7 +104,11 @@ static const char *const help =
     "\n"
     "Losses are in nats per token. 'val acceptance' (with a teacher) is the mean over\n"
     "validation positions of sum_x min(draft(x), target(x)) at temperature 1: the\n"
-    "probability that standard speculative sampling accepts a draft token there.\n"
+    "probability that standard speculative sampling accepts a draft token there. For a\n"
+    "parallel drafter it is that of the group's own token (the next-token law), and\n"
+    "[MASK]_i's is against the target's law at position j + i given the true tokens;\n"
+    "its losses average over every input, masks included (not comparable with a causal\n"
+    "model's).\n"
     "Progress lines on stderr give the step, losses, tokens/s and the time left.\n"
     "On a machine shared with other jobs, OMP_WAIT_POLICY=passive keeps the OpenMP\n"
     "threads from spinning at barriers (several times faster there).\n"
@@ -96,10 +117,13 @@ static const char *const help =
     "  specdec train --corpus train.txt --val val.txt --vocab 4096 --dim 256 --layers 6 \\\n"
     "      --steps 2000 --out target.gguf --log target.tsv\n"
     "  specdec train --corpus train.txt --val val.txt --teacher target.gguf --dim 128 \\\n"
-    "      --layers 2 --heads 4 --steps 1000 --out draft.gguf --log draft.tsv\n";
+    "      --layers 2 --heads 4 --steps 1000 --out draft.gguf --log draft.tsv\n"
+    "  specdec train --corpus train.txt --val val.txt --teacher target.gguf --init draft.gguf \\\n"
+    "      --parallel 7 --groups 64 --batch 8 --steps 300 --out parallel.gguf --log parallel.tsv\n";
 
 typedef struct {
-    const char *corpus, *val, *tokenizer, *teacher, *out, *log, *name;
+    const char *corpus, *val, *tokenizer, *teacher, *out, *log, *name, *init;
+    size_t parallel, groups;
     size_t vocab, dim, layers, heads, kv_heads, ffn, ctx, batch, steps, warmup;
     size_t log_every, eval_every, eval_tokens, save_every, threads;
     double lr, lr_min, wd, clip, alpha, temp, val_frac;
@@ -147,7 +171,13 @@ typedef struct {
     const sd_gguf *tok_file;    /* the file the tokenizer comes from */
     sd_llama *teacher;
     sd_kv *tkv;
-    float *tlogits;             /* [seq][V] */
+    float *tlogits;             /* [tseq][V] */
+    size_t win, tseq;           /* tokens per window; tokens the teacher reads of it */
+    size_t K;                   /* --parallel: [MASK]s per group (0: causal examples) */
+    sd_parallel_layout *lay;    /* the group-wise layout (its positions and mask) */
+    int32_t *p_input, *p_label; /* [seq] a parallel example's inputs and labels */
+    double *acc_rank;           /* [K + 1] acceptance by mask rank, last evaluation */
+    int masks_copied;           /* --init had K [MASK] embeddings: they are kept */
     const int32_t *train, *val;
     size_t n_train, n_val, n_eval, eval_stride; /* windows spread evenly over the validation text */
     FILE *log;
@@ -158,41 +188,78 @@ typedef struct {
 static int teacher_logits(run *r, const int32_t *w)
 {
     sd_kv_truncate(r->tkv, 0);
-    return sd_llama_forward(r->teacher, r->tkv, w, r->seq, NULL, NULL, r->tlogits, NULL);
+    return sd_llama_forward(r->teacher, r->tkv, w, r->tseq, NULL, NULL, r->tlogits, NULL);
 }
 
-/* Mean over positions of sum_x min(draft(x), target(x)) at temperature 1. */
-static double acceptance(const float *draft, const float *target, size_t n, size_t V)
+/* The training example of the window w: causal over seq tokens, or the group-wise
+ * layout ([MASK]_i of group j predicts w[j + 1 + i] and distils teacher row j + i). */
+static sd_train_example example(run *r, const int32_t *w)
 {
-    double total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const float *a = draft + i * V, *b = target + i * V;
-        float ma = a[0], mb = b[0];
-        for (size_t j = 1; j < V; j++) ma = a[j] > ma ? a[j] : ma, mb = b[j] > mb ? b[j] : mb;
-        double za = 0, zb = 0, s = 0;
-        for (size_t j = 0; j < V; j++) za += exp((double)a[j] - ma), zb += exp((double)b[j] - mb);
-        for (size_t j = 0; j < V; j++) s += fmin(exp((double)a[j] - ma) / za, exp((double)b[j] - mb) / zb);
-        total += s;
+    const float *tl = r->teacher ? r->tlogits : NULL;
+    if (!r->K) {
+        sd_train_example ex = {r->seq, w, w + 1, NULL, NULL, tl, NULL, r->tseq};
+        return ex;
     }
-    return total / (double)n;
+    const sd_parallel_layout *lay = r->lay;
+    uint32_t V = r->t->model->cfg.n_vocab;
+    for (size_t i = 0; i < lay->n; i++) {
+        size_t j = lay->group[i], k = lay->mask_rank[i];
+        r->p_input[i] = k ? (int32_t)(V + k - 1) : w[j];
+        r->p_label[i] = w[j + 1 + k];
+    }
+    sd_train_example ex = {lay->n, r->p_input, r->p_label, lay->pos, lay->attn, tl, lay->pos, r->tseq};
+    return ex;
+}
+
+/* sum_x min(draft(x), target(x)) of two rows of logits at temperature 1. */
+static double accept_row(const float *a, const float *b, size_t V)
+{
+    float ma = a[0], mb = b[0];
+    for (size_t j = 1; j < V; j++) ma = a[j] > ma ? a[j] : ma, mb = b[j] > mb ? b[j] : mb;
+    double za = 0, zb = 0, s = 0;
+    for (size_t j = 0; j < V; j++) za += exp((double)a[j] - ma), zb += exp((double)b[j] - mb);
+    for (size_t j = 0; j < V; j++) s += fmin(exp((double)a[j] - ma) / za, exp((double)b[j] - mb) / zb);
+    return s;
+}
+
+/* Adds each input's acceptance against its teacher row to sum[rank] (rank 0 for the
+ * causal layout). */
+static void acceptance(const run *r, const sd_train_example *ex, double *sum)
+{
+    size_t V = r->t->model->cfg.n_vocab;
+    const float *logits = sd_train_logits(r->t);
+    double *part = calloc(ex->n, sizeof *part);
+    if (!part) abort();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < ex->n; i++)
+        if (ex->label[i] >= 0)
+            part[i] = accept_row(logits + i * V, ex->teacher + (ex->teacher_row ? ex->teacher_row[i] : i) * V, V);
+    for (size_t i = 0; i < ex->n; i++) sum[r->K ? r->lay->mask_rank[i] : 0] += part[i];
+    free(part);
 }
 
 static int evaluate(run *r, double *ce, double *kl, double *acc)
 {
     *ce = *kl = 0, *acc = NAN;
-    double a = 0;
+    size_t R = r->K + 1;
+    for (size_t k = 0; k < R; k++) r->acc_rank[k] = 0;
     for (size_t s = 0; s < r->n_eval; s++) {
         const int32_t *w = r->val + s * r->eval_stride;
         int rc = r->teacher ? teacher_logits(r, w) : SD_OK;
         sd_train_loss l;
-        if (!rc) rc = sd_train_eval(r->t, w, r->seq, r->teacher ? r->tlogits : NULL, &r->p, &l);
+        sd_train_example ex = example(r, w);
+        if (!rc) rc = sd_train_example_eval(r->t, &ex, &r->p, &l);
         if (rc) return rc;
         *ce += l.ce, *kl += l.kl;
-        if (r->teacher) a += acceptance(sd_train_logits(r->t), r->tlogits, r->seq, r->t->model->cfg.n_vocab);
+        if (r->teacher) acceptance(r, &ex, r->acc_rank);
     }
     *ce /= (double)r->n_eval, *kl /= (double)r->n_eval;
-    if (r->teacher) *acc = a / (double)r->n_eval;
+    for (size_t k = 0; k < R; k++) { /* labelled inputs of rank k per window */
+        size_t per = r->K ? 0 : r->seq;
+        for (size_t i = 0; r->K && i < r->lay->n; i++) per += r->lay->mask_rank[i] == k;
+        r->acc_rank[k] = r->teacher ? r->acc_rank[k] / (double)(per * r->n_eval) : NAN;
+    }
+    if (r->teacher) *acc = r->acc_rank[0];
     return SD_OK;
 }
 
@@ -230,7 +297,7 @@ static void log_header(run *r)
     FILE *f = r->log;
     fprintf(f, "# specdec train %s: %s\n", SPECDEC_VERSION, o->out);
     fprintf(f, "# corpus %s (%zu training tokens), validation %s (%zu tokens, %zu evaluated), seed %lu\n",
-            o->corpus, r->n_train, o->val ? o->val : "held out", r->n_val, r->n_eval * r->seq, o->seed);
+            o->corpus, r->n_train, o->val ? o->val : "held out", r->n_val, r->n_eval * (r->win - 1), o->seed);
     fprintf(f, "# model: vocab %u dim %u layers %u heads %u kv_heads %u ffn %u ctx %u %s, %zu parameters\n",
             c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
             o->untied ? "untied" : "tied", r->t->model->n_params);
@@ -246,7 +313,13 @@ static void log_header(run *r)
 #endif
     );
     if (o->teacher) fprintf(f, "# distilled from %s: alpha %g, temperature %g\n", o->teacher, o->alpha, o->temp);
-    fprintf(f, "step\ttokens\ttrain_loss\tval_loss\tlr\tseconds\ttrain_kl\tval_kl\tval_accept\tgrad_norm\n");
+    if (o->init) fprintf(f, "# initialised from %s\n", o->init);
+    if (r->K)
+        fprintf(f, "# parallel drafter: %zu [MASK] tokens, %zu groups per example (%zu inputs, group-wise "
+                   "layout of ParallelSpec section 4.1)\n", r->K, r->lay->n_tokens, r->lay->n);
+    fprintf(f, "step\ttokens\ttrain_loss\tval_loss\tlr\tseconds\ttrain_kl\tval_kl\tval_accept\tgrad_norm");
+    for (size_t k = 1; k <= r->K; k++) fprintf(f, "\tval_accept_mask%zu", k);
+    fprintf(f, "\n");
     fflush(f);
 }
 
@@ -254,8 +327,10 @@ static void log_row(run *r, size_t step, double tl, double vl, double lr, double
                     double vkl, double vacc, double gn)
 {
     if (!r->log) return;
-    fprintf(r->log, "%zu\t%zu\t%.5f\t%.5f\t%.4g\t%.1f\t%.5f\t%.5f\t%.5f\t%.4g\n", step, r->tokens_seen,
+    fprintf(r->log, "%zu\t%zu\t%.5f\t%.5f\t%.4g\t%.1f\t%.5f\t%.5f\t%.5f\t%.4g", step, r->tokens_seen,
             tl, vl, lr, secs, tkl, vkl, vacc, gn);
+    for (size_t k = 1; k <= r->K; k++) fprintf(r->log, "\t%.5f", isnan(vl) ? NAN : r->acc_rank[k]);
+    fprintf(r->log, "\n");
     fflush(r->log);
 }
 
@@ -264,7 +339,13 @@ static int train_loop(run *r)
     const train_opts *o = r->o;
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(rng, o->seed);
-    sd_train_init_weights(r->t, rng);
+    if (!o->init) {
+        sd_train_init_weights(r->t, rng);
+    } else if (r->K && !r->masks_copied) { /* new [MASK] embeddings: N(0, 0.02^2), like the embedding */
+        const sd_tensor *e = &r->t->model->mask_embd;
+        for (size_t i = 0; i < e->dims[0] * e->dims[1]; i++)
+            ((float *)e->data)[i] = (float)gsl_ran_gaussian_ziggurat(rng, 0.02);
+    }
     double t0 = cli_seconds(), eval_secs = 0, vce, vkl, vacc, sum_ce = 0, sum_kl = 0, gn = 0;
     size_t since = 0;
     int rc = evaluate(r, &vce, &vkl, &vacc);
@@ -277,11 +358,12 @@ static int train_loop(run *r)
     for (size_t step = 1; step <= o->steps && !rc; step++) {
         sd_train_zero_grad(r->t);
         for (size_t b = 0; b < o->batch && !rc; b++) {
-            size_t start = gsl_rng_uniform_int(rng, r->n_train - r->seq);
+            size_t start = gsl_rng_uniform_int(rng, r->n_train - r->win + 1);
             const int32_t *w = r->train + start;
             if (r->teacher && (rc = teacher_logits(r, w))) break;
             sd_train_loss l;
-            rc = sd_train_seq(r->t, w, r->seq, r->teacher ? r->tlogits : NULL, &r->p, 1.0 / (double)o->batch, &l);
+            sd_train_example ex = example(r, w);
+            rc = sd_train_example_seq(r->t, &ex, &r->p, 1.0 / (double)o->batch, &l);
             sum_ce += l.ce, sum_kl += l.kl;
         }
         if (rc) break;
@@ -309,6 +391,8 @@ static int train_loop(run *r)
         if (r->teacher) fprintf(stderr, "  kl %.4f", tkl);
         if (eval) fprintf(stderr, "  val %.4f", vce);
         if (eval && r->teacher) fprintf(stderr, "  val kl %.4f  accept %.3f", vkl, vacc);
+        for (size_t k = 1; eval && r->teacher && k <= r->K; k++)
+            fprintf(stderr, "%s%.3f", k == 1 ? " masks " : "/", r->acc_rank[k]);
         fprintf(stderr, "  lr %.2e  |g| %.2f  %.0f tok/s  %s elapsed, ETA %s\n", st.lr, gn,
                 (double)(o->batch * r->seq) / per, e1, e2);
         log_row(r, step, tl, vce, st.lr, el, r->teacher ? tkl : NAN, r->teacher ? vkl : NAN, vacc, gn);
@@ -347,10 +431,10 @@ static int setup(run *r, sd_gguf **tok_gguf, sd_tokenizer **tok, int32_t **train
     int rc;
     if (o->teacher) {
         if ((rc = sd_llama_load(o->teacher, &r->teacher))) return rc;
-        if (r->teacher->cfg.ctx_len < r->seq)
-            return sd_error(SD_EINVAL, "%s: context of %u tokens, shorter than --ctx %zu", o->teacher,
-                            r->teacher->cfg.ctx_len, r->seq);
-        if ((rc = sd_kv_alloc(r->teacher, r->seq, &r->tkv))) return rc;
+        if (r->teacher->cfg.ctx_len < r->tseq)
+            return sd_error(SD_EINVAL, "%s: context of %u tokens, shorter than the %zu it reads per window", o->teacher,
+                            r->teacher->cfg.ctx_len, r->tseq);
+        if ((rc = sd_kv_alloc(r->teacher, r->tseq, &r->tkv))) return rc;
     }
     if (o->vocab) {
         char *text;
@@ -390,23 +474,77 @@ static int setup(run *r, sd_gguf **tok_gguf, sd_tokenizer **tok, int32_t **train
         r->n_train -= r->n_val;
         r->val = r->train + r->n_train;
     }
-    if (r->n_train < r->seq + 2)
-        return sd_error(SD_EINVAL, "%s: %zu training tokens, fewer than one sequence of %zu", o->corpus,
-                        r->n_train, r->seq + 1);
-    r->n_eval = r->n_val > r->seq ? (r->n_val - 1) / r->seq : 0;
-    if (r->n_eval > o->eval_tokens / r->seq) r->n_eval = o->eval_tokens / r->seq;
+    size_t step = r->win - 1; /* tokens a window predicts */
+    if (r->n_train < r->win + 1)
+        return sd_error(SD_EINVAL, "%s: %zu training tokens, fewer than one window of %zu", o->corpus,
+                        r->n_train, r->win);
+    r->n_eval = r->n_val > step ? (r->n_val - 1) / step : 0;
+    if (r->n_eval > o->eval_tokens / step) r->n_eval = o->eval_tokens / step;
     if (!r->n_eval)
-        return sd_error(SD_EINVAL, "validation: %zu tokens, fewer than one sequence of %zu (--val, "
-                        "--val-frac, --eval-tokens)", r->n_val, r->seq + 1);
-    r->eval_stride = r->n_eval > 1 ? (r->n_val - 1 - r->seq) / (r->n_eval - 1) : 0;
+        return sd_error(SD_EINVAL, "validation: %zu tokens, fewer than one window of %zu (--val, "
+                        "--val-frac, --eval-tokens)", r->n_val, r->win);
+    r->eval_stride = r->n_eval > 1 ? (r->n_val - r->win) / (r->n_eval - 1) : 0;
     fprintf(stderr, "train: %zu training tokens, %zu validation tokens (%zu evaluated per pass)\n",
-            r->n_train, r->n_val, r->n_eval * r->seq);
+            r->n_train, r->n_val, r->n_eval * step);
     return SD_OK;
+}
+
+/* --init's model must tokenize as the training text is tokenized: piece by piece. */
+static int same_pieces(const char *path, const sd_llama *m, const sd_tokenizer *tok)
+{
+    sd_tokenizer *mt;
+    int rc = m->file ? sd_tokenizer_from_gguf(m->file, &mt) : SD_OK;
+    if (rc || !m->file) return rc;
+    size_t at = sd_tokenizer_first_difference(tok, mt);
+    if (at != SIZE_MAX)
+        rc = sd_error(SD_EINVAL, "--init %s: its tokenizer differs from the training one at token %zu", path, at);
+    sd_tokenizer_free(mt);
+    return rc;
+}
+
+/* The model to train: new with the options' hyper-parameters, or --init's weights
+ * (plus --parallel's [MASK] embeddings) as one F32 buffer. */
+static int make_model(run *r, const sd_tokenizer *tok)
+{
+    const train_opts *o = r->o;
+    uint32_t V = (uint32_t)sd_tokenizer_n_vocab(tok);
+    if (!o->init) {
+        sd_llama_config c = {V, (uint32_t)o->dim, (uint32_t)o->layers, (uint32_t)o->heads,
+                             (uint32_t)o->kv_heads, (uint32_t)(o->dim / o->heads), (uint32_t)o->ffn,
+                             (uint32_t)o->ctx, 1e-5f, 10000.0f, (uint32_t)r->K};
+        return sd_train_alloc(&c, !o->untied, r->seq, &r->t);
+    }
+    sd_llama *src, *m;
+    int rc = sd_llama_load(o->init, &src);
+    if (rc) return rc;
+    if (src->cfg.n_vocab != V)
+        rc = sd_error(SD_EINVAL, "--init %s: vocabulary of %u tokens, the tokenizer has %u", o->init,
+                      src->cfg.n_vocab, V);
+    else if (!r->K && src->cfg.ctx_len < r->seq)
+        rc = sd_error(SD_EINVAL, "--init %s: context of %u tokens, shorter than --ctx %zu", o->init,
+                      src->cfg.ctx_len, r->seq);
+    else
+        rc = same_pieces(o->init, src, tok);
+    if (!rc) rc = sd_llama_to_f32(src, (uint32_t)r->K, &m);
+    r->masks_copied = !rc && r->K && src->cfg.n_mask == r->K;
+    sd_llama_free(src);
+    if (!rc) rc = sd_train_from_model(m, r->seq, &r->t);
+    return rc;
 }
 
 static int run_train(const train_opts *o)
 {
-    run r = {.o = o, .seq = o->ctx, .last_val = NAN};
+    run r = {.o = o, .seq = o->ctx, .last_val = NAN, .K = o->parallel};
+    if (r.K && o->groups * (r.K + 1) > SD_TRAIN_MAX_INPUTS)
+        return sd_error(SD_EINVAL, "--groups %zu x (--parallel %zu + 1) = %zu inputs per example: at most %d",
+                        o->groups, r.K, o->groups * (r.K + 1), SD_TRAIN_MAX_INPUTS);
+    if (r.K) { /* T groups of K + 1 inputs over a window of T + K + 1 tokens */
+        r.seq = o->groups * (r.K + 1);
+        r.win = o->groups + r.K + 1;
+    } else {
+        r.win = r.seq + 1;
+    }
+    r.tseq = r.win - 1;
     r.p = sd_train_default_params();
     r.p.lr = o->lr, r.p.lr_min_frac = o->lr_min, r.p.warmup = o->warmup, r.p.steps = o->steps;
     r.p.schedule = o->sched, r.p.weight_decay = o->wd, r.p.grad_clip = o->clip;
@@ -416,13 +554,18 @@ static int run_train(const train_opts *o)
     int32_t *train_ids = NULL, *val_ids = NULL;
     int rc = sd_train_params_check(&r.p);
     if (!rc) rc = setup(&r, &tok_gguf, &tok, &train_ids, &val_ids);
-    if (!rc) {
-        sd_llama_config c = {(uint32_t)sd_tokenizer_n_vocab(tok), (uint32_t)o->dim, (uint32_t)o->layers,
-                             (uint32_t)o->heads, (uint32_t)o->kv_heads, (uint32_t)(o->dim / o->heads),
-                             (uint32_t)o->ffn, (uint32_t)o->ctx, 1e-5f, 10000.0f};
-        rc = sd_train_alloc(&c, !o->untied, r.seq, &r.t);
+    if (!rc) rc = make_model(&r, tok);
+    if (!rc && r.K) {
+        const sd_llama_config *c = &r.t->model->cfg;
+        if (o->groups + r.K > c->ctx_len)
+            rc = sd_error(SD_EINVAL, "--groups %zu + --parallel %zu: positions past the context of %u",
+                          o->groups, r.K, c->ctx_len);
+        if (!rc) rc = sd_parallel_layout_alloc(NULL, o->groups, r.K, (long)c->n_vocab, &r.lay);
+        r.p_input = sd_xmalloc(r.seq * sizeof *r.p_input);
+        r.p_label = sd_xmalloc(r.seq * sizeof *r.p_label);
     }
-    if (!rc && r.teacher) r.tlogits = sd_xmalloc(r.seq * r.teacher->cfg.n_vocab * sizeof(float));
+    r.acc_rank = sd_xcalloc(r.K + 1, sizeof *r.acc_rank);
+    if (!rc && r.teacher) r.tlogits = sd_xmalloc(r.tseq * r.teacher->cfg.n_vocab * sizeof(float));
     if (!rc && o->log && !(r.log = fopen(o->log, "w")))
         rc = sd_error(SD_EIO, "%s: cannot write: %s", o->log, strerror(errno));
     if (!rc) {
@@ -435,6 +578,8 @@ static int run_train(const train_opts *o)
     }
     if (r.log) fclose(r.log);
     free(r.tlogits);
+    sd_parallel_layout_free(r.lay);
+    free(r.p_input), free(r.p_label), free(r.acc_rank);
     sd_kv_free(r.tkv);
     sd_llama_free(r.teacher);
     sd_train_free(r.t);
@@ -450,7 +595,7 @@ static int run_train(const train_opts *o)
 enum { O_CORPUS = OPT_FIRST_FREE, O_VAL, O_VAL_FRAC, O_VOCAB, O_TOKENIZER, O_DIM, O_LAYERS, O_HEADS,
        O_KV_HEADS, O_FFN, O_CTX, O_UNTIED, O_BATCH, O_STEPS, O_LR, O_LR_MIN, O_WARMUP, O_SCHEDULE,
        O_WD, O_CLIP, O_SEED, O_TEACHER, O_ALPHA, O_TEMP, O_OUT, O_TYPE, O_NAME, O_LOG, O_LOG_EVERY,
-       O_EVAL_EVERY, O_EVAL_TOKENS, O_SAVE_EVERY, O_THREADS };
+       O_EVAL_EVERY, O_EVAL_TOKENS, O_SAVE_EVERY, O_THREADS, O_INIT, O_PARALLEL, O_GROUPS };
 
 static const struct option longopts[] = {
     {"corpus", required_argument, 0, O_CORPUS}, {"val", required_argument, 0, O_VAL},
@@ -469,7 +614,9 @@ static const struct option longopts[] = {
     {"name", required_argument, 0, O_NAME}, {"log", required_argument, 0, O_LOG},
     {"log-every", required_argument, 0, O_LOG_EVERY}, {"eval-every", required_argument, 0, O_EVAL_EVERY},
     {"eval-tokens", required_argument, 0, O_EVAL_TOKENS}, {"save-every", required_argument, 0, O_SAVE_EVERY},
-    {"threads", required_argument, 0, O_THREADS}, {"help", no_argument, 0, 'h'},
+    {"threads", required_argument, 0, O_THREADS}, {"init", required_argument, 0, O_INIT},
+    {"parallel", required_argument, 0, O_PARALLEL}, {"groups", required_argument, 0, O_GROUPS},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
 /* A size option with its range; returns nonzero (a usage error) when out of it. */
@@ -494,6 +641,9 @@ static int parse_opt(train_opts *o, int c, const char *a)
     case O_OUT: o->out = a; return 0;
     case O_NAME: o->name = a; return 0;
     case O_LOG: o->log = a; return 0;
+    case O_INIT: o->init = a; return 0;
+    case O_PARALLEL: return size_opt(a, "--parallel", 1, SD_LLAMA_MASK_MAX, &o->parallel);
+    case O_GROUPS: return size_opt(a, "--groups", 1, 8192, &o->groups);
     case O_UNTIED: o->untied = 1; return 0;
     case O_VOCAB: return size_opt(a, "--vocab", 258, 1 << 20, &o->vocab);
     case O_DIM: return size_opt(a, "--dim", 2, 65536, &o->dim);
@@ -548,7 +698,8 @@ int cmd_train(int argc, char **argv)
     train_opts o = {.dim = 256, .layers = 6, .heads = 8, .ctx = 256, .batch = 16, .steps = 1000,
                     .warmup = 100, .log_every = 10, .eval_every = 100, .eval_tokens = 32768,
                     .lr = 2e-3, .lr_min = 0.1, .wd = 0.1, .clip = 1.0, .alpha = 0.7, .temp = 1.0,
-                    .val_frac = 0.05, .sched = SD_TRAIN_COSINE, .seed = 2385, .type = SD_T_F16};
+                    .val_frac = 0.05, .sched = SD_TRAIN_COSINE, .seed = 2385, .type = SD_T_F16,
+                    .groups = 64};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {

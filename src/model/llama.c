@@ -34,6 +34,8 @@ int sd_llama_config_check(const sd_llama_config *c, const char *what)
         return sd_error(SD_EFORMAT, "%s: rms epsilon %g and rope base %g must be positive", what,
                         (double)c->rms_eps, (double)c->rope_base);
     if (!c->ctx_len) return sd_error(SD_EFORMAT, "%s: context length 0", what);
+    if (c->n_mask > SD_LLAMA_MASK_MAX)
+        return sd_error(SD_EFORMAT, "%s: %u [MASK] tokens (at most %d)", what, c->n_mask, SD_LLAMA_MASK_MAX);
     return SD_OK;
 }
 
@@ -51,7 +53,8 @@ int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out)
     if (rc) return rc;
     size_t d = c->dim, q = (size_t)c->n_head * c->head_dim, kv = (size_t)c->n_head_kv * c->head_dim;
     size_t per_layer = d + d * q + 2 * d * kv + q * d + d + 3 * d * c->ffn_dim;
-    size_t n = (size_t)c->n_vocab * d + c->n_layer * per_layer + d + (tied ? 0 : (size_t)c->n_vocab * d);
+    size_t n = (size_t)c->n_vocab * d + c->n_layer * per_layer + d + (tied ? 0 : (size_t)c->n_vocab * d) +
+               (size_t)c->n_mask * d;
     sd_llama *m = sd_xcalloc(1, sizeof *m);
     m->cfg = *c;
     m->tied = tied;
@@ -74,6 +77,10 @@ int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out)
     }
     m->out_norm = f32_view("output_norm.weight", &at, d, 1);
     m->output = tied ? m->tok_embd : f32_view("output.weight", &at, d, c->n_vocab);
+    if (c->n_mask) {
+        m->mask_embd = f32_view(SD_LLAMA_MASK_TENSOR, &at, d, c->n_mask);
+        m->mask_embd.ndim = 2; /* a matrix also when it has one row */
+    }
     *out = m;
     return SD_OK;
 }
@@ -106,8 +113,8 @@ int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out)
     q->layer = sd_xcalloc(c->n_layer, sizeof *q->layer);
     /* room: every matrix at t's row size, every norm as F32 */
     size_t need = 0, d = c->dim;
-    const sd_tensor *mats[] = {&m->tok_embd, m->tied ? NULL : &m->output};
-    for (int i = 0; i < 2; i++)
+    const sd_tensor *mats[] = {&m->tok_embd, m->tied ? NULL : &m->output, c->n_mask ? &m->mask_embd : NULL};
+    for (int i = 0; i < 3; i++)
         if (mats[i]) need += sd_ttype_row_bytes(t, mats[i]->dims[0]) * mats[i]->dims[1];
     for (uint32_t l = 0; l < c->n_layer; l++) {
         const sd_llama_layer *L = &m->layer[l];
@@ -135,11 +142,43 @@ int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out)
         if (m->tied) q->output = q->tok_embd;
         else rc = convert_tensor(&m->output, &q->output, t, &at);
     }
+    if (!rc && c->n_mask) rc = convert_tensor(&m->mask_embd, &q->mask_embd, t, &at);
     if (rc) {
         sd_llama_free(q);
         return rc;
     }
     *out = q;
+    return SD_OK;
+}
+
+/* dst (an F32 view) = src dequantized, row by row. */
+static void copy_f32(const sd_tensor *src, const sd_tensor *dst)
+{
+    size_t cols = src->dims[0], rows = src->ndim > 1 ? src->dims[1] : 1;
+    size_t rb = sd_ttype_row_bytes(src->type, cols);
+    for (size_t r = 0; r < rows; r++)
+        sd_dequant_row(src->type, (const char *)src->data + r * rb, (float *)dst->data + r * cols, cols);
+}
+
+int sd_llama_to_f32(const sd_llama *src, uint32_t n_mask, sd_llama **out)
+{
+    sd_llama_config c = src->cfg;
+    c.n_mask = n_mask;
+    int rc = sd_llama_alloc(&c, src->tied, out);
+    if (rc) return rc;
+    sd_llama *m = *out;
+    copy_f32(&src->tok_embd, &m->tok_embd);
+    for (uint32_t l = 0; l < c.n_layer; l++) {
+        const sd_llama_layer *S = &src->layer[l], *D = &m->layer[l];
+        const sd_tensor *from[9] = {&S->attn_norm, &S->wq, &S->wk, &S->wv, &S->wo,
+                                    &S->ffn_norm, &S->w_gate, &S->w_up, &S->w_down};
+        const sd_tensor *to[9] = {&D->attn_norm, &D->wq, &D->wk, &D->wv, &D->wo,
+                                  &D->ffn_norm, &D->w_gate, &D->w_up, &D->w_down};
+        for (int i = 0; i < 9; i++) copy_f32(from[i], to[i]);
+    }
+    copy_f32(&src->out_norm, &m->out_norm);
+    if (!src->tied) copy_f32(&src->output, &m->output);
+    if (n_mask && src->cfg.n_mask == n_mask) copy_f32(&src->mask_embd, &m->mask_embd);
     return SD_OK;
 }
 
@@ -164,7 +203,7 @@ static size_t tensor_elems(const sd_tensor *t)
 size_t sd_llama_params(const sd_llama *m)
 {
     size_t n = tensor_elems(&m->tok_embd) + tensor_elems(&m->out_norm) +
-               (m->tied ? 0 : tensor_elems(&m->output));
+               (m->tied ? 0 : tensor_elems(&m->output)) + (m->cfg.n_mask ? tensor_elems(&m->mask_embd) : 0);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
         const sd_llama_layer *L = &m->layer[l];
         n += tensor_elems(&L->attn_norm) + tensor_elems(&L->wq) + tensor_elems(&L->wk) +
@@ -176,7 +215,8 @@ size_t sd_llama_params(const sd_llama *m)
 
 size_t sd_llama_weight_bytes(const sd_llama *m)
 {
-    size_t n = m->tok_embd.nbytes + m->out_norm.nbytes + (m->tied ? 0 : m->output.nbytes);
+    size_t n = m->tok_embd.nbytes + m->out_norm.nbytes + (m->tied ? 0 : m->output.nbytes) +
+               (m->cfg.n_mask ? m->mask_embd.nbytes : 0);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
         const sd_llama_layer *L = &m->layer[l];
         n += L->attn_norm.nbytes + L->wq.nbytes + L->wk.nbytes + L->wv.nbytes + L->wo.nbytes +
@@ -394,9 +434,9 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
         return sd_error(SD_EINVAL, "training forward: %zu tokens after %zu cached (record of %zu)",
                         n, base, acts->n);
     for (size_t i = 0; i < n; i++) {
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= c->n_vocab)
-            return sd_error(SD_EINVAL, "token %zu: id %d outside the vocabulary of %u", i,
-                            (int)tokens[i], c->n_vocab);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= c->n_vocab + c->n_mask)
+            return sd_error(SD_EINVAL, "token %zu: id %d outside the vocabulary of %u%s", i,
+                            (int)tokens[i], c->n_vocab, c->n_mask ? " and its [MASK] tokens" : "");
         size_t p = pos ? pos[i] : base + i;
         if (p >= c->ctx_len)
             return sd_error(SD_ERANGE, "token %zu at position %zu: past the model's context of %u",
@@ -437,8 +477,10 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
 
     for (size_t i = 0; i < n; i++) {
         kv->pos[base + i] = pos ? pos[i] : base + i;
-        size_t rb = sd_ttype_row_bytes(m->tok_embd.type, d);
-        sd_dequant_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)tokens[i] * rb, x + i * d, d);
+        size_t id = (size_t)tokens[i];
+        const sd_tensor *e = id < V ? &m->tok_embd : &m->mask_embd; /* [MASK]_i: row i - 1 */
+        size_t rb = sd_ttype_row_bytes(e->type, d);
+        sd_dequant_row(e->type, (const char *)e->data + (id < V ? id : id - V) * rb, x + i * d, d);
     }
     float scale = 1.0f / sqrtf((float)hd);
     for (uint32_t l = 0; l < c->n_layer; l++) {

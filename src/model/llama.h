@@ -42,6 +42,9 @@ typedef struct {
     uint32_t ctx_len;    /* longest sequence the model was trained for */
     float rms_eps;
     float rope_base;
+    uint32_t n_mask;     /* ParallelSpec's [MASK] tokens (0: a plain model): input ids
+                            n_vocab .. n_vocab + n_mask - 1 are [MASK]_1 .. [MASK]_n_mask,
+                            embedded by mask_embd; they are inputs only, never outputs */
 } sd_llama_config;
 
 typedef struct {
@@ -57,6 +60,7 @@ typedef struct {
     sd_tensor out_norm;     /* {dim} */
     sd_tensor output;       /* {dim, n_vocab}; a copy of tok_embd's view when tied */
     int tied;
+    sd_tensor mask_embd;    /* {dim, n_mask}: row i is [MASK]_{i+1}'s embedding (n_mask > 0) */
     sd_llama_layer *layer;  /* [n_layer] */
     sd_gguf *file;          /* the mapping the tensors point into (NULL when built in memory) */
     char *path;             /* for messages */
@@ -73,16 +77,23 @@ int sd_llama_load(const char *path, sd_llama **out);
 int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out);
 /* A model whose weights are one owned, zero-filled F32 buffer m->params (n_params
  * floats): tok_embd, then per layer attn_norm wq wk wv wo ffn_norm w_gate w_up
- * w_down, then out_norm and, unless tied, output. The trainer initialises and
+ * w_down, then out_norm, unless tied output, and mask_embd when c->n_mask > 0. The trainer initialises and
  * updates it in place; tests fill it at random. */
 int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out);
+/* An F32 copy of any model in sd_llama_alloc's one buffer (to fine-tune it), with
+ * n_mask [MASK] embeddings: src's own when it has as many, else zeros. */
+int sd_llama_to_f32(const sd_llama *src, uint32_t n_mask, sd_llama **out);
 /* A copy of m with its matrices (embedding, attention, MLP, output) stored as type t
  * (F32, F16, BF16, Q8_0, Q4_0: quantized as ggml does); the norm weights stay F32.
  * The copy owns its weights. SD_EINVAL if a row length is not a multiple of t's block. */
 int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out);
 /* Adds the model's hyper-parameters (llama.* keys, general.architecture, general.name
- * = name) and its tensors, as they are stored, to a GGUF writer; the caller adds the
+ * = name) and its tensors, as they are stored, to a GGUF writer (a parallel drafter's
+ * mask embeddings as SD_LLAMA_MASK_TENSOR, their count as SD_LLAMA_MASK_KEY); the caller adds the
  * tokenizer (tokenizer.ggml.*) and writes. The tensors must outlive the write. */
+#define SD_LLAMA_MASK_MAX 64
+#define SD_LLAMA_MASK_KEY "specdec.parallel.mask_count"
+#define SD_LLAMA_MASK_TENSOR "specdec.mask_embd.weight"
 int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w);
 /* Checks a configuration (n_head a multiple of n_head_kv, even head_dim, ...). */
 int sd_llama_config_check(const sd_llama_config *c, const char *what);
@@ -153,7 +164,8 @@ void sd_llama_acts_free(sd_llama_acts *a);
  * token j (a token must see itself); every new token sees every cached entry.
  * logits: n x n_vocab (NULL: only fill the cache). acts: NULL, or the trainer's record (then
  * kv->n must be 0 and n <= acts->n). SD_ERANGE past the cache's capacity or the
- * model's context, SD_EINVAL for a token id out of the vocabulary. */
+ * model's context, SD_EINVAL for a token id out of the vocabulary (ids n_vocab ..
+ * n_vocab + n_mask - 1 are the [MASK] tokens of a parallel drafter). */
 int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
                      const size_t *pos, const unsigned char *mask, float *logits,
                      sd_llama_acts *acts);

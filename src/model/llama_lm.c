@@ -220,6 +220,50 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
     return rc;
 }
 
+/* ParallelSpec's drafter: the context's tokens past the cache and [MASK]_1 ..
+ * [MASK]_{steps-1} in one forward pass, causal, at the positions after the context;
+ * the law of the context's last token is position 0's, [MASK]_i's is position i's.
+ * The masks leave the cache after, so the next call's context reuses it. */
+static int llama_ahead(sd_lm *lm, const size_t *ctx, size_t len, size_t steps, double *out)
+{
+    oracle *o = lm->impl;
+    size_t V = o->m->cfg.n_vocab, M = steps - 1;
+    if (len == 0 && o->bos != (size_t)-1) ctx = &o->bos, len = 1;
+    int rc = check_context(o, ctx, len);
+    if (rc) return rc;
+    if (len + M > o->cache)
+        return sd_error(SD_ERANGE, "parallel drafter: a context of %zu and %zu [MASK] tokens past the cache "
+                        "of %zu", len, M, o->cache);
+    lane *l = my_lane(o);
+    if (!l) return sd_error(SD_ERANGE, "llama oracle: thread %d past %d", omp_get_thread_num(), MAX_THREADS);
+    settle(l, ctx, len);
+    size_t p = 0, n = l->kv->n;
+    while (p < n && p < len && (size_t)l->tok[p] == ctx[p]) p++;
+    if (p == len) p--; /* the last token again, for its logits */
+    sd_kv_truncate(l->kv, p);
+    size_t k = len - p + M;
+    int32_t *t = l->tok + p;
+    for (size_t i = p; i < len; i++) t[i - p] = (int32_t)ctx[i];
+    for (size_t i = 0; i < M; i++) t[len - p + i] = (int32_t)(V + i); /* [MASK]_{i+1} */
+    if (k > l->cap_rows) {
+        l->cap_rows = k;
+        l->logits = sd_xrealloc(l->logits, k * V * sizeof *l->logits);
+    }
+    rc = sd_llama_forward(o->m, l->kv, t, k, NULL, NULL, l->logits, NULL);
+    l->have_last = 0;
+    if (rc) {
+        sd_kv_truncate(l->kv, 0);
+        return rc;
+    }
+    l->passes++, l->tokens += k;
+    sd_kv_truncate(l->kv, len); /* the masks go */
+    const float *first = l->logits + (len - 1 - p) * V;
+    for (size_t i = 0; i < steps && !rc; i++) rc = to_law(o, first + i * V, out + i * V);
+    if (!rc && len - 1 - p > 0) memmove(l->logits, first, V * sizeof *l->logits);
+    l->have_last = !rc; /* row 0: the law after the context */
+    return rc;
+}
+
 static void llama_free(sd_lm *lm)
 {
     oracle *o = lm->impl;
@@ -235,7 +279,8 @@ static void llama_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops llama_ops = {"llama", llama_next, llama_next_batch, llama_free};
+static const sd_lm_ops llama_ops = {"llama", llama_next, llama_next_batch, llama_free, NULL};
+static const sd_lm_ops llama_parallel_ops = {"llama", llama_next, llama_next_batch, llama_free, llama_ahead};
 
 int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double top_p, size_t cache,
                 sd_lm **out)
@@ -254,7 +299,8 @@ int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double t
         sd_gguf_get_u32(m->file, "tokenizer.ggml.bos_token_id", &bos) == SD_OK && bos < m->cfg.n_vocab)
         o->bos = bos;
     sd_lm *lm = sd_xcalloc(1, sizeof *lm);
-    lm->ops = &llama_ops;
+    lm->ops = m->cfg.n_mask ? &llama_parallel_ops : &llama_ops;
+    lm->ahead_max = m->cfg.n_mask ? m->cfg.n_mask + 1 : 0;
     lm->vocab = m->cfg.n_vocab;
     lm->cost = 1;
     lm->memory = SD_LM_MEMORY_ALL;

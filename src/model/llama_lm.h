@@ -17,6 +17,10 @@
  *   sd_lm_next(lm, ctx, len, law);            law[V]
  *   sd_lm_free(lm);
  *
+ * A parallel drafter (a GGUF with K [MASK] tokens, trained by `specdec train
+ * --parallel K`) also answers sd_lm_ahead: the laws of the next 1 .. K + 1 positions
+ * from one forward pass over the context and the masks.
+ *
  * An empty context means the start of a text: the law after the BOS token the GGUF
  * file names (tokenizer.ggml.bos_token_id), an error when it names none.
  *

@@ -106,6 +106,15 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
     int has_out = 0;
     if (!rc) rc = tensor(g, path, "output.weight", d, c->n_vocab, 1, &m->output, &has_out);
     if (!rc && !has_out) m->output = m->tok_embd, m->tied = 1;
+    if (!rc && sd_gguf_find_key(g, SD_LLAMA_MASK_KEY) >= 0) { /* a parallel drafter */
+        if (!(rc = sd_gguf_get_u32(g, SD_LLAMA_MASK_KEY, &c->n_mask)) && (c->n_mask == 0 || c->n_mask > SD_LLAMA_MASK_MAX))
+            rc = sd_error(SD_EFORMAT, "%s: %s is %u (1 to %d)", path, SD_LLAMA_MASK_KEY, c->n_mask,
+                          SD_LLAMA_MASK_MAX);
+        if (!rc) rc = tensor(g, path, SD_LLAMA_MASK_TENSOR, d, c->n_mask, 0, &m->mask_embd, NULL);
+    } else if (!rc && sd_gguf_find_tensor(g, SD_LLAMA_MASK_TENSOR)) {
+        rc = sd_error(SD_EFORMAT, "%s: tensor %s without the key %s", path, SD_LLAMA_MASK_TENSOR,
+                      SD_LLAMA_MASK_KEY);
+    }
     if (!rc) m->layer = sd_xcalloc(c->n_layer, sizeof *m->layer);
     for (uint32_t l = 0; !rc && l < c->n_layer; l++) {
         sd_llama_layer *L = &m->layer[l];
@@ -170,6 +179,11 @@ int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w)
             snprintf(tname, sizeof tname, "blk.%u.%s.weight", l, names[i]);
             rc = sd_gguf_writer_add_tensor(w, tname, src[i]->type, src[i]->ndim, src[i]->dims, src[i]->data);
         }
+    }
+    if (!rc && c->n_mask) { /* a parallel drafter's masks, last */
+        const sd_tensor *e = &m->mask_embd;
+        if (!(rc = sd_gguf_writer_set_u32(w, SD_LLAMA_MASK_KEY, c->n_mask)))
+            rc = sd_gguf_writer_add_tensor(w, SD_LLAMA_MASK_TENSOR, e->type, e->ndim, e->dims, e->data);
     }
     return rc;
 }

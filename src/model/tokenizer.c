@@ -446,6 +446,16 @@ int sd_tokenizer_init(const sd_tokenizer_params *p, sd_tokenizer **out)
 
 /* ---- decoding */
 
+size_t sd_tokenizer_first_difference(const sd_tokenizer *a, const sd_tokenizer *b)
+{
+    size_t n = a->n_tokens < b->n_tokens ? a->n_tokens : b->n_tokens;
+    for (size_t i = 0; i < n; i++) {
+        size_t la = a->piece_off[i + 1] - a->piece_off[i], lb = b->piece_off[i + 1] - b->piece_off[i];
+        if (la != lb || memcmp(a->pieces + a->piece_off[i], b->pieces + b->piece_off[i], la)) return i;
+    }
+    return a->n_tokens == b->n_tokens ? SIZE_MAX : n;
+}
+
 int sd_tokenizer_piece(const sd_tokenizer *t, int32_t id, const char **piece, size_t *len)
 {
     if (id < 0 || (size_t)id >= t->n_tokens) {

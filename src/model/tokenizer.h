@@ -156,6 +156,11 @@ int sd_tokenizer_encode(const sd_tokenizer *t, const char *text, size_t len, uns
  * text. SD_EINVAL for an id out of range. */
 int sd_tokenizer_piece(const sd_tokenizer *t, int32_t id, const char **piece, size_t *len);
 
+/* Whether a and b tokenize alike: as many tokens, the same piece for every id (a draft
+ * and its target must). Returns the first id that differs, or SIZE_MAX when none does
+ * (the first id past the shorter vocabulary when only the sizes differ). */
+size_t sd_tokenizer_first_difference(const sd_tokenizer *a, const sd_tokenizer *b);
+
 /* ids[0..n) to text: *text (malloc'ed, NUL-terminated, caller frees) of *len bytes.
  * Control and unknown tokens are left out unless flags has SD_TOK_RENDER_SPECIAL.
  * SPM with add_space_prefix: the leading space of the first piece is dropped.

@@ -41,7 +41,7 @@ struct sd_train_ws {
     float *dk, *dv;         /* [seq_len][kw] */
     float *dgate, *dup;     /* [seq_len][F] */
     float *dp;              /* [seq_len][seq_len] one head's dL/dscores */
-    float *rope_cos, *rope_sin; /* [seq_len][hd/2] */
+    float *rope_cos, *rope_sin; /* [ctx_len][hd/2] by position */
     float *soft;            /* [n_threads][2][V] softmax rows of student and teacher at T */
     int n_threads;
     segment *seg;
@@ -74,9 +74,9 @@ int sd_train_from_model(sd_llama *m, size_t seq_len, sd_train **out)
         sd_llama_free(m);
         return sd_error(SD_EINVAL, "trainer: the model's weights are not one F32 buffer");
     }
-    if (seq_len < 1 || seq_len > c->ctx_len) {
-        int rc = sd_error(SD_EINVAL, "trainer: sequences of %zu tokens (context %u)", seq_len,
-                          c->ctx_len);
+    if (seq_len < 1 || seq_len > SD_TRAIN_MAX_INPUTS) {
+        int rc = sd_error(SD_EINVAL, "trainer: sequences of %zu inputs (1 to %d)", seq_len,
+                          SD_TRAIN_MAX_INPUTS);
         sd_llama_free(m);
         return rc;
     }
@@ -104,16 +104,17 @@ int sd_train_from_model(sd_llama *m, size_t seq_len, sd_train **out)
     ws->n_threads = 1;
 #endif
     ws->soft = f32((size_t)ws->n_threads * 2 * c->n_vocab);
-    ws->rope_cos = f32(n * hd / 2), ws->rope_sin = f32(n * hd / 2);
+    size_t np = c->ctx_len; /* positions: an example's may run past its length */
+    ws->rope_cos = f32(np * hd / 2), ws->rope_sin = f32(np * hd / 2);
     for (size_t i = 0; i < hd / 2; i++) {
         /* the forward's angles, computed the same way */
         float freq = powf(c->rope_base, -2.0f * (float)i / (float)hd);
-        for (size_t p = 0; p < n; p++) {
+        for (size_t p = 0; p < np; p++) {
             ws->rope_cos[p * hd / 2 + i] = cosf((float)p * freq);
             ws->rope_sin[p * hd / 2 + i] = sinf((float)p * freq);
         }
     }
-    ws->seg = sd_xmalloc((2 + 9 * (size_t)c->n_layer + 1) * sizeof *ws->seg);
+    ws->seg = sd_xmalloc((3 + 9 * (size_t)c->n_layer + 1) * sizeof *ws->seg);
     ws->seg[ws->n_seg++] = seg_of(m, &m->tok_embd);
     for (uint32_t l = 0; l < c->n_layer; l++) {
         const sd_llama_layer *L = &m->layer[l];
@@ -123,6 +124,7 @@ int sd_train_from_model(sd_llama *m, size_t seq_len, sd_train **out)
     }
     ws->seg[ws->n_seg++] = seg_of(m, &m->out_norm);
     if (!m->tied) ws->seg[ws->n_seg++] = seg_of(m, &m->output);
+    if (c->n_mask) ws->seg[ws->n_seg++] = seg_of(m, &m->mask_embd);
 
     sd_train *t = sd_xcalloc(1, sizeof *t);
     t->model = m;
@@ -183,15 +185,38 @@ void sd_train_zero_grad(sd_train *t) { memset(t->grad, 0, t->model->n_params * s
 
 /* ---- losses on the logits ---- */
 
-static int check_seq(const sd_train *t, const int32_t *tokens, size_t n)
+/* Checks an example against the trainer and counts its labelled inputs. */
+static int check_example(const sd_train *t, const sd_train_example *ex, size_t *labelled)
 {
+    size_t n = ex->n;
+    const sd_llama_config *c = &t->model->cfg;
+    uint32_t V = c->n_vocab;
     if (n < 1 || n > t->seq_len)
         return sd_error(SD_EINVAL, "trainer: a sequence of %zu predictions (1 to %zu)", n, t->seq_len);
-    uint32_t V = t->model->cfg.n_vocab;
-    for (size_t i = 0; i <= n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= V)
-            return sd_error(SD_EINVAL, "trainer: token %zu: id %d outside the vocabulary of %u", i,
-                            (int)tokens[i], V);
+    *labelled = 0;
+    if (!ex->pos && n > c->ctx_len)
+        return sd_error(SD_ERANGE, "trainer: %zu causal inputs past the context of %u", n, c->ctx_len);
+    for (size_t i = 0; i < n; i++) {
+        if (ex->input[i] < 0 || (uint32_t)ex->input[i] >= V + c->n_mask)
+            return sd_error(SD_EINVAL, "trainer: input %zu: id %d outside the vocabulary of %u%s", i,
+                            (int)ex->input[i], V, c->n_mask ? " and its [MASK] tokens" : "");
+        if (ex->label[i] < -1 || ex->label[i] >= (int32_t)V)
+            return sd_error(SD_EINVAL, "trainer: label %zu: id %d outside the vocabulary of %u", i,
+                            (int)ex->label[i], V);
+        *labelled += ex->label[i] >= 0;
+        if (ex->pos && ex->pos[i] >= c->ctx_len)
+            return sd_error(SD_ERANGE, "trainer: input %zu at position %zu: past the context of %u", i,
+                            ex->pos[i], c->ctx_len);
+        if (ex->teacher && ex->teacher_row && ex->teacher_row[i] >= ex->teacher_rows)
+            return sd_error(SD_EINVAL, "trainer: input %zu: teacher row %zu of %zu", i, ex->teacher_row[i],
+                            ex->teacher_rows);
+        for (size_t j = 0; ex->attn && j < n; j++)
+            if ((j == i && !ex->attn[i * n + j]) || (j > i && ex->attn[i * n + j]))
+                return sd_error(SD_EINVAL, "trainer: attention row %zu must see itself and no later input", i);
+    }
+    if (ex->teacher && !ex->teacher_row && ex->teacher_rows < n)
+        return sd_error(SD_EINVAL, "trainer: %zu teacher rows for %zu inputs", ex->teacher_rows, n);
+    if (!*labelled) return sd_error(SD_EINVAL, "trainer: an example without labels");
     return SD_OK;
 }
 
@@ -216,11 +241,11 @@ static double softmax_row(const float *row, size_t V, double temp, float *out)
 
 /* Per position: the cross-entropy, the KL to the teacher, and (grad_scale > 0) the
  * gradient of the mixed loss times grad_scale, written over the logits. */
-static void losses(sd_train *t, const int32_t *tokens, size_t n, const float *teacher,
-                   const sd_train_params *p, float grad_scale)
+static void losses(sd_train *t, const sd_train_example *ex, const sd_train_params *p, float grad_scale)
 {
     sd_train_ws *ws = t->ws;
-    size_t V = t->model->cfg.n_vocab;
+    size_t V = t->model->cfg.n_vocab, n = ex->n;
+    const float *teacher = ex->teacher;
     double alpha = teacher ? p->distill_alpha : 0.0, T = p->distill_temp;
 #pragma omp parallel num_threads(ws->n_threads) if (n * V > 65536)
     {
@@ -233,12 +258,17 @@ static void losses(sd_train *t, const int32_t *tokens, size_t n, const float *te
 #pragma omp for schedule(static)
         for (size_t i = 0; i < n; i++) {
             float *row = ws->logits + i * V;
-            size_t y = (size_t)tokens[i + 1];
+            if (ex->label[i] < 0) { /* ignored: no loss, no gradient */
+                ws->row_ce[i] = ws->row_kl[i] = 0;
+                if (grad_scale != 0) memset(row, 0, V * sizeof *row);
+                continue;
+            }
+            size_t y = (size_t)ex->label[i];
             double lse = softmax_row(row, V, 1.0, NULL);
             ws->row_ce[i] = lse - row[y];
             ws->row_kl[i] = 0;
             if (teacher) {
-                const float *tr = teacher + i * V;
+                const float *tr = teacher + (ex->teacher_row ? ex->teacher_row[i] : i) * V;
                 double lse_s = softmax_row(row, V, T, ps), lse_t = softmax_row(tr, V, T, pt);
                 double kl = 0;
                 for (size_t j = 0; j < V; j++)
@@ -258,12 +288,13 @@ static void losses(sd_train *t, const int32_t *tokens, size_t n, const float *te
     }
 }
 
-static void sum_losses(const sd_train *t, size_t n, double alpha, double T, sd_train_loss *loss)
+static void sum_losses(const sd_train *t, size_t n, size_t labelled, double alpha, double T,
+                       sd_train_loss *loss)
 {
     double ce = 0, kl = 0;
     for (size_t i = 0; i < n; i++) ce += t->ws->row_ce[i], kl += t->ws->row_kl[i];
-    loss->ce = ce / (double)n;
-    loss->kl = kl / (double)n;
+    loss->ce = ce / (double)labelled;
+    loss->kl = kl / (double)labelled;
     loss->loss = (1 - alpha) * loss->ce + alpha * T * T * loss->kl;
 }
 
@@ -297,20 +328,23 @@ static void linear_back(float *dX, int acc, float *dW, const float *dY, const fl
     sd_gemm_f32(n, cols, rows, dY, rows, 1, W->data, cols, 1, dX, cols, acc);
 }
 
-/* Rotates the gradient of each pair back by its angle: RoPE's transpose. */
-static void rope_back(float *g, size_t n, size_t heads, size_t hd, const float *cs, const float *sn)
+/* Rotates the gradient of each pair back by its angle: RoPE's transpose (input t at
+ * position pos[t], or t when pos is NULL). */
+static void rope_back(float *g, size_t n, size_t heads, size_t hd, const size_t *pos, const float *cs,
+                      const float *sn)
 {
     for (size_t t = 0; t < n; t++)
         for (size_t h = 0; h < heads; h++)
             for (size_t i = 0; i < hd / 2; i++) {
-                float c = cs[t * hd / 2 + i], s = sn[t * hd / 2 + i];
+                size_t at = (pos ? pos[t] : t) * hd / 2 + i;
+                float c = cs[at], s = sn[at];
                 float *p = g + (t * heads + h) * hd + 2 * i, g0 = p[0], g1 = p[1];
                 p[0] = c * g0 + s * g1;
                 p[1] = -s * g0 + c * g1;
             }
 }
 
-/* Causal attention of one layer: from dL/d(attention output) (ws->dao) to the
+/* Attention of one layer (causal, or a sub-causal mask: masked probabilities are 0): from dL/d(attention output) (ws->dao) to the
  * gradients at q and k (after RoPE) and v. Per query head, as matrix products:
  * dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(hd), dQ = dS K, dK += dS^T Q,
  * dV += P^T dO; query heads of one group add into their key/value head. */
@@ -341,7 +375,7 @@ static void attention_back(sd_train *t, const sd_llama_layer_acts *A, size_t n)
 }
 
 /* One block in reverse: ws->dx holds dL/d(block output) and leaves with dL/d(input). */
-static void block_back(sd_train *t, uint32_t l, size_t n)
+static void block_back(sd_train *t, uint32_t l, size_t n, const size_t *pos)
 {
     const sd_llama *m = t->model;
     const sd_llama_config *c = &m->cfg;
@@ -366,8 +400,8 @@ static void block_back(sd_train *t, uint32_t l, size_t n)
     /* attention: x -> xn -> q, k, v -> RoPE -> softmax(q k / sqrt(hd)) v -> x += Wo */
     linear_back(ws->dao, 0, sd_train_grad_of(t, &L->wo), ws->dx, A->ao, &L->wo, n, d, qw);
     attention_back(t, A, n);
-    rope_back(ws->dq, n, c->n_head, hd, ws->rope_cos, ws->rope_sin);
-    rope_back(ws->dk, n, c->n_head_kv, hd, ws->rope_cos, ws->rope_sin);
+    rope_back(ws->dq, n, c->n_head, hd, pos, ws->rope_cos, ws->rope_sin);
+    rope_back(ws->dk, n, c->n_head_kv, hd, pos, ws->rope_cos, ws->rope_sin);
     linear_back(ws->dxn, 0, sd_train_grad_of(t, &L->wq), ws->dq, A->xn, &L->wq, n, qw, d);
     linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->wk), ws->dk, A->xn, &L->wk, n, kw, d);
     linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->wv), ws->dv, A->xn, &L->wv, n, kw, d);
@@ -376,8 +410,9 @@ static void block_back(sd_train *t, uint32_t l, size_t n)
 }
 
 /* From dL/dlogits (in ws->logits) to every weight's gradient. */
-static void backward(sd_train *t, const int32_t *tokens, size_t n)
+static void backward(sd_train *t, const sd_train_example *ex)
 {
+    size_t n = ex->n;
     const sd_llama *m = t->model;
     sd_train_ws *ws = t->ws;
     size_t d = m->cfg.dim, V = m->cfg.n_vocab;
@@ -385,42 +420,69 @@ static void backward(sd_train *t, const int32_t *tokens, size_t n)
     linear_back(ws->dxn, 0, sd_train_grad_of(t, &m->output), ws->logits, a->xfn, &m->output, n, V, d);
     rmsnorm_back(ws->dx, 0, ws->dxn, a->xf, a->rmsf, m->out_norm.data,
                  sd_train_grad_of(t, &m->out_norm), n, d);
-    for (uint32_t l = m->cfg.n_layer; l-- > 0;) block_back(t, l, n);
-    float *ge = sd_train_grad_of(t, &m->tok_embd);
+    for (uint32_t l = m->cfg.n_layer; l-- > 0;) block_back(t, l, n, ex->pos);
+    float *ge = sd_train_grad_of(t, &m->tok_embd), *gm = m->cfg.n_mask ? sd_train_grad_of(t, &m->mask_embd) : NULL;
     for (size_t i = 0; i < n; i++) {
-        float *row = ge + (size_t)tokens[i] * d;
+        size_t id = (size_t)ex->input[i];
+        float *row = id < V ? ge + id * d : gm + (id - V) * d;
         for (size_t j = 0; j < d; j++) row[j] += ws->dx[i * d + j];
     }
 }
 
-static int forward_loss(sd_train *t, const int32_t *tokens, size_t n, const float *teacher,
-                        const sd_train_params *p, double weight, int grad, sd_train_loss *loss)
+static int forward_loss(sd_train *t, const sd_train_example *ex, const sd_train_params *p,
+                        double weight, int grad, sd_train_loss *loss)
 {
-    int rc = check_seq(t, tokens, n);
+    size_t labelled = 0;
+    int rc = check_example(t, ex, &labelled);
     if (rc) return rc;
-    if (teacher && (rc = sd_train_params_check(p))) return rc;
+    if (ex->teacher && (rc = sd_train_params_check(p))) return rc;
     sd_kv_truncate(t->ws->kv, 0);
-    rc = sd_llama_forward(t->model, t->ws->kv, tokens, n, NULL, NULL, t->ws->logits,
+    rc = sd_llama_forward(t->model, t->ws->kv, ex->input, ex->n, ex->pos, ex->attn, t->ws->logits,
                           grad ? t->ws->acts : NULL);
     if (rc) return rc;
-    losses(t, tokens, n, teacher, p, grad ? (float)(weight / (double)n) : 0.0f);
-    if (loss) sum_losses(t, n, teacher ? p->distill_alpha : 0.0, p->distill_temp, loss);
-    if (grad) backward(t, tokens, n);
+    losses(t, ex, p, grad ? (float)(weight / (double)labelled) : 0.0f);
+    if (loss) sum_losses(t, ex->n, labelled, ex->teacher ? p->distill_alpha : 0.0, p->distill_temp, loss);
+    if (grad) backward(t, ex);
     return SD_OK;
+}
+
+/* tokens[0..n] predict tokens[1..n]: the causal example. */
+static sd_train_example causal(const int32_t *tokens, size_t n, const float *teacher)
+{
+    sd_train_example ex = {n, tokens, tokens + 1, NULL, NULL, teacher, NULL, n};
+    return ex;
+}
+
+int sd_train_example_seq(sd_train *t, const sd_train_example *ex, const sd_train_params *p,
+                         double weight, sd_train_loss *loss)
+{
+    if (!(weight > 0) || !isfinite(weight))
+        return sd_error(SD_EINVAL, "trainer: sequence weight %g (must be positive)", weight);
+    return forward_loss(t, ex, p, weight, 1, loss);
+}
+
+int sd_train_example_eval(sd_train *t, const sd_train_example *ex, const sd_train_params *p,
+                          sd_train_loss *loss)
+{
+    return forward_loss(t, ex, p, 0.0, 0, loss);
 }
 
 int sd_train_seq(sd_train *t, const int32_t *tokens, size_t n, const float *teacher_logits,
                  const sd_train_params *p, double weight, sd_train_loss *loss)
 {
-    if (!(weight > 0) || !isfinite(weight))
-        return sd_error(SD_EINVAL, "trainer: sequence weight %g (must be positive)", weight);
-    return forward_loss(t, tokens, n, teacher_logits, p, weight, 1, loss);
+    if (n < 1 || n > t->seq_len)
+        return sd_error(SD_EINVAL, "trainer: a sequence of %zu predictions (1 to %zu)", n, t->seq_len);
+    sd_train_example ex = causal(tokens, n, teacher_logits);
+    return sd_train_example_seq(t, &ex, p, weight, loss);
 }
 
 int sd_train_eval(sd_train *t, const int32_t *tokens, size_t n, const float *teacher_logits,
                   const sd_train_params *p, sd_train_loss *loss)
 {
-    return forward_loss(t, tokens, n, teacher_logits, p, 0.0, 0, loss);
+    if (n < 1 || n > t->seq_len)
+        return sd_error(SD_EINVAL, "trainer: a sequence of %zu predictions (1 to %zu)", n, t->seq_len);
+    sd_train_example ex = causal(tokens, n, teacher_logits);
+    return sd_train_example_eval(t, &ex, p, loss);
 }
 
 const float *sd_train_logits(const sd_train *t) { return t->ws->logits; }

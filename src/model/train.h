@@ -82,8 +82,10 @@ typedef struct {
     double grad_norm;   /* global gradient norm before clipping */
 } sd_train_stats;
 
-/* A trainer for sequences of up to seq_len tokens (seq_len <= c->ctx_len), weights
- * zero (tied: the output matrix is the embedding). */
+/* A trainer for sequences of up to seq_len inputs, weights zero (tied: the output
+ * matrix is the embedding). A causal sequence is at most c->ctx_len long; an example
+ * with its own positions (sd_train_example) may hold more inputs than the context. */
+#define SD_TRAIN_MAX_INPUTS 16384
 int sd_train_alloc(const sd_llama_config *c, int tied, size_t seq_len, sd_train **out);
 /* Takes ownership of an F32 model from sd_llama_alloc (to fine-tune or resume), also
  * on failure. */
@@ -104,6 +106,27 @@ void sd_train_zero_grad(sd_train *t);
  * SD_EINVAL for a bad length or token id; SD_ERANGE past the context. */
 int sd_train_seq(sd_train *t, const int32_t *tokens, size_t n, const float *teacher_logits,
                  const sd_train_params *p, double weight, sd_train_loss *loss);
+
+/* One example in any layout: a parallel drafter's group-wise sequence (src/mask.h's
+ * sd_parallel_layout: inputs with [MASK] tokens, positions, a mask that hides earlier
+ * groups' [MASK]s, labels with ignored entries), or the causal sequence sd_train_seq
+ * makes. The loss is the mean over the labelled inputs. */
+typedef struct {
+    size_t n;                   /* inputs, 1 .. seq_len */
+    const int32_t *input;       /* [n] token ids; n_vocab + i - 1 is [MASK]_i */
+    const int32_t *label;       /* [n] the token each input predicts, -1: ignored */
+    const size_t *pos;          /* [n] position ids (< ctx_len); NULL: 0 .. n-1 */
+    const unsigned char *attn;  /* [n * n] attn[i n + j] != 0 iff input i sees input j; every
+                                   input sees itself and no later one; NULL: causal */
+    const float *teacher;       /* NULL, or teacher_rows x n_vocab teacher logits */
+    const size_t *teacher_row;  /* [n] the teacher row of input i's prediction; NULL: row i */
+    size_t teacher_rows;
+} sd_train_example;
+
+int sd_train_example_seq(sd_train *t, const sd_train_example *ex, const sd_train_params *p,
+                         double weight, sd_train_loss *loss);
+int sd_train_example_eval(sd_train *t, const sd_train_example *ex, const sd_train_params *p,
+                          sd_train_loss *loss);
 
 /* The loss alone (no gradient), same arguments. */
 int sd_train_eval(sd_train *t, const int32_t *tokens, size_t n, const float *teacher_logits,

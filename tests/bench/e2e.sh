@@ -9,20 +9,14 @@
 #   5. llama.cpp side by side: plain generation, llama-speculative-simple and
 #      llama-speculative on the same GGUF pair, prompts, budget and threads (skipped
 #      with a note when llama.cpp is not built: sh tests/bench/llamacpp/build.sh)
+#   6. ParallelSpec's parallel drafter against the sequential draft, L = 1..8
+#      (tests/bench/parallel.sh, also make bench-parallel)
 # Figures: out/figs/e2e-predicted.{tsv,png,svg} and e2e-gt-sweep.* (paper-figs/*.gp).
 # usage: tests/bench/e2e.sh [BUILD_DIR]
 #   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2)
 set -eu
 BUILD=${1:-build}
-cd "$(dirname "$0")/../.."
-SD=$BUILD/specdec
-N=${E2E_PROMPTS:-20}
-TOK=${E2E_TOKENS:-64}
-TH=${E2E_THREADS:-2}
-TM=data/models/target.gguf
-DM=data/models/draft.gguf
-OUT=out/figs
-mkdir -p "$OUT"
+. "$(dirname "$0")/e2e-env.sh"
 PAIR="--target $TM --draft $DM --n-prompts $N --max-tokens $TOK --threads $TH"
 echo "# bench-e2e: $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
 
@@ -128,6 +122,10 @@ else
                    1.2 * lbest, (best >= 1.2 * lbest ? "met" : "not met"), best / lbest
         }' "$OUT/e2e-predicted.tsv"
 fi
+
+echo
+echo "== 6. ParallelSpec's drafter against the sequential one (tests/bench/parallel.sh)"
+sh tests/bench/parallel.sh "$BUILD"
 
 echo
 if command -v gnuplot >/dev/null 2>&1; then

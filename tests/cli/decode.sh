@@ -43,6 +43,33 @@ expect 0 "check: PASS: every scheme's greedy tokens equal ar's on 3 prompts" -- 
     "$SPECDEC" decode $D --scheme sd,spectr,mcsd,mcsd-wor,rsd-c,rsd-s,gt,gt-dynamic,throughput --check --max-tokens 12
 expect 0 '"identical": true' -- "$SPECDEC" decode $D --scheme sd --check --max-tokens 6 --json
 
+# --- ParallelSpec: a parallel drafter trained here (the draft plus 2 [MASK] tokens) ---
+"$SPECDEC" train --corpus "$T/c.txt" --teacher "$T/m.gguf" --init "$T/d.gguf" --parallel 2 --groups 8 \
+    --batch 2 --steps 2 --eval-tokens 64 --threads 1 --out "$T/par.gguf" --log "$T/par.tsv" >/dev/null 2>&1 \
+    && ok || bad "train --parallel 2"
+grep -q "val_accept_mask2" "$T/par.tsv" && ok || bad "no per-mask acceptance in the parallel log"
+P="$D --parallel-draft $T/par.gguf"
+expect 1 "ptree:2,2,1,1.*\(3 .*\)\|draft at most 3 positions" -- "$SPECDEC" decode $P --scheme parallel-tree --max-tokens 6
+expect 0 "^sd  *parallel:3" -- "$SPECDEC" decode $P --scheme sd --shape parallel:3 --max-tokens 6
+expect 0 "^parallel  *parallel:3" -- "$SPECDEC" decode $P --scheme parallel --shape parallel:3 --max-tokens 6
+expect 0 "^specinfer  *ptree:2,1,1" -- "$SPECDEC" decode $P --scheme specinfer --shape ptree:2,1,1 --max-tokens 6
+expect 0 "check: PASS" -- "$SPECDEC" decode $P --scheme sd --shape parallel:3 --check --max-tokens 8
+expect 0 "check: PASS" -- "$SPECDEC" decode $P --scheme rrs --shape ptree:2,2,1 --check --max-tokens 8
+out=$("$SPECDEC" decode $P --parallel-sweep 1-3 --max-tokens 6 --tsv "$T/par-sweep.tsv" 2>&1)
+rc=$?
+[ $rc = 0 ] && ok || { bad "decode --parallel-sweep 1-3: exit $rc"; echo "$out" | tail -5; }
+for L in 1 2 3; do
+    printf '%s\n' "$out" | grep -q "^parallel L=$L " && printf '%s\n' "$out" | grep -q "^sequential L=$L " && ok \
+        || bad "no parallel/sequential rows for L=$L"
+    printf '%s\n' "$out" | grep -q "^  $L  *[0-9.]* .*\(parallel\|seq\) *\(parallel\|seq\) \(c [<>] [0-9.]*\|every c\|no c\) .*\(c [<>] [0-9.]*\|every c\|no c\)$" && ok \
+        || bad "no crossover row for L=$L"
+done
+[ "$(grep -c '^parallel L=' "$T/par-sweep.tsv")" = 3 ] && ok || bad "--tsv: not 3 parallel rows"
+expect 1 "not a parallel drafter" -- "$SPECDEC" decode $D --parallel-draft "$T/d.gguf" --scheme parallel --max-tokens 6
+expect 1 "$T/none.gguf" -- "$SPECDEC" decode $D --parallel-draft "$T/none.gguf" --scheme parallel --max-tokens 6
+expect 2 "parallel-sweep 3-1" -- "$SPECDEC" decode $P --parallel-sweep 3-1
+expect 2 "picks its own schemes" -- "$SPECDEC" decode $P --parallel-sweep 1-2 --scheme sd
+
 # --- bad input: clear errors, nothing written ---
 expect 1 "tokenize differently\|must share one tokenizer" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/other.gguf" --prompts "$T/p.txt"
 expect 1 "$T/none.gguf" -- "$SPECDEC" decode --target "$T/none.gguf" --draft "$T/d.gguf" --prompts "$T/p.txt"

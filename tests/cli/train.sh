@@ -33,7 +33,7 @@ expect 2 "finite number" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m
 expect 2 "unexpected argument" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 extra
 expect 1 "cannot open" -- "$SPECDEC" train --corpus "$T/none.txt" --out "$T/m.gguf" --vocab 300
 expect 1 "learning rate" -- "$SPECDEC" train --corpus "$T/train.txt" --out "$T/m.gguf" --vocab 300 --lr 0
-expect 1 "fewer than one sequence of 17" -- sh -c "printf 'Call me' > '$T/short.txt'; '$SPECDEC' train --corpus '$T/train.txt' --val '$T/short.txt' --out '$T/m.gguf' --vocab 300 $TINY"
+expect 1 "fewer than one window of 17" -- sh -c "printf 'Call me' > '$T/short.txt'; '$SPECDEC' train --corpus '$T/train.txt' --val '$T/short.txt' --out '$T/m.gguf' --vocab 300 $TINY"
 
 # --- a tiny target: the validation loss falls, the file loads and generates ---
 expect 0 "wrote $T/target.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --vocab 300 \
@@ -56,5 +56,30 @@ expect 0 "generated 3 tokens" -- "$SPECDEC" generate --model "$T/draft.gguf" --p
 "$SPECDEC" train --corpus "$T/train.txt" --vocab 280 $TINY --steps 1 --out "$T/other.gguf" >/dev/null 2>&1
 expect 1 "vocabulary of 300 tokens, the tokenizer has 280" -- "$SPECDEC" train --corpus "$T/train.txt" --tokenizer "$T/other.gguf" \
     --teacher "$T/target.gguf" $TINY --steps 1 --out "$T/m.gguf"
+# --- a parallel drafter (ParallelSpec): the draft plus [MASK] tokens, group-wise layout
+expect 2 "--parallel 65" -- "$SPECDEC" train --corpus "$T/train.txt" --teacher "$T/target.gguf" --parallel 65 --out "$T/p.gguf"
+expect 1 "context of 16 tokens, shorter than the 18 it reads per window" -- "$SPECDEC" train --corpus "$T/train.txt" \
+    --teacher "$T/target.gguf" --init "$T/draft.gguf" --parallel 4 --groups 14 --steps 1 --out "$T/p.gguf"
+expect 1 "--init .*other.gguf: vocabulary of 280" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" \
+    --teacher "$T/target.gguf" --init "$T/other.gguf" --parallel 2 --groups 8 --steps 1 --out "$T/p.gguf"
+printf 'Tokens of another text entirely, with other merges, zebra quartz jumps.<|endoftext|>%.0s' $(seq 40) > "$T/other.txt"
+"$SPECDEC" train --corpus "$T/other.txt" --vocab 300 $TINY --steps 1 --out "$T/same-size.gguf" >/dev/null 2>&1
+expect 1 "same-size.gguf: its tokenizer differs from the training one at token" -- "$SPECDEC" train --corpus "$T/train.txt" \
+    --val "$T/val.txt" --teacher "$T/target.gguf" --init "$T/same-size.gguf" --parallel 2 --groups 8 $TINY --steps 1 --out "$T/p.gguf"
+expect 0 "wrote .*p.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" \
+    --init "$T/draft.gguf" --parallel 3 --groups 8 $TINY --steps 4 --eval-every 2 --out "$T/p.gguf" --log "$T/p.tsv"
+grep -q "^# parallel drafter: 3 \[MASK\] tokens, 8 groups per example (32 inputs" "$T/p.tsv" && ok || bad "p.tsv: no layout line"
+awk -F'\t' '!/^#/ && $1 == 4 { exit !(NF == 13 && $11 > 0 && $13 <= 1) }' "$T/p.tsv" && ok || bad "p.tsv: no acceptance per mask at step 4"
+# resuming a parallel drafter keeps its masks (the file's last tensor: 3 x 16 F16 values);
+# a step at a learning rate of 1e-30 leaves every F16 weight as it was
+expect 0 "wrote .*p2.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" \
+    --init "$T/p.gguf" --parallel 3 --groups 8 $TINY --steps 1 --lr 1e-30 --warmup 0 --seed 77 --out "$T/p2.gguf"
+[ "$(tail -c 96 "$T/p.gguf" | od -An -tx1)" = "$(tail -c 96 "$T/p2.gguf" | od -An -tx1)" ] && ok \
+    || bad "--init with 3 masks: the masks were drawn again"
+"$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" --init "$T/draft.gguf" \
+    --parallel 3 --groups 8 $TINY --steps 1 --lr 1e-30 --warmup 0 --seed 77 --out "$T/p3.gguf" >/dev/null 2>&1
+[ "$(tail -c 96 "$T/p.gguf" | od -An -tx1)" != "$(tail -c 96 "$T/p3.gguf" | od -An -tx1)" ] && ok \
+    || bad "new masks from another seed equal the old ones: the check above means nothing"
+[ ! -e "$T/none.gguf" ] && ok || bad "a failed run wrote a file"
 
 finish "train.sh"
