@@ -138,7 +138,8 @@ static void test_tree_exact_matches_mc(void **state)
         double e;
         assert_int_equal(sd_tree_block_efficiency(x, &p, d, t, ctx, 1, 1e8, &e), SD_OK);
         sd_mc_params mp = sd_mc_default_params();
-        mp.samples = ws[k] == SD_SCHEME_OTM ? 50000 : 200000; /* an LP per node visited */
+        /* an LP per node visited; ParallelSpec's trees: a wider interval, still sharp */
+        mp.samples = ws[k] == SD_SCHEME_OTM || k >= 5 ? 50000 : 200000;
         mp.seed = 100 + k;
         sd_mc_blocks_result r;
         assert_int_equal(sd_mc_blocks(d, t, ctx, 1, x, &p, mp, &r), SD_OK);

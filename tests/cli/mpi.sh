@@ -21,6 +21,11 @@ if ! command -v mpirun >/dev/null 2>&1; then
     finish "cli mpi"
     exit
 fi
+if [ "$MPISPECDEC" = skip ]; then
+    echo "cli mpi: the MPI runs are make test's (SPECDEC_MPI=skip: build-mpi/specdec is not sanitized)"
+    finish "cli mpi"
+    exit
+fi
 if [ ! -x "$MPISPECDEC" ]; then
     echo "cli mpi: skipped the MPI runs (no $MPISPECDEC: make mpi)"
     finish "cli mpi"
