@@ -107,18 +107,19 @@ static const char *const help =
 
 typedef enum { BUILD_NONE, BUILD_GT, BUILD_THROUGHPUT, BUILD_DYNAMIC } build_kind;
 
+/* in_all: part of `--scheme all` (the parallel ones need a third model, --parallel-draft) */
 static const struct {
     const char *name, *scheme, *shape;
     build_kind build;
+    int in_all;
 } presets[] = {
-    {"sd", "sd", "chain:4", BUILD_NONE},          {"spectr", "kseq", "spectr:2,3", BUILD_NONE},
-    {"spectr-otm", "otm", "spectr:2,3", BUILD_NONE}, {"mcsd", "specinfer", "kconfig:2,1,1", BUILD_NONE},
-    {"mcsd-wor", "rrs", "kconfig:2,1,1", BUILD_NONE}, {"rsd-c", "rrs", "kconfig:3,1", BUILD_NONE},
-    {"rsd-s", "rrs", "beam:2,3", BUILD_NONE},     {"gt", "rrs", "", BUILD_GT},
-    {"gt-dynamic", "rrs", "", BUILD_DYNAMIC},     {"throughput", "rrs", "", BUILD_THROUGHPUT},
-    {"parallel", "sd", "parallel:4", BUILD_NONE}, {"parallel-tree", "specinfer", "ptree:2,2,1,1", BUILD_NONE},
+    {"sd", "sd", "chain:4", BUILD_NONE, 1},          {"spectr", "kseq", "spectr:2,3", BUILD_NONE, 1},
+    {"spectr-otm", "otm", "spectr:2,3", BUILD_NONE, 1}, {"mcsd", "specinfer", "kconfig:2,1,1", BUILD_NONE, 1},
+    {"mcsd-wor", "rrs", "kconfig:2,1,1", BUILD_NONE, 1}, {"rsd-c", "rrs", "kconfig:3,1", BUILD_NONE, 1},
+    {"rsd-s", "rrs", "beam:2,3", BUILD_NONE, 1},     {"gt", "rrs", "", BUILD_GT, 1},
+    {"gt-dynamic", "rrs", "", BUILD_DYNAMIC, 1},     {"throughput", "rrs", "", BUILD_THROUGHPUT, 1},
+    {"parallel", "sd", "parallel:4", BUILD_NONE, 0}, {"parallel-tree", "specinfer", "ptree:2,2,1,1", BUILD_NONE, 0},
 };
-#define NPRESETS_ALL 10 /* `all`: the presets before the parallel ones */
 #define NPRESETS (sizeof presets / sizeof *presets)
 #define MAX_ENTRIES 64
 
@@ -465,8 +466,8 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
         if (!strcmp(tok, "all")) {
-            for (size_t i = 0; i < NPRESETS_ALL && !rc; i++)
-                rc = add_entry(es, n, presets[i].name, presets[i].scheme, presets[i].shape, presets[i].build, 1);
+            for (size_t i = 0; i < NPRESETS && !rc; i++)
+                if (presets[i].in_all) rc = add_entry(es, n, presets[i].name, presets[i].scheme, presets[i].shape, presets[i].build, 1);
             continue;
         }
         size_t i = 0;

@@ -228,8 +228,7 @@ static void acceptance(const run *r, const sd_train_example *ex, double *sum)
 {
     size_t V = r->t->model->cfg.n_vocab;
     const float *logits = sd_train_logits(r->t);
-    double *part = calloc(ex->n, sizeof *part);
-    if (!part) abort();
+    double *part = sd_xcalloc(ex->n, sizeof *part);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < ex->n; i++)
         if (ex->label[i] >= 0)
@@ -254,11 +253,8 @@ static int evaluate(run *r, double *ce, double *kl, double *acc)
         if (r->teacher) acceptance(r, &ex, r->acc_rank);
     }
     *ce /= (double)r->n_eval, *kl /= (double)r->n_eval;
-    for (size_t k = 0; k < R; k++) { /* labelled inputs of rank k per window */
-        size_t per = r->K ? 0 : r->seq;
-        for (size_t i = 0; r->K && i < r->lay->n; i++) per += r->lay->mask_rank[i] == k;
-        r->acc_rank[k] = r->teacher ? r->acc_rank[k] / (double)(per * r->n_eval) : NAN;
-    }
+    size_t per = r->K ? r->lay->n_tokens : r->seq; /* inputs of each rank per window: one a group */
+    for (size_t k = 0; k < R; k++) r->acc_rank[k] = r->teacher ? r->acc_rank[k] / (double)(per * r->n_eval) : NAN;
     if (r->teacher) *acc = r->acc_rank[0];
     return SD_OK;
 }
