@@ -64,16 +64,6 @@ sd_lm *sd_lm_fixed(const double *prob, size_t vocab);
  * owned and must outlive the result. */
 sd_lm *sd_lm_tempered(sd_lm *base, double temperature);
 
-/* A draft/target pair from a spec:
- *   const:ALPHA   3 tokens, context-free, sum min(draft, target) = ALPHA at every step
- *                 (draft (A, 0, 1-A), target (A, 1-A, 0)): a chain of G drafts yields
- *                 (1 - A^(G+1)) / (1 - A) tokens per block
- *   markov:...    sd_lm_markov_pair
- *   gguf:DRAFT.gguf,TARGET.gguf[,TEMP]   two GGUF models run by the decoder
- *                 (src/model/llama_lm.h) at sampling temperature TEMP (default 1) */
-int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target);
-extern const char *const sd_lm_help;
-
 /* out[i * V + y] = P(the token i steps ahead is y) under lm after the context,
  * its own intermediate tokens summed out (i = 0 .. steps-1): what a parallel drafter
  * that proposes every position from one call can at best propose. By enumeration:

@@ -11,6 +11,7 @@
 #include "accept.h"
 #include "gof.h"
 #include "lm.h"
+#include "lm_spec.h"
 #include "mc.h"
 #include "otm.h"
 #include "otm_lp.h"

@@ -10,6 +10,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "lm.h"
+#include "lm_spec.h"
 #include "mask.h"
 #include "sd_error.h"
 #include "tree.h"

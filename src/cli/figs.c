@@ -14,6 +14,7 @@
 #include "cost.h"
 #include "family.h"
 #include "lm.h"
+#include "lm_spec.h"
 #include "sd_error.h"
 
 static const char *const help =

@@ -15,6 +15,7 @@
 #include "family.h"
 #include "figs.h"
 #include "lm.h"
+#include "lm_spec.h"
 #include "mc.h"
 #include "otm_lp.h"
 #include "sd_error.h"

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "gof.h"
 #include "lm.h"
+#include "lm_spec.h"
 #include "mc.h"
 #include "mpi.h"
 #include "otm.h"

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "dist.h"
 #include "lm.h"
+#include "lm_spec.h"
 #include "logs.h"
 #include "mpi.h"
 #include "npy.h"

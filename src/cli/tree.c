@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cost.h"
 #include "lm.h"
+#include "lm_spec.h"
 #include "mc.h"
 #include "otm_lp.h"
 #include "sd_error.h"

@@ -43,7 +43,7 @@ int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double t
                 sd_lm **out);
 
 /* A draft/target pair from the spec gguf:DRAFT.gguf,TARGET.gguf[,TEMPERATURE]: both
- * models loaded and checked to share a vocabulary (sd_lm_pair_parse hands such
+ * models loaded and checked to share a vocabulary (lm_spec.h hands such
  * specs here). */
 int sd_lm_llama_pair_parse(const char *spec, sd_lm **draft, sd_lm **target);
 

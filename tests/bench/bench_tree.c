@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "lm.h"
+#include "lm_spec.h"
 #include "mc.h"
 #include "sd_error.h"
 #include "tree.h"
