@@ -26,6 +26,36 @@ int sd_lm_next_batch(sd_lm *lm, const size_t *const *contexts, const size_t *len
     return rc;
 }
 
+int sd_lm_next_tree(sd_lm *lm, const size_t *context, size_t len, const size_t *parent,
+                    const size_t *token, size_t n, const size_t *want, size_t n_want, double *out)
+{
+    if (!want) n_want = n;
+    for (size_t v = 1; v < n; v++)
+        if (parent[v] >= v)
+            return sd_error(SD_EINVAL, "tree of %zu nodes: node %zu's parent %zu does not come before it", n,
+                            v, parent[v]);
+    for (size_t i = 0; want && i < n_want; i++)
+        if (want[i] >= n) return sd_error(SD_EINVAL, "tree of %zu nodes: wanted node %zu", n, want[i]);
+    if (lm->ops->next_tree) return lm->ops->next_tree(lm, context, len, parent, token, n, want, n_want, out);
+    /* the fallback: every wanted node's path, one buffer */
+    size_t *depth = sd_xmalloc(n * sizeof *depth), room = 0;
+    depth[0] = 0;
+    for (size_t v = 1; v < n; v++) depth[v] = depth[parent[v]] + 1;
+    for (size_t i = 0; i < n_want; i++) room += len + depth[want ? want[i] : i];
+    const size_t **ctxs = sd_xmalloc(n_want * sizeof *ctxs);
+    size_t *lens = sd_xmalloc(n_want * sizeof *lens), *buf = sd_xmalloc((room ? room : 1) * sizeof *buf), *at = buf;
+    for (size_t i = 0; i < n_want; i++) {
+        size_t u = want ? want[i] : i, d = depth[u];
+        memcpy(at, context, len * sizeof *at);
+        for (size_t a = u; d > 0; a = parent[a], d--) at[len + d - 1] = token[a];
+        ctxs[i] = at, lens[i] = len + depth[u];
+        at += lens[i];
+    }
+    int rc = sd_lm_next_batch(lm, ctxs, lens, n_want, out);
+    free(depth), free(ctxs), free(lens), free(buf);
+    return rc;
+}
+
 void sd_lm_free(sd_lm *lm)
 {
     if (lm) lm->ops->free(lm);
@@ -78,7 +108,7 @@ static void markov_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops markov_ops = {"markov", markov_next, NULL, markov_free, NULL};
+static const sd_lm_ops markov_ops = {"markov", markov_next, NULL, markov_free, NULL, NULL};
 
 static sd_lm *markov_alloc(size_t V, size_t order, double *rows)
 {
@@ -157,7 +187,7 @@ static void fixed_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops fixed_ops = {"fixed", fixed_next, NULL, fixed_free, NULL};
+static const sd_lm_ops fixed_ops = {"fixed", fixed_next, NULL, fixed_free, NULL, NULL};
 
 sd_lm *sd_lm_fixed(const double *prob, size_t vocab)
 {
@@ -265,8 +295,8 @@ static void tempered_free(sd_lm *lm)
     free(lm);
 }
 
-static const sd_lm_ops tempered_ops = {"tempered", tempered_next, NULL, tempered_free, NULL};
-static const sd_lm_ops tempered_ahead_ops = {"tempered", tempered_next, NULL, tempered_free, tempered_ahead};
+static const sd_lm_ops tempered_ops = {"tempered", tempered_next, NULL, tempered_free, NULL, NULL};
+static const sd_lm_ops tempered_ahead_ops = {"tempered", tempered_next, NULL, tempered_free, tempered_ahead, NULL};
 
 sd_lm *sd_lm_tempered(sd_lm *base, double temperature)
 {

@@ -32,6 +32,11 @@ typedef struct {
      * in one forward pass), out steps x V; position i's law does not depend on the
      * tokens drawn before it. NULL: sd_lm_ahead enumerates the model's own marginals. */
     int (*ahead)(sd_lm *lm, const size_t *context, size_t len, size_t steps, double *out);
+    /* optional: a tree hung after the context, in one call (see sd_lm_next_tree). NULL:
+     * sd_lm_next_tree flattens the wanted nodes into paths for next_batch (or next). */
+    int (*next_tree)(sd_lm *lm, const size_t *context, size_t len, const size_t *parent,
+                     const size_t *token, size_t n, const size_t *want, size_t n_want,
+                     double *out);
 } sd_lm_ops;
 
 struct sd_lm {
@@ -48,6 +53,18 @@ int sd_lm_next(sd_lm *lm, const size_t *context, size_t len, double *out);
 int sd_lm_next_batch(sd_lm *lm, const size_t *const *contexts, const size_t *lens, size_t batch,
                      double *out);
 void sd_lm_free(sd_lm *lm);
+
+/* The laws at the nodes of a tree hung after the context, in one call: the form in
+ * which a draft tree reaches the model (llama.cpp's batch with explicit positions, as
+ * a tree). Node 0 is the context itself; node v = 1 .. n-1 extends node parent[v] < v
+ * by token[v] (parent[0] and token[0] are ignored), so node v's position is
+ * len - 1 + depth(v). out[i V .. i V + V-1] = the law after node want[i]'s path, for
+ * i < n_want; want NULL: every node, in order (n_want is then ignored). An oracle with
+ * ops->next_tree evaluates the wanted nodes and their ancestors in one pass; for the
+ * others the wanted nodes are flattened into paths for next_batch (one allocation per
+ * call). SD_EINVAL for a parent that does not come before its child. */
+int sd_lm_next_tree(sd_lm *lm, const size_t *context, size_t len, const size_t *parent,
+                    const size_t *token, size_t n, const size_t *want, size_t n_want, double *out);
 
 /* A seeded pair of Markov models over a small vocabulary:
  *   markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]]

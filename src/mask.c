@@ -43,6 +43,21 @@ int sd_tree_attention_mask(const sd_tree *t, size_t prefix, unsigned char *mask)
     return SD_OK;
 }
 
+int sd_mask_from_parents(const size_t *parent, size_t n, unsigned char *mask, size_t *depth)
+{
+    memset(mask, 0, n * n);
+    /* token v's row is its parent's row plus its own diagonal (parents come first) */
+    for (size_t v = 0; v < n; v++) {
+        size_t p = parent[v];
+        if (p != SD_TREE_NONE && p >= v)
+            return sd_error(SD_EINVAL, "tree mask: token %zu's parent %zu does not come before it", v, p);
+        if (p != SD_TREE_NONE) memcpy(mask + v * n, mask + p * n, p + 1);
+        mask[v * n + v] = 1;
+        if (depth) depth[v] = p == SD_TREE_NONE ? 0 : depth[p] + 1;
+    }
+    return SD_OK;
+}
+
 int sd_tree_positions(const sd_tree *t, size_t prefix, size_t *pos)
 {
     size_t N;

@@ -77,6 +77,14 @@
  * tree the walk grows at every block; SD_ERANGE past SD_MASK_MAX_TOKENS slots. */
 int sd_tree_attention_mask(const sd_tree *t, size_t prefix, unsigned char *mask);
 
+/* The n x n mask among the new tokens of one pass that form a forest: parent[v] < v is
+ * token v's parent, SD_TREE_NONE for a token hung right after the cached prefix.
+ * mask[v n + a] = 1 iff a is v or an ancestor of v (sd_llama_forward's layout: every new
+ * token also sees every cached entry); depth[v] (if not NULL) gets v's depth, 0 for a
+ * root. SD_EINVAL if a parent does not come before its child. The decoders build their
+ * tree masks here. */
+int sd_mask_from_parents(const size_t *parent, size_t n, unsigned char *mask, size_t *depth);
+
 /* Position id of every slot (prefix + nodes of them): r for prefix slot r,
  * prefix - 1 + depth for a draft node. Same arguments and errors as the mask. */
 int sd_tree_positions(const sd_tree *t, size_t prefix, size_t *pos);

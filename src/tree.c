@@ -318,13 +318,11 @@ struct sd_tree_ws {
     frontier dyn_heap;
     double *keys;         /* V doubles: Gumbel keys for drafts without replacement */
     /* tree evaluation: the block's whole tree, node 0 the root, parents before children */
-    size_t e_cap, e_n, e_pathcap;
+    size_t e_cap, e_n;
     size_t *e_parent, *e_token, *e_depth, *e_nkids, *e_kids; /* e_kids: e_cap x max_children */
     double *e_pd, *e_pt;  /* e_cap x V: the draft's law after a node (non-leaves), the target's */
     unsigned char *e_haspd;
-    size_t *e_paths;      /* e_cap x e_pathcap: each node's context */
-    const size_t **e_ctxs;
-    size_t *e_lens, *e_list, *e_shape, *e_map; /* per-call lists; the shape's node -> id */
+    size_t *e_list, *e_shape, *e_map; /* per-call lists; the shape's node -> id */
     double rank_tried[SD_TREE_MAX_CHILDREN], rank_won[SD_TREE_MAX_CHILDREN];
 };
 
@@ -426,8 +424,8 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws->marg);
     free(ws->keys);
     free(ws->e_parent), free(ws->e_token), free(ws->e_depth), free(ws->e_nkids), free(ws->e_kids);
-    free(ws->e_pd), free(ws->e_pt), free(ws->e_haspd), free(ws->e_paths), free(ws->e_ctxs);
-    free(ws->e_lens), free(ws->e_list), free(ws->e_shape), free(ws->e_map);
+    free(ws->e_pd), free(ws->e_pt), free(ws->e_haspd);
+    free(ws->e_list), free(ws->e_shape), free(ws->e_map);
     free(ws->beam_parent);
     free(ws->beam_token);
     free(ws->beam_nkids);
@@ -755,8 +753,8 @@ static int block_path(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t 
 
 /* ---- tree evaluation: draft the whole tree, then one target call ---- */
 
-/* Room for a tree of the walk's largest size, contexts of len + depth tokens. */
-static void e_reserve(sd_tree_ws *ws, size_t len)
+/* Room for a tree of the walk's largest size. */
+static void e_reserve(sd_tree_ws *ws)
 {
     const sd_tree *t = ws->tree;
     size_t V = ws->vocab, S = t->max_children ? t->max_children : 1;
@@ -771,50 +769,31 @@ static void e_reserve(sd_tree_ws *ws, size_t len)
         ws->e_list = sd_xmalloc(cap * sizeof(size_t));
         ws->e_shape = sd_xmalloc(cap * sizeof(size_t));
         ws->e_map = sd_xmalloc(cap * sizeof(size_t));
-        ws->e_lens = sd_xmalloc(cap * sizeof(size_t));
-        ws->e_ctxs = sd_xmalloc(cap * sizeof(size_t *));
         ws->e_pd = sd_xmalloc(cap * V * sizeof(double));
         ws->e_pt = sd_xmalloc(cap * V * sizeof(double));
         ws->e_haspd = sd_xmalloc(cap);
     }
-    size_t need = len + t->max_depth + 1;
-    if (need > ws->e_pathcap) {
-        ws->e_pathcap = need + 16;
-        ws->e_paths = sd_xrealloc(ws->e_paths, ws->e_cap * ws->e_pathcap * sizeof(size_t));
-    }
 }
 
-static size_t *e_path(sd_tree_ws *ws, size_t u) { return ws->e_paths + u * ws->e_pathcap; }
-
-/* Node u joins under parent with token (u = ws->e_n; the root: parent SD_TREE_NONE). */
-static size_t e_add(sd_tree_ws *ws, size_t parent, size_t token, const size_t *ctx, size_t len)
+/* Node u joins under parent with token (u = ws->e_n; the root: parent SD_TREE_NONE). The
+ * tree reaches the models as it is held here: parents and tokens (sd_lm_next_tree). */
+static size_t e_add(sd_tree_ws *ws, size_t parent, size_t token)
 {
     size_t u = ws->e_n++, S = ws->tree->max_children ? ws->tree->max_children : 1;
-    size_t *path = e_path(ws, u);
     ws->e_parent[u] = parent, ws->e_token[u] = token, ws->e_nkids[u] = 0, ws->e_haspd[u] = 0;
-    if (parent == SD_TREE_NONE) {
-        ws->e_depth[u] = 0;
-        memcpy(path, ctx, len * sizeof *ctx);
-    } else {
-        size_t d = ws->e_depth[parent] + 1;
-        ws->e_depth[u] = d;
-        memcpy(path, e_path(ws, parent), (len + d - 1) * sizeof *path);
-        path[len + d - 1] = token;
-        ws->e_kids[parent * S + ws->e_nkids[parent]++] = u;
-    }
+    ws->e_depth[u] = parent == SD_TREE_NONE ? 0 : ws->e_depth[parent] + 1;
+    if (parent != SD_TREE_NONE) ws->e_kids[parent * S + ws->e_nkids[parent]++] = u;
     return u;
 }
 
-/* The draft's laws after nodes list[0..m-1], in one call. */
-static int e_draft(sd_tree_ws *ws, sd_lm *draft, const size_t *list, size_t m, size_t len,
-                   sd_block *blk)
+/* The draft's laws after nodes list[0..m-1] of the tree so far, in one call. */
+static int e_draft(sd_tree_ws *ws, sd_lm *draft, const size_t *list, size_t m, const size_t *ctx,
+                   size_t len, sd_block *blk)
 {
     if (!m) return SD_OK;
     size_t V = ws->vocab;
-    for (size_t i = 0; i < m; i++)
-        ws->e_ctxs[i] = e_path(ws, list[i]), ws->e_lens[i] = len + ws->e_depth[list[i]];
     double *tmp = ws->e_pt; /* free until the target's call */
-    int rc = sd_lm_next_batch(draft, ws->e_ctxs, ws->e_lens, m, tmp);
+    int rc = sd_lm_next_tree(draft, ctx, len, ws->e_parent, ws->e_token, ws->e_n, list, m, tmp);
     for (size_t i = 0; !rc && i < m; i++) {
         memcpy(ws->e_pd + list[i] * V, tmp + i * V, V * sizeof(double));
         ws->e_haspd[list[i]] = 1;
@@ -855,11 +834,11 @@ static int e_draft_static(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_
             memcpy(ws->e_pd + ws->e_list[i] * V, ws->marg + d * V, V * sizeof(double));
             ws->e_haspd[ws->e_list[i]] = 1;
         }
-        if (!par && (rc = e_draft(ws, draft, ws->e_list, m, len, blk))) break;
+        if (!par && (rc = e_draft(ws, draft, ws->e_list, m, ctx, len, blk))) break;
         for (size_t i = 0; i < m && !rc; i++) {
             size_t u = ws->e_shape[i], c = t->nchild[u];
             if ((rc = e_candidates(ws, ws->e_pd + map[u] * V, c, rng, cand))) break;
-            for (size_t j = 0; j < c; j++) map[sd_tree_child(t, u, j)] = e_add(ws, map[u], cand[j], ctx, len);
+            for (size_t j = 0; j < c; j++) map[sd_tree_child(t, u, j)] = e_add(ws, map[u], cand[j]);
         }
     }
     return rc;
@@ -877,10 +856,10 @@ static int e_draft_spectr(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_
         size_t m = 0;
         if (l == 0) ws->e_list[m++] = 0; /* every sequence starts at the root */
         else for (size_t s = 0; s < K; s++) ws->e_list[m++] = map[s * L + l - 1];
-        if ((rc = e_draft(ws, draft, ws->e_list, m, len, blk))) break;
+        if ((rc = e_draft(ws, draft, ws->e_list, m, ctx, len, blk))) break;
         for (size_t s = 0; s < K; s++) {
             size_t u = l ? map[s * L + l - 1] : 0;
-            map[s * L + l] = e_add(ws, u, sd_dist_sample_cdf(ws->e_pd + u * V, V, rng), ctx, len);
+            map[s * L + l] = e_add(ws, u, sd_dist_sample_cdf(ws->e_pd + u * V, V, rng));
         }
     }
     return rc;
@@ -901,7 +880,7 @@ static int e_draft_built(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
         for (size_t l = 0; l <= L; l++)
             for (size_t j = 0; j < ws->beam_count[l]; j++) {
                 size_t slot = l * W + j;
-                if (l) id[slot] = e_add(ws, id[ws->beam_parent[slot]], ws->beam_token[slot], ctx, len);
+                if (l) id[slot] = e_add(ws, id[ws->beam_parent[slot]], ws->beam_token[slot]);
                 if (l < L) {
                     memcpy(ws->e_pd + id[slot] * V, ws->beam_pd + slot * V, V * sizeof(double));
                     ws->e_haspd[id[slot]] = 1;
@@ -911,7 +890,7 @@ static int e_draft_built(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
     }
     if ((rc = build_dynamic(ws, draft, ctx, len))) return rc;
     for (size_t i = 0; i < ws->dyn_n; i++) { /* ids in creation order: parents first */
-        if (i) e_add(ws, ws->dyn_parent[i], ws->dyn_token[i], ctx, len);
+        if (i) e_add(ws, ws->dyn_parent[i], ws->dyn_token[i]);
         if (ws->dyn_depth[i] < t->max_depth) {
             memcpy(ws->e_pd + i * V, ws->dyn_pd + i * V, V * sizeof(double));
             ws->e_haspd[i] = 1;
@@ -927,17 +906,16 @@ static int block_tree(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t 
     const sd_tree *t = ws->tree;
     size_t V = ws->vocab, S = t->max_children ? t->max_children : 1;
     double t0 = sd_seconds();
-    e_reserve(ws, len);
+    e_reserve(ws);
     ws->e_n = 0;
-    e_add(ws, SD_TREE_NONE, 0, ctx, len);
+    e_add(ws, SD_TREE_NONE, 0);
     int rc = t->walk == SD_WALK_SPECTR                              ? e_draft_spectr(ws, draft, ctx, len, rng, blk)
              : t->walk == SD_WALK_BEAM || t->walk == SD_WALK_DYNAMIC ? e_draft_built(ws, draft, ctx, len, rng, blk)
                                                                     : e_draft_static(ws, draft, ctx, len, rng, blk);
     if (rc) return rc;
     double t1 = sd_seconds();
     size_t nn = ws->e_n;
-    for (size_t u = 0; u < nn; u++) ws->e_ctxs[u] = e_path(ws, u), ws->e_lens[u] = len + ws->e_depth[u];
-    if ((rc = sd_lm_next_batch(target, ws->e_ctxs, ws->e_lens, nn, ws->e_pt))) return rc;
+    if ((rc = sd_lm_next_tree(target, ctx, len, ws->e_parent, ws->e_token, nn, NULL, 0, ws->e_pt))) return rc;
     double t2 = sd_seconds();
     blk->nodes = nn - 1;
     /* the walk; spectr's state is the set of sequences that agree with the path */
@@ -959,7 +937,7 @@ static int block_tree(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t 
         if (c == 0) { /* a leaf: the bonus token */
             if (ws->params.bonus && !pd) { /* only a planted bonus reads the leaf's draft law */
                 pd = ws->e_pd + u * V;
-                if ((rc = sd_lm_next(draft, e_path(ws, u), len + ws->e_depth[u], pd))) break;
+                if ((rc = sd_lm_next_tree(draft, ctx, len, ws->e_parent, ws->e_token, nn, &u, 1, pd))) break;
             }
             tok = bonus_draw(ws, pd, pt, u ? ws->e_pt + ws->e_parent[u] * V : NULL, rng);
         } else {
@@ -987,7 +965,7 @@ int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *con
                   size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
 {
     sd_tree_eval e = ws->params.eval;
-    if (e == SD_EVAL_AUTO) e = target->ops->next_batch ? SD_EVAL_TREE : SD_EVAL_PATH;
+    if (e == SD_EVAL_AUTO) e = target->ops->next_tree ? SD_EVAL_TREE : SD_EVAL_PATH;
     if (e == SD_EVAL_PATH) return block_path(ws, draft, target, context, len, max_tokens, rng, out, blk);
     memset(blk, 0, sizeof *blk);
     return block_tree(ws, draft, target, context, len, max_tokens, rng, out, blk);

@@ -100,7 +100,7 @@ static inline size_t sd_tree_child(const sd_tree *t, size_t node, size_t j)
 
 /* How a block asks the models. Both give the same law of the output. */
 typedef enum {
-    SD_EVAL_AUTO, /* tree when the target batches (next_batch: the transformer), else path */
+    SD_EVAL_AUTO, /* tree when the target takes a tree (next_tree: the transformer), else path */
     SD_EVAL_PATH, /* level by level along the accepted path: the draft and the target are
                      asked only at nodes the walk reaches, and a node's candidates are
                      drawn only as verification rounds reach them (cheap oracles, Monte

@@ -487,6 +487,79 @@ static void test_model_oracle(void **state)
     sd_llama_free(m);
 }
 
+/* The tree entry point: sd_lm_next_tree over random trees (siblings sharing a token
+ * among them) and random wanted nodes = next() on each wanted node's path, by a fresh
+ * oracle; blocks chained as a decoder chains them (the next context follows one of
+ * the last tree's paths). A chain asked level by level evaluates one new token a
+ * call (its trunk is cached), and the same calls through the paths fallback of a
+ * Markov oracle equal its next(). */
+static void test_model_oracle_tree(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 0, 31);
+    sd_lm *lm, *ref, *mk, *mt;
+    assert_int_equal(sd_lm_llama(m, 0, 0.9, 0, 1, 0, &lm), SD_OK);
+    assert_int_equal(sd_lm_llama(m, 0, 0.9, 0, 1, 0, &ref), SD_OK);
+    assert_int_equal(sd_lm_markov_pair("markov:48,2,0.5,3,0.5", &mk, &mt), SD_OK);
+    gsl_rng *r = sd_test_rng(17);
+    size_t ctx[64] = {3, 9, 27, 33}, len = 4, parent[12], token[12], depth[12], want[12], path[64];
+    double got[12 * 48], law[48];
+    for (int blk = 0; blk < 40; blk++) {
+        size_t n = 1 + gsl_rng_uniform_int(r, 12), nw = 0;
+        depth[0] = 0;
+        for (size_t v = 1; v < n; v++) {
+            parent[v] = gsl_rng_uniform_int(r, v);
+            token[v] = gsl_rng_uniform_int(r, 3) * 7; /* few tokens: siblings repeat them */
+            depth[v] = depth[parent[v]] + 1;
+        }
+        for (size_t v = 0; v < n; v++)
+            if (gsl_rng_uniform(r) < 0.5 || (v + 1 == n && !nw)) want[nw++] = v;
+        int all = blk % 4 == 0;
+        sd_lm *o = blk % 5 == 4 ? mt : lm;
+        assert_int_equal(sd_lm_next_tree(o, ctx, len, parent, token, n, all ? NULL : want, nw, got), SD_OK);
+        for (size_t i = 0; i < (all ? n : nw); i++) {
+            size_t u = all ? i : want[i];
+            memcpy(path, ctx, len * sizeof *ctx);
+            for (size_t a = u, d = depth[u]; d > 0; a = parent[a], d--) path[len + d - 1] = token[a];
+            assert_int_equal(sd_lm_next(o == lm ? ref : o, path, len + depth[u], law), SD_OK);
+            for (size_t t = 0; t < 48; t++) assert_close(got[i * 48 + t], law[t], 1e-5, 1e-7);
+        }
+        /* the next block: follow node n - 1's path, then one more token */
+        for (size_t a = n - 1, d = depth[n - 1]; d > 0; a = parent[a], d--) ctx[len + d - 1] = token[a];
+        len += depth[n - 1];
+        ctx[len++] = (size_t)blk % 48;
+        if (len > 40) len = 4;
+    }
+    /* a chain, level by level: the trunk is cached, one token a call */
+    size_t passes0, tokens0, passes1, tokens1;
+    parent[1] = 0, token[1] = 5, parent[2] = 1, token[2] = 6, parent[3] = 2, token[3] = 7;
+    len = 4;
+    assert_int_equal(sd_lm_next_tree(lm, ctx, len, parent, token, 1, NULL, 0, got), SD_OK);
+    sd_lm_llama_stats(lm, &passes0, &tokens0);
+    for (size_t d = 1; d <= 3; d++) assert_int_equal(sd_lm_next_tree(lm, ctx, len, parent, token, d + 1, &d, 1, got), SD_OK);
+    sd_lm_llama_stats(lm, &passes1, &tokens1);
+    assert_int_equal(passes1 - passes0, 3);
+    assert_int_equal(tokens1 - tokens0, 3);
+    /* the mask helper: a forest's rows, and a parent after its child refused */
+    size_t fp[5] = {SD_TREE_NONE, 0, 0, SD_TREE_NONE, 1}, fd[5];
+    unsigned char mask[25];
+    static const unsigned char want_mask[25] = {1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0,
+                                                0, 0, 0, 1, 0, 1, 1, 0, 0, 1};
+    assert_int_equal(sd_mask_from_parents(fp, 5, mask, fd), SD_OK);
+    assert_memory_equal(mask, want_mask, 25);
+    assert_int_equal(fd[4], 2);
+    assert_int_equal(fd[3], 0);
+    fp[2] = 3;
+    assert_int_equal(sd_mask_from_parents(fp, 5, mask, NULL), SD_EINVAL);
+    parent[2] = 2;
+    assert_int_equal(sd_lm_next_tree(lm, ctx, len, parent, token, 3, NULL, 0, got), SD_EINVAL);
+    parent[2] = 1, token[2] = 48;
+    assert_int_equal(sd_lm_next_tree(lm, ctx, len, parent, token, 3, NULL, 0, got), SD_EINVAL);
+    gsl_rng_free(r);
+    sd_lm_free(mk), sd_lm_free(mt), sd_lm_free(ref), sd_lm_free(lm);
+    sd_llama_free(m);
+}
+
 /* The whole engine on a transformer pair: the exact block efficiency of a chain and of
  * a tree (enumeration through the oracle) inside the Monte-Carlo interval of the tree
  * walk run on two threads (each with its own KV cache). */
@@ -563,7 +636,8 @@ int main(void)
         cmocka_unit_test(test_model_reference),   cmocka_unit_test(test_model_kv_rollback),
         cmocka_unit_test(test_model_tree_batch),  cmocka_unit_test(test_model_quantized),
         cmocka_unit_test(test_model_gguf_round_trip), cmocka_unit_test(test_model_gguf_bad),
-        cmocka_unit_test(test_model_oracle),      cmocka_unit_test(test_model_oracle_blocks),
+        cmocka_unit_test(test_model_oracle),      cmocka_unit_test(test_model_oracle_tree),
+        cmocka_unit_test(test_model_oracle_blocks),
         cmocka_unit_test(test_model_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
 
 #include "dist.h"
 #include "gguf.h"
+#include "mask.h"
 #include "sd_error.h"
 
 #define MAX_THREADS 256
@@ -28,6 +29,8 @@ typedef struct {
     size_t *tree_parent, *tree_keep, *tree_pos; /* [tree_cap]; a batch builds its tree here */
     size_t *end, end_cap;                        /* a batch's contexts: their nodes */
     unsigned char *mask;                         /* [tree_cap^2] */
+    size_t *flat, flat_cap;                      /* a tree call's context and trunk tokens */
+    size_t *below, *slot, *depth, node_cap;      /* a tree call's per-node counts, slots, depths */
 } lane;
 
 typedef struct {
@@ -141,6 +144,47 @@ static int llama_next(sd_lm *lm, const size_t *ctx, size_t len, double *out)
     return to_law(o, l->logits, out);
 }
 
+/* The lane's tree buffers, grown to the largest tree. */
+static void tree_reserve(lane *l, size_t cap)
+{
+    if (cap <= l->tree_cap) return;
+    l->tree_cap = cap;
+    l->tree_tok = sd_xrealloc(l->tree_tok, cap * sizeof *l->tree_tok);
+    l->tree_parent = sd_xrealloc(l->tree_parent, cap * sizeof *l->tree_parent);
+    l->tree_keep = sd_xrealloc(l->tree_keep, cap * sizeof *l->tree_keep);
+    l->tree_pos = sd_xrealloc(l->tree_pos, cap * sizeof *l->tree_pos);
+    free(l->mask);
+    l->mask = sd_xmalloc(cap * cap);
+}
+
+/* One pass over the lane's tree of n tokens (tree_tok, tree_parent: SD_TREE_NONE for a
+ * token right after the cache, tree_pos) after the cached prefix; its logits in
+ * l->logits, row by row. The tree stays in the cache until the next call keeps the
+ * path it follows (settle). */
+static int run_tree(oracle *o, lane *l, size_t n)
+{
+    if (l->kv->n + n > o->cache)
+        return sd_error(SD_ERANGE, "llama oracle: a batch of %zu tree tokens after %zu cached: past the "
+                        "cache of %zu", n, l->kv->n, o->cache);
+    int rc = sd_mask_from_parents(l->tree_parent, n, l->mask, NULL);
+    if (rc) return rc;
+    size_t V = o->m->cfg.n_vocab;
+    if (n > l->cap_rows) {
+        l->cap_rows = n;
+        l->logits = sd_xrealloc(l->logits, n * V * sizeof *l->logits);
+    }
+    size_t base = l->kv->n;
+    rc = sd_llama_forward(o->m, l->kv, l->tree_tok, n, l->tree_pos, l->mask, l->logits, NULL);
+    l->have_last = 0;
+    if (rc) {
+        sd_kv_truncate(l->kv, base);
+        return rc;
+    }
+    l->tree_base = base, l->tree_n = n;
+    l->passes++, l->tokens += n;
+    return SD_OK;
+}
+
 /* The contexts' common prefix is cached, their distinct suffixes are one tree
  * (node = a distinct suffix prefix), evaluated in one pass and dropped after. */
 static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *lens, size_t batch,
@@ -169,15 +213,7 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
     /* the suffix tree: node i has token, parent (-1: the cached prefix), depth */
     size_t cap = 0; /* bounds the distinct suffix tokens (the tree's nodes) */
     for (size_t b = 0; b < batch; b++) cap += lens[b] - P;
-    if (cap > l->tree_cap) { /* the lane's buffers, grown to the largest batch */
-        l->tree_cap = cap;
-        l->tree_tok = sd_xrealloc(l->tree_tok, cap * sizeof *l->tree_tok);
-        l->tree_parent = sd_xrealloc(l->tree_parent, cap * sizeof *l->tree_parent);
-        l->tree_keep = sd_xrealloc(l->tree_keep, cap * sizeof *l->tree_keep);
-        l->tree_pos = sd_xrealloc(l->tree_pos, cap * sizeof *l->tree_pos);
-        free(l->mask);
-        l->mask = sd_xmalloc(cap * cap);
-    }
+    tree_reserve(l, cap);
     if (batch > l->end_cap) l->end = sd_xrealloc(l->end, (l->end_cap = batch) * sizeof *l->end);
     int32_t *tok = l->tree_tok;
     size_t *parent = l->tree_parent, *pos = l->tree_pos, *end = l->end, n = 0;
@@ -195,28 +231,85 @@ static int llama_next_batch(sd_lm *lm, const size_t *const *ctxs, const size_t *
         }
         end[b] = at;
     }
-    if (l->kv->n + n > o->cache)
-        return sd_error(SD_ERANGE, "llama oracle: a batch of %zu tree tokens after %zu cached: past the "
-                        "cache of %zu", n, l->kv->n, o->cache);
-    unsigned char *mask = l->mask;
-    memset(mask, 0, n * n);
-    for (size_t v = 0; v < n; v++) /* a node sees itself and its ancestors */
-        for (size_t a = v; a != (size_t)-1; a = parent[a]) mask[v * n + a] = 1;
+    if ((rc = run_tree(o, l, n))) return rc;
     size_t V = o->m->cfg.n_vocab;
-    if (n > l->cap_rows) {
-        l->cap_rows = n;
-        l->logits = sd_xrealloc(l->logits, n * V * sizeof *l->logits);
-    }
-    size_t base = l->kv->n;
-    rc = sd_llama_forward(o->m, l->kv, tok, n, pos, mask, l->logits, NULL);
-    l->have_last = 0;
-    if (rc) {
-        sd_kv_truncate(l->kv, base);
-        return rc;
-    }
-    l->tree_base = base, l->tree_n = n; /* the tree stays until the next call keeps the path it follows */
-    l->passes++, l->tokens += n;
     for (size_t b = 0; b < batch && !rc; b++) rc = to_law(o, l->logits + end[b] * V, out + b * V);
+    return rc;
+}
+
+/* A tree after the context (sd_lm_next_tree). The proper ancestors of every wanted node
+ * (the trunk) join the context as a cached prefix, as a chain of one-token calls would
+ * have it; the wanted nodes and their other ancestors are one tree, in one pass (a
+ * single node left is a plain next() on its path, the cache reused). */
+static int llama_next_tree(sd_lm *lm, const size_t *ctx, size_t len, const size_t *parent,
+                           const size_t *token, size_t n, const size_t *want, size_t n_want, double *out)
+{
+    oracle *o = lm->impl;
+    if (len == 0 && o->bos != (size_t)-1) ctx = &o->bos, len = 1;
+    int rc = check_context(o, ctx, len);
+    if (rc) return rc;
+    size_t V = o->m->cfg.n_vocab;
+    for (size_t v = 1; v < n; v++)
+        if (token[v] >= V)
+            return sd_error(SD_EINVAL, "llama oracle: tree node %zu's token %zu outside the vocabulary of %zu",
+                            v, token[v], V);
+    lane *l = my_lane(o);
+    if (!l) return sd_error(SD_ERANGE, "llama oracle: thread %d past %d", omp_get_thread_num(), MAX_THREADS);
+    if (!want) n_want = n;
+    if (n > l->node_cap) {
+        l->node_cap = n;
+        l->below = sd_xrealloc(l->below, n * sizeof *l->below);
+        l->slot = sd_xrealloc(l->slot, n * sizeof *l->slot);
+        l->depth = sd_xrealloc(l->depth, n * sizeof *l->depth);
+    }
+    /* wanted[v] (in slot for now), below[v]: wanted nodes strictly under v */
+    size_t *below = l->below, *slot = l->slot, *depth = l->depth, total = 0;
+    memset(below, 0, n * sizeof *below), memset(slot, 0, n * sizeof *slot);
+    for (size_t i = 0; i < n_want; i++) slot[want ? want[i] : i] = 1;
+    depth[0] = 0;
+    for (size_t v = 0; v < n; v++) total += slot[v], depth[v] = v ? depth[parent[v]] + 1 : 0;
+    for (size_t v = n; v-- > 1;) below[parent[v]] += below[v] + slot[v];
+    /* the trunk (unwanted, every wanted node under it) is a chain from the root: a is its end */
+    size_t a = SD_TREE_NONE;
+    for (size_t v = 0; v < n; v++)
+        if (!slot[v] && below[v] == total) a = v;
+    size_t tl = a == SD_TREE_NONE ? 0 : depth[a]; /* trunk tokens past the context */
+    if (len + tl + 1 > l->flat_cap) l->flat = sd_xrealloc(l->flat, (l->flat_cap = len + tl + 1) * sizeof *l->flat);
+    size_t *flat = l->flat;
+    memcpy(flat, ctx, len * sizeof *ctx);
+    for (size_t v = a, d = tl; d > 0; v = parent[v], d--) flat[len + d - 1] = token[v];
+    /* the cached prefix: the context short of the root's token, or context and trunk; the
+     * last call's tree leaves first (settle), its buffers take this one */
+    size_t plen = a == SD_TREE_NONE ? len - 1 : len + tl;
+    settle(l, flat, plen);
+    /* the tree: the wanted nodes and their ancestors under the trunk, in index order;
+     * siblings with one token share a slot (one path, one evaluation) */
+    size_t m = 0, last = 0;
+    for (size_t v = 0; v < n; v++) {
+        int in = (slot[v] || below[v]) && !(!slot[v] && below[v] == total);
+        slot[v] = SD_TREE_NONE;
+        if (!in) continue;
+        last = v;
+        size_t ps = v ? slot[parent[v]] : SD_TREE_NONE;
+        for (size_t w = 0; w < m && slot[v] == SD_TREE_NONE; w++) /* trees are small */
+            if (l->tree_parent[w] == ps && (size_t)l->tree_tok[w] == token[v] && v) slot[v] = w;
+        if (slot[v] != SD_TREE_NONE) continue;
+        tree_reserve(l, m + 1);
+        slot[v] = m;
+        l->tree_tok[m] = (int32_t)(v ? token[v] : ctx[len - 1]);
+        l->tree_parent[m] = ps;
+        l->tree_pos[m++] = len - 1 + depth[v];
+    }
+    if (m == 1) { /* one node: its path, as next() */
+        size_t upto = a == SD_TREE_NONE ? len : len + tl + 1;
+        if (a != SD_TREE_NONE) flat[len + tl] = token[last];
+        if ((rc = check_context(o, flat, upto)) || (rc = extend(o, l, flat, upto, 1))) return rc;
+        return to_law(o, l->logits, out);
+    }
+    if ((rc = check_context(o, flat, plen ? plen : 1)) || (rc = extend(o, l, flat, plen, 0))) return rc;
+    if ((rc = run_tree(o, l, m))) return rc;
+    for (size_t i = 0; i < n_want && !rc; i++)
+        rc = to_law(o, l->logits + slot[want ? want[i] : i] * V, out + i * V);
     return rc;
 }
 
@@ -273,14 +366,16 @@ static void llama_free(sd_lm *lm)
         free(o->lanes[t].logits);
         free(o->lanes[t].tree_tok), free(o->lanes[t].tree_parent), free(o->lanes[t].tree_keep);
         free(o->lanes[t].tree_pos), free(o->lanes[t].end), free(o->lanes[t].mask);
+        free(o->lanes[t].flat), free(o->lanes[t].below), free(o->lanes[t].slot), free(o->lanes[t].depth);
     }
     if (o->own) sd_llama_free(o->m);
     free(o);
     free(lm);
 }
 
-static const sd_lm_ops llama_ops = {"llama", llama_next, llama_next_batch, llama_free, NULL};
-static const sd_lm_ops llama_parallel_ops = {"llama", llama_next, llama_next_batch, llama_free, llama_ahead};
+static const sd_lm_ops llama_ops = {"llama", llama_next, llama_next_batch, llama_free, NULL, llama_next_tree};
+static const sd_lm_ops llama_parallel_ops = {"llama", llama_next, llama_next_batch, llama_free, llama_ahead,
+                                             llama_next_tree};
 
 int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double top_p, size_t cache,
                 sd_lm **out)
