@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm.h"
 #include "sd_error.h"
 
 enum { CURVE_CONST, CURVE_AFFINE, CURVE_LINEAR_AFTER, CURVE_TABLE };
@@ -164,8 +165,8 @@ double sd_cost_ar_token(const sd_cost_model *m) { return sd_cost_iteration(m, 0,
  * with time proportional to size that is draft size / target size: size_ratio here.
  * RSD's own tables agree: Llama 2-70B with the 115M draft, SD at L = 2, eff. 2.103, MBSU
  * 2.096 = 2.103 / (2 * 0.115/69 + 1); the stated ratio would give 0.0017. */
-int sd_cost_speed(const sd_cost_model *m, double block_efficiency, double draft_calls,
-                  double tree_nodes, double size_ratio, sd_speed *out)
+int sd_cost_speed_at(const sd_cost_model *m, double block_efficiency, double draft_time,
+                     double tree_nodes, double ar_token, sd_speed *out)
 {
     if (!out) return sd_error(SD_EINVAL, "cost speed: no output");
     int rc = check_model(m);
@@ -173,18 +174,130 @@ int sd_cost_speed(const sd_cost_model *m, double block_efficiency, double draft_
     if (!(block_efficiency >= 1) || !isfinite(block_efficiency))
         return sd_error(SD_EINVAL, "cost speed: block efficiency %g, want finite >= 1",
                         block_efficiency);
-    if (!nonneg(draft_calls) || !nonneg(tree_nodes))
-        return sd_error(SD_EINVAL, "cost speed: draft_calls %g, tree_nodes %g, want finite >= 0",
-                        draft_calls, tree_nodes);
+    if (!nonneg(draft_time) || !nonneg(tree_nodes))
+        return sd_error(SD_EINVAL, "cost speed: draft time %g, tree_nodes %g, want finite >= 0",
+                        draft_time, tree_nodes);
+    if (isnan(ar_token)) ar_token = sd_cost_ar_token(m);
+    if (!(ar_token > 0) || !isfinite(ar_token))
+        return sd_error(SD_EINVAL, "cost speed: autoregressive token time %g, want finite > 0", ar_token);
+    out->block_efficiency = block_efficiency;
+    out->iteration_time = draft_time + sd_cost_curve_eval(m->target, tree_nodes + 1) + m->overhead;
+    out->token_rate = block_efficiency / out->iteration_time;
+    out->speedup = out->token_rate * ar_token;
+    out->mbsu = block_efficiency;
+    return SD_OK;
+}
+
+int sd_cost_speed(const sd_cost_model *m, double block_efficiency, double draft_calls,
+                  double tree_nodes, double size_ratio, sd_speed *out)
+{
+    if (!nonneg(draft_calls))
+        return sd_error(SD_EINVAL, "cost speed: draft_calls %g, want finite >= 0", draft_calls);
     if (!nonneg(size_ratio))
         return sd_error(SD_EINVAL, "cost speed: size ratio %g (draft/target), want finite >= 0",
                         size_ratio);
-    out->block_efficiency = block_efficiency;
-    out->iteration_time = sd_cost_iteration(m, draft_calls, tree_nodes);
-    out->token_rate = block_efficiency / out->iteration_time;
-    out->speedup = out->token_rate * sd_cost_ar_token(m);
+    int rc = check_model(m);
+    if (rc) return rc;
+    if ((rc = sd_cost_speed_at(m, block_efficiency, draft_calls * m->draft_call, tree_nodes, NAN, out)))
+        return rc;
     out->mbsu = block_efficiency / (draft_calls * size_ratio + 1);
     return SD_OK;
+}
+
+int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out)
+{
+    if (!out) return sd_error(SD_EINVAL, "cost curve: no output pointer");
+    *out = NULL;
+    if (!t || m == 0) return sd_error(SD_EINVAL, "cost curve table: no entries");
+    sd_cost_curve *c = sd_xmalloc(sizeof *c + m * sizeof c->v[0]);
+    c->kind = CURVE_TABLE;
+    c->count = m;
+    memcpy(c->v, t, m * sizeof *t);
+    int rc = check_curve("table (measured)", c);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return SD_OK;
+}
+
+/* ---- measured curves ---- */
+
+/* Seconds of a call evaluating n tree tokens after a prefix (median of reps): a chain of
+ * n nodes after buf[0 .. blen-1] (sd_lm_next_tree). The last prefix token alternates so
+ * that every call evaluates it afresh, as a decoder's next block does. */
+static int time_width(sd_lm *lm, size_t *buf, size_t blen, size_t n, size_t *chain, double *out,
+                      double *secs)
+{
+    size_t V = lm->vocab, reps = n <= 8 ? 7 : 3;
+    double t[7];
+    int rc = SD_OK;
+    for (size_t r = 0; r <= reps && !rc; r++) { /* rep 0 warms up */
+        buf[blen - 1] = (buf[blen - 1] + 1) % V;
+        double a = sd_seconds();
+        rc = sd_lm_next_tree(lm, buf, blen, chain, buf + blen - 1, n, NULL, 0, out);
+        if (r) t[r - 1] = sd_seconds() - a;
+    }
+    for (size_t i = 1; i < reps; i++) /* insertion sort, then the median */
+        for (size_t j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    *secs = t[reps / 2];
+    return rc;
+}
+
+int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
+                    size_t cache, sd_cost_curve **out)
+{
+    static const size_t ladder[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+    enum { PASSES = 5, LADDER = sizeof ladder / sizeof *ladder, MODELS = 3 };
+    for (size_t j = 0; j < nlm; j++) out[j] = NULL;
+    if (nlm == 0 || nlm > MODELS) return sd_error(SD_EINVAL, "cost measure: %zu models (1 to %d)", nlm, MODELS);
+    if (!plen || nmax == 0 || cache < nmax + 2)
+        return sd_error(SD_EINVAL, "cost measure: prompt of %zu tokens, widths up to %zu, cache of %zu", plen,
+                        nmax, cache);
+    size_t blen = plen + 32 < cache - nmax - 1 ? plen + 32 : cache - nmax - 1, V = lm[0]->vocab;
+    size_t *buf = sd_xmalloc((blen + nmax + 1) * sizeof *buf), *chain = sd_xmalloc(nmax * sizeof *chain);
+    double *law = sd_xmalloc(nmax * V * sizeof *law), *m = sd_xcalloc(nmax + 1, sizeof *m);
+    for (size_t i = 0; i < blen + nmax; i++) buf[i] = i < plen ? prompt[i] : (prompt[i % plen] * 7 + i) % V;
+    for (size_t i = 0; i < nmax; i++) chain[i] = i ? i - 1 : SD_COST_NONE; /* node i's parent */
+    int rc = SD_OK;
+    double warm, t[MODELS][LADDER][PASSES];
+    for (int w = 0; w < 20 && !rc; w++)
+        for (size_t j = 0; j < nlm && !rc; j++)
+            rc = time_width(lm[j], buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), chain, law, &warm);
+    size_t rungs = 0;
+    while (rungs < LADDER && (rungs == 0 || ladder[rungs - 1] < nmax)) rungs++;
+    /* the ladder five times, the models alternating at every width (a machine whose speed
+     * wanders moves both alike: their ratio c is what the trees are built on) */
+    for (int pass = 0; pass < PASSES && !rc; pass++)
+        for (size_t k = 0; k < rungs && !rc; k++)
+            for (size_t j = 0; j < nlm && !rc; j++)
+                rc = time_width(lm[j], buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, &t[j][k][pass]);
+    for (size_t j = 0; j < nlm && !rc; j++) {
+        size_t last = 0;
+        for (size_t k = 0; k < rungs; k++) {
+            double *p = t[j][k];
+            for (int i = 1; i < PASSES; i++) /* the median of the passes */
+                for (int q = i; q > 0 && p[q] < p[q - 1]; q--) {
+                    double x = p[q];
+                    p[q] = p[q - 1], p[q - 1] = x;
+                }
+            size_t n = ladder[k] < nmax ? ladder[k] : nmax;
+            m[n] = p[PASSES / 2];
+            if (last && m[n] < m[last]) m[n] = m[last]; /* a wider pass is never cheaper */
+            if (!(m[n] > 0)) m[n] = 1e-9;                /* a clock too coarse for the call */
+            for (size_t i = last + 1; last && i < n; i++)
+                m[i] = m[last] + (m[n] - m[last]) * (double)(i - last) / (double)(n - last);
+            last = n;
+        }
+        rc = sd_cost_curve_table(m + 1, nmax, &out[j]);
+    }
+    for (size_t j = 0; rc && j < nlm; j++) sd_cost_curve_free(out[j]), out[j] = NULL;
+    free(buf), free(chain), free(law), free(m);
+    return rc;
 }
 
 double sd_leviathan_tokens(double alpha, double gamma)

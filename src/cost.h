@@ -25,6 +25,10 @@
 #ifndef SD_COST_H
 #define SD_COST_H
 
+#include <stddef.h>
+
+#define SD_COST_NONE ((size_t)-1) /* a chain's root has no parent */
+
 /* Target cost of one forward pass verifying n tree tokens (n >= 1), relative units. */
 typedef struct sd_cost_curve sd_cost_curve;
 
@@ -48,6 +52,9 @@ typedef struct {
     double draft_call;           /* M_D: one draft forward pass (any batch width), >= 0 */
     const sd_cost_curve *target; /* M_T(n), not owned */
     double overhead;             /* per iteration, e.g. verification/sampling time, >= 0 */
+    const sd_cost_curve *parallel; /* NULL, or M_P(n): a parallel drafter's one call over n
+                                      tokens (the context's last and L - 1 [MASK] tokens
+                                      for L positions), not owned */
 } sd_cost_model;
 
 /* draft_calls * M_D + M_T(tree_nodes + 1) + overhead; NaN on a bad model or a negative
@@ -64,7 +71,15 @@ typedef struct {
     double mbsu;             /* block_efficiency / (draft_calls * size_ratio + 1) */
 } sd_speed;
 
-/* Fills *out. mbsu is RSD's memory-bound speed-up (App. D.2): every model's time is
+/* The one speed formula, for any drafter: an iteration of draft_time (draft_calls * M_D
+ * for a sequential drafter; a parallel drafter's M_P(n), or a time measured per tree
+ * shape, in the curve's units) + M_T(tree_nodes + 1) + overhead yields block_efficiency
+ * tokens; speedup = token_rate * ar_token, the autoregressive token's time (NaN:
+ * sd_cost_ar_token(m)). mbsu is set to block_efficiency (no size ratio is known here). */
+int sd_cost_speed_at(const sd_cost_model *m, double block_efficiency, double draft_time,
+                     double tree_nodes, double ar_token, sd_speed *out);
+
+/* Fills *out (sd_cost_speed_at with draft_time = draft_calls * M_D). mbsu is RSD's memory-bound speed-up (App. D.2): every model's time is
  * proportional to its size, so one draft call costs size_ratio target calls, where
  *   size_ratio = (size of the draft model) / (size of the target model)   (< 1 normally)
  * and L, the draft length (tree depth) of D.2, is draft_calls. RSD's text says
@@ -73,6 +88,22 @@ typedef struct {
  * Needs block_efficiency >= 1, draft_calls, tree_nodes, size_ratio >= 0, all finite. */
 int sd_cost_speed(const sd_cost_model *m, double block_efficiency, double draft_calls,
                   double tree_nodes, double size_ratio, sd_speed *out);
+
+/* A table curve from measured values: M(n) = t[n - 1] for n = 1..m, as table:t1,...,tm
+ * (entries > 0, non-decreasing; SD_EINVAL otherwise). */
+int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out);
+
+/* Measured cost curves of nlm (1 to 3) oracles, in seconds: out[j](n) is one call of
+ * lm[j] evaluating n tree tokens (a chain of n nodes after a context of about plen + 32
+ * tokens made from the prompt, sd_lm_next_tree), for n = 1..nmax. A ladder of widths
+ * (1, 2, 3, 4, 6, 8, 12, 16, 24, ...) is timed five times after a warm-up, the models
+ * alternating at every width so that a machine whose speed wanders moves all alike;
+ * each width keeps its median, the widths between are linear, and a wider call is never
+ * cheaper. cache: the oracles' context length (nmax + 2 at least). The caller frees
+ * out[0 .. nlm-1] (sd_cost_curve_free). */
+typedef struct sd_lm sd_lm;
+int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
+                    size_t cache, sd_cost_curve **out);
 
 /* Leviathan et al.: expected tokens per iteration of a chain of gamma drafts, each
  * accepted with probability alpha independently, (1 - a^(g+1)) / (1 - a) (g + 1 at

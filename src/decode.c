@@ -1,5 +1,6 @@
 #include "decode.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,4 +108,105 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
     free(blk_out);
     free(ctx);
     return rc;
+}
+
+/* ---- prediction ---- */
+
+int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const size_t *prompt,
+                            size_t plen, size_t nmax, size_t cache, sd_decode_costs *out)
+{
+    memset(out, 0, sizeof *out);
+    sd_lm *lm[3] = {target, draft, parallel};
+    sd_cost_curve *curve[3] = {NULL, NULL, NULL};
+    int rc = sd_cost_measure(lm, parallel ? 3 : 2, prompt, plen, nmax, cache, curve);
+    if (rc) return rc;
+    out->target = curve[0], out->draft = curve[1], out->parallel = curve[2], out->nmax = nmax;
+    /* the draws: Gumbel-top-2 over the vocabulary, inverse CDF, on the draft's law */
+    size_t V = draft->vocab, tok[2];
+    double *law = sd_xmalloc(V * sizeof *law), *keys = sd_xmalloc(V * sizeof *keys);
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+    rc = sd_lm_next(draft, prompt, plen, law);
+    double a = sd_seconds();
+    for (int i = 0; i < 200 && !rc; i++) rc = sd_dist_sample_without_replacement(law, V, 2, r, keys, tok);
+    double b = sd_seconds();
+    for (int i = 0; i < 200 && !rc; i++) tok[0] = sd_dist_sample_cdf(law, V, r);
+    out->draw_gumbel = (b - a) / 200, out->draw_cdf = (sd_seconds() - b) / 200;
+    gsl_rng_free(r);
+    free(law), free(keys);
+    if (rc) sd_decode_costs_free(out);
+    return rc;
+}
+
+void sd_decode_costs_free(sd_decode_costs *c)
+{
+    sd_cost_curve_free(c->target), sd_cost_curve_free(c->draft), sd_cost_curve_free(c->parallel);
+    memset(c, 0, sizeof *c);
+}
+
+double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,
+                               const sd_decode_stats *cal)
+{
+    const sd_cost_curve *md = c->draft;
+    double sum = 0, md1 = sd_cost_curve_eval(md, 1);
+    if (t->walk == SD_WALK_PARALLEL) { /* one pass: the last block's tokens and L - 1 masks */
+        double fed = cal->blocks ? (double)cal->tokens / (double)cal->blocks : 1, draws = 0;
+        for (size_t u = 0; u < t->n; u++) draws += (double)t->nchild[u];
+        return sd_cost_curve_eval(c->parallel ? c->parallel : md, fed + (double)t->max_depth - 1) +
+               draws * c->draw_cdf;
+    }
+    if (t->walk == SD_WALK_DYNAMIC) { /* one call per node grown, each a token or two */
+        double calls = cal->blocks ? (double)cal->draft_calls / (double)cal->blocks : 1;
+        return md1 + (calls > 1 ? (calls - 1) * sd_cost_curve_eval(md, 2) : 0);
+    }
+    /* the draws from the draft's laws: a beam node perturbs every token (a Gumbel-top-k),
+     * candidates without replacement take one, i.i.d. ones an inverse-CDF draw each */
+    if (t->walk == SD_WALK_SPECTR || t->walk == SD_WALK_BEAM) {
+        for (size_t l = 0; l < t->max_depth; l++) {
+            sum += l == 0 ? md1 : sd_cost_curve_eval(md, (double)(t->width * l));
+            sum += t->walk == SD_WALK_BEAM ? (double)(l ? t->width : 1) * c->draw_gumbel
+                                           : (double)t->width * c->draw_cdf;
+        }
+        return sum;
+    }
+    size_t below = 0; /* nodes at depth 1..d */
+    int wor = scheme == SD_SCHEME_RRS;
+    for (size_t d = 0; d < t->max_depth; d++) {
+        size_t inner = 0, at = 0;
+        for (size_t u = 0; u < t->n; u++) {
+            inner += t->depth[u] == d && t->nchild[u];
+            at += t->depth[u] == d && d > 0;
+            if (t->depth[u] == d && t->nchild[u])
+                sum += wor && t->nchild[u] > 1 ? c->draw_gumbel : (double)t->nchild[u] * c->draw_cdf;
+        }
+        below += at;
+        sum += inner <= 1 ? md1 : sd_cost_curve_eval(md, (double)below);
+    }
+    return sum;
+}
+
+int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
+                      size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
+                      sd_decode_prediction *out)
+{
+    memset(out, 0, sizeof *out);
+    double blocks = cal->blocks ? (double)cal->blocks : 1;
+    double cal_eff = (double)cal->tokens / blocks, nodes = (double)cal->nodes / blocks;
+    /* a parallel drafter's acceptance falls with the depth (position i's law ignores the
+     * tokens before it), which a rank does not see: the calibration's own efficiency */
+    int fixed = t->walk == SD_WALK_TREE;
+    out->efficiency = fixed ? sd_tree_predicted_efficiency(t, ranks, nranks) : cal_eff;
+    if (out->efficiency < 1) out->efficiency = 1; /* a calibration that made no block */
+    out->draft_s = sd_decode_predict_draft(c, t, scheme, cal);
+    out->overhead_s = (cal->seconds - cal->draft_s - cal->target_s) / blocks;
+    if (out->overhead_s < 0) out->overhead_s = 0;
+    double ar_over = (ar->seconds - ar->target_s) / (double)(ar->tokens ? ar->tokens : 1);
+    if (!(ar_over >= 0)) ar_over = 0;
+    sd_cost_model m = {0, c->target, out->overhead_s, NULL};
+    double tree = fixed ? (double)sd_tree_nodes(t) : nodes;
+    sd_speed s;
+    int rc = sd_cost_speed_at(&m, out->efficiency, out->draft_s, tree, sd_cost_curve_eval(c->target, 1) + ar_over, &s);
+    if (rc) return rc;
+    out->target_s = sd_cost_curve_eval(c->target, tree + 1);
+    out->rate = s.token_rate, out->speedup = s.speedup;
+    return SD_OK;
 }

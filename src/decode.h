@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <gsl/gsl_rng.h>
 
+#include "cost.h"
 #include "lm.h"
 #include "tree.h"
 
@@ -54,5 +55,59 @@ int sd_decode_ar(sd_lm *target, const size_t *prompt, size_t plen, const sd_deco
 int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *prompt, size_t plen,
                    const sd_decode_params *p, gsl_rng *rng, size_t *out, size_t *n,
                    sd_decode_stats *st);
+
+/* ---- predicting a scheme's speed before the run ----
+ *
+ * The measured costs (seconds) and a short calibration run give the predicted block
+ * efficiency, the block's time split and the speedup over autoregressive decoding,
+ * through cost.h's one speed formula:
+ *
+ *   sd_decode_costs c;
+ *   sd_decode_costs_measure(target, draft, NULL, prompt, plen, 17, cache, &c);
+ *   ... calibration: sd_decode_ar and sd_decode_spec on a few prompts, counts in ar, cal ...
+ *   sd_decode_prediction p;
+ *   sd_decode_predict(&c, tree, SD_SCHEME_RRS, ranks, nranks, &cal, &ar, &p);
+ *   sd_decode_costs_free(&c);
+ */
+typedef struct {
+    sd_cost_curve *target;   /* M_T(n): a target call over n tree tokens */
+    sd_cost_curve *draft;    /* M_D(n): a draft call over n tokens */
+    sd_cost_curve *parallel; /* M_P(n): a parallel drafter's pass over n tokens (context
+                                and masks), or NULL */
+    size_t nmax;             /* the widths measured: 1 .. nmax */
+    double draw_gumbel;      /* one Gumbel-top-k draw from a draft law (without replacement,
+                                a beam node's expansion) */
+    double draw_cdf;         /* one inverse-CDF draw */
+} sd_decode_costs;
+
+/* Measures the curves (sd_cost_measure: the models alternating at every width) and the
+ * draws' times (on the draft's law after the prompt). parallel may be NULL. */
+int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const size_t *prompt,
+                            size_t plen, size_t nmax, size_t cache, sd_decode_costs *out);
+void sd_decode_costs_free(sd_decode_costs *c);
+
+typedef struct {
+    double efficiency;      /* tokens per block */
+    double draft_s;         /* a block's drafting: calls and draws */
+    double target_s;        /* its target call */
+    double overhead_s;      /* the rest of a block: verification, sampling, cache keep */
+    double rate, speedup;   /* tokens/s, and over autoregressive decoding */
+} sd_decode_prediction;
+
+/* The draft time of one block of tree t: one call per level (a level with one node to
+ * extend reuses the draft's cache, a wider one evaluates its nodes and their ancestors
+ * below the root), the draws from the laws, or a parallel drafter's one pass over the
+ * last block's tokens and L - 1 masks (cal: the calibration's blocks, for the tokens fed
+ * and a dynamic tree's calls). */
+double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,
+                               const sd_decode_stats *cal);
+
+/* The prediction for tree t verified by scheme: a static tree's efficiency from its
+ * ranks' calibrated acceptance (sd_tree_predicted_efficiency), any other walk's from the
+ * calibration; the overhead per block from the calibration (cal), the autoregressive
+ * token's from ar (its time beside the target's calls). */
+int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
+                      size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
+                      sd_decode_prediction *out);
 
 #endif

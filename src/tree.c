@@ -7,6 +7,7 @@
 
 #include "dist.h"
 #include "family.h"
+#include "cost.h"
 #include "sd_error.h"
 
 /* ---- shapes ---- */
@@ -1182,9 +1183,8 @@ int sd_tree_build_gt(const double *rank_accept, size_t max_rank, double threshol
 }
 
 typedef struct {
-    double draft_call, overhead, sum, best_rate;
-    double (*cost)(const void *, double);
-    const void *cost_ctx;
+    const sd_cost_model *m;
+    double sum, best_rate;
     size_t deepest, best_n;
 } rate_ctx;
 
@@ -1193,25 +1193,25 @@ static int track_rate(void *p, size_t id, double value, size_t depth)
     rate_ctx *r = p;
     r->sum += value;
     if (depth > r->deepest) r->deepest = depth;
-    double t = (double)r->deepest * r->draft_call + r->cost(r->cost_ctx, (double)id + 1) + r->overhead;
+    double t = sd_cost_iteration(r->m, (double)r->deepest, (double)id);
     double rate = (1 + r->sum) / t;
     if (rate > r->best_rate) r->best_rate = rate, r->best_n = id + 1;
     return 0;
 }
 
-int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, double draft_call,
-                             double (*target_cost)(const void *ctx, double n),
-                             const void *cost_ctx, double overhead, size_t budget,
-                             size_t max_depth, sd_tree **out, double *rate)
+int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, const sd_cost_model *m,
+                             size_t budget, size_t max_depth, sd_tree **out, double *rate)
 {
     *out = NULL;
     int rc = check_ranks(rank_accept, max_rank, budget);
     if (rc) return rc;
+    if (isnan(sd_cost_iteration(m, 1, 1)))
+        return sd_error(SD_EINVAL, "throughput tree: the cost model is incomplete or negative");
     size_t *parent = sd_xmalloc((budget + 1) * sizeof *parent), *depth = sd_xmalloc((budget + 1) * sizeof *depth);
     double best = 0, *a = monotone_ranks(rank_accept, max_rank);
     size_t best_d = 0, best_n = 0;
     for (size_t d = 1; d <= max_depth; d++) {
-        rate_ctx r = {draft_call, overhead, 0, 0, target_cost, cost_ctx, 0, 0};
+        rate_ctx r = {m, 0, 0, 0, 0};
         grow(a, max_rank, 0, budget, d, parent, depth, track_rate, &r);
         if (r.best_rate > best) best = r.best_rate, best_d = d, best_n = r.best_n;
         if (r.deepest < d) break; /* deeper bounds change nothing */

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <gsl/gsl_rng.h>
 
+#include "cost.h"
 #include "lm.h"
 #include "verify_impl.h"
 
@@ -173,13 +174,11 @@ int sd_tree_build_gt(const double *rank_accept, size_t max_rank, double threshol
                      size_t budget, size_t max_depth, sd_tree **out);
 
 /* The tree of at most budget nodes and max_depth levels with the highest predicted
- * token rate (1 + sum of values) / (depth * draft_call + M_T(nodes + 1) + overhead),
- * searched over every depth bound and size (exact for this cost model, given the
- * greedy order). *rate gets the predicted rate. */
-int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, double draft_call,
-                             double (*target_cost)(const void *ctx, double n),
-                             const void *cost_ctx, double overhead, size_t budget,
-                             size_t max_depth, sd_tree **out, double *rate);
+ * token rate (1 + sum of values) / sd_cost_iteration(m, depth, nodes) (one draft call a
+ * level), searched over every depth bound and size (exact for this cost model, given
+ * the greedy order). *rate gets the predicted rate. */
+int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, const sd_cost_model *m,
+                             size_t budget, size_t max_depth, sd_tree **out, double *rate);
 
 /* Predicted block efficiency 1 + sum of node values. */
 double sd_tree_predicted_efficiency(const sd_tree *t, const double *rank_accept, size_t max_rank);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "lm.h"
 #include "sd_error.h"
 
 static sd_cost_curve *curve(const char *spec)
@@ -203,8 +204,8 @@ static void test_cost_bad_inputs(void **state)
     assert_int_equal(sd_cost_curve_eval_e(NULL, 2, &v), SD_EINVAL);
 
     sd_cost_model m = {.draft_call = 0.1, .target = c, .overhead = 0};
-    sd_cost_model bad_models[] = {{0.1, NULL, 0}, {-0.1, c, 0}, {NAN, c, 0}, {0.1, c, -1},
-                                  {0.1, c, INFINITY}};
+    sd_cost_model bad_models[] = {{0.1, NULL, 0, NULL}, {-0.1, c, 0, NULL}, {NAN, c, 0, NULL}, {0.1, c, -1, NULL},
+                                  {0.1, c, INFINITY, NULL}};
     sd_speed s;
     for (size_t i = 0; i < sizeof bad_models / sizeof bad_models[0]; i++) {
         assert_true(isnan(sd_cost_iteration(&bad_models[i], 1, 1)));
@@ -237,6 +238,58 @@ static void test_cost_bad_inputs(void **state)
     sd_cost_curve_free(c);
 }
 
+/* Measured curves: a table from an array is the table spec; the one speed formula with
+ * a given draft time is sd_cost_speed's with draft_calls * M_D; curves measured on an
+ * oracle are positive and never fall. */
+static void test_cost_table_speed_measure(void **state)
+{
+    (void)state;
+    static const double t[3] = {2, 3, 5};
+    sd_cost_curve *a, *b;
+    assert_int_equal(sd_cost_curve_table(t, 3, &a), SD_OK);
+    assert_int_equal(sd_cost_curve_parse("table:2,3,5", &b), SD_OK);
+    for (double n = 1; n < 6; n += 0.35) assert_close(sd_cost_curve_eval(a, n), sd_cost_curve_eval(b, n), 1e-15, 0);
+    assert_close(sd_cost_curve_eval(a, 2.5), 4, 1e-15, 0);
+    assert_close(sd_cost_curve_eval(a, 4), 7, 1e-15, 0);
+    static const double down[2] = {2, 1.5};
+    sd_cost_curve *bad = (sd_cost_curve *)&bad;
+    assert_int_equal(sd_cost_curve_table(down, 2, &bad), SD_EINVAL);
+    assert_null(bad);
+    assert_int_equal(sd_cost_curve_table(t, 0, &bad), SD_EINVAL);
+    sd_cost_curve_free(b);
+    /* efficiency 3.2, a draft of 0.5, 2 nodes: 3.2 / (0.5 + M_T(3) + 0.1) */
+    sd_cost_model m = {0.125, a, 0.1, NULL};
+    sd_speed s1, s2;
+    assert_int_equal(sd_cost_speed_at(&m, 3.2, 0.5, 2, 1.1, &s1), SD_OK);
+    assert_close(s1.iteration_time, 0.5 + 5 + 0.1, 1e-15, 0);
+    assert_close(s1.speedup, 3.2 / 5.6 * 1.1, 1e-15, 0);
+    assert_int_equal(sd_cost_speed_at(&m, 3.2, 0.5, 2, NAN, &s1), SD_OK);
+    assert_int_equal(sd_cost_speed(&m, 3.2, 4, 2, 0.01, &s2), SD_OK);
+    assert_close(s1.speedup, s2.speedup, 1e-15, 0);
+    assert_close(s1.speedup, 3.2 / 5.6 * 2.1, 1e-15, 0);
+    assert_close(s2.mbsu, 3.2 / 1.04, 1e-15, 0);
+    assert_int_equal(sd_cost_speed_at(&m, 3.2, 0.5, 2, 0, &s1), SD_EINVAL);
+    assert_int_equal(sd_cost_speed_at(&m, 3.2, -1, 2, 1, &s1), SD_EINVAL);
+    sd_cost_curve_free(a);
+    /* measured on oracles (no tree entry point: the paths fallback) */
+    sd_lm *d, *g;
+    assert_int_equal(sd_lm_markov_pair("markov:30,2,0.5,7,0.5", &d, &g), SD_OK);
+    size_t prompt[5] = {1, 2, 3, 4, 5};
+    sd_cost_curve *c[2];
+    sd_lm *both[2] = {g, d};
+    assert_int_equal(sd_cost_measure(both, 2, prompt, 5, 9, 64, c), SD_OK);
+    for (int j = 0; j < 2; j++) {
+        for (double n = 1; n < 9; n++) {
+            assert_true(sd_cost_curve_eval(c[j], n) > 0);
+            assert_true(sd_cost_curve_eval(c[j], n + 1) >= sd_cost_curve_eval(c[j], n));
+        }
+        sd_cost_curve_free(c[j]);
+    }
+    assert_int_equal(sd_cost_measure(both, 2, prompt, 5, 9, 10, c), SD_EINVAL);
+    assert_null(c[0]);
+    sd_lm_free(d), sd_lm_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_cost_mbsu_rsd_example),
         cmocka_unit_test(test_cost_bad_specs),
         cmocka_unit_test(test_cost_bad_inputs),
+        cmocka_unit_test(test_cost_table_speed_measure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

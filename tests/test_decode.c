@@ -342,12 +342,46 @@ static void test_decode_stops(void **state)
     sd_lm_free(target);
 }
 
+/* The prediction by hand: chain:4 at rank acceptance 0.8 (efficiency 1 + .8 + .64 +
+ * .512 + .4096), one draft call per level and an inverse-CDF draw each, M_T(5), the
+ * calibration's overhead per block, the autoregressive token M_T(1) + its overhead. */
+static void test_decode_predict(void **state)
+{
+    (void)state;
+    static const double mt[8] = {1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7}, md[8] = {0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55};
+    sd_decode_costs c = {NULL, NULL, NULL, 8, 0.003, 0.001};
+    assert_int_equal(sd_cost_curve_table(mt, 8, &c.target), SD_OK);
+    assert_int_equal(sd_cost_curve_table(md, 8, &c.draft), SD_OK);
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse("chain:4", &t), SD_OK);
+    sd_decode_stats cal = {0}, ar = {0};
+    cal.blocks = 10, cal.tokens = 30, cal.seconds = 40, cal.draft_s = 9, cal.target_s = 28;
+    ar.tokens = 100, ar.seconds = 125, ar.target_s = 100;
+    double ranks[1] = {0.8}, eff = 1 + 0.8 + 0.64 + 0.512 + 0.4096;
+    sd_decode_prediction p;
+    assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+    assert_close(p.efficiency, eff, 1e-12, 0);
+    assert_close(p.draft_s, 4 * 0.2 + 4 * 0.001, 1e-12, 0);
+    assert_close(p.target_s, 1.4, 1e-12, 0);
+    assert_close(p.overhead_s, 0.3, 1e-12, 0);
+    assert_close(p.rate, eff / (0.804 + 1.4 + 0.3), 1e-12, 0);
+    assert_close(p.speedup, p.rate * (1 + 0.25), 1e-12, 0);
+    sd_tree_free(t);
+    /* kconfig:2,1 without replacement: level 0 one call and a Gumbel draw; level 1 two
+     * nodes to extend, M_D(2) for the two new tokens, two inverse-CDF draws */
+    assert_int_equal(sd_tree_parse("kconfig:2,1", &t), SD_OK);
+    assert_close(sd_decode_predict_draft(&c, t, SD_SCHEME_RRS, &cal), 0.2 + 0.003 + 0.25 + 2 * 0.001, 1e-12, 0);
+    sd_tree_free(t);
+    sd_decode_costs_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_greedy_identity),
         cmocka_unit_test(test_decode_certified),
         cmocka_unit_test(test_decode_stops),
+        cmocka_unit_test(test_decode_predict),
         cmocka_unit_test(test_decode_parallel_drafter),
     };
     return cmocka_run_group_tests_name("decode", tests, NULL, NULL);

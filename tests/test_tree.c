@@ -182,13 +182,6 @@ static void test_tree_gt_hand_example(void **state)
     assert_int_equal(sd_tree_build_gt(bad, 2, 0.1, 100, 10, &t), SD_EINVAL);
 }
 
-static double const_cost(const void *ctx, double n)
-{
-    (void)ctx, (void)n;
-    return 1;
-}
-
-static double affine_cost(const void *ctx, double n) { return 1 + *(const double *)ctx * n; }
 
 /* Predicted token rate of a tree: (1 + sum of values) / (depth M_D + M_T(n + 1)). */
 static double rate(const sd_tree *t, const double *a, size_t r, double md, double slope)
@@ -206,7 +199,10 @@ static void test_tree_throughput_beats_gt(void **state)
     sd_tree *gt, *tp;
     double r;
     assert_int_equal(sd_tree_build_gt(a1, 1, 0.1, 64, 64, &gt), SD_OK);
-    assert_int_equal(sd_tree_build_throughput(a1, 1, 0.1, const_cost, NULL, 0, 64, 64, &tp, &r), SD_OK);
+    sd_cost_curve *one, *aff;
+    assert_int_equal(sd_cost_curve_parse("const:1", &one), SD_OK);
+    assert_int_equal(sd_tree_build_throughput(a1, 1, &(sd_cost_model){0.1, one, 0, NULL}, 64, 64, &tp, &r), SD_OK);
+    sd_cost_curve_free(one);
     assert_int_equal(gt->max_depth, 10);
     assert_int_equal(tp->max_depth, 6);
     assert_int_equal(sd_leviathan_best_gamma(0.8, 0.1, 64), 6);
@@ -219,8 +215,12 @@ static void test_tree_throughput_beats_gt(void **state)
             for (double slope = 0; slope < 0.05; slope += 0.02) {
                 double a[4] = {top, top * (1 - top), top * (1 - top) * (1 - top) / 2, 0.01};
                 if (sd_tree_build_gt(a, 4, md, 64, 16, &gt)) continue;
-                assert_int_equal(sd_tree_build_throughput(a, 4, md, affine_cost, &slope, 0, 64, 16,
-                                                          &tp, &r), SD_OK);
+                char spec[64];
+                snprintf(spec, sizeof spec, "affine:1,%.17g", slope);
+                assert_int_equal(sd_cost_curve_parse(spec, &aff), SD_OK);
+                assert_int_equal(sd_tree_build_throughput(a, 4, &(sd_cost_model){md, aff, 0, NULL}, 64, 16, &tp, &r),
+                                 SD_OK);
+                sd_cost_curve_free(aff);
                 double rg = rate(gt, a, 4, md, slope), rt = rate(tp, a, 4, md, slope);
                 assert_close(rt, r, 1e-12, 0);
                 assert_true(rt >= rg - 1e-12);

@@ -155,14 +155,9 @@ typedef struct {
     sd_lm *target, *draft, *draft_greedy; /* draft_greedy: at T = 0 (default), for chains */
     sd_llama *pm;     /* the parallel drafter (a parallel:L or ptree shape), or NULL */
     sd_lm *pdraft, *pdraft_greedy;
-    double *mp;       /* its M_P(n): one pass over n tokens (context and masks) */
     size_t np, **prompt, *plen, *budget;
-    double *mt, *md;  /* measured M_T(n), M_D(n) in seconds, n = 1..nmax */
-    size_t nmax;
-    sd_cost_curve *curve;
+    sd_decode_costs costs; /* measured M_T(n), M_D(n), M_P(n) (seconds) and draw times */
     double c;         /* M_D(1) / M_T(1) */
-    double t_gumbel, t_cdf; /* seconds to draw from a draft law: Gumbel-top-k (without
-                               replacement, and a beam node's expansion), inverse CDF */
     size_t ncal;      /* prompts of the calibration run */
     sd_decode_stats ar_cal, ar_run;
     double mt1_after; /* M_T(1) timed again after the runs: the machine's drift */
@@ -267,149 +262,10 @@ static int load_prompts(const dec_opts *o, session *s)
 
 /* ---- costs ---- */
 
-/* Seconds of a call evaluating n tree tokens after a prefix (median of reps): the
- * contexts base + 0 .. n-1 chain tokens in one batch. The last prefix token alternates
- * so that every call evaluates it afresh, as a decoder's next block does. */
-static int time_width(sd_lm *lm, size_t *buf, size_t blen, size_t n, double *secs)
-{
-    const size_t **ctxs = sd_xmalloc(n * sizeof *ctxs);
-    size_t *lens = sd_xmalloc(n * sizeof *lens), V = lm->vocab, reps = n <= 8 ? 7 : 3;
-    double *out = sd_xmalloc(n * V * sizeof *out), t[7];
-    int rc = SD_OK;
-    for (size_t i = 0; i < n; i++) ctxs[i] = buf, lens[i] = blen + i;
-    for (size_t r = 0; r <= reps && !rc; r++) { /* rep 0 warms up */
-        buf[blen - 1] = (buf[blen - 1] + 1) % V;
-        double a = sd_seconds();
-        rc = sd_lm_next_batch(lm, ctxs, lens, n, out);
-        if (r) t[r - 1] = sd_seconds() - a;
-    }
-    for (size_t i = 1; i < reps; i++) /* insertion sort, then the median */
-        for (size_t j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1], t[j - 1] = x;
-        }
-    *secs = t[reps / 2];
-    free(ctxs), free(lens), free(out);
-    return rc;
-}
-
-/* M(n) for n = 1..nmax of each model: timed at a ladder of widths, linear in between.
- * The ladder runs five times after a warm-up, the models alternating at every width
- * (so that a machine whose speed wanders moves both alike: their ratio c is what the
- * trees are built on), and each width keeps its median. */
-static int measure_curves(sd_lm **lm, double **m, size_t nlm, const size_t *prompt, size_t plen,
-                          size_t nmax, size_t cache)
-{
-    static const size_t ladder[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
-    enum { PASSES = 5, LADDER = sizeof ladder / sizeof *ladder, MODELS = 3 };
-    size_t blen = plen + 32 < cache - nmax - 1 ? plen + 32 : cache - nmax - 1, V = lm[0]->vocab;
-    size_t *buf = sd_xmalloc((blen + nmax + 1) * sizeof *buf);
-    for (size_t i = 0; i < blen + nmax; i++) buf[i] = i < plen ? prompt[i] : (prompt[i % plen] * 7 + i) % V;
-    int rc = nlm <= MODELS ? SD_OK : sd_error(SD_EINVAL, "measure_curves: %zu models", nlm);
-    double warm, t[MODELS][LADDER][PASSES];
-    for (int w = 0; w < 20 && !rc; w++)
-        for (size_t j = 0; j < nlm && !rc; j++) rc = time_width(lm[j], buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), &warm);
-    size_t rungs = 0;
-    while (rungs < LADDER && (rungs == 0 || ladder[rungs - 1] < nmax)) rungs++;
-    for (int pass = 0; pass < PASSES && !rc; pass++)
-        for (size_t k = 0; k < rungs && !rc; k++)
-            for (size_t j = 0; j < nlm && !rc; j++)
-                rc = time_width(lm[j], buf, blen, ladder[k] < nmax ? ladder[k] : nmax, &t[j][k][pass]);
-    for (size_t j = 0; j < nlm && !rc; j++) {
-        size_t last = 0;
-        for (size_t k = 0; k < rungs; k++) {
-            double *p = t[j][k];
-            for (int i = 1; i < PASSES; i++) /* the median of the passes */
-                for (int q = i; q > 0 && p[q] < p[q - 1]; q--) {
-                    double x = p[q];
-                    p[q] = p[q - 1], p[q - 1] = x;
-                }
-            size_t n = ladder[k] < nmax ? ladder[k] : nmax;
-            m[j][n] = p[PASSES / 2];
-            if (last && m[j][n] < m[j][last]) m[j][n] = m[j][last]; /* a wider pass is never cheaper */
-            for (size_t i = last + 1; last && i < n; i++)
-                m[j][i] = m[j][last] + (m[j][n] - m[j][last]) * (double)(i - last) / (double)(n - last);
-            last = n;
-        }
-    }
-    free(buf);
-    return rc;
-}
-
-/* The CPU time of the draws a drafter makes from a law (the draft's after the first
- * prompt): one Gumbel-top-2 over the vocabulary, one inverse-CDF draw. */
-static int time_draws(session *s)
-{
-    size_t V = s->draft->vocab, out[2];
-    double *law = sd_xmalloc(V * sizeof *law), *keys = sd_xmalloc(V * sizeof *keys);
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
-    int rc = sd_lm_next(s->draft, s->prompt[0], s->plen[0], law);
-    double a = sd_seconds();
-    for (int i = 0; i < 200 && !rc; i++) rc = sd_dist_sample_without_replacement(law, V, 2, r, keys, out);
-    double b = sd_seconds();
-    for (int i = 0; i < 200 && !rc; i++) out[0] = sd_dist_sample_cdf(law, V, r);
-    s->t_gumbel = (b - a) / 200, s->t_cdf = (sd_seconds() - b) / 200;
-    gsl_rng_free(r);
-    free(law), free(keys);
-    return rc;
-}
-
-static double curve_at(const double *m, size_t nmax, double n)
-{
-    if (n <= 1) return m[1];
-    if (n >= (double)nmax) return m[nmax];
-    size_t i = (size_t)n;
-    return m[i] + (m[i + 1] - m[i]) * (n - (double)i);
-}
-
-static double curve_cost(const void *ctx, double n)
-{
-    const session *s = ctx;
-    return curve_at(s->mt, s->nmax, n);
-}
-
-/* Draft time of one block by the cost model: one call per level; a level with one
- * node to extend reuses the draft's cache (one new token), a wider one evaluates its
- * contexts' distinct tokens after the prefix (the level's ancestors again: the root's
- * token is cached by then). */
-static double predict_draft(const session *s, const entry *e)
-{
-    const sd_tree *t = e->tree;
-    double sum = 0, *md = s->md;
-    size_t n = s->nmax;
-    if (t->walk == SD_WALK_PARALLEL) { /* one pass: the last block's tokens and L - 1 masks */
-        double fed = e->cal.blocks ? (double)e->cal.tokens / (double)e->cal.blocks : 1, draws = 0;
-        for (size_t u = 0; u < t->n; u++) draws += (double)t->nchild[u];
-        return curve_at(s->mp, n, fed + (double)t->max_depth - 1) + draws * s->t_cdf;
-    }
-    if (t->walk == SD_WALK_DYNAMIC) { /* one call per node grown, each a token or two */
-        double calls = e->cal.blocks ? (double)e->cal.draft_calls / (double)e->cal.blocks : 1;
-        return md[1] + (calls > 1 ? (calls - 1) * curve_at(md, n, 2) : 0);
-    }
-    /* the draws from the draft's laws: a beam node perturbs every token (a Gumbel-top-k),
-     * candidates without replacement take one, i.i.d. ones an inverse-CDF draw each */
-    if (t->walk == SD_WALK_SPECTR || t->walk == SD_WALK_BEAM) {
-        for (size_t l = 0; l < t->max_depth; l++) {
-            sum += l == 0 ? md[1] : curve_at(md, n, (double)(t->width * l));
-            sum += t->walk == SD_WALK_BEAM ? (double)(l ? t->width : 1) * s->t_gumbel : (double)t->width * s->t_cdf;
-        }
-        return sum;
-    }
-    size_t below = 0; /* nodes at depth 1..d */
-    int wor = e->scheme == SD_SCHEME_RRS;
-    for (size_t d = 0; d < t->max_depth; d++) {
-        size_t inner = 0, at = 0;
-        for (size_t u = 0; u < t->n; u++) {
-            inner += t->depth[u] == d && t->nchild[u];
-            at += t->depth[u] == d && d > 0;
-            if (t->depth[u] == d && t->nchild[u])
-                sum += wor && t->nchild[u] > 1 ? s->t_gumbel : (double)t->nchild[u] * s->t_cdf;
-        }
-        below += at;
-        sum += inner <= 1 ? md[1] : curve_at(md, n, (double)below);
-    }
-    return sum;
-}
+/* The measured curves at n tokens (seconds). */
+static double MT(const session *s, double n) { return sd_cost_curve_eval(s->costs.target, n); }
+static double MD(const session *s, double n) { return sd_cost_curve_eval(s->costs.draft, n); }
+static double MP(const session *s, double n) { return sd_cost_curve_eval(s->costs.parallel, n); }
 
 /* ---- entries ---- */
 
@@ -576,30 +432,20 @@ static int build_tree(const dec_opts *o, session *s, entry *e, const entry *prob
     double rate;
     int rc = e->build == BUILD_GT
                  ? sd_tree_build_gt(probe->ranks, R, c, o->budget, o->max_depth, &e->tree)
-                 : sd_tree_build_throughput(probe->ranks, R, s->md[1], curve_cost, s, 0, o->budget,
-                                            o->max_depth, &e->tree, &rate);
+                 : sd_tree_build_throughput(probe->ranks, R, &(sd_cost_model){MD(s, 1), s->costs.target, 0, NULL},
+                                            o->budget, o->max_depth, &e->tree, &rate);
     if (!rc && sd_tree_format(e->tree, e->shape, sizeof e->shape))
         snprintf(e->shape, sizeof e->shape, "(%zu nodes)", sd_tree_nodes(e->tree));
     return rc;
 }
 
-static void predict(session *s, entry *e)
+static int predict(session *s, entry *e)
 {
-    const sd_decode_stats *c = &e->cal;
-    double blocks = c->blocks ? (double)c->blocks : 1;
-    double cal_eff = (double)c->tokens / blocks, nodes = (double)c->nodes / blocks;
-    /* a static tree's efficiency from its ranks' calibrated acceptance; a parallel
-     * drafter's acceptance falls with the depth (position i's law ignores the tokens
-     * before it), which a rank does not see: the calibration's own efficiency */
-    int fixed = e->tree->walk == SD_WALK_TREE;
-    e->pred_eff = fixed ? sd_tree_predicted_efficiency(e->tree, e->ranks, e->nranks) : cal_eff;
-    e->pred_draft = predict_draft(s, e);
-    e->pred_target = curve_at(s->mt, s->nmax, (fixed ? (double)sd_tree_nodes(e->tree) : nodes) + 1);
-    e->pred_over = (c->seconds - c->draft_s - c->target_s) / blocks;
-    e->pred_rate = e->pred_eff / (e->pred_draft + e->pred_target + e->pred_over);
-    const sd_decode_stats *a = &s->ar_cal;
-    double ar_rate = 1 / (s->mt[1] + (a->seconds - a->target_s) / (double)(a->tokens ? a->tokens : 1));
-    e->pred_speedup = e->pred_rate / ar_rate;
+    sd_decode_prediction p;
+    int rc = sd_decode_predict(&s->costs, e->tree, e->scheme, e->ranks, e->nranks, &e->cal, &s->ar_cal, &p);
+    e->pred_eff = p.efficiency, e->pred_draft = p.draft_s, e->pred_target = p.target_s;
+    e->pred_over = p.overhead_s, e->pred_rate = p.rate, e->pred_speedup = p.speedup;
+    return rc;
 }
 
 /* The measured runs, interleaved: prompt by prompt, ar and then every scheme, so that
@@ -682,12 +528,12 @@ static void print_json(const dec_opts *o, const session *s, const entry *es, siz
     printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
            "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g,\n \"m_t_ms\": [",
            s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c);
-    for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->mt[i] * 1e3);
+    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
     printf("],\n \"m_d_ms\": [");
-    for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->md[i] * 1e3);
+    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
     if (s->pm) {
         printf("],\n \"m_p_ms\": [");
-        for (size_t i = 1; i <= s->nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", s->mp[i] * 1e3);
+        for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MP(s, i) * 1e3);
     }
     const sd_decode_stats *a = &s->ar_run;
     printf("],\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
@@ -741,9 +587,9 @@ static void parallel_crossover(const session *s, const entry *par, const entry *
 {
     double ep = (double)par->run.tokens / (double)(par->run.blocks ? par->run.blocks : 1);
     double es_ = (double)seq->run.tokens / (double)(seq->run.blocks ? seq->run.blocks : 1);
-    double L = (double)par->tree->max_depth, m1 = s->mt[1];
-    double kappa = flat ? 1 : curve_at(s->mp, s->nmax, ep + L - 1) / s->md[1];
-    double tau = flat == 2 ? m1 : curve_at(s->mt, s->nmax, L + 1);
+    double L = (double)par->tree->max_depth, m1 = MT(s, 1);
+    double kappa = flat ? 1 : MP(s, ep + L - 1) / MD(s, 1);
+    double tau = flat == 2 ? m1 : MT(s, L + 1);
     double slope = (ep * L - es_ * kappa) * m1, need = tau * (es_ - ep);
     if (slope > 0) snprintf(out, 24, need > 0 ? "c > %.3f" : "every c", need / slope);
     else if (slope < 0) snprintf(out, 24, need < 0 ? "c < %.3f" : "no c", need / slope);
@@ -784,17 +630,17 @@ static void print_table(const dec_opts *o, const session *s, const entry *es, si
            s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed);
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
            "   c = M_D/M_T = %.3f\n"
-           "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", s->mt[1] * 1e3,
-           curve_at(s->mt, s->nmax, 4) * 1e3, curve_at(s->mt, s->nmax, 16) * 1e3, s->nmax, s->mt[s->nmax] * 1e3,
-           s->md[1] * 1e3, curve_at(s->md, s->nmax, 4) * 1e3, s->c, s->t_gumbel * 1e3, s->t_cdf * 1e3);
+           "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
+           MT(s, 4) * 1e3, MT(s, 16) * 1e3, s->costs.nmax, MT(s, (double)s->costs.nmax) * 1e3,
+           MD(s, 1) * 1e3, MD(s, 4) * 1e3, s->c, s->costs.draw_gumbel * 1e3, s->costs.draw_cdf * 1e3);
     if (s->pm)
         printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
-               o->pdraft, s->mp[1] * 1e3, curve_at(s->mp, s->nmax, 4) * 1e3, curve_at(s->mp, s->nmax, 8) * 1e3,
-               curve_at(s->mp, s->nmax, 16) * 1e3);
+               o->pdraft, MP(s, 1) * 1e3, MP(s, 4) * 1e3, MP(s, 8) * 1e3,
+               MP(s, 16) * 1e3);
     printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
            s->ncal);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
-           s->mt[1] * 1e3, s->mt1_after * 1e3);
+           MT(s, 1) * 1e3, s->mt1_after * 1e3);
     printf("%-16s %-22s %6s %8s %7s %7s %6s %7s %7s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes", "tok/s",
            "speedup", "pred", "err%", "blk-eff", "pred", "acc", "draft%", "targ%", "verif%", "d-ms", "pred");
     printf("%-16s %-22s %6s %8.1f %7.3f %7s %6s %7.3f %7s %6s %6s %6.1f %6.1f %6s %6s\n", "ar", "-", "-", rate(a), 1.0,
@@ -843,9 +689,9 @@ static int write_tsv(const dec_opts *o, const session *s, const entry *es, size_
                "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms\n", s->np, o->max_tokens, o->sm.temperature,
             omp_get_max_threads(), s->c);
     fprintf(f, "# cost-target table");
-    for (size_t i = 1; i <= s->nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', s->mt[i] / s->mt[1]);
+    for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
     fprintf(f, "\n");
-    double ar_pred = 1 / (s->mt[1] + (s->ar_cal.seconds - s->ar_cal.target_s) /
+    double ar_pred = 1 / (MT(s, 1) + (s->ar_cal.seconds - s->ar_cal.target_s) /
                                         (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
     fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\n", o->sm.temperature, rate(a), ar_pred);
     for (size_t i = 0; i < n; i++) {
@@ -872,7 +718,7 @@ static void session_free(session *s)
 {
     for (size_t i = 0; i < s->np; i++) free(s->prompt[i]);
     free(s->prompt), free(s->plen), free(s->budget);
-    free(s->mt), free(s->md), free(s->mp);
+    sd_decode_costs_free(&s->costs);
     sd_lm_free(s->target), sd_lm_free(s->draft), sd_lm_free(s->draft_greedy);
     sd_lm_free(s->pdraft), sd_lm_free(s->pdraft_greedy);
     sd_llama_free(s->tm), sd_llama_free(s->dm), sd_llama_free(s->pm);
@@ -958,23 +804,14 @@ static int decode(const dec_opts *o)
         goto out;
     }
     /* costs */
-    s.nmax = widest + 1 > 16 ? widest + 1 : 16;
-    if (2 * need_par + 1 > s.nmax) s.nmax = 2 * need_par + 1; /* a parallel pass: up to L + 1 fed, L - 1 masks */
-    s.mt = sd_xcalloc(s.nmax + 1, sizeof *s.mt);
-    s.md = sd_xcalloc(s.nmax + 1, sizeof *s.md);
-    s.mp = sd_xcalloc(s.nmax + 1, sizeof *s.mp);
-    if (!o->quiet) fprintf(stderr, "decode: measuring M_T(n), M_D(n)%s for n = 1..%zu\n", s.pm ? " and M_P(n)" : "", s.nmax);
-    sd_lm *both[3] = {s.target, s.draft, s.pdraft};
-    double *curves[3] = {s.mt, s.md, s.mp};
-    if ((rc = measure_curves(both, curves, s.pm ? 3 : 2, s.prompt[0], s.plen[0], s.nmax, cache))) {
+    size_t nmax = widest + 1 > 16 ? widest + 1 : 16;
+    if (2 * need_par + 1 > nmax) nmax = 2 * need_par + 1; /* a parallel pass: up to L + 1 fed, L - 1 masks */
+    if (!o->quiet) fprintf(stderr, "decode: measuring M_T(n), M_D(n)%s for n = 1..%zu\n", s.pm ? " and M_P(n)" : "", nmax);
+    if ((rc = sd_decode_costs_measure(s.target, s.draft, s.pdraft, s.prompt[0], s.plen[0], nmax, cache, &s.costs))) {
         ret = fail_msg("%s", sd_errmsg());
         goto out;
     }
-    s.c = s.md[1] / s.mt[1];
-    if ((rc = time_draws(&s))) {
-        ret = fail_msg("%s", sd_errmsg());
-        goto out;
-    }
+    s.c = MD(&s, 1) / MT(&s, 1);
     /* calibration: a few prompts, fewer tokens, another seed */
     size_t ncal = s.ncal = o->calibrate < s.np ? o->calibrate : s.np, cal_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
     if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, cal_tokens);
@@ -1016,7 +853,7 @@ static int decode(const dec_opts *o)
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
             continue;
         }
-        predict(&s, e);
+        if ((rc = predict(&s, e))) rc = prefixed(rc, e->name);
     }
     if (rc) {
         ret = fail_msg("%s", sd_errmsg());
@@ -1025,9 +862,11 @@ static int decode(const dec_opts *o)
     /* the measured runs */
     rc = measured_runs(o, &s, es, ne);
     if (!rc) {
-        double after[2] = {0, 0};
-        double *one = after;
-        if (!(rc = measure_curves(&s.target, &one, 1, s.prompt[0], s.plen[0], 1, cache))) s.mt1_after = after[1];
+        sd_cost_curve *after;
+        if (!(rc = sd_cost_measure(&s.target, 1, s.prompt[0], s.plen[0], 1, cache, &after))) {
+            s.mt1_after = sd_cost_curve_eval(after, 1);
+            sd_cost_curve_free(after);
+        }
     }
     if (rc) {
         ret = fail_msg("%s", sd_errmsg());

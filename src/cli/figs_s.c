@@ -89,7 +89,7 @@ static int eval_tree(pair_ctx *p, const char *spec, sd_scheme scheme, double sam
         double nodes = t->walk == SD_WALK_BEAM || t->walk == SD_WALK_DYNAMIC ? r.mean_nodes
                                                                             : (double)sd_tree_nodes(t);
         double calls = t->walk == SD_WALK_PARALLEL ? 1 : (double)t->max_depth;
-        sd_cost_model cm = {p->md, p->mt, 0};
+        sd_cost_model cm = {p->md, p->mt, 0, NULL};
         rc = sd_cost_speed(&cm, r.efficiency, calls, nodes, p->md, sp);
     }
     sd_tree_free(t);
@@ -277,7 +277,7 @@ void fig_parallel_ablation(fig *g)
     fig_out(g, "# ParallelSpec Fig. 4 in kind: on %s, M_D/M_T = %g, M_T(n) %s\n"
                "# columns: L, parallel block eff, parallel speedup, sequential block eff,\n"
                "# sequential speedup (exact block efficiency)\n", g->lm, g->md, g->mt);
-    sd_cost_model cm = {g->md, p.mt, 0};
+    sd_cost_model cm = {g->md, p.mt, 0, NULL};
     for (size_t L = 1; L <= 8; L++) {
         char ps[32], cs[32];
         snprintf(ps, sizeof ps, "parallel:%zu", L);
@@ -337,7 +337,6 @@ void fig_otm_gap(fig *g)
 
 /* Beyond the papers: GT's tree against the throughput-optimal tree, predicted token rate
  * against the cost ratio, from the same rank acceptances. */
-static double curve(const void *ctx, double n) { return sd_cost_curve_eval(ctx, n); }
 
 void fig_gt_vs_throughput(fig *g)
 {
@@ -356,7 +355,7 @@ void fig_gt_vs_throughput(fig *g)
         sd_tree *gt, *opt;
         double rate;
         if (sd_tree_build_gt(ranks, 8, c, 64, 16, &gt)) continue;
-        if (sd_tree_build_throughput(ranks, 8, c, curve, p.mt, 0, 64, 16, &opt, &rate)) {
+        if (sd_tree_build_throughput(ranks, 8, &(sd_cost_model){c, p.mt, 0, NULL}, 64, 16, &opt, &rate)) {
             sd_tree_free(gt);
             continue;
         }

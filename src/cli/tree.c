@@ -59,6 +59,8 @@ static const char *const help =
     "  --cost-draft X     M_D, one draft call (default 0.1); a tree of depth d makes d\n"
     "  --cost-target SPEC M_T(n) for n tree tokens: const:T, affine:A,B,\n"
     "                     linear-after:T,K,B, table:t1,t2,... (default const:1)\n"
+    "  --cost-parallel SPEC  M_P(n) of a parallel drafter's one call over n tokens (same\n"
+    "                     forms): a parallel:L or ptree shape is charged M_P(L), not M_D\n"
     "  --overhead X       per-iteration overhead (default 0)\n"
     "  --size-ratio R     draft size / target size for MBSU (default: --cost-draft)\n"
     "  --exact, --no-exact  insist on / skip the exact block efficiency (default: when small)\n"
@@ -69,7 +71,7 @@ static const char *const help =
     "         gives block efficiency (1 - 0.8^5) / 0.2 = 3.3616.\n";
 
 typedef struct {
-    const char *lm, *shape, *optimize, *cost_target;
+    const char *lm, *shape, *optimize, *cost_target, *cost_parallel;
     sd_tree_params tp;
     int have_scheme, exact, json;
     size_t budget, max_depth, max_rank;
@@ -91,11 +93,9 @@ static int scheme_alias(const char *name, sd_scheme *s)
     return sd_scheme_parse(name, s);
 }
 
-static double curve_cost(const void *ctx, double n) { return sd_cost_curve_eval(ctx, n); }
-
 enum { OPT_LM = OPT_FIRST_FREE, OPT_SCHEME, OPT_SHAPE, OPT_OPT, OPT_BUDGET, OPT_DEPTH, OPT_RANK,
        OPT_THRESH, OPT_CD, OPT_CT, OPT_OVER, OPT_SIZE, OPT_EXACT, OPT_NOEXACT, OPT_SAMPLES,
-       OPT_SEED, OPT_THREADS };
+       OPT_SEED, OPT_THREADS, OPT_CP };
 
 static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
 {
@@ -105,7 +105,8 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         {"budget", required_argument, 0, OPT_BUDGET}, {"max-depth", required_argument, 0, OPT_DEPTH},
         {"max-rank", required_argument, 0, OPT_RANK}, {"threshold", required_argument, 0, OPT_THRESH},
         {"cost-draft", required_argument, 0, OPT_CD}, {"cost-target", required_argument, 0, OPT_CT},
-        {"overhead", required_argument, 0, OPT_OVER}, {"size-ratio", required_argument, 0, OPT_SIZE},
+        {"cost-parallel", required_argument, 0, OPT_CP}, {"overhead", required_argument, 0, OPT_OVER},
+        {"size-ratio", required_argument, 0, OPT_SIZE},
         {"exact", no_argument, 0, OPT_EXACT}, {"no-exact", no_argument, 0, OPT_NOEXACT},
         {"samples", required_argument, 0, OPT_SAMPLES}, {"seed", required_argument, 0, OPT_SEED},
         {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
@@ -135,6 +136,7 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         case OPT_THRESH: if (cli_parse_double(optarg, "--threshold", cmd, &o->threshold)) return CLI_USAGE; break;
         case OPT_CD: if (cli_parse_double(optarg, "--cost-draft", cmd, &o->cost_draft)) return CLI_USAGE; break;
         case OPT_CT: o->cost_target = optarg; break;
+        case OPT_CP: o->cost_parallel = optarg; break;
         case OPT_OVER: if (cli_parse_double(optarg, "--overhead", cmd, &o->overhead)) return CLI_USAGE; break;
         case OPT_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o->size_ratio)) return CLI_USAGE; break;
         case OPT_EXACT: o->exact = 1; break;
@@ -205,6 +207,13 @@ static int evaluate(const tree_opts *o, sd_lm *draft, sd_lm *target, const sd_tr
     if (sd_cost_speed(cm, eff, tree_draft_calls(t), tree_cost_nodes(t, e->nodes), o->size_ratio,
                       &e->speed))
         return cli_fail(cmd, sd_errmsg());
+    if (t->walk == SD_WALK_PARALLEL && cm->parallel) { /* its one call: M_P(L), not M_D */
+        double mbsu = e->speed.mbsu;
+        if (sd_cost_speed_at(cm, eff, sd_cost_curve_eval(cm->parallel, (double)t->max_depth),
+                             tree_cost_nodes(t, e->nodes), NAN, &e->speed))
+            return cli_fail(cmd, sd_errmsg());
+        e->speed.mbsu = mbsu;
+    }
     return CLI_OK;
 }
 
@@ -264,9 +273,13 @@ int cmd_tree(int argc, char **argv)
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
     if (o.tp.scheme == SD_SCHEME_OTM) o.tp.vp.otm_solve = sd_otm_lp_coupling; /* an LP per node */
-    sd_cost_curve *curve;
+    sd_cost_curve *curve, *parallel = NULL;
     if (sd_cost_curve_parse(o.cost_target, &curve)) return cli_fail(cmd, sd_errmsg());
-    sd_cost_model cm = {o.cost_draft, curve, o.overhead};
+    if (o.cost_parallel && sd_cost_curve_parse(o.cost_parallel, &parallel)) {
+        sd_cost_curve_free(curve);
+        return cli_fail(cmd, sd_errmsg());
+    }
+    sd_cost_model cm = {o.cost_draft, curve, o.overhead, parallel};
     if (isnan(o.threshold)) o.threshold = o.cost_draft / sd_cost_curve_eval(curve, 1);
     sd_lm *draft = NULL, *target = NULL;
     sd_tree *t = NULL, *best = NULL;
@@ -294,8 +307,7 @@ int cmd_tree(int argc, char **argv)
         }
         size_t ctx[1] = {0}, rank = o.tp.scheme == SD_SCHEME_SD ? 1 : o.max_rank;
         if (sd_mc_rank_acceptance(draft, target, ctx, 1, &o.tp, rank, 200, 2000, o.mp.seed, ranks) ||
-            sd_tree_build_throughput(ranks, rank, o.cost_draft, curve_cost, curve, o.overhead,
-                                     o.budget, o.max_depth, &best, &best_rate) ||
+            sd_tree_build_throughput(ranks, rank, &cm, o.budget, o.max_depth, &best, &best_rate) ||
             (!strcmp(o.optimize, "gt") &&
              sd_tree_build_gt(ranks, rank, o.threshold, o.budget, o.max_depth, &t))) {
             rc = cli_fail(cmd, sd_errmsg());
@@ -357,6 +369,7 @@ out:
     sd_lm_free(draft);
     sd_lm_free(target);
     sd_cost_curve_free(curve);
+    sd_cost_curve_free(parallel);
     return rc;
 }
 
@@ -463,7 +476,7 @@ int cmd_compare(int argc, char **argv)
         rc = cli_fail(cmd, sd_errmsg());
         goto out;
     }
-    sd_cost_model cm = {o.cost_draft, curve, 0};
+    sd_cost_model cm = {o.cost_draft, curve, 0, NULL};
     char line[1024];
     if (o.json) printf("{\"lm\": \"%s\", \"experiment\": \"%s\", \"value\": %zu, \"rows\": [", o.lm, experiment, value);
     else {

@@ -13,6 +13,9 @@ for key in block_efficiency ci_low ci_high speedup; do
 done
 # Leviathan: speedup (1 - a^(g+1)) / ((1 - a)(g c + 1)) = 3.3616 / 1.4 at c = 0.1
 expect 0 '"speedup": 2.40114285' -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape 4 --exact --samples 0 --json
+# a parallel drafter's one call is charged M_P(L) when given: 3.3616 / (0.3 + 1)
+expect 0 '"speedup": 2.5858461' -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape parallel:4 --exact --samples 0 --json --cost-parallel const:0.3
+expect 1 "cost curve" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape parallel:4 --cost-parallel table:2,1
 # GT goes 10 deep at alpha 0.8, c 0.1; the throughput-optimal chain 6 (Leviathan's optimum)
 expect 0 "gt: 10 draft nodes, depth 10" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --optimize gt --samples 1000
 expect 0 "throughput-optimal: 6 draft nodes, depth 6" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --optimize gt --samples 1000
