@@ -1,4 +1,5 @@
-#include "tree.h"
+/* tree: the walk that verifies one block, along the path or as a whole tree (see tree.h). */
+#include "tree_impl.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -10,241 +11,6 @@
 #include "cost.h"
 #include "sd_error.h"
 
-/* ---- shapes ---- */
-
-static sd_tree *tree_alloc(size_t n)
-{
-    sd_tree *t = sd_xcalloc(1, sizeof *t);
-    t->n = n;
-    t->parent = sd_xmalloc(n * sizeof *t->parent);
-    t->depth = sd_xmalloc(n * sizeof *t->depth);
-    t->rank = sd_xmalloc(n * sizeof *t->rank);
-    t->nchild = sd_xcalloc(n, sizeof *t->nchild);
-    t->child0 = sd_xcalloc(n, sizeof *t->child0);
-    t->children = sd_xmalloc((n > 1 ? n - 1 : 1) * sizeof *t->children);
-    return t;
-}
-
-void sd_tree_free(sd_tree *t)
-{
-    if (!t) return;
-    free(t->parent);
-    free(t->depth);
-    free(t->rank);
-    free(t->nchild);
-    free(t->child0);
-    free(t->children);
-    free(t);
-}
-
-int sd_tree_from_parents(const size_t *parent, size_t n, sd_tree **out)
-{
-    *out = NULL;
-    if (n < 2) return sd_error(SD_EINVAL, "tree has no draft node (depth 0): nothing to verify");
-    if (n > SD_TREE_MAX_NODES)
-        return sd_error(SD_ERANGE, "tree of %zu nodes exceeds the limit of %d", n - 1,
-                        SD_TREE_MAX_NODES);
-    for (size_t i = 1; i < n; i++)
-        if (parent[i] >= i)
-            return sd_error(SD_EINVAL, "tree node %zu has parent %zu: parents must come first", i,
-                            parent[i]);
-    sd_tree *t = tree_alloc(n);
-    t->parent[0] = SD_TREE_NONE;
-    t->depth[0] = t->rank[0] = 0;
-    for (size_t i = 1; i < n; i++) {
-        t->parent[i] = parent[i];
-        t->depth[i] = t->depth[parent[i]] + 1;
-        t->rank[i] = t->nchild[parent[i]]++;
-        if (t->depth[i] > t->max_depth) t->max_depth = t->depth[i];
-    }
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        t->child0[i] = off;
-        off += t->nchild[i];
-        if (t->nchild[i] > t->max_children) t->max_children = t->nchild[i];
-    }
-    if (t->max_children > SD_TREE_MAX_CHILDREN) {
-        size_t m = t->max_children;
-        sd_tree_free(t);
-        return sd_error(SD_ERANGE, "a tree node has %zu children; the limit is %d", m,
-                        SD_TREE_MAX_CHILDREN);
-    }
-    for (size_t i = 1; i < n; i++) t->children[t->child0[parent[i]] + t->rank[i]] = i;
-    *out = t;
-    return SD_OK;
-}
-
-int sd_tree_kconfig(const size_t *branch, size_t levels, sd_tree **out)
-{
-    *out = NULL;
-    if (levels == 0) return sd_error(SD_EINVAL, "tree of depth 0: nothing to verify");
-    double total = 1, width = 1;
-    for (size_t l = 0; l < levels; l++) {
-        if (branch[l] == 0)
-            return sd_error(SD_EINVAL, "level %zu of the k-configuration has 0 children", l + 1);
-        width *= (double)branch[l];
-        total += width;
-    }
-    if (total > SD_TREE_MAX_NODES + 1)
-        return sd_error(SD_ERANGE, "k-configuration has %.0f nodes; the limit is %d", total - 1,
-                        SD_TREE_MAX_NODES);
-    size_t n = (size_t)total, *parent = sd_xmalloc(n * sizeof *parent), next = 1;
-    size_t level_start = 0, level_end = 1; /* nodes of the current level: [start, end) */
-    for (size_t l = 0; l < levels; l++) {
-        for (size_t v = level_start; v < level_end; v++)
-            for (size_t j = 0; j < branch[l]; j++) parent[next++] = v;
-        level_start = level_end;
-        level_end = next;
-    }
-    int rc = sd_tree_from_parents(parent, n, out);
-    free(parent);
-    return rc;
-}
-
-/* spectr:K,L (K chains under the root), parallel:L (a chain), dynamic:C,B,D,R (bounds). */
-static int parse_walk(const char *spec, size_t kind, sd_tree **out)
-{
-    static const char *const names[] = {"spectr", "parallel", "dynamic", "beam"};
-    static const int want[] = {2, 1, 4, 2};
-    double a[4];
-    int n = sd_spec_numbers(spec, names[kind - 3], a, 4);
-    if (n != want[kind - 3])
-        return sd_error(SD_EINVAL, "tree shape '%s': %s takes %d number(s)", spec, names[kind - 3],
-                        want[kind - 3]);
-    for (int i = kind == 5 ? 1 : 0; i < n; i++)
-        if (!(a[i] >= 1) || a[i] != floor(a[i]) || a[i] > SD_TREE_MAX_NODES)
-            return sd_error(SD_EINVAL, "tree shape '%s': sizes are whole numbers from 1", spec);
-    int rc;
-    if (kind == 6) { /* beam: bounds W x L; the walk builds the tree */
-        size_t W = (size_t)a[0], L = (size_t)a[1], two[2] = {SD_TREE_NONE, 0};
-        if (W > SD_TREE_MAX_CHILDREN || (double)W * (double)L > SD_TREE_MAX_NODES)
-            return sd_error(SD_ERANGE, "tree shape '%s': too large (W <= %d, W L <= %d)", spec,
-                            SD_TREE_MAX_CHILDREN, SD_TREE_MAX_NODES);
-        if ((rc = sd_tree_from_parents(two, 2, out))) return rc;
-        (*out)->walk = SD_WALK_BEAM;
-        (*out)->width = W;
-        (*out)->max_depth = L;
-        (*out)->max_children = W;
-        return SD_OK;
-    }
-    if (kind == 3) { /* K chains of L */
-        size_t K = (size_t)a[0], L = (size_t)a[1];
-        if ((double)K * (double)L > SD_TREE_MAX_NODES || K > SD_TREE_MAX_CHILDREN)
-            return sd_error(SD_ERANGE, "tree shape '%s': too large (K <= %d, K L <= %d)", spec,
-                            SD_TREE_MAX_CHILDREN, SD_TREE_MAX_NODES);
-        size_t *parent = sd_xmalloc((K * L + 1) * sizeof *parent), id = 1;
-        for (size_t s = 0; s < K; s++)
-            for (size_t l = 0; l < L; l++, id++) parent[id] = l ? id - 1 : 0;
-        /* parents must come first: chain s's first node is 1 + s L, its next ones follow */
-        rc = sd_tree_from_parents(parent, K * L + 1, out);
-        free(parent);
-        if (rc == SD_OK) (*out)->walk = SD_WALK_SPECTR, (*out)->width = K;
-        return rc;
-    }
-    if (kind == 4) {
-        size_t L = (size_t)a[0], *ones = sd_xmalloc(L * sizeof *ones);
-        for (size_t i = 0; i < L; i++) ones[i] = 1;
-        rc = sd_tree_kconfig(ones, L, out);
-        free(ones);
-        if (rc == SD_OK) (*out)->walk = SD_WALK_PARALLEL;
-        return rc;
-    }
-    if (!(a[0] >= 0 && a[0] < 1))
-        return sd_error(SD_EINVAL, "tree shape '%s': the threshold is in [0, 1)", spec);
-    if (a[3] > SD_TREE_MAX_CHILDREN)
-        return sd_error(SD_ERANGE, "tree shape '%s': at most %d candidates per node", spec,
-                        SD_TREE_MAX_CHILDREN);
-    size_t two[2] = {SD_TREE_NONE, 0};
-    if ((rc = sd_tree_from_parents(two, 2, out))) return rc;
-    sd_tree *t = *out; /* bounds only: the walk grows the tree */
-    t->walk = SD_WALK_DYNAMIC;
-    t->threshold = a[0];
-    t->budget = (size_t)a[1];
-    t->max_depth = (size_t)a[2];
-    t->max_children = (size_t)a[3];
-    return SD_OK;
-}
-
-int sd_tree_parse(const char *spec, sd_tree **out)
-{
-    *out = NULL;
-    static const char *const kinds[] = {"chain",    "kconfig", "parents", "spectr",
-                                        "parallel", "dynamic", "beam",    "ptree"};
-    const char *colon = strchr(spec, ':');
-    size_t len = colon ? (size_t)(colon - spec) : 0, kind = 8;
-    for (size_t i = 0; i < 8; i++)
-        if (colon && len == strlen(kinds[i]) && !strncmp(spec, kinds[i], len)) kind = i;
-    if (kind == 8)
-        return sd_error(SD_EINVAL, "tree shape '%s': expected chain:G, kconfig:K1,K2,..., "
-                                   "parents:P1,P2,..., spectr:K,L, parallel:L, ptree:K1,K2,..., "
-                                   "beam:W,L or dynamic:C,B,D,R", spec);
-    if (kind >= 3 && kind <= 6) return parse_walk(spec, kind, out);
-    size_t cap = 16, n = 0, *v = sd_xmalloc(cap * sizeof *v);
-    const char *s = colon + 1;
-    int rc = SD_OK;
-    while (*s && rc == SD_OK) {
-        char *end;
-        double x = strtod(s, &end);
-        if (end == s || (*end && *end != ',') || !(x >= 0) || x != floor(x) || x > 1e9) {
-            rc = sd_error(SD_EINVAL, "tree shape '%s': '%.*s' is not a whole number", spec,
-                          (int)strcspn(s, ","), s);
-            break;
-        }
-        if (n + 2 > cap) v = sd_xrealloc(v, (cap *= 2) * sizeof *v);
-        v[n++] = (size_t)x;
-        s = *end ? end + 1 : end;
-    }
-    if (rc == SD_OK && n == 0) rc = sd_error(SD_EINVAL, "tree shape '%s' has no numbers", spec);
-    if (rc == SD_OK && kind == 0 && n != 1)
-        rc = sd_error(SD_EINVAL, "tree shape '%s': chain takes one length", spec);
-    if (rc == SD_OK && kind == 0) {
-        size_t g = v[0];
-        if (g > SD_TREE_MAX_NODES) rc = sd_error(SD_ERANGE, "chain of %zu drafts is too long", g);
-        else {
-            v = sd_xrealloc(v, (g ? g : 1) * sizeof *v);
-            for (size_t i = 0; i < g; i++) v[i] = 1;
-            rc = sd_tree_kconfig(v, g, out);
-        }
-    } else if (rc == SD_OK && (kind == 1 || kind == 7)) {
-        rc = sd_tree_kconfig(v, n, out);
-        if (rc == SD_OK && kind == 7) (*out)->walk = SD_WALK_PARALLEL;
-    } else if (rc == SD_OK) {
-        memmove(v + 1, v, n * sizeof *v); /* parents of nodes 1..n */
-        v[0] = SD_TREE_NONE;
-        rc = sd_tree_from_parents(v, n + 1, out);
-    }
-    free(v);
-    return rc;
-}
-
-int sd_tree_format(const sd_tree *t, char *buf, size_t cap)
-{
-    size_t need = 0;
-    if (t->walk == SD_WALK_SPECTR)
-        need = (size_t)snprintf(buf, cap, "spectr:%zu,%zu", t->width, t->max_depth);
-    else if (t->walk == SD_WALK_PARALLEL && t->max_children == 1)
-        need = (size_t)snprintf(buf, cap, "parallel:%zu", t->max_depth);
-    else if (t->walk == SD_WALK_PARALLEL) { /* a k-configuration: the first node of each level */
-        need = (size_t)snprintf(buf, cap, "ptree:");
-        for (size_t v = 0; v < t->n; v = t->nchild[v] ? sd_tree_child(t, v, 0) : t->n)
-            if (t->nchild[v]) need += (size_t)snprintf(buf + (need < cap ? need : cap), need < cap ? cap - need : 0,
-                                                       "%s%zu", v ? "," : "", t->nchild[v]);
-    }
-    else if (t->walk == SD_WALK_BEAM)
-        need = (size_t)snprintf(buf, cap, "beam:%zu,%zu", t->width, t->max_depth);
-    else if (t->walk == SD_WALK_DYNAMIC)
-        need = (size_t)snprintf(buf, cap, "dynamic:%g,%zu,%zu,%zu", t->threshold, t->budget,
-                                t->max_depth, t->max_children);
-    if (t->walk != SD_WALK_TREE)
-        return need < cap ? SD_OK : sd_error(SD_ERANGE, "shape does not fit in %zu bytes", cap);
-    size_t used = (size_t)snprintf(buf, cap, "parents:");
-    for (size_t i = 1; i < t->n && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i > 1 ? "," : "", t->parent[i]);
-    if (used >= cap) return sd_error(SD_ERANGE, "tree of %zu nodes does not fit in %zu bytes",
-                                     t->n - 1, cap);
-    return SD_OK;
-}
-
 /* ---- the walk ---- */
 
 sd_tree_params sd_tree_default_params(void)
@@ -255,77 +21,6 @@ sd_tree_params sd_tree_default_params(void)
     p.vp = sd_verify_default_params();
     return p;
 }
-
-/* A max-heap of candidate nodes by value (the tree builders and GT dynamic trees). */
-typedef struct {
-    double value;
-    size_t parent, rank, depth;
-} frontier_item;
-
-typedef struct {
-    frontier_item *heap;
-    size_t n, cap;
-} frontier;
-
-static void frontier_push(frontier *f, frontier_item it)
-{
-    if (f->n == f->cap) f->heap = sd_xrealloc(f->heap, (f->cap = f->cap ? 2 * f->cap : 64) * sizeof *f->heap);
-    size_t i = f->n++;
-    while (i > 0 && f->heap[(i - 1) / 2].value < it.value) {
-        f->heap[i] = f->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    f->heap[i] = it;
-}
-
-static frontier_item frontier_pop(frontier *f)
-{
-    frontier_item top = f->heap[0], last = f->heap[--f->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        double mv = last.value;
-        if (l < f->n && f->heap[l].value > mv) m = l, mv = f->heap[l].value;
-        if (r < f->n && f->heap[r].value > mv) m = r;
-        if (m == i) break;
-        f->heap[i] = f->heap[m];
-        i = m;
-    }
-    if (f->n) f->heap[i] = last;
-    return top;
-}
-
-struct sd_tree_ws {
-    const sd_tree *tree;
-    sd_tree_params params;
-    size_t vocab;
-    sd_verifier **by_k;   /* [max_children + 1] */
-    size_t *context;      /* grows with the block */
-    size_t context_cap;
-    double *pd, *pt;      /* (max_depth + 1) x V */
-    size_t *tokens;
-    double *marg;         /* parallel: L x V laws, position i's for the nodes at depth i + 1 */
-    /* beam: (L + 1) x W nodes, node (l, j) at l * W + j; a path is read off the parents */
-    size_t *beam_parent, *beam_token, *beam_nkids, *beam_kids;
-    double *beam_phi, *beam_g, *cand_t, *cand_phi;
-    double *beam_pd;      /* the draft's law after each beam node, slots x V */
-    size_t *beam_paths, beam_paths_cap; /* a level's contexts */
-    size_t *beam_id;      /* tree evaluation: slot -> node */
-    size_t *cand_node, *cand_tok, *beam_count, *beam_top;
-    /* dynamic: up to B + 1 nodes; each node's R most probable tokens and their probs */
-    size_t *dyn_parent, *dyn_token, *dyn_depth, *dyn_nkids, *dyn_kids, *dyn_top, dyn_n;
-    double *dyn_value, *dyn_topp;
-    double *dyn_pd;       /* dynamic: the draft's law after each node (B + 1) x V */
-    frontier dyn_heap;
-    double *keys;         /* V doubles: Gumbel keys for drafts without replacement */
-    /* tree evaluation: the block's whole tree, node 0 the root, parents before children */
-    size_t e_cap, e_n;
-    size_t *e_parent, *e_token, *e_depth, *e_nkids, *e_kids; /* e_kids: e_cap x max_children */
-    double *e_pd, *e_pt;  /* e_cap x V: the draft's law after a node (non-leaves), the target's */
-    unsigned char *e_haspd;
-    size_t *e_list, *e_shape, *e_map; /* per-call lists; the shape's node -> id */
-    double rank_tried[SD_TREE_MAX_CHILDREN], rank_won[SD_TREE_MAX_CHILDREN];
-};
 
 int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p, size_t vocab)
 {
@@ -446,7 +141,7 @@ void sd_tree_ws_free(sd_tree_ws *ws)
     free(ws);
 }
 
-static size_t *ws_context(sd_tree_ws *ws, const size_t *context, size_t len)
+size_t *sd_tree_ws_context(sd_tree_ws *ws, const size_t *context, size_t len)
 {
     size_t need = len + ws->tree->max_depth + 2;
     if (need > ws->context_cap) {
@@ -668,16 +363,16 @@ static int build_dynamic(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
     ws->dyn_parent[0] = SD_TREE_NONE, ws->dyn_depth[0] = 0, ws->dyn_value[0] = 1, ws->dyn_nkids[0] = 0;
     int rc = sd_lm_next(draft, path, len, ws->dyn_pd);
     if (!rc) top_tokens(ws->dyn_pd, V, R, ws->dyn_top, ws->dyn_topp);
-    if (!rc && t->max_depth > 0) frontier_push(f, (frontier_item){ws->dyn_topp[0], 0, 0, 1});
+    if (!rc && t->max_depth > 0) sd_tree_frontier_push(f, (frontier_item){ws->dyn_topp[0], 0, 0, 1});
     while (!rc && f->n && n <= t->budget) {
-        frontier_item it = frontier_pop(f);
+        frontier_item it = sd_tree_frontier_pop(f);
         if (!(it.value > t->threshold)) break;
         size_t id = n++, par = it.parent;
         ws->dyn_parent[id] = par, ws->dyn_token[id] = ws->dyn_top[par * R + it.rank];
         ws->dyn_depth[id] = it.depth, ws->dyn_value[id] = it.value, ws->dyn_nkids[id] = 0;
         ws->dyn_kids[par * R + ws->dyn_nkids[par]++] = id;
         if (it.rank + 1 < R && ws->dyn_top[par * R + it.rank + 1] != SD_TREE_NONE)
-            frontier_push(f, (frontier_item){ws->dyn_value[par] * ws->dyn_topp[par * R + it.rank + 1],
+            sd_tree_frontier_push(f, (frontier_item){ws->dyn_value[par] * ws->dyn_topp[par * R + it.rank + 1],
                                              par, it.rank + 1, it.depth});
         if (it.depth < t->max_depth) { /* the new node's own candidates */
             for (size_t d = it.depth, x = id; d > 0; d--, x = ws->dyn_parent[x])
@@ -685,7 +380,7 @@ static int build_dynamic(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t
             if ((rc = sd_lm_next(draft, path, len + it.depth, ws->dyn_pd + id * V))) break;
             top_tokens(ws->dyn_pd + id * V, V, R, ws->dyn_top + id * R, ws->dyn_topp + id * R);
             if (ws->dyn_top[id * R] != SD_TREE_NONE)
-                frontier_push(f, (frontier_item){it.value * ws->dyn_topp[id * R], id, 0, it.depth + 1});
+                sd_tree_frontier_push(f, (frontier_item){it.value * ws->dyn_topp[id * R], id, 0, it.depth + 1});
         }
     }
     ws->dyn_n = n;
@@ -708,7 +403,7 @@ static int block_path(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t 
                       size_t len, size_t max_tokens, gsl_rng *rng, size_t *out, sd_block *blk)
 {
     const sd_tree *t = ws->tree;
-    size_t V = ws->vocab, n = 0, *ctx = ws_context(ws, context, len);
+    size_t V = ws->vocab, n = 0, *ctx = sd_tree_ws_context(ws, context, len);
     walk_state st = {0, t->width, 0, 1};
     walk_step step = step_static;
     int rc = SD_OK;
@@ -972,271 +667,3 @@ int sd_tree_block(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *con
     return block_tree(ws, draft, target, context, len, max_tokens, rng, out, blk);
 }
 
-/* ---- exact block efficiency ---- */
-
-typedef struct {
-    sd_tree_ws *ws;
-    sd_lm *draft, *target;
-    size_t len;
-    double *weight; /* per depth: max_children x V */
-} eff_ctx;
-
-/* Expected tokens from node on, its path already in ws->context[0..len+depth-1]. */
-static int eff_node(eff_ctx *e, size_t node, double *out)
-{
-    sd_tree_ws *ws = e->ws;
-    const sd_tree *t = ws->tree;
-    size_t V = ws->vocab, d = t->depth[node], c = t->nchild[node], at = e->len + d;
-    if (c == 0) {
-        *out = 1;
-        return SD_OK;
-    }
-    double *pd = ws->pd + d * V, *pt = ws->pt + d * V, *w = e->weight + d * (SD_TREE_MAX_CHILDREN + 1) * V;
-    int rc;
-    if (t->walk == SD_WALK_PARALLEL) memcpy(pd, ws->marg + d * V, V * sizeof *pd); /* the depth's law */
-    else if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
-    if ((rc = sd_lm_next(e->target, ws->context, at, pt))) return rc;
-    sd_verifier *v = ws->by_k[c];
-    if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
-    /* w[i][x] = P(candidate i is accepted and is token x), over every candidate tuple */
-    memset(w, 0, c * V * sizeof *w);
-    size_t tup[SD_TREE_MAX_CHILDREN] = {0};
-    double law_unused[1], mass[SD_TREE_MAX_CHILDREN], acc;
-    double *law = V <= 1 ? law_unused : sd_xmalloc(V * sizeof *law);
-    for (;;) {
-        double p = sd_verifier_tuple_prob(v, tup);
-        if (p > 0) {
-            sd_verifier_law_rounds(v, tup, law, &acc, mass);
-            for (size_t i = 0; i < c; i++) w[i * V + tup[i]] += p * mass[i];
-        }
-        size_t i = 0;
-        while (i < c && ++tup[i] == V) tup[i++] = 0;
-        if (i == c) break;
-    }
-    if (law != law_unused) free(law);
-    double total = 1;
-    for (size_t i = 0; i < c && rc == SD_OK; i++)
-        for (size_t x = 0; x < V && rc == SD_OK; x++) {
-            double wx = w[i * V + x], sub;
-            if (!(wx > 0)) continue;
-            ws->context[at] = x;
-            rc = eff_node(e, sd_tree_child(t, node, i), &sub);
-            total += wx * sub;
-        }
-    *out = total;
-    return rc;
-}
-
-/* SpecTr: E(level, live sequences, path) over every tuple of the live sequences' tokens. */
-static int eff_spectr(eff_ctx *e, size_t level, size_t alive, double *out)
-{
-    sd_tree_ws *ws = e->ws;
-    size_t V = ws->vocab, K = ws->tree->width, at = e->len + level;
-    if (level == ws->tree->max_depth) {
-        *out = 1;
-        return SD_OK;
-    }
-    double *pd = ws->pd + level * V, *pt = ws->pt + level * V;
-    double *w = e->weight + level * (SD_TREE_MAX_CHILDREN + 1) * V;
-    int rc;
-    if ((rc = sd_lm_next(e->draft, ws->context, at, pd))) return rc;
-    if ((rc = sd_lm_next(e->target, ws->context, at, pt))) return rc;
-    sd_verifier *v = ws->by_k[alive];
-    if ((rc = sd_verifier_reset(v, pd, pt))) return rc;
-    memset(w, 0, (K + 1) * V * sizeof *w); /* w[same][x]: accepted x with `same` copies */
-    size_t tup[SD_TREE_MAX_CHILDREN] = {0};
-    double *law = sd_xmalloc(V * sizeof *law), mass[SD_TREE_MAX_CHILDREN], acc;
-    for (;;) {
-        double p = sd_verifier_tuple_prob(v, tup);
-        if (p > 0) {
-            sd_verifier_law_rounds(v, tup, law, &acc, mass);
-            for (size_t i = 0; i < alive; i++) {
-                size_t same = 0;
-                for (size_t j = 0; j < alive; j++) same += tup[j] == tup[i];
-                w[same * V + tup[i]] += p * mass[i];
-            }
-        }
-        size_t i = 0;
-        while (i < alive && ++tup[i] == V) tup[i++] = 0;
-        if (i == alive) break;
-    }
-    free(law);
-    double total = 1;
-    for (size_t same = 1; same <= alive && rc == SD_OK; same++)
-        for (size_t x = 0; x < V && rc == SD_OK; x++) {
-            double wx = w[same * V + x], sub;
-            if (!(wx > 0)) continue;
-            ws->context[at] = x;
-            rc = eff_spectr(e, level + 1, same, &sub);
-            total += wx * sub;
-        }
-    *out = total;
-    return rc;
-}
-
-int sd_tree_block_efficiency(const sd_tree *t, const sd_tree_params *p, sd_lm *draft,
-                             sd_lm *target, const size_t *context, size_t len, double max_work,
-                             double *efficiency)
-{
-    size_t V = target->vocab;
-    if (draft->vocab != V)
-        return sd_error(SD_EINVAL, "draft model has %zu tokens, target model %zu", draft->vocab, V);
-    if (t->walk == SD_WALK_DYNAMIC || t->walk == SD_WALK_BEAM)
-        return sd_error(SD_ERANGE, "%s tree's block efficiency has no exact method here: use "
-                                   "Monte Carlo (--samples)",
-                        t->walk == SD_WALK_BEAM ? "a beam-search" : "a dynamic");
-    double work = 0;
-    if (t->walk == SD_WALK_SPECTR)
-        work = pow((double)V, (double)t->max_depth) * pow((double)V, (double)t->width) * (double)t->width;
-    for (size_t v = 0; (t->walk == SD_WALK_TREE || t->walk == SD_WALK_PARALLEL) && v < t->n; v++)
-        if (t->nchild[v])
-            work += pow((double)V, (double)t->depth[v] + (double)t->nchild[v]) * (double)t->nchild[v];
-    if (work > max_work)
-        return sd_error(SD_ERANGE,
-                        "exact block efficiency would take ~%.3g verifier steps (V = %zu, %zu "
-                        "nodes, depth %zu), over the limit %.3g: use Monte Carlo (--samples)",
-                        work, V, sd_tree_nodes(t), t->max_depth, max_work);
-    sd_tree_ws *ws;
-    int rc = sd_tree_ws_alloc(&ws, t, p, V);
-    if (rc) return rc;
-    ws_context(ws, context, len);
-    eff_ctx e = {ws, draft, target, len,
-                 sd_xmalloc((t->max_depth + 1) * (SD_TREE_MAX_CHILDREN + 1) * V * sizeof(double))};
-    if (t->walk == SD_WALK_SPECTR) rc = eff_spectr(&e, 0, t->width, efficiency);
-    else {
-        if (t->walk == SD_WALK_PARALLEL) rc = sd_lm_ahead(draft, context, len, t->max_depth, ws->marg);
-        if (rc == SD_OK) rc = eff_node(&e, 0, efficiency);
-    }
-    free(e.weight);
-    sd_tree_ws_free(ws);
-    return rc;
-}
-
-/* ---- greedy builders ---- */
-
-/* Grows by value; calls step(ctx, added, value, depth) after each node; stops at
- * budget, at threshold, or when step returns nonzero. parent[] gets the shape. */
-static size_t grow(const double *a, size_t max_rank, double threshold, size_t budget,
-                   size_t max_depth, size_t *parent, size_t *depth_of,
-                   int (*step)(void *, size_t, double, size_t), void *ctx)
-{
-    frontier f = {NULL, 0, 0};
-    size_t n = 1;
-    parent[0] = SD_TREE_NONE;
-    depth_of[0] = 0;
-    if (max_rank && max_depth) frontier_push(&f, (frontier_item){a[0], 0, 0, 1});
-    while (f.n && n <= budget) {
-        frontier_item it = frontier_pop(&f);
-        if (!(it.value > threshold)) break;
-        parent[n] = it.parent;
-        depth_of[n] = it.depth;
-        size_t id = n++;
-        if (it.rank + 1 < max_rank && a[it.rank] > 0)
-            frontier_push(&f, (frontier_item){it.value / a[it.rank] * a[it.rank + 1], it.parent,
-                                              it.rank + 1, it.depth});
-        if (it.depth < max_depth) frontier_push(&f, (frontier_item){it.value * a[0], id, 0, it.depth + 1});
-        if (step && step(ctx, id, it.value, it.depth)) break;
-    }
-    free(f.heap);
-    return n;
-}
-
-/* Rank acceptances made non-increasing (a running minimum): estimates are noisy,
- * and the greedy's "every node above the threshold" needs values that fall with rank. */
-static double *monotone_ranks(const double *a, size_t max_rank)
-{
-    double *m = sd_xmalloc(max_rank * sizeof *m);
-    for (size_t r = 0; r < max_rank; r++) m[r] = r && a[r] > m[r - 1] ? m[r - 1] : a[r];
-    return m;
-}
-
-static int check_ranks(const double *a, size_t max_rank, size_t budget)
-{
-    if (max_rank < 1 || max_rank > SD_TREE_MAX_CHILDREN)
-        return sd_error(SD_EINVAL, "tree builder: %zu ranks (1 to %d)", max_rank,
-                        SD_TREE_MAX_CHILDREN);
-    if (budget < 1 || budget > SD_TREE_MAX_NODES)
-        return sd_error(SD_ERANGE, "tree budget %zu: need 1 to %d nodes", budget, SD_TREE_MAX_NODES);
-    for (size_t r = 0; r < max_rank; r++)
-        if (!(a[r] >= 0 && a[r] <= 1))
-            return sd_error(SD_EINVAL, "tree builder: acceptance of rank %zu is %g", r, a[r]);
-    return SD_OK;
-}
-
-int sd_tree_build_gt(const double *rank_accept, size_t max_rank, double threshold,
-                     size_t budget, size_t max_depth, sd_tree **out)
-{
-    *out = NULL;
-    int rc = check_ranks(rank_accept, max_rank, budget);
-    if (rc) return rc;
-    size_t *parent = sd_xmalloc((budget + 1) * sizeof *parent), *depth = sd_xmalloc((budget + 1) * sizeof *depth);
-    double *a = monotone_ranks(rank_accept, max_rank);
-    size_t n = grow(a, max_rank, threshold, budget, max_depth, parent, depth, NULL, NULL);
-    free(a);
-    rc = n < 2 ? sd_error(SD_EINVAL, "no node's estimated acceptance (first: %g) exceeds the "
-                                     "threshold %g: speculation does not pay here",
-                          rank_accept[0], threshold)
-               : sd_tree_from_parents(parent, n, out);
-    free(parent);
-    free(depth);
-    return rc;
-}
-
-typedef struct {
-    const sd_cost_model *m;
-    double sum, best_rate;
-    size_t deepest, best_n;
-} rate_ctx;
-
-static int track_rate(void *p, size_t id, double value, size_t depth)
-{
-    rate_ctx *r = p;
-    r->sum += value;
-    if (depth > r->deepest) r->deepest = depth;
-    double t = sd_cost_iteration(r->m, (double)r->deepest, (double)id);
-    double rate = (1 + r->sum) / t;
-    if (rate > r->best_rate) r->best_rate = rate, r->best_n = id + 1;
-    return 0;
-}
-
-int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, const sd_cost_model *m,
-                             size_t budget, size_t max_depth, sd_tree **out, double *rate)
-{
-    *out = NULL;
-    int rc = check_ranks(rank_accept, max_rank, budget);
-    if (rc) return rc;
-    if (isnan(sd_cost_iteration(m, 1, 1)))
-        return sd_error(SD_EINVAL, "throughput tree: the cost model is incomplete or negative");
-    size_t *parent = sd_xmalloc((budget + 1) * sizeof *parent), *depth = sd_xmalloc((budget + 1) * sizeof *depth);
-    double best = 0, *a = monotone_ranks(rank_accept, max_rank);
-    size_t best_d = 0, best_n = 0;
-    for (size_t d = 1; d <= max_depth; d++) {
-        rate_ctx r = {m, 0, 0, 0, 0};
-        grow(a, max_rank, 0, budget, d, parent, depth, track_rate, &r);
-        if (r.best_rate > best) best = r.best_rate, best_d = d, best_n = r.best_n;
-        if (r.deepest < d) break; /* deeper bounds change nothing */
-    }
-    if (best_n < 2) rc = sd_error(SD_EINVAL, "no tree beats drafting nothing under this cost model");
-    else {
-        size_t n = grow(a, max_rank, 0, best_n - 1, best_d, parent, depth, NULL, NULL);
-        rc = sd_tree_from_parents(parent, n, out);
-        *rate = best;
-    }
-    free(a);
-    free(parent);
-    free(depth);
-    return rc;
-}
-
-double sd_tree_predicted_efficiency(const sd_tree *t, const double *rank_accept, size_t max_rank)
-{
-    double *value = sd_xmalloc(t->n * sizeof *value), sum = 1;
-    value[0] = 1;
-    for (size_t i = 1; i < t->n; i++) {
-        size_t r = t->rank[i];
-        value[i] = value[t->parent[i]] * (r < max_rank ? rank_accept[r] : 0);
-        sum += value[i];
-    }
-    free(value);
-    return sum;
-}

@@ -34,7 +34,7 @@
 
 #include "cost.h"
 #include "lm.h"
-#include "verify_impl.h"
+#include "verify.h"
 
 #define SD_TREE_NONE ((size_t)-1)
 #define SD_TREE_MAX_NODES 65536

@@ -55,6 +55,8 @@ int sd_scheme_without_replacement(sd_scheme scheme);
 size_t sd_scheme_drafts(sd_scheme scheme, size_t k);
 
 struct sd_otm_coupling;
+/* A scheme's steps (verify_impl.h): only tests that plant wrong steps look inside. */
+typedef struct sd_verify_ops sd_verify_ops;
 
 /* Makes an OTM coupling for a pair (lp/otm_lp.h's sd_otm_lp_coupling is one): the
  * verifier owns *out and frees it with sd_otm_coupling_free. */
