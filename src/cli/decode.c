@@ -13,9 +13,7 @@
 
 #include <gsl/gsl_rng.h>
 
-#include "cli.h"
-#include "cost.h"
-#include "decode.h"
+#include "decode_cli.h"
 #include "dist.h"
 #include "llama.h"
 #include "llama_lm.h"
@@ -105,8 +103,6 @@ static const char *const help =
     "Example: specdec decode --target data/models/target.gguf --draft data/models/draft.gguf\n"
     "         --scheme all --n-prompts 20 --max-tokens 64\n";
 
-typedef enum { BUILD_NONE, BUILD_GT, BUILD_THROUGHPUT, BUILD_DYNAMIC } build_kind;
-
 /* in_all: part of `--scheme all` (the parallel ones need a third model, --parallel-draft) */
 static const struct {
     const char *name, *scheme, *shape;
@@ -121,47 +117,7 @@ static const struct {
     {"parallel", "sd", "parallel:4", BUILD_NONE, 0}, {"parallel-tree", "specinfer", "ptree:2,2,1,1", BUILD_NONE, 0},
 };
 #define NPRESETS (sizeof presets / sizeof *presets)
-#define MAX_ENTRIES 64
 
-typedef struct {
-    const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
-    const char *pdraft;                  /* the parallel drafter's file */
-    size_t par_lo, par_hi;               /* --parallel-sweep */
-    size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;
-    cli_sampling sm;
-    double draft_temp, threshold;
-    int no_bos, stop_eos, check, json, quiet;
-} dec_opts;
-
-typedef struct {
-    char name[40], shape[512];
-    sd_scheme scheme;
-    build_kind build;
-    double mult, threshold;
-    sd_tree *tree;
-    int skipped;
-    char why[300];
-    double ranks[SD_TREE_MAX_CHILDREN];
-    size_t nranks;
-    sd_decode_stats cal, run;
-    double pred_eff, pred_draft, pred_target, pred_over, pred_rate, pred_speedup;
-    size_t mismatch_prompt, mismatch_pos;
-    int mismatch;
-} entry;
-
-typedef struct {
-    sd_llama *tm, *dm;
-    sd_tokenizer *tok;
-    sd_lm *target, *draft, *draft_greedy; /* draft_greedy: at T = 0 (default), for chains */
-    sd_llama *pm;     /* the parallel drafter (a parallel:L or ptree shape), or NULL */
-    sd_lm *pdraft, *pdraft_greedy;
-    size_t np, **prompt, *plen, *budget;
-    sd_decode_costs costs; /* measured M_T(n), M_D(n), M_P(n) (seconds) and draw times */
-    double c;         /* M_D(1) / M_T(1) */
-    size_t ncal;      /* prompts of the calibration run */
-    sd_decode_stats ar_cal, ar_run;
-    double mt1_after; /* M_T(1) timed again after the runs: the machine's drift */
-} session;
 
 static int fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail_msg(const char *fmt, ...)
@@ -259,13 +215,6 @@ static int load_prompts(const dec_opts *o, session *s)
         rc = sd_error(SD_EINVAL, "%s: no prompt (empty lines only)", o->prompt ? "--prompt" : o->prompts);
     return rc;
 }
-
-/* ---- costs ---- */
-
-/* The measured curves at n tokens (seconds). */
-static double MT(const session *s, double n) { return sd_cost_curve_eval(s->costs.target, n); }
-static double MD(const session *s, double n) { return sd_cost_curve_eval(s->costs.draft, n); }
-static double MP(const session *s, double n) { return sd_cost_curve_eval(s->costs.parallel, n); }
 
 /* ---- entries ---- */
 
@@ -439,15 +388,6 @@ static int build_tree(const dec_opts *o, session *s, entry *e, const entry *prob
     return rc;
 }
 
-static int predict(session *s, entry *e)
-{
-    sd_decode_prediction p;
-    int rc = sd_decode_predict(&s->costs, e->tree, e->scheme, e->ranks, e->nranks, &e->cal, &s->ar_cal, &p);
-    e->pred_eff = p.efficiency, e->pred_draft = p.draft_s, e->pred_target = p.target_s;
-    e->pred_over = p.overhead_s, e->pred_rate = p.rate, e->pred_speedup = p.speedup;
-    return rc;
-}
-
 /* The measured runs, interleaved: prompt by prompt, ar and then every scheme, so that
  * a machine whose speed drifts (clocks, neighbours) slows every scheme alike. Each
  * scheme keeps its own generator, seeded as the others. --check compares each
@@ -502,216 +442,6 @@ static int measured_runs(const dec_opts *o, session *s, entry *es, size_t ne)
     return rc;
 }
 
-/* ---- output ---- */
-
-static double rate(const sd_decode_stats *st) { return st->seconds > 0 ? (double)st->tokens / st->seconds : 0; }
-
-static void print_widths(FILE *f, const sd_decode_stats *st)
-{
-    int first = 1;
-    fputc('{', f);
-    for (size_t w = 1; w <= SD_DECODE_WIDTHS; w++)
-        if (st->calls_by_width[w]) {
-            fprintf(f, "%s\"%zu\": [%zu, %.6g]", first ? "" : ", ", w, st->calls_by_width[w],
-                    st->secs_by_width[w] / (double)st->calls_by_width[w] * 1e3);
-            first = 0;
-        }
-    fputc('}', f);
-}
-
-static void print_json(const dec_opts *o, const session *s, const entry *es, size_t n)
-{
-    printf("{\"target\": ");
-    cli_json_string(stdout, o->target);
-    printf(", \"draft\": ");
-    cli_json_string(stdout, o->draft);
-    printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
-           "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g,\n \"m_t_ms\": [",
-           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c);
-    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
-    printf("],\n \"m_d_ms\": [");
-    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
-    if (s->pm) {
-        printf("],\n \"m_p_ms\": [");
-        for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MP(s, i) * 1e3);
-    }
-    const sd_decode_stats *a = &s->ar_run;
-    printf("],\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
-           "\"target_ms_per_token\": %.6g},\n \"rows\": [", a->tokens, a->seconds, rate(a),
-           a->tokens ? a->target_s / (double)a->tokens * 1e3 : 0);
-    for (size_t i = 0; i < n; i++) {
-        const entry *e = &es[i];
-        const sd_decode_stats *r = &e->run;
-        printf("%s\n  {\"scheme\": ", i ? "," : "");
-        cli_json_string(stdout, e->name);
-        printf(", \"token_scheme\": \"%s\", \"shape\": ", sd_scheme_name(e->scheme));
-        cli_json_string(stdout, e->shape);
-        if (e->skipped) {
-            printf(", \"skipped\": ");
-            cli_json_string(stdout, e->why);
-            printf("}");
-            continue;
-        }
-        double blocks = r->blocks ? (double)r->blocks : 1;
-        printf(", \"threshold\": %.6g, \"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
-               "\"speedup\": %.6g, \"block_efficiency\": %.6g, \"mean_accepted\": %.6g, "
-               "\"nodes_per_block\": %.6g, \"draft_calls_per_block\": %.6g, \"draft_s\": %.6g, "
-               "\"target_s\": %.6g, \"verify_s\": %.6g, \"draft_ms_per_block\": %.6g, "
-               "\"predicted_block_efficiency\": %.6g, "
-               "\"predicted_tokens_per_second\": %.6g, \"predicted_speedup\": %.6g, "
-               "\"predicted_ms\": {\"draft\": %.6g, \"target\": %.6g, \"overhead\": %.6g}, "
-               "\"rank_acceptance\": [",
-               e->threshold, r->tokens, r->seconds, rate(r), rate(r) / rate(a), (double)r->tokens / blocks,
-               (double)r->accepted / blocks, (double)r->nodes / blocks, (double)r->draft_calls / blocks,
-               r->draft_s, r->target_s, r->verify_s, r->draft_s / blocks * 1e3, e->pred_eff, e->pred_rate, e->pred_speedup,
-               e->pred_draft * 1e3, e->pred_target * 1e3, e->pred_over * 1e3);
-        for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
-        printf("], \"target_calls_by_width\": ");
-        print_widths(stdout, r);
-        if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
-        printf("}");
-    }
-    printf("\n]}\n");
-}
-
-/* Where the parallel drafter's rate beats the sequential one's at equal L, as a range
- * of the cost ratio c = M_D(1)/M_T(1), by the cost model: a block costs L c M_T(1) of
- * sequential drafting or kappa c M_T(1) of parallel drafting (kappa = M_P(fed + L - 1)
- * / M_D(1): one pass over the block's tokens and L - 1 masks) plus M_T(L + 1), and
- * yields the measured block efficiency (ep, es). Parallel wins iff
- * c (ep L - es kappa) M_T(1) > M_T(L + 1) (es - ep): written into out as "c > x",
- * "c < x", "every c" or "no c". flat: 1 with the passes' costs flat in their width
- * (kappa = 1), 2 with the target's flat too (M_T(L + 1) = M_T(1)): memory-bound
- * passes, a large model on a GPU, ParallelSpec's setting; 0: the measured curves. */
-static void parallel_crossover(const session *s, const entry *par, const entry *seq, int flat, char out[24])
-{
-    double ep = (double)par->run.tokens / (double)(par->run.blocks ? par->run.blocks : 1);
-    double es_ = (double)seq->run.tokens / (double)(seq->run.blocks ? seq->run.blocks : 1);
-    double L = (double)par->tree->max_depth, m1 = MT(s, 1);
-    double kappa = flat ? 1 : MP(s, ep + L - 1) / MD(s, 1);
-    double tau = flat == 2 ? m1 : MT(s, L + 1);
-    double slope = (ep * L - es_ * kappa) * m1, need = tau * (es_ - ep);
-    if (slope > 0) snprintf(out, 24, need > 0 ? "c > %.3f" : "every c", need / slope);
-    else if (slope < 0) snprintf(out, 24, need < 0 ? "c < %.3f" : "no c", need / slope);
-    else snprintf(out, 24, need < 0 ? "every c" : "no c");
-}
-
-/* --parallel-sweep: the entries come in pairs (parallel L, sequential L). */
-static void print_parallel(const session *s, const entry *es, size_t n)
-{
-    printf("# parallel drafter vs sequential draft at equal L: draft ms per block, block efficiency, tokens/s\n"
-           "# (measured; pred: the cost model's), who wins, and the cost ratios c = M_D/M_T at which the\n"
-           "# parallel drafter wins by the cost model with these block efficiencies (this machine: c = %.3f):\n"
-           "# with the measured cost curves, with a flat draft pass (kappa = 1), and with flat draft and\n"
-           "# target passes (memory-bound, as a large model on a GPU)\n", s->c);
-    printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %-12s %-12s %s\n", "L", "par-dms", "pred", "seq-dms",
-           "pred", "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "measured",
-           "flat-draft", "flat-both");
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        const entry *p = &es[i], *q = &es[i + 1];
-        if (p->skipped || q->skipped) continue;
-        double bp = p->run.blocks ? (double)p->run.blocks : 1, bq = q->run.blocks ? (double)q->run.blocks : 1;
-        char cs[3][24];
-        for (int f = 0; f < 3; f++) parallel_crossover(s, p, q, f, cs[f]);
-        printf("%3zu %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9.1f %9s %9s %-12s %-12s %s\n",
-               p->tree->max_depth,
-               p->run.draft_s / bp * 1e3, p->pred_draft * 1e3, q->run.draft_s / bq * 1e3, q->pred_draft * 1e3,
-               (double)p->run.tokens / bp, (double)q->run.tokens / bq, rate(&p->run), p->pred_rate, rate(&q->run),
-               q->pred_rate, rate(&p->run) > rate(&q->run) ? "parallel" : "seq",
-               p->pred_rate > q->pred_rate ? "parallel" : "seq", cs[0], cs[1], cs[2]);
-    }
-}
-
-static void print_table(const dec_opts *o, const session *s, const entry *es, size_t n)
-{
-    const sd_decode_stats *a = &s->ar_run;
-    printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
-    printf("# %zu prompts, up to %zu tokens each, temperature %g, top-p %g, top-k %zu, %d threads, seed %lu\n",
-           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed);
-    printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
-           "   c = M_D/M_T = %.3f\n"
-           "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
-           MT(s, 4) * 1e3, MT(s, 16) * 1e3, s->costs.nmax, MT(s, (double)s->costs.nmax) * 1e3,
-           MD(s, 1) * 1e3, MD(s, 4) * 1e3, s->c, s->costs.draw_gumbel * 1e3, s->costs.draw_cdf * 1e3);
-    if (s->pm)
-        printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
-               o->pdraft, MP(s, 1) * 1e3, MP(s, 4) * 1e3, MP(s, 8) * 1e3,
-               MP(s, 16) * 1e3);
-    printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
-           s->ncal);
-    printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
-           MT(s, 1) * 1e3, s->mt1_after * 1e3);
-    printf("%-16s %-22s %6s %8s %7s %7s %6s %7s %7s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes", "tok/s",
-           "speedup", "pred", "err%", "blk-eff", "pred", "acc", "draft%", "targ%", "verif%", "d-ms", "pred");
-    printf("%-16s %-22s %6s %8.1f %7.3f %7s %6s %7.3f %7s %6s %6s %6.1f %6.1f %6s %6s\n", "ar", "-", "-", rate(a), 1.0,
-           "-", "-", 1.0, "-", "-", "-", 100 * a->target_s / a->seconds, 100 * a->verify_s / a->seconds, "-", "-");
-    for (size_t i = 0; i < n; i++) {
-        const entry *e = &es[i];
-        const sd_decode_stats *r = &e->run;
-        char shape[23];
-        snprintf(shape, sizeof shape, "%s", e->shape);
-        if (strlen(e->shape) > 22) memcpy(shape + 19, "...", 4);
-        if (e->skipped) {
-            printf("%-16s %-22s skipped: %s\n", e->name, shape, e->why);
-            continue;
-        }
-        double blocks = r->blocks ? (double)r->blocks : 1, sp = rate(r) / rate(a);
-        printf("%-16s %-22s %6.1f %8.1f %7.3f %7.3f %+6.1f %7.3f %7.3f %6.2f %6.1f %6.1f %6.1f %6.3f %6.3f\n", e->name,
-               shape, (double)r->nodes / blocks, rate(r), sp, e->pred_speedup, 100 * (sp / e->pred_speedup - 1),
-               (double)r->tokens / blocks, e->pred_eff, (double)r->accepted / blocks,
-               100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds,
-               r->draft_s / blocks * 1e3, e->pred_draft * 1e3);
-    }
-    if (o->par_hi) print_parallel(s, es, n);
-    if (o->check) {
-        size_t bad = 0;
-        for (size_t i = 0; i < n; i++)
-            if (!es[i].skipped && es[i].mismatch) {
-                bad++;
-                printf("check: %s differs from ar on prompt %zu at token %zu\n", es[i].name,
-                       es[i].mismatch_prompt + 1, es[i].mismatch_pos);
-            }
-        printf("check: %s: every scheme's greedy tokens %s ar's on %zu prompts\n", bad ? "FAIL" : "PASS",
-               bad ? "do not all equal" : "equal", s->np);
-    }
-}
-
-/* One row per scheme for plots (paper-figs/e2e-*.gp): written whole or not at all. */
-static int write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->tsv);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
-    const sd_decode_stats *a = &s->ar_run;
-    fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
-               "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
-               "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms\n", s->np, o->max_tokens, o->sm.temperature,
-            omp_get_max_threads(), s->c);
-    fprintf(f, "# cost-target table");
-    for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
-    fprintf(f, "\n");
-    double ar_pred = 1 / (MT(s, 1) + (s->ar_cal.seconds - s->ar_cal.target_s) /
-                                        (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
-    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\n", o->sm.temperature, rate(a), ar_pred);
-    for (size_t i = 0; i < n; i++) {
-        const entry *e = &es[i];
-        if (e->skipped) continue;
-        const sd_decode_stats *r = &e->run;
-        double blocks = r->blocks ? (double)r->blocks : 1;
-        fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
-                e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
-                (double)r->nodes / blocks, rate(r), e->pred_rate, rate(r) / rate(a), e->pred_speedup,
-                (double)r->tokens / blocks, e->pred_eff, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
-                e->pred_draft * 1e3);
-    }
-    if (fclose(f) || rename(tmp, o->tsv)) {
-        remove(tmp);
-        return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
-    }
-    return SD_OK;
-}
-
 /* ---- the command ---- */
 
 static void session_free(session *s)
@@ -741,146 +471,138 @@ static int load_parallel(const dec_opts *o, session *s, size_t steps, double dte
     return rc;
 }
 
-static int decode(const dec_opts *o)
+/* Step 1: the models, the tokenizer, the prompts, the static shapes, and each prompt's
+ * budget (it, the tokens and the widest tree fit the context). */
+static int set_up(const dec_opts *o, session *s, entry *es, size_t ne)
 {
-    session s;
-    memset(&s, 0, sizeof s);
-    entry *es = sd_xcalloc(MAX_ENTRIES, sizeof *es);
-    size_t ne = 0;
-    int rc = make_entries(o, es, &ne), ret = CLI_OK;
-    if (!rc && !(rc = sd_llama_load(o->target, &s.tm)) && !(rc = sd_llama_load(o->draft, &s.dm)) &&
-        !(rc = sd_tokenizer_from_gguf(s.tm->file, &s.tok)))
-        rc = same_tokenizer(o, o->draft, s.tm, s.dm, s.tok);
-    if (!rc) rc = load_prompts(o, &s);
+    int rc = sd_llama_load(o->target, &s->tm);
+    if (!rc) rc = sd_llama_load(o->draft, &s->dm);
+    if (!rc) rc = sd_tokenizer_from_gguf(s->tm->file, &s->tok);
+    if (!rc) rc = same_tokenizer(o, o->draft, s->tm, s->dm, s->tok);
+    if (!rc) rc = load_prompts(o, s);
     double dtemp = o->draft_temp >= 0 ? o->draft_temp : o->sm.temperature > 0 ? o->sm.temperature : 0.5;
-    if (!rc) rc = sd_lm_llama(s.tm, 0, o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s.target);
-    if (!rc) rc = sd_lm_llama(s.dm, 0, dtemp, o->sm.top_k, o->sm.top_p, 0, &s.draft);
+    if (!rc) rc = sd_lm_llama(s->tm, 0, o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s->target);
+    if (!rc) rc = sd_lm_llama(s->dm, 0, dtemp, o->sm.top_k, o->sm.top_p, 0, &s->draft);
     if (!rc && o->sm.temperature == 0 && o->draft_temp < 0) /* chains draft greedily at T = 0 */
-        rc = sd_lm_llama(s.dm, 0, 0, o->sm.top_k, o->sm.top_p, 0, &s.draft_greedy);
+        rc = sd_lm_llama(s->dm, 0, 0, o->sm.top_k, o->sm.top_p, 0, &s->draft_greedy);
     /* shapes: static ones now, built ones after calibration (bounded by --budget) */
-    size_t widest = o->budget > 1 ? o->budget : 1, deepest = o->max_depth;
+    size_t widest = o->budget > 1 ? o->budget : 1;
     for (size_t i = 0; i < ne; i++) /* the probe that calibrates the built trees: kconfig:R,R */
         if ((es[i].build == BUILD_GT || es[i].build == BUILD_THROUGHPUT) && o->max_rank * (o->max_rank + 1) > widest)
             widest = o->max_rank * (o->max_rank + 1);
     for (size_t i = 0; i < ne && !rc; i++) {
         if (es[i].build != BUILD_NONE) continue;
-        if ((rc = sd_tree_parse(es[i].shape, &es[i].tree))) {
-            rc = prefixed(rc, es[i].name);
-            break;
-        }
-        size_t w = sd_tree_max_nodes(es[i].tree);
-        if (w > widest) widest = w;
-        if (es[i].tree->max_depth > deepest) deepest = es[i].tree->max_depth;
+        if ((rc = sd_tree_parse(es[i].shape, &es[i].tree))) return prefixed(rc, es[i].name);
+        if (sd_tree_max_nodes(es[i].tree) > widest) widest = sd_tree_max_nodes(es[i].tree);
+        if (es[i].tree->walk == SD_WALK_PARALLEL && es[i].tree->max_depth > s->need_par)
+            s->need_par = es[i].tree->max_depth; /* the most positions a parallel shape drafts */
     }
-    size_t need_par = 0; /* the most positions a parallel shape drafts */
-    for (size_t i = 0; i < ne && !rc; i++)
-        if (es[i].tree && es[i].tree->walk == SD_WALK_PARALLEL && es[i].tree->max_depth > need_par)
-            need_par = es[i].tree->max_depth;
-    if (!rc && need_par) rc = load_parallel(o, &s, need_par, dtemp);
-    size_t cache = 0, V = 0;
-    if (!rc) {
-        cache = s.tm->cfg.ctx_len < s.dm->cfg.ctx_len ? s.tm->cfg.ctx_len : s.dm->cfg.ctx_len;
-        if (s.pm && s.pm->cfg.ctx_len < cache) cache = s.pm->cfg.ctx_len;
-        V = s.tm->cfg.n_vocab;
-        if ((double)(widest + 1) * (double)V * 2 * sizeof(double) > 4294967296.0)
-            rc = sd_error(SD_ERANGE, "a tree of %zu nodes over %zu tokens needs %.1f GiB of laws: too large",
-                          widest, V, (double)(widest + 1) * (double)V * 16 / 1073741824.0);
+    if (!rc && s->need_par) rc = load_parallel(o, s, s->need_par, dtemp);
+    if (rc) return rc;
+    s->widest = widest;
+    s->cache = s->tm->cfg.ctx_len < s->dm->cfg.ctx_len ? s->tm->cfg.ctx_len : s->dm->cfg.ctx_len;
+    if (s->pm && s->pm->cfg.ctx_len < s->cache) s->cache = s->pm->cfg.ctx_len;
+    size_t V = s->tm->cfg.n_vocab;
+    if ((double)(widest + 1) * (double)V * 2 * sizeof(double) > 4294967296.0)
+        return sd_error(SD_ERANGE, "a tree of %zu nodes over %zu tokens needs %.1f GiB of laws: too large", widest,
+                        V, (double)(widest + 1) * (double)V * 16 / 1073741824.0);
+    s->budget = sd_xmalloc(s->np * sizeof *s->budget);
+    for (size_t i = 0; i < s->np; i++) {
+        size_t need = s->plen[i] + widest + 2;
+        if (need > s->cache)
+            return sd_error(SD_ERANGE, "prompt %zu has %zu tokens: with a tree of %zu nodes it needs %zu "
+                            "positions, past the context of %zu (%s)", i + 1, s->plen[i], widest, need, s->cache,
+                            s->plen[i] >= s->cache ? "the prompt alone is too long" : "use a smaller shape");
+        s->budget[i] = s->cache - need < o->max_tokens ? s->cache - need : o->max_tokens;
     }
-    /* each prompt's budget: it, the tokens and the widest tree fit the context */
-    if (!rc) {
-        s.budget = sd_xmalloc(s.np * sizeof *s.budget);
-        for (size_t i = 0; i < s.np && !rc; i++) {
-            size_t need = s.plen[i] + widest + 2;
-            if (need > cache)
-                rc = sd_error(SD_ERANGE, "prompt %zu has %zu tokens: with a tree of %zu nodes it needs %zu "
-                              "positions, past the context of %zu (%s)", i + 1, s.plen[i], widest, need,
-                              cache, s.plen[i] >= cache ? "the prompt alone is too long" : "use a smaller shape");
-            else
-                s.budget[i] = cache - need < o->max_tokens ? cache - need : o->max_tokens;
-        }
-    }
-    if (rc) {
-        ret = fail_msg("%s", sd_errmsg());
-        goto out;
-    }
-    /* costs */
-    size_t nmax = widest + 1 > 16 ? widest + 1 : 16;
-    if (2 * need_par + 1 > nmax) nmax = 2 * need_par + 1; /* a parallel pass: up to L + 1 fed, L - 1 masks */
-    if (!o->quiet) fprintf(stderr, "decode: measuring M_T(n), M_D(n)%s for n = 1..%zu\n", s.pm ? " and M_P(n)" : "", nmax);
-    if ((rc = sd_decode_costs_measure(s.target, s.draft, s.pdraft, s.prompt[0], s.plen[0], nmax, cache, &s.costs))) {
-        ret = fail_msg("%s", sd_errmsg());
-        goto out;
-    }
-    s.c = MD(&s, 1) / MT(&s, 1);
-    /* calibration: a few prompts, fewer tokens, another seed */
-    size_t ncal = s.ncal = o->calibrate < s.np ? o->calibrate : s.np, cal_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
+    return SD_OK;
+}
+
+/* Step 2: M_T(n), M_D(n) (and M_P(n)) up to the widest pass, and the draws' times. */
+static int measure(const dec_opts *o, session *s)
+{
+    size_t nmax = s->widest + 1 > 16 ? s->widest + 1 : 16;
+    if (2 * s->need_par + 1 > nmax) nmax = 2 * s->need_par + 1; /* a parallel pass: up to L + 1 fed, L - 1 masks */
+    if (!o->quiet)
+        fprintf(stderr, "decode: measuring M_T(n), M_D(n)%s for n = 1..%zu\n", s->pm ? " and M_P(n)" : "", nmax);
+    int rc = sd_decode_costs_measure(s->target, s->draft, s->pdraft, s->prompt[0], s->plen[0], nmax, s->cache,
+                                     &s->costs);
+    if (!rc) s->c = MD(s, 1) / MT(s, 1);
+    return rc;
+}
+
+/* OTM's LP coupling at every node: SD_EUNSUP (with the reason in e->why) where it is too
+ * slow to decode with. */
+static int otm_too_slow(const session *s, entry *e)
+{
+    size_t k = e->tree->walk == SD_WALK_SPECTR ? e->tree->width : e->tree->max_children, V = s->target->vocab;
+    double secs = sd_otm_lp_predicted_seconds(SD_OTM_LP_SET, V, k);
+    if (secs >= 0 && secs <= 0.05) return SD_OK;
+    char est[32] = "too long";
+    if (secs >= 0) snprintf(est, sizeof est, "~%.2g s", secs);
+    snprintf(e->why, sizeof e->why, "OTM-%zu's LP over %zu tokens takes %s per tree node (GLPK): too slow to "
+             "decode with; it needs a vocabulary of a few dozen tokens", k, V, est);
+    return SD_EUNSUP;
+}
+
+/* Step 3: the calibration (a few prompts, fewer tokens, another seed): ar, the probe
+ * that the built trees are built from, then every scheme, and its prediction. A scheme
+ * that cannot run on this pair is skipped with the reason. */
+static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry *probe)
+{
+    size_t ncal = s->ncal = o->calibrate < s->np ? o->calibrate : s->np;
+    size_t cal_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
+    unsigned long seed = o->sm.seed + 7919;
     if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, cal_tokens);
-    entry probe;
-    memset(&probe, 0, sizeof probe);
-    int need_probe = 0;
+    int need_probe = 0, rc = run_ar(o, s, ncal, cal_tokens, seed);
     for (size_t i = 0; i < ne; i++) need_probe |= es[i].build == BUILD_GT || es[i].build == BUILD_THROUGHPUT;
-    if (!(rc = run_ar(o, &s, ncal, cal_tokens, o->sm.seed + 7919)) && need_probe) {
+    if (!rc && need_probe) {
         size_t R = o->max_rank, two[2] = {R, R};
-        snprintf(probe.name, sizeof probe.name, "probe");
-        probe.scheme = SD_SCHEME_RRS;
-        if (!(rc = sd_tree_kconfig(two, 2, &probe.tree)))
-            rc = run_spec(o, &s, &probe, ncal, cal_tokens, o->sm.seed + 7919);
+        snprintf(probe->name, sizeof probe->name, "probe");
+        probe->scheme = SD_SCHEME_RRS;
+        if (!(rc = sd_tree_kconfig(two, 2, &probe->tree))) rc = run_spec(o, s, probe, ncal, cal_tokens, seed);
     }
     for (size_t i = 0; i < ne && !rc; i++) {
         entry *e = &es[i];
-        if (e->build != BUILD_NONE && build_tree(o, &s, e, &probe)) { /* e.g. no node pays */
-            e->skipped = 1;
-            snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
-            continue;
-        }
-        if (e->scheme == SD_SCHEME_OTM) { /* an LP at every node: refuse the slow ones */
-            size_t k = e->tree->walk == SD_WALK_SPECTR ? e->tree->width : e->tree->max_children;
-            double secs = sd_otm_lp_predicted_seconds(SD_OTM_LP_SET, V, k);
-            if (secs < 0 || secs > 0.05) {
-                e->skipped = 1;
-                char est[32] = "too long";
-                if (secs >= 0) snprintf(est, sizeof est, "~%.2g s", secs);
-                snprintf(e->why, sizeof e->why, "OTM-%zu's LP over %zu tokens takes %s per tree node "
-                         "(GLPK): too slow to decode with; it needs a vocabulary of a few dozen tokens",
-                         k, V, est);
-                continue;
-            }
-        }
         sd_error_clear();
-        int r = run_spec(o, &s, e, ncal, cal_tokens, o->sm.seed + 7919);
-        if (r) { /* a scheme that cannot run on this pair (an LP too large, ...): say why */
+        if (e->build != BUILD_NONE && build_tree(o, s, e, probe)) { /* e.g. no node pays */
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
-            continue;
-        }
-        if ((rc = predict(&s, e))) rc = prefixed(rc, e->name);
-    }
-    if (rc) {
-        ret = fail_msg("%s", sd_errmsg());
-        goto out;
-    }
-    /* the measured runs */
-    rc = measured_runs(o, &s, es, ne);
-    if (!rc) {
-        sd_cost_curve *after;
-        if (!(rc = sd_cost_measure(&s.target, 1, s.prompt[0], s.plen[0], 1, cache, &after))) {
-            s.mt1_after = sd_cost_curve_eval(after, 1);
-            sd_cost_curve_free(after);
+        } else if (e->scheme == SD_SCHEME_OTM && otm_too_slow(s, e)) { /* before its calibration */
+            e->skipped = 1;
+        } else if (run_spec(o, s, e, ncal, cal_tokens, seed)) { /* an LP too large, ... */
+            e->skipped = 1;
+            snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
+        } else if ((rc = sd_decode_predict(&s->costs, e->tree, e->scheme, e->ranks, e->nranks, &e->cal, &s->ar_cal,
+                                           &e->pred))) {
+            rc = prefixed(rc, e->name);
         }
     }
-    if (rc) {
-        ret = fail_msg("%s", sd_errmsg());
-        goto out;
-    }
-    if (o->tsv && (rc = write_tsv(o, &s, es, ne))) {
-        ret = fail_msg("%s", sd_errmsg());
-        goto out;
-    }
-    if (o->json) print_json(o, &s, es, ne);
-    else print_table(o, &s, es, ne);
-    for (size_t i = 0; o->check && i < ne; i++)
+    return rc;
+}
+
+static int decode(const dec_opts *o)
+{
+    session s;
+    entry probe;
+    memset(&s, 0, sizeof s), memset(&probe, 0, sizeof probe);
+    entry *es = sd_xcalloc(MAX_ENTRIES, sizeof *es);
+    size_t ne = 0;
+    int rc = make_entries(o, es, &ne), ret = CLI_OK;
+    if (!rc) rc = set_up(o, &s, es, ne);
+    if (!rc) rc = measure(o, &s);
+    if (!rc) rc = calibrate(o, &s, es, ne, &probe);
+    if (!rc) rc = measured_runs(o, &s, es, ne);
+    sd_cost_curve *after = NULL; /* M_T(1) again: the machine's drift over the runs */
+    if (!rc && !(rc = sd_cost_measure(&s.target, 1, s.prompt[0], s.plen[0], 1, s.cache, &after)))
+        s.mt1_after = sd_cost_curve_eval(after, 1);
+    sd_cost_curve_free(after);
+    if (!rc && o->tsv) rc = dec_write_tsv(o, &s, es, ne);
+    if (rc) ret = fail_msg("%s", sd_errmsg());
+    else if (o->json) dec_print_json(o, &s, es, ne);
+    else dec_print_table(o, &s, es, ne);
+    for (size_t i = 0; !rc && o->check && i < ne; i++)
         if (es[i].mismatch) ret = CLI_FAIL;
-out:
     sd_tree_free(probe.tree);
     for (size_t i = 0; i < ne; i++) sd_tree_free(es[i].tree);
     free(es);

@@ -1,0 +1,218 @@
+/* specdec decode's output: the table, the JSON object and the TSV rows of a finished run. */
+#include "decode_cli.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "sd_error.h"
+
+/* ---- output ---- */
+
+static double rate(const sd_decode_stats *st) { return st->seconds > 0 ? (double)st->tokens / st->seconds : 0; }
+
+static void print_widths(FILE *f, const sd_decode_stats *st)
+{
+    int first = 1;
+    fputc('{', f);
+    for (size_t w = 1; w <= SD_DECODE_WIDTHS; w++)
+        if (st->calls_by_width[w]) {
+            fprintf(f, "%s\"%zu\": [%zu, %.6g]", first ? "" : ", ", w, st->calls_by_width[w],
+                    st->secs_by_width[w] / (double)st->calls_by_width[w] * 1e3);
+            first = 0;
+        }
+    fputc('}', f);
+}
+
+void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t n)
+{
+    printf("{\"target\": ");
+    cli_json_string(stdout, o->target);
+    printf(", \"draft\": ");
+    cli_json_string(stdout, o->draft);
+    printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
+           "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g,\n \"m_t_ms\": [",
+           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c);
+    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
+    printf("],\n \"m_d_ms\": [");
+    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
+    if (s->pm) {
+        printf("],\n \"m_p_ms\": [");
+        for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MP(s, i) * 1e3);
+    }
+    const sd_decode_stats *a = &s->ar_run;
+    printf("],\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
+           "\"target_ms_per_token\": %.6g},\n \"rows\": [", a->tokens, a->seconds, rate(a),
+           a->tokens ? a->target_s / (double)a->tokens * 1e3 : 0);
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        const sd_decode_stats *r = &e->run;
+        printf("%s\n  {\"scheme\": ", i ? "," : "");
+        cli_json_string(stdout, e->name);
+        printf(", \"token_scheme\": \"%s\", \"shape\": ", sd_scheme_name(e->scheme));
+        cli_json_string(stdout, e->shape);
+        if (e->skipped) {
+            printf(", \"skipped\": ");
+            cli_json_string(stdout, e->why);
+            printf("}");
+            continue;
+        }
+        double blocks = r->blocks ? (double)r->blocks : 1;
+        printf(", \"threshold\": %.6g, \"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
+               "\"speedup\": %.6g, \"block_efficiency\": %.6g, \"mean_accepted\": %.6g, "
+               "\"nodes_per_block\": %.6g, \"draft_calls_per_block\": %.6g, \"draft_s\": %.6g, "
+               "\"target_s\": %.6g, \"verify_s\": %.6g, \"draft_ms_per_block\": %.6g, "
+               "\"predicted_block_efficiency\": %.6g, "
+               "\"predicted_tokens_per_second\": %.6g, \"predicted_speedup\": %.6g, "
+               "\"predicted_ms\": {\"draft\": %.6g, \"target\": %.6g, \"overhead\": %.6g}, "
+               "\"rank_acceptance\": [",
+               e->threshold, r->tokens, r->seconds, rate(r), rate(r) / rate(a), (double)r->tokens / blocks,
+               (double)r->accepted / blocks, (double)r->nodes / blocks, (double)r->draft_calls / blocks,
+               r->draft_s, r->target_s, r->verify_s, r->draft_s / blocks * 1e3, e->pred.efficiency, e->pred.rate, e->pred.speedup,
+               e->pred.draft_s * 1e3, e->pred.target_s * 1e3, e->pred.overhead_s * 1e3);
+        for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
+        printf("], \"target_calls_by_width\": ");
+        print_widths(stdout, r);
+        if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
+        printf("}");
+    }
+    printf("\n]}\n");
+}
+
+/* Where the parallel drafter's rate beats the sequential one's at equal L, as a range
+ * of the cost ratio c = M_D(1)/M_T(1), by the cost model: a block costs L c M_T(1) of
+ * sequential drafting or kappa c M_T(1) of parallel drafting (kappa = M_P(fed + L - 1)
+ * / M_D(1): one pass over the block's tokens and L - 1 masks) plus M_T(L + 1), and
+ * yields the measured block efficiency (ep, es). Parallel wins iff
+ * c (ep L - es kappa) M_T(1) > M_T(L + 1) (es - ep): written into out as "c > x",
+ * "c < x", "every c" or "no c". flat: 1 with the passes' costs flat in their width
+ * (kappa = 1), 2 with the target's flat too (M_T(L + 1) = M_T(1)): memory-bound
+ * passes, a large model on a GPU, ParallelSpec's setting; 0: the measured curves. */
+static void parallel_crossover(const session *s, const entry *par, const entry *seq, int flat, char out[24])
+{
+    double ep = (double)par->run.tokens / (double)(par->run.blocks ? par->run.blocks : 1);
+    double es_ = (double)seq->run.tokens / (double)(seq->run.blocks ? seq->run.blocks : 1);
+    double L = (double)par->tree->max_depth, m1 = MT(s, 1);
+    double kappa = flat ? 1 : MP(s, ep + L - 1) / MD(s, 1);
+    double tau = flat == 2 ? m1 : MT(s, L + 1);
+    double slope = (ep * L - es_ * kappa) * m1, need = tau * (es_ - ep);
+    if (slope > 0) snprintf(out, 24, need > 0 ? "c > %.3f" : "every c", need / slope);
+    else if (slope < 0) snprintf(out, 24, need < 0 ? "c < %.3f" : "no c", need / slope);
+    else snprintf(out, 24, need < 0 ? "every c" : "no c");
+}
+
+/* --parallel-sweep: the entries come in pairs (parallel L, sequential L). */
+static void print_parallel(const session *s, const entry *es, size_t n)
+{
+    printf("# parallel drafter vs sequential draft at equal L: draft ms per block, block efficiency, tokens/s\n"
+           "# (measured; pred: the cost model's), who wins, and the cost ratios c = M_D/M_T at which the\n"
+           "# parallel drafter wins by the cost model with these block efficiencies (this machine: c = %.3f):\n"
+           "# with the measured cost curves, with a flat draft pass (kappa = 1), and with flat draft and\n"
+           "# target passes (memory-bound, as a large model on a GPU)\n", s->c);
+    printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %-12s %-12s %s\n", "L", "par-dms", "pred", "seq-dms",
+           "pred", "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "measured",
+           "flat-draft", "flat-both");
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        const entry *p = &es[i], *q = &es[i + 1];
+        if (p->skipped || q->skipped) continue;
+        double bp = p->run.blocks ? (double)p->run.blocks : 1, bq = q->run.blocks ? (double)q->run.blocks : 1;
+        char cs[3][24];
+        for (int f = 0; f < 3; f++) parallel_crossover(s, p, q, f, cs[f]);
+        printf("%3zu %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9.1f %9s %9s %-12s %-12s %s\n",
+               p->tree->max_depth,
+               p->run.draft_s / bp * 1e3, p->pred.draft_s * 1e3, q->run.draft_s / bq * 1e3, q->pred.draft_s * 1e3,
+               (double)p->run.tokens / bp, (double)q->run.tokens / bq, rate(&p->run), p->pred.rate, rate(&q->run),
+               q->pred.rate, rate(&p->run) > rate(&q->run) ? "parallel" : "seq",
+               p->pred.rate > q->pred.rate ? "parallel" : "seq", cs[0], cs[1], cs[2]);
+    }
+}
+
+void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_t n)
+{
+    const sd_decode_stats *a = &s->ar_run;
+    printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
+    printf("# %zu prompts, up to %zu tokens each, temperature %g, top-p %g, top-k %zu, %d threads, seed %lu\n",
+           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed);
+    printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
+           "   c = M_D/M_T = %.3f\n"
+           "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
+           MT(s, 4) * 1e3, MT(s, 16) * 1e3, s->costs.nmax, MT(s, (double)s->costs.nmax) * 1e3,
+           MD(s, 1) * 1e3, MD(s, 4) * 1e3, s->c, s->costs.draw_gumbel * 1e3, s->costs.draw_cdf * 1e3);
+    if (s->pm)
+        printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
+               o->pdraft, MP(s, 1) * 1e3, MP(s, 4) * 1e3, MP(s, 8) * 1e3,
+               MP(s, 16) * 1e3);
+    printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
+           s->ncal);
+    printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
+           MT(s, 1) * 1e3, s->mt1_after * 1e3);
+    printf("%-16s %-22s %6s %8s %7s %7s %6s %7s %7s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes", "tok/s",
+           "speedup", "pred", "err%", "blk-eff", "pred", "acc", "draft%", "targ%", "verif%", "d-ms", "pred");
+    printf("%-16s %-22s %6s %8.1f %7.3f %7s %6s %7.3f %7s %6s %6s %6.1f %6.1f %6s %6s\n", "ar", "-", "-", rate(a), 1.0,
+           "-", "-", 1.0, "-", "-", "-", 100 * a->target_s / a->seconds, 100 * a->verify_s / a->seconds, "-", "-");
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        const sd_decode_stats *r = &e->run;
+        char shape[23];
+        snprintf(shape, sizeof shape, "%s", e->shape);
+        if (strlen(e->shape) > 22) memcpy(shape + 19, "...", 4);
+        if (e->skipped) {
+            printf("%-16s %-22s skipped: %s\n", e->name, shape, e->why);
+            continue;
+        }
+        double blocks = r->blocks ? (double)r->blocks : 1, sp = rate(r) / rate(a);
+        printf("%-16s %-22s %6.1f %8.1f %7.3f %7.3f %+6.1f %7.3f %7.3f %6.2f %6.1f %6.1f %6.1f %6.3f %6.3f\n", e->name,
+               shape, (double)r->nodes / blocks, rate(r), sp, e->pred.speedup, 100 * (sp / e->pred.speedup - 1),
+               (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks,
+               100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds,
+               r->draft_s / blocks * 1e3, e->pred.draft_s * 1e3);
+    }
+    if (o->par_hi) print_parallel(s, es, n);
+    if (o->check) {
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!es[i].skipped && es[i].mismatch) {
+                bad++;
+                printf("check: %s differs from ar on prompt %zu at token %zu\n", es[i].name,
+                       es[i].mismatch_prompt + 1, es[i].mismatch_pos);
+            }
+        printf("check: %s: every scheme's greedy tokens %s ar's on %zu prompts\n", bad ? "FAIL" : "PASS",
+               bad ? "do not all equal" : "equal", s->np);
+    }
+}
+
+/* One row per scheme for plots (paper-figs/e2e-*.gp): written whole or not at all. */
+int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->tsv);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
+    const sd_decode_stats *a = &s->ar_run;
+    fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
+               "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
+               "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms\n", s->np, o->max_tokens, o->sm.temperature,
+            omp_get_max_threads(), s->c);
+    fprintf(f, "# cost-target table");
+    for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
+    fprintf(f, "\n");
+    double ar_pred = 1 / (MT(s, 1) + (s->ar_cal.seconds - s->ar_cal.target_s) /
+                                        (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
+    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\n", o->sm.temperature, rate(a), ar_pred);
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        if (e->skipped) continue;
+        const sd_decode_stats *r = &e->run;
+        double blocks = r->blocks ? (double)r->blocks : 1;
+        fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
+                e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
+                (double)r->nodes / blocks, rate(r), e->pred.rate, rate(r) / rate(a), e->pred.speedup,
+                (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
+                e->pred.draft_s * 1e3);
+    }
+    if (fclose(f) || rename(tmp, o->tsv)) {
+        remove(tmp);
+        return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
+    }
+    return SD_OK;
+}
