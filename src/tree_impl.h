@@ -5,6 +5,7 @@
 #ifndef SD_TREE_IMPL_H
 #define SD_TREE_IMPL_H
 
+#include "sd_error.h"
 #include "tree.h"
 #include "verify_impl.h"
 
@@ -19,8 +20,34 @@ typedef struct {
     size_t n, cap;
 } frontier;
 
-void sd_tree_frontier_push(frontier *f, frontier_item it);
-frontier_item sd_tree_frontier_pop(frontier *f);
+static inline void sd_tree_frontier_push(frontier *f, frontier_item it)
+{
+    if (f->n == f->cap) f->heap = sd_xrealloc(f->heap, (f->cap = f->cap ? 2 * f->cap : 64) * sizeof *f->heap);
+    size_t i = f->n++;
+    while (i > 0 && f->heap[(i - 1) / 2].value < it.value) {
+        f->heap[i] = f->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    f->heap[i] = it;
+}
+
+static inline frontier_item sd_tree_frontier_pop(frontier *f)
+{
+    frontier_item top = f->heap[0], last = f->heap[--f->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        double mv = last.value;
+        if (l < f->n && f->heap[l].value > mv) m = l, mv = f->heap[l].value;
+        if (r < f->n && f->heap[r].value > mv) m = r;
+        if (m == i) break;
+        f->heap[i] = f->heap[m];
+        i = m;
+    }
+    if (f->n) f->heap[i] = last;
+    return top;
+}
+
 
 struct sd_tree_ws {
     const sd_tree *tree;
