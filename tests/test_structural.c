@@ -34,7 +34,7 @@ static void assert_mask_equal(const unsigned char *got, const unsigned char *wan
 
 /* ---- MCSD Fig. 2 ----
  *
- * The extracted text of MCSD (003_*) keeps Fig. 2's caption ("an attention mask that
+ * The text of MCSD keeps Fig. 2's caption ("an attention mask that
  * exclusively permits each token to access its ancestors") but not the drawing, so the
  * matrix below is derived, not transcribed: the smallest k-ary tree of Section 3.3
  * with k = 2 at both levels (configuration 2x2), after two context tokens c0 c1,
@@ -211,7 +211,7 @@ static void test_structural_rsd_fig3_beam(void **state)
 
 /* ---- ParallelSpec Fig. 3 ----
  *
- * The extracted text (001_*) keeps Fig. 3's caption (check: attention on, X: "attention
+ * ParallelSpec's text keeps Fig. 3's caption (check: attention on, X: "attention
  * suppressed to prevent access across parallel groups", -100: "ignored tokens in the
  * target sequence that do not contribute to training loss") and Section 4.1 ("each
  * parallel group in the source sequence consists of an input token and several [MASK]
