@@ -40,7 +40,7 @@ BIN      := $(BUILD)/specdec
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-e2e bench-parallel figs figs-check demo models clean install help mpi bench-mpi
+.PHONY: all deps test check fuzz bench bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi
 .SECONDARY:
 
 all: $(BIN)
@@ -131,6 +131,11 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 # llama.cpp side by side (tests/bench/e2e.sh; a few minutes on 2 cores).
 bench-e2e: $(BIN)
 	sh tests/bench/e2e.sh $(BUILD)
+
+# bench-predict: decode --scheme all five times on the default pair; per scheme the
+# predicted speedup's mean error, spread and the intervals' coverage (tests/bench/predict.sh).
+bench-predict: $(BIN)
+	sh tests/bench/predict.sh $(BUILD)
 
 # bench-mpi: the MPI path against the threaded one (1 and 2 ranks), the load balance of a
 # sweep whose cells differ in cost, and the modelled speedup at N ranks (tests/bench/mpi.sh).

@@ -248,12 +248,31 @@ static int time_width(sd_lm *lm, size_t *buf, size_t blen, size_t n, size_t *cha
     return rc;
 }
 
+/* m[1..nmax] from the ladder's rungs t[0..rungs-1] (width min(ladder[k], nmax)): linear
+ * between rungs, never falling, never zero. */
+static int ladder_curve(const size_t *ladder, size_t rungs, const double *t, size_t nmax, double *m,
+                        sd_cost_curve **out)
+{
+    size_t last = 0;
+    for (size_t k = 0; k < rungs; k++) {
+        size_t n = ladder[k] < nmax ? ladder[k] : nmax;
+        m[n] = t[k];
+        if (last && m[n] < m[last]) m[n] = m[last]; /* a wider pass is never cheaper */
+        if (!(m[n] > 0)) m[n] = 1e-9;                /* a clock too coarse for the call */
+        for (size_t i = last + 1; last && i < n; i++)
+            m[i] = m[last] + (m[n] - m[last]) * (double)(i - last) / (double)(n - last);
+        last = n;
+    }
+    return sd_cost_curve_table(m + 1, nmax, out);
+}
+
 int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
-                    size_t cache, sd_cost_curve **out)
+                    size_t cache, sd_cost_curve **out, sd_cost_curve **passes)
 {
     static const size_t ladder[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
-    enum { PASSES = 5, LADDER = sizeof ladder / sizeof *ladder, MODELS = 3 };
+    enum { PASSES = SD_COST_PASSES, LADDER = sizeof ladder / sizeof *ladder, MODELS = 3 };
     for (size_t j = 0; j < nlm; j++) out[j] = NULL;
+    for (size_t j = 0; passes && j < nlm * PASSES; j++) passes[j] = NULL;
     if (nlm == 0 || nlm > MODELS) return sd_error(SD_EINVAL, "cost measure: %zu models (1 to %d)", nlm, MODELS);
     if (!plen || nmax == 0 || cache < nmax + 2)
         return sd_error(SD_EINVAL, "cost measure: prompt of %zu tokens, widths up to %zu, cache of %zu", plen,
@@ -276,8 +295,12 @@ int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t p
         for (size_t k = 0; k < rungs && !rc; k++)
             for (size_t j = 0; j < nlm && !rc; j++)
                 rc = time_width(lm[j], buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, &t[j][k][pass]);
+    double rung[LADDER];
     for (size_t j = 0; j < nlm && !rc; j++) {
-        size_t last = 0;
+        for (int pass = 0; passes && pass < PASSES && !rc; pass++) { /* each pass's own curve */
+            for (size_t k = 0; k < rungs; k++) rung[k] = t[j][k][pass];
+            rc = ladder_curve(ladder, rungs, rung, nmax, m, &passes[j * PASSES + (size_t)pass]);
+        }
         for (size_t k = 0; k < rungs; k++) {
             double *p = t[j][k];
             for (int i = 1; i < PASSES; i++) /* the median of the passes */
@@ -285,17 +308,12 @@ int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t p
                     double x = p[q];
                     p[q] = p[q - 1], p[q - 1] = x;
                 }
-            size_t n = ladder[k] < nmax ? ladder[k] : nmax;
-            m[n] = p[PASSES / 2];
-            if (last && m[n] < m[last]) m[n] = m[last]; /* a wider pass is never cheaper */
-            if (!(m[n] > 0)) m[n] = 1e-9;                /* a clock too coarse for the call */
-            for (size_t i = last + 1; last && i < n; i++)
-                m[i] = m[last] + (m[n] - m[last]) * (double)(i - last) / (double)(n - last);
-            last = n;
+            rung[k] = p[PASSES / 2];
         }
-        rc = sd_cost_curve_table(m + 1, nmax, &out[j]);
+        if (!rc) rc = ladder_curve(ladder, rungs, rung, nmax, m, &out[j]);
     }
     for (size_t j = 0; rc && j < nlm; j++) sd_cost_curve_free(out[j]), out[j] = NULL;
+    for (size_t j = 0; rc && passes && j < nlm * PASSES; j++) sd_cost_curve_free(passes[j]), passes[j] = NULL;
     free(buf), free(chain), free(law), free(m);
     return rc;
 }

@@ -96,14 +96,17 @@ int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out);
 /* Measured cost curves of nlm (1 to 3) oracles, in seconds: out[j](n) is one call of
  * lm[j] evaluating n tree tokens (a chain of n nodes after a context of about plen + 32
  * tokens made from the prompt, sd_lm_next_tree), for n = 1..nmax. A ladder of widths
- * (1, 2, 3, 4, 6, 8, 12, 16, 24, ...) is timed five times after a warm-up, the models
- * alternating at every width so that a machine whose speed wanders moves all alike;
- * each width keeps its median, the widths between are linear, and a wider call is never
- * cheaper. cache: the oracles' context length (nmax + 2 at least). The caller frees
- * out[0 .. nlm-1] (sd_cost_curve_free). */
+ * (1, 2, 3, 4, 6, 8, 12, 16, 24, ...) is timed SD_COST_PASSES times after a warm-up, the
+ * models alternating at every width so that a machine whose speed wanders moves all
+ * alike; each width keeps its median, the widths between are linear, and a wider call is
+ * never cheaper. passes (NULL, or room for nlm x SD_COST_PASSES) gets each pass's own
+ * curve, passes[j * SD_COST_PASSES + i]: the timing spread that prediction intervals
+ * resample. cache: the oracles' context length (nmax + 2 at least). The caller frees
+ * every curve (sd_cost_curve_free). */
+#define SD_COST_PASSES 5
 typedef struct sd_lm sd_lm;
 int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
-                    size_t cache, sd_cost_curve **out);
+                    size_t cache, sd_cost_curve **out, sd_cost_curve **passes);
 
 /* Leviathan et al.: expected tokens per iteration of a chain of gamma drafts, each
  * accepted with probability alpha independently, (1 - a^(g+1)) / (1 - a) (g + 1 at

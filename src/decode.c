@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_randist.h>
+
 #include "dist.h"
 #include "sd_error.h"
 
@@ -81,8 +83,10 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
             break;
         }
         sd_block blk;
+        double b0 = sd_seconds();
         if ((rc = sd_tree_block(ws, draft, target, ctx, plen + k, p->max_tokens - k, rng, blk_out, &blk)))
             break;
+        double over = sd_seconds() - b0 - blk.draft_s - blk.target_s;
         size_t take = blk.tokens;
         for (size_t i = 0; i < blk.tokens; i++)
             if (blk_out[i] == p->eos) {
@@ -98,6 +102,7 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
         st->nodes += blk.nodes;
         st->draft_calls += blk.draft_calls;
         st->draft_s += blk.draft_s, st->target_s += blk.target_s, st->verify_s += blk.verify_s;
+        st->tokens_sq += (double)take * (double)take, st->overhead_sq += over * over;
         count_call(st, blk.nodes + 1, blk.target_s);
     }
     st->seconds += sd_seconds() - t0;
@@ -118,7 +123,7 @@ int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const 
     memset(out, 0, sizeof *out);
     sd_lm *lm[3] = {target, draft, parallel};
     sd_cost_curve *curve[3] = {NULL, NULL, NULL};
-    int rc = sd_cost_measure(lm, parallel ? 3 : 2, prompt, plen, nmax, cache, curve);
+    int rc = sd_cost_measure(lm, parallel ? 3 : 2, prompt, plen, nmax, cache, curve, &out->pass[0][0]);
     if (rc) return rc;
     out->target = curve[0], out->draft = curve[1], out->parallel = curve[2], out->nmax = nmax;
     /* the draws: Gumbel-top-2 over the vocabulary, inverse CDF, on the draft's law */
@@ -140,6 +145,8 @@ int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const 
 void sd_decode_costs_free(sd_decode_costs *c)
 {
     sd_cost_curve_free(c->target), sd_cost_curve_free(c->draft), sd_cost_curve_free(c->parallel);
+    for (int j = 0; j < 3; j++)
+        for (int i = 0; i < SD_COST_PASSES; i++) sd_cost_curve_free(c->pass[j][i]);
     memset(c, 0, sizeof *c);
 }
 
@@ -189,6 +196,8 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
                       sd_decode_prediction *out)
 {
     memset(out, 0, sizeof *out);
+    out->efficiency_lo = out->efficiency_hi = out->rate_lo = out->rate_hi = NAN;
+    out->speedup_lo = out->speedup_hi = NAN;
     double blocks = cal->blocks ? (double)cal->blocks : 1;
     double cal_eff = (double)cal->tokens / blocks, nodes = (double)cal->nodes / blocks;
     /* a parallel drafter's acceptance falls with the depth (position i's law ignores the
@@ -209,4 +218,75 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     out->target_s = sd_cost_curve_eval(c->target, tree + 1);
     out->rate = s.token_rate, out->speedup = s.speedup;
     return SD_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The mean of per-block sums (sum, sum of squares over n blocks) and its standard error. */
+static double block_se(double sum, double sq, double n)
+{
+    if (n < 2) return 0;
+    double mean = sum / n, var = (sq / n - mean * mean) * n / (n - 1);
+    return var > 0 ? sqrt(var / n) : 0;
+}
+
+int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,
+                               const double *tried, const double *won, size_t nranks,
+                               const sd_decode_stats *cal, const sd_decode_stats *ar, double level,
+                               size_t reps, gsl_rng *rng, sd_decode_prediction *p)
+{
+    if (!(level > 0 && level < 1) || reps < 10)
+        return sd_error(SD_EINVAL, "prediction interval: level %g (want 0 < level < 1), %zu replicates "
+                        "(want 10 or more)", level, reps);
+    double *eff = sd_xmalloc(3 * reps * sizeof *eff), *rate = eff + reps, *speed = rate + reps;
+    double ranks[SD_TREE_MAX_CHILDREN], B = (double)(cal->blocks ? cal->blocks : 1);
+    double tok_se = block_se((double)cal->tokens, cal->tokens_sq, B);
+    double over = (cal->seconds - cal->draft_s - cal->target_s) / B;
+    double over_se = block_se(over * B, cal->overhead_sq, B);
+    int fixed = t->walk == SD_WALK_TREE, rc = SD_OK;
+    if (nranks > SD_TREE_MAX_CHILDREN) nranks = SD_TREE_MAX_CHILDREN;
+    for (size_t r = 0; r < reps && !rc; r++) {
+        size_t pass = gsl_rng_uniform_int(rng, SD_COST_PASSES);
+        sd_decode_costs v = *c;
+        if (c->pass[0][pass]) v.target = c->pass[0][pass], v.draft = c->pass[1][pass];
+        if (c->pass[2][pass]) v.parallel = c->pass[2][pass];
+        for (size_t k = 0; k < nranks; k++)
+            ranks[k] = tried[k] > 0 ? gsl_ran_beta(rng, won[k] + 0.5, tried[k] - won[k] + 0.5) : 0;
+        /* the calibration's totals with this replicate's efficiency and overhead */
+        sd_decode_stats cs = *cal;
+        double e = (double)cal->tokens / B + gsl_ran_gaussian(rng, tok_se), o = over + gsl_ran_gaussian(rng, over_se);
+        if (!fixed) cs.tokens = (size_t)fmax(B, e * B + 0.5);
+        cs.seconds = cal->draft_s + cal->target_s + fmax(o, 0) * B;
+        sd_decode_prediction q;
+        rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
+        eff[r] = q.efficiency, rate[r] = q.rate, speed[r] = q.speedup;
+    }
+    if (!rc) {
+        double *col[3] = {eff, rate, speed}, *lo[3] = {&p->efficiency_lo, &p->rate_lo, &p->speedup_lo};
+        double *hi[3] = {&p->efficiency_hi, &p->rate_hi, &p->speedup_hi};
+        size_t a = (size_t)floor((1 - level) / 2 * (double)(reps - 1)), b = reps - 1 - a;
+        const double point[3] = {p->efficiency, p->rate, p->speedup};
+        for (int k = 0; k < 3; k++) { /* widened to hold the prediction itself (an estimate
+                                         at a boundary, such as every draft accepted) */
+            qsort(col[k], reps, sizeof *col[k], cmp_double);
+            *lo[k] = fmin(col[k][a], point[k]), *hi[k] = fmax(col[k][b], point[k]);
+        }
+    }
+    free(eff);
+    return rc;
+}
+
+void sd_decode_threshold_interval(const sd_decode_costs *c, double *lo, double *hi)
+{
+    *lo = *hi = sd_cost_curve_eval(c->draft, 1) / sd_cost_curve_eval(c->target, 1);
+    for (int i = 0; i < SD_COST_PASSES; i++) {
+        if (!c->pass[0][i]) continue;
+        double x = sd_cost_curve_eval(c->pass[1][i], 1) / sd_cost_curve_eval(c->pass[0][i], 1);
+        if (x < *lo) *lo = x;
+        if (x > *hi) *hi = x;
+    }
 }

@@ -43,6 +43,8 @@ typedef struct {
     size_t calls_by_width[SD_DECODE_WIDTHS + 1];  /* target calls of n tokens, n <= WIDTHS */
     double secs_by_width[SD_DECODE_WIDTHS + 1];
     size_t stopped[3];                   /* sequences ended by budget, EOS, room */
+    double tokens_sq, overhead_sq;       /* speculative: sums over blocks of (tokens)^2 and
+                                            (block time - draft - target)^2, for the spread */
 } sd_decode_stats;
 
 /* Autoregressive: one target call per token, the token drawn from its law. Writes up
@@ -74,6 +76,8 @@ typedef struct {
     sd_cost_curve *draft;    /* M_D(n): a draft call over n tokens */
     sd_cost_curve *parallel; /* M_P(n): a parallel drafter's pass over n tokens (context
                                 and masks), or NULL */
+    sd_cost_curve *pass[3][SD_COST_PASSES]; /* each timing pass's own curves: target, draft,
+                                               parallel (the spread intervals resample) */
     size_t nmax;             /* the widths measured: 1 .. nmax */
     double draw_gumbel;      /* one Gumbel-top-k draw from a draft law (without replacement,
                                 a beam node's expansion) */
@@ -92,6 +96,8 @@ typedef struct {
     double target_s;        /* its target call */
     double overhead_s;      /* the rest of a block: verification, sampling, cache keep */
     double rate, speedup;   /* tokens/s, and over autoregressive decoding */
+    /* sd_decode_predict_interval: the central interval of the three figures (NaN until then) */
+    double efficiency_lo, efficiency_hi, rate_lo, rate_hi, speedup_lo, speedup_hi;
 } sd_decode_prediction;
 
 /* The draft time of one block of tree t: one call per level (a level with one node to
@@ -109,5 +115,24 @@ double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_sc
 int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
                       size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
                       sd_decode_prediction *out);
+
+/* The interval of a prediction (p, filled by sd_decode_predict): the central `level`
+ * (e.g. 0.9) of reps parametric-bootstrap replicates, each with
+ *   - every rank's acceptance drawn from its Beta(won + 1/2, tried - won + 1/2) posterior
+ *     (the calibration's counts; a static tree), or the efficiency from a normal of the
+ *     calibration's mean and standard error over blocks (other walks);
+ *   - the overhead per block from a normal of its mean and standard error;
+ *   - the cost curves of one timing pass, drawn at random (the ladder's spread; target,
+ *     draft and parallel curves of the same pass, timed side by side).
+ * Fills p's _lo and _hi fields, widened where needed to hold p's own values (a rank
+ * estimated at 0 or 1 has its posterior on one side). SD_EINVAL for a level outside (0, 1) or reps < 10. */
+int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,
+                               const double *tried, const double *won, size_t nranks,
+                               const sd_decode_stats *cal, const sd_decode_stats *ar, double level,
+                               size_t reps, gsl_rng *rng, sd_decode_prediction *p);
+
+/* The interval of c = M_D(1) / M_T(1) (GT's threshold) over the timing passes: their
+ * smallest and largest ratio. */
+void sd_decode_threshold_interval(const sd_decode_costs *c, double *lo, double *hi);
 
 #endif

@@ -277,7 +277,7 @@ static void test_cost_table_speed_measure(void **state)
     size_t prompt[5] = {1, 2, 3, 4, 5};
     sd_cost_curve *c[2];
     sd_lm *both[2] = {g, d};
-    assert_int_equal(sd_cost_measure(both, 2, prompt, 5, 9, 64, c), SD_OK);
+    assert_int_equal(sd_cost_measure(both, 2, prompt, 5, 9, 64, c, NULL), SD_OK);
     for (int j = 0; j < 2; j++) {
         for (double n = 1; n < 9; n++) {
             assert_true(sd_cost_curve_eval(c[j], n) > 0);
@@ -285,7 +285,7 @@ static void test_cost_table_speed_measure(void **state)
         }
         sd_cost_curve_free(c[j]);
     }
-    assert_int_equal(sd_cost_measure(both, 2, prompt, 5, 9, 10, c), SD_EINVAL);
+    assert_int_equal(sd_cost_measure(both, 2, prompt, 5, 9, 10, c, NULL), SD_EINVAL);
     assert_null(c[0]);
     sd_lm_free(d), sd_lm_free(g);
 }

@@ -4,6 +4,7 @@
  * with the real model as the oracle), and a planted tree bug fails both. */
 #include "support.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -349,7 +350,7 @@ static void test_decode_predict(void **state)
 {
     (void)state;
     static const double mt[8] = {1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7}, md[8] = {0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55};
-    sd_decode_costs c = {NULL, NULL, NULL, 8, 0.003, 0.001};
+    sd_decode_costs c = {.nmax = 8, .draw_gumbel = 0.003, .draw_cdf = 0.001};
     assert_int_equal(sd_cost_curve_table(mt, 8, &c.target), SD_OK);
     assert_int_equal(sd_cost_curve_table(md, 8, &c.draft), SD_OK);
     sd_tree *t;
@@ -371,6 +372,44 @@ static void test_decode_predict(void **state)
      * nodes to extend, M_D(2) for the two new tokens, two inverse-CDF draws */
     assert_int_equal(sd_tree_parse("kconfig:2,1", &t), SD_OK);
     assert_close(sd_decode_predict_draft(&c, t, SD_SCHEME_RRS, &cal), 0.2 + 0.003 + 0.25 + 2 * 0.001, 1e-12, 0);
+    sd_tree_free(t);
+    /* intervals: the timing passes' spread alone (counts so large that the ranks are
+     * exact) stays between the passes' own predictions; the ranks' sampling error alone
+     * shrinks as the counts grow; both contain the point prediction */
+    assert_int_equal(sd_tree_parse("chain:4", &t), SD_OK);
+    double pass_lo = INFINITY, pass_hi = -INFINITY, scaled[8];
+    for (int i = 0; i < SD_COST_PASSES; i++) {
+        for (int n = 0; n < 8; n++) scaled[n] = mt[n] * (0.9 + 0.05 * i);
+        assert_int_equal(sd_cost_curve_table(scaled, 8, &c.pass[0][i]), SD_OK);
+        assert_int_equal(sd_cost_curve_table(md, 8, &c.pass[1][i]), SD_OK);
+        sd_decode_costs one = c;
+        one.target = c.pass[0][i];
+        assert_int_equal(sd_decode_predict(&one, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+        pass_lo = fmin(pass_lo, p.speedup), pass_hi = fmax(pass_hi, p.speedup);
+    }
+    cal.overhead_sq = 0.3 * 0.3 * 10; /* every block's overhead the mean: no spread */
+    gsl_rng *r = sd_test_rng(3);
+    double tried[1] = {1e9}, won[1] = {0.8e9};
+    assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
+    assert_true(p.speedup_lo >= pass_lo * (1 - 1e-4) && p.speedup_hi <= pass_hi * (1 + 1e-4));
+    assert_true(p.speedup_hi - p.speedup_lo > 0.5 * (pass_hi - pass_lo)); /* the passes' spread shows */
+    assert_true(p.speedup_lo <= p.speedup && p.speedup <= p.speedup_hi);
+    assert_close(p.efficiency_lo, eff, 1e-3, 0);
+    double width[2];
+    for (int k = 0; k < 2; k++) {
+        tried[0] = k ? 5000 : 50, won[0] = 0.8 * tried[0];
+        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
+        assert_true(p.efficiency_lo < eff && eff < p.efficiency_hi);
+        width[k] = p.efficiency_hi - p.efficiency_lo;
+    }
+    assert_true(width[0] > 5 * width[1]); /* sqrt(100) = 10 times narrower, give or take */
+    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 1.5, 400, r, &p), SD_EINVAL);
+    double clo, chi;
+    sd_decode_threshold_interval(&c, &clo, &chi);
+    assert_close(clo, 0.2 / (1 * 1.1), 1e-12, 0);
+    assert_close(chi, 0.2 / (1 * 0.9), 1e-12, 0);
+    gsl_rng_free(r);
     sd_tree_free(t);
     sd_decode_costs_free(&c);
 }

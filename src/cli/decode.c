@@ -83,6 +83,9 @@ static const char *const help =
     "                     another seed)\n"
     "  --budget B, --max-depth D, --max-rank R  bounds of the built trees (16, 6, 4)\n"
     "  --threshold C      GT's threshold (default: the measured c)\n"
+    "  --level P          the predictions' intervals: central P of a bootstrap over the\n"
+    "                     calibration's counts and the cost ladder's timing passes\n"
+    "                     (default 0.9; a larger --calibrate narrows them)\n"
     "  --gt-sweep M,...   instead of --scheme: gt and gt-dynamic at thresholds c x M for\n"
     "                     each M (e.g. 0.25,0.5,1,2,4), and the throughput tree\n"
     "  --parallel-draft P.gguf  the parallel drafter (specdec train --parallel K; default\n"
@@ -338,10 +341,9 @@ static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t b
         size_t n;
         rc = sd_decode_spec(ws, draft, s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &e->cal);
     }
-    double tried[SD_TREE_MAX_CHILDREN], won[SD_TREE_MAX_CHILDREN];
     e->nranks = e->tree->max_children ? e->tree->max_children : 1;
-    sd_tree_ws_rank_counts(ws, e->nranks, tried, won);
-    for (size_t r = 0; r < e->nranks; r++) e->ranks[r] = tried[r] > 0 ? won[r] / tried[r] : 0;
+    sd_tree_ws_rank_counts(ws, e->nranks, e->tried, e->won);
+    for (size_t r = 0; r < e->nranks; r++) e->ranks[r] = e->tried[r] > 0 ? e->won[r] / e->tried[r] : 0;
     free(buf);
     gsl_rng_free(rng);
     sd_tree_ws_free(ws);
@@ -554,6 +556,8 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
     size_t cal_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
     unsigned long seed = o->sm.seed + 7919;
     if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, cal_tokens);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2); /* the intervals' bootstrap */
+    gsl_rng_set(rng, o->sm.seed + 104729);
     int need_probe = 0, rc = run_ar(o, s, ncal, cal_tokens, seed);
     for (size_t i = 0; i < ne; i++) need_probe |= es[i].build == BUILD_GT || es[i].build == BUILD_THROUGHPUT;
     if (!rc && need_probe) {
@@ -574,10 +578,14 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
         } else if ((rc = sd_decode_predict(&s->costs, e->tree, e->scheme, e->ranks, e->nranks, &e->cal, &s->ar_cal,
-                                           &e->pred))) {
+                                           &e->pred)) ||
+                   (rc = sd_decode_predict_interval(&s->costs, e->tree, e->scheme, e->tried, e->won, e->nranks,
+                                                    &e->cal, &s->ar_cal, o->level, 400, rng, &e->pred))) {
             rc = prefixed(rc, e->name);
         }
     }
+    gsl_rng_free(rng);
+    sd_decode_threshold_interval(&s->costs, &s->c_lo, &s->c_hi);
     return rc;
 }
 
@@ -594,7 +602,7 @@ static int decode(const dec_opts *o)
     if (!rc) rc = calibrate(o, &s, es, ne, &probe);
     if (!rc) rc = measured_runs(o, &s, es, ne);
     sd_cost_curve *after = NULL; /* M_T(1) again: the machine's drift over the runs */
-    if (!rc && !(rc = sd_cost_measure(&s.target, 1, s.prompt[0], s.plen[0], 1, s.cache, &after)))
+    if (!rc && !(rc = sd_cost_measure(&s.target, 1, s.prompt[0], s.plen[0], 1, s.cache, &after, NULL)))
         s.mt1_after = sd_cost_curve_eval(after, 1);
     sd_cost_curve_free(after);
     if (!rc && o->tsv) rc = dec_write_tsv(o, &s, es, ne);
@@ -615,14 +623,14 @@ int cmd_decode(int argc, char **argv)
     const char *cmd = "decode";
     dec_opts o;
     memset(&o, 0, sizeof o);
-    o.max_tokens = 64, o.calibrate = 4;
+    o.max_tokens = 64, o.calibrate = 4, o.level = 0.9;
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
     o.budget = 16, o.max_depth = 6, o.max_rank = 4, o.draft_temp = -1, o.threshold = NAN;
     o.prompts = "data/prompts.txt";
     o.pdraft = "data/models/parallel.gguf";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
-           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP };
+           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL };
     static const struct option longopts[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
@@ -632,7 +640,7 @@ int cmd_decode(int argc, char **argv)
         {"draft-temperature", required_argument, 0, O_DTEMP}, {"stop-at-eos", no_argument, 0, O_EOS},
         {"calibrate", required_argument, 0, O_CAL}, {"budget", required_argument, 0, O_BUDGET},
         {"max-depth", required_argument, 0, O_DEPTH}, {"max-rank", required_argument, 0, O_RANK},
-        {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
+        {"level", required_argument, 0, O_LEVEL}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS},
         {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON},
         {"tsv", required_argument, 0, O_TSV}, {"parallel-draft", required_argument, 0, O_PDRAFT},
@@ -670,6 +678,10 @@ int cmd_decode(int argc, char **argv)
         case O_BUDGET: if (cli_parse_size(optarg, "--budget", cmd, &o.budget)) return CLI_USAGE; break;
         case O_DEPTH: if (cli_parse_size(optarg, "--max-depth", cmd, &o.max_depth)) return CLI_USAGE; break;
         case O_RANK: if (cli_parse_size(optarg, "--max-rank", cmd, &o.max_rank)) return CLI_USAGE; break;
+        case O_LEVEL:
+            if (cli_parse_double(optarg, "--level", cmd, &o.level)) return CLI_USAGE;
+            if (!(o.level > 0 && o.level < 1)) return cli_usage(cmd, "--level %s: need 0 < P < 1", optarg);
+            break;
         case O_THRESH:
             if (cli_parse_double(optarg, "--threshold", cmd, &o.threshold)) return CLI_USAGE;
             if (!(o.threshold >= 0 && o.threshold < 1)) return cli_usage(cmd, "--threshold %s: need 0 <= C < 1", optarg);

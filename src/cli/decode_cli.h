@@ -21,7 +21,7 @@ typedef struct {
     size_t par_lo, par_hi;               /* --parallel-sweep */
     size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;
     cli_sampling sm;
-    double draft_temp, threshold;
+    double draft_temp, threshold, level;
     int no_bos, stop_eos, check, json, quiet;
 } dec_opts;
 
@@ -34,6 +34,7 @@ typedef struct {
     int skipped;
     char why[300];
     double ranks[SD_TREE_MAX_CHILDREN];
+    double tried[SD_TREE_MAX_CHILDREN], won[SD_TREE_MAX_CHILDREN]; /* the calibration's rank counts */
     size_t nranks;
     sd_decode_stats cal, run;
     sd_decode_prediction pred; /* made before the measured runs */
@@ -53,6 +54,7 @@ typedef struct {
     size_t cache;     /* the models' shortest context */
     sd_decode_costs costs; /* measured M_T(n), M_D(n), M_P(n) (seconds) and draw times */
     double c;         /* M_D(1) / M_T(1) */
+    double c_lo, c_hi; /* its interval over the timing passes */
     size_t ncal;      /* prompts of the calibration run */
     sd_decode_stats ar_cal, ar_run;
     double mt1_after; /* M_T(1) timed again after the runs: the machine's drift */

@@ -31,8 +31,9 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
     printf(", \"draft\": ");
     cli_json_string(stdout, o->draft);
     printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
-           "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g,\n \"m_t_ms\": [",
-           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c);
+           "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g, \"c_interval\": [%.6g, %.6g],\n \"m_t_ms\": [",
+           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c,
+           s->c_lo, s->c_hi);
     for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
     printf("],\n \"m_d_ms\": [");
     for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
@@ -64,11 +65,15 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
                "\"target_s\": %.6g, \"verify_s\": %.6g, \"draft_ms_per_block\": %.6g, "
                "\"predicted_block_efficiency\": %.6g, "
                "\"predicted_tokens_per_second\": %.6g, \"predicted_speedup\": %.6g, "
+               "\"predicted_interval\": {\"level\": %g, \"block_efficiency\": [%.6g, %.6g], "
+               "\"tokens_per_second\": [%.6g, %.6g], \"speedup\": [%.6g, %.6g]}, "
                "\"predicted_ms\": {\"draft\": %.6g, \"target\": %.6g, \"overhead\": %.6g}, "
                "\"rank_acceptance\": [",
                e->threshold, r->tokens, r->seconds, rate(r), rate(r) / rate(a), (double)r->tokens / blocks,
                (double)r->accepted / blocks, (double)r->nodes / blocks, (double)r->draft_calls / blocks,
                r->draft_s, r->target_s, r->verify_s, r->draft_s / blocks * 1e3, e->pred.efficiency, e->pred.rate, e->pred.speedup,
+               o->level, e->pred.efficiency_lo, e->pred.efficiency_hi, e->pred.rate_lo, e->pred.rate_hi, e->pred.speedup_lo,
+               e->pred.speedup_hi,
                e->pred.draft_s * 1e3, e->pred.target_s * 1e3, e->pred.overhead_s * 1e3);
         for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
         printf("], \"target_calls_by_width\": ");
@@ -127,6 +132,23 @@ static void print_parallel(const session *s, const entry *es, size_t n)
     }
 }
 
+/* --gt-sweep: where the measured optimum of each built kind lies against the predicted
+ * threshold's interval (GT: the best threshold is c = M_D / M_T). */
+static void print_sweep_verdict(const session *s, const entry *es, size_t n)
+{
+    static const build_kind kinds[2] = {BUILD_GT, BUILD_DYNAMIC};
+    for (int k = 0; k < 2; k++) {
+        const entry *best = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (!es[i].skipped && es[i].build == kinds[k] && (!best || rate(&es[i].run) > rate(&best->run))) best = &es[i];
+        if (!best) continue;
+        int inside = best->threshold >= s->c_lo && best->threshold <= s->c_hi;
+        printf("gt sweep: %s's measured optimum at threshold %.4g (c x %g); the predicted threshold c = %.4g "
+               "[%.4g, %.4g]: %s\n", k ? "gt-dynamic" : "gt", best->threshold, best->mult, s->c, s->c_lo, s->c_hi,
+               inside ? "inside" : best->threshold < s->c_lo ? "below it" : "above it");
+    }
+}
+
 void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_t n)
 {
     const sd_decode_stats *a = &s->ar_run;
@@ -134,22 +156,24 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
     printf("# %zu prompts, up to %zu tokens each, temperature %g, top-p %g, top-k %zu, %d threads, seed %lu\n",
            s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed);
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
-           "   c = M_D/M_T = %.3f\n"
+           "   c = M_D/M_T = %.3f [%.3f, %.3f]\n"
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
            MT(s, 4) * 1e3, MT(s, 16) * 1e3, s->costs.nmax, MT(s, (double)s->costs.nmax) * 1e3,
-           MD(s, 1) * 1e3, MD(s, 4) * 1e3, s->c, s->costs.draw_gumbel * 1e3, s->costs.draw_cdf * 1e3);
+           MD(s, 1) * 1e3, MD(s, 4) * 1e3, s->c, s->c_lo, s->c_hi, s->costs.draw_gumbel * 1e3, s->costs.draw_cdf * 1e3);
     if (s->pm)
         printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
                o->pdraft, MP(s, 1) * 1e3, MP(s, 4) * 1e3, MP(s, 8) * 1e3,
                MP(s, 16) * 1e3);
-    printf("# predicted: from a calibration run (%zu prompts) and the costs; err = measured/predicted - 1\n",
-           s->ncal);
+    printf("# predicted: from a calibration run (%zu prompts) and the costs, [%g interval]; err = measured/predicted - 1,\n"
+           "# in: the measured value inside the interval\n", s->ncal, o->level);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
            MT(s, 1) * 1e3, s->mt1_after * 1e3);
-    printf("%-16s %-22s %6s %8s %7s %7s %6s %7s %7s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes", "tok/s",
-           "speedup", "pred", "err%", "blk-eff", "pred", "acc", "draft%", "targ%", "verif%", "d-ms", "pred");
-    printf("%-16s %-22s %6s %8.1f %7.3f %7s %6s %7.3f %7s %6s %6s %6.1f %6.1f %6s %6s\n", "ar", "-", "-", rate(a), 1.0,
-           "-", "-", 1.0, "-", "-", "-", 100 * a->target_s / a->seconds, 100 * a->verify_s / a->seconds, "-", "-");
+    printf("%-16s %-22s %6s %8s %7s %-21s %6s %3s %7s %-21s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes",
+           "tok/s", "speedup", "pred [interval]", "err%", "in", "blk-eff", "pred [interval]", "acc", "draft%", "targ%",
+           "verif%", "d-ms", "pred");
+    printf("%-16s %-22s %6s %8.1f %7.3f %-21s %6s %3s %7.3f %-21s %6s %6s %6.1f %6.1f %6s %6s\n", "ar", "-", "-", rate(a),
+           1.0, "-", "-", "-", 1.0, "-", "-", "-", 100 * a->target_s / a->seconds, 100 * a->verify_s / a->seconds, "-",
+           "-");
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         const sd_decode_stats *r = &e->run;
@@ -160,14 +184,19 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
             printf("%-16s %-22s skipped: %s\n", e->name, shape, e->why);
             continue;
         }
-        double blocks = r->blocks ? (double)r->blocks : 1, sp = rate(r) / rate(a);
-        printf("%-16s %-22s %6.1f %8.1f %7.3f %7.3f %+6.1f %7.3f %7.3f %6.2f %6.1f %6.1f %6.1f %6.3f %6.3f\n", e->name,
-               shape, (double)r->nodes / blocks, rate(r), sp, e->pred.speedup, 100 * (sp / e->pred.speedup - 1),
-               (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks,
+        double blocks = r->blocks ? (double)r->blocks : 1, sp = rate(r) / rate(a), eff = (double)r->tokens / blocks;
+        char ps[40], pe[40];
+        snprintf(ps, sizeof ps, "%.3f [%.3f,%.3f]", e->pred.speedup, e->pred.speedup_lo, e->pred.speedup_hi);
+        snprintf(pe, sizeof pe, "%.3f [%.3f,%.3f]", e->pred.efficiency, e->pred.efficiency_lo, e->pred.efficiency_hi);
+        printf("%-16s %-22s %6.1f %8.1f %7.3f %-21s %+6.1f %3s %7.3f %-21s %6.2f %6.1f %6.1f %6.1f %6.3f %6.3f\n", e->name,
+               shape, (double)r->nodes / blocks, rate(r), sp, ps, 100 * (sp / e->pred.speedup - 1),
+               sp >= e->pred.speedup_lo && sp <= e->pred.speedup_hi ? "yes" : "no", eff, pe,
+               (double)r->accepted / blocks,
                100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds,
                r->draft_s / blocks * 1e3, e->pred.draft_s * 1e3);
     }
     if (o->par_hi) print_parallel(s, es, n);
+    if (o->sweep) print_sweep_verdict(s, es, n);
     if (o->check) {
         size_t bad = 0;
         for (size_t i = 0; i < n; i++)
@@ -191,24 +220,28 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     const sd_decode_stats *a = &s->ar_run;
     fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
-               "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms\n", s->np, o->max_tokens, o->sm.temperature,
+               "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms"
+               "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi\n", s->np, o->max_tokens, o->sm.temperature,
             omp_get_max_threads(), s->c);
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
     fprintf(f, "\n");
     double ar_pred = 1 / (MT(s, 1) + (s->ar_cal.seconds - s->ar_cal.target_s) /
                                         (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
-    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\n", o->sm.temperature, rate(a), ar_pred);
+    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\n", o->sm.temperature,
+            rate(a), ar_pred, ar_pred, ar_pred);
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         if (e->skipped) continue;
         const sd_decode_stats *r = &e->run;
         double blocks = r->blocks ? (double)r->blocks : 1;
-        fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
+        fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g"
+                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
                 e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
                 (double)r->nodes / blocks, rate(r), e->pred.rate, rate(r) / rate(a), e->pred.speedup,
                 (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
-                e->pred.draft_s * 1e3);
+                e->pred.draft_s * 1e3, e->pred.speedup_lo, e->pred.speedup_hi, e->pred.rate_lo, e->pred.rate_hi,
+                e->pred.efficiency_lo, e->pred.efficiency_hi);
     }
     if (fclose(f) || rename(tmp, o->tsv)) {
         remove(tmp);

@@ -35,6 +35,15 @@ done
 printf '%s\n' "$out" | grep -q "costs (ms): M_T(1)" && ok || bad "no cost line"
 expect 0 '"predicted_speedup"' -- "$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6 --json
 expect 0 '"scheme": "gt x0.5"' -- "$SPECDEC" decode $D --gt-sweep 0.5,2 --max-tokens 6 --json
+# every prediction with its interval: in the JSON, the TSV (lo <= pred <= hi) and the table
+out=$("$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6 --json --level 0.8 --tsv "$T/iv.tsv" 2>&1)
+printf '%s' "$out" | grep -q '"predicted_interval": {"level": 0.8, "block_efficiency": \[' && ok || bad "no predicted_interval"
+printf '%s' "$out" | grep -q '"c_interval": \[' && ok || bad "no c_interval"
+awk -F '\t' '!/^#/ && $1 != "ar" { n++; if (!($15 <= $9 && $9 <= $16 && $19 <= $11 && $11 <= $20)) bad++ }
+    END { exit !(n == 2 && !bad) }' "$T/iv.tsv" && ok || bad "--tsv: intervals missing or not around the prediction"
+expect 0 'pred \[interval\]' -- "$SPECDEC" decode $D --scheme sd --max-tokens 6
+expect 0 'gt sweep: gt.s measured optimum at threshold' -- "$SPECDEC" decode $D --gt-sweep 0.5,2 --max-tokens 6
+expect 2 "level 1.5" -- "$SPECDEC" decode $D --scheme sd --level 1.5
 expect 0 "^rrs  *kconfig:2,2" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:2,2 --max-tokens 6
 expect 0 "^kseq .*parents:" -- "$SPECDEC" decode $D --scheme kseq --optimize throughput --max-tokens 6
 

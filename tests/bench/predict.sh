@@ -1,0 +1,54 @@
+#!/bin/sh
+# make bench-predict: do the predictions hold? `specdec decode --scheme all` runs RUNS
+# times on the shipped pair (each run: its own cost ladder, calibration and measured,
+# interleaved runs), and for every scheme this prints the error of the predicted speedup
+# (measured / predicted - 1) over the runs: its mean, spread, median |error|, and how
+# often the measured speedup fell inside the predicted interval (--level, default 0.9).
+# Goals (issue "predictions a user can trust"): mean error within +-3%, median |error|
+# <= 5%, coverage >= 90% of (scheme, run) pairs.
+# usage: tests/bench/predict.sh [BUILD_DIR]
+#   env: PREDICT_RUNS (default 5), E2E_PROMPTS (20), E2E_TOKENS (64), E2E_THREADS (2),
+#        PREDICT_ARGS (more decode options, e.g. "--calibrate 8" or "--temperature 0.7")
+set -eu
+BUILD=${1:-build}
+. "$(dirname "$0")/e2e-env.sh"
+RUNS=${PREDICT_RUNS:-5}
+ARGS=${PREDICT_ARGS:-}
+echo "# bench-predict: $RUNS runs of decode --scheme all, $N prompts x $TOK tokens, $TH threads $ARGS;" \
+     "load average $(cut -d' ' -f1 /proc/loadavg) at start"
+rm -f "$OUT/predict-runs.tsv"
+r=1
+while [ "$r" -le "$RUNS" ]; do
+    # shellcheck disable=SC2086
+    "$SD" decode --target "$TM" --draft "$DM" --n-prompts "$N" --max-tokens "$TOK" --threads "$TH" \
+        --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --quiet $ARGS > /dev/null
+    grep -v '^#' "$OUT/predict-run.tsv" | awk -v r="$r" -F '\t' '$1 != "ar" { print r "\t" $0 }' >> "$OUT/predict-runs.tsv"
+    echo "run $r of $RUNS done"
+    r=$((r + 1))
+done
+rm -f "$OUT/predict-run.tsv"
+# columns of predict-runs.tsv: run, then decode's TSV (scheme $2, speedup $9, pred_speedup $10,
+# pred_speedup_lo $16, pred_speedup_hi $17)
+awk -F '\t' '
+{
+    s = $2; err = $9 / $10 - 1; n[s]++; sum[s] += err; sq[s] += err * err
+    e[s, n[s]] = err < 0 ? -err : err
+    inside[s] += ($9 >= $16 && $9 <= $17); width[s] += ($17 - $16) / $10
+    if (!(s in seen)) { seen[s] = 1; order[++ns] = s }
+    all++; allin += ($9 >= $16 && $9 <= $17); alle[all] = err < 0 ? -err : err; allsum += err
+}
+END {
+    printf "%-16s %4s %8s %8s %8s %9s %9s\n", "scheme", "runs", "mean%", "sd%", "med|e|%", "covered", "width%"
+    for (i = 1; i <= ns; i++) {
+        s = order[i]; m = sum[s] / n[s]; v = n[s] > 1 ? (sq[s] - n[s] * m * m) / (n[s] - 1) : 0
+        k = n[s]; for (a = 1; a <= k; a++) x[a] = e[s, a]
+        for (a = 2; a <= k; a++) for (b = a; b > 1 && x[b] < x[b - 1]; b--) { t = x[b]; x[b] = x[b - 1]; x[b - 1] = t }
+        med = k % 2 ? x[(k + 1) / 2] : (x[k / 2] + x[k / 2 + 1]) / 2
+        printf "%-16s %4d %+8.1f %8.1f %8.1f %5d/%-3d %9.1f\n", s, n[s], 100 * m, 100 * sqrt(v > 0 ? v : 0), 100 * med,
+               inside[s], n[s], 100 * width[s] / n[s]
+    }
+    for (a = 2; a <= all; a++) for (b = a; b > 1 && alle[b] < alle[b - 1]; b--) { t = alle[b]; alle[b] = alle[b - 1]; alle[b - 1] = t }
+    med = all % 2 ? alle[(all + 1) / 2] : (alle[all / 2] + alle[all / 2 + 1]) / 2
+    printf "all: %d (scheme, run) pairs, mean error %+.1f%%, median |error| %.1f%%, covered %d of %d (%.0f%%)\n",
+           all, 100 * allsum / all, 100 * med, allin, all, 100 * allin / all
+}' "$OUT/predict-runs.tsv"
