@@ -221,27 +221,31 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
                "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms"
-               "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi\n", s->np, o->max_tokens, o->sm.temperature,
+               "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi"
+               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\n", s->np, o->max_tokens, o->sm.temperature,
             omp_get_max_threads(), s->c);
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
     fprintf(f, "\n");
     double ar_pred = 1 / (MT(s, 1) + (s->ar_cal.seconds - s->ar_cal.target_s) /
                                         (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
-    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\n", o->sm.temperature,
-            rate(a), ar_pred, ar_pred, ar_pred);
+    double ar_tok = (double)(a->tokens ? a->tokens : 1);
+    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\t%.6g\t%.6g\t%.6g\t%.6g\n",
+            o->sm.temperature, rate(a), ar_pred, ar_pred, ar_pred, a->target_s / ar_tok * 1e3, MT(s, 1) * 1e3,
+            (a->seconds - a->target_s) / ar_tok * 1e3, (1 / ar_pred - MT(s, 1)) * 1e3);
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         if (e->skipped) continue;
         const sd_decode_stats *r = &e->run;
         double blocks = r->blocks ? (double)r->blocks : 1;
         fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g"
-                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
+                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
                 e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
                 (double)r->nodes / blocks, rate(r), e->pred.rate, rate(r) / rate(a), e->pred.speedup,
                 (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
                 e->pred.draft_s * 1e3, e->pred.speedup_lo, e->pred.speedup_hi, e->pred.rate_lo, e->pred.rate_hi,
-                e->pred.efficiency_lo, e->pred.efficiency_hi);
+                e->pred.efficiency_lo, e->pred.efficiency_hi, r->target_s / blocks * 1e3, e->pred.target_s * 1e3,
+                (r->seconds - r->draft_s - r->target_s) / blocks * 1e3, e->pred.overhead_s * 1e3);
     }
     if (fclose(f) || rename(tmp, o->tsv)) {
         remove(tmp);

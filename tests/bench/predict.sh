@@ -22,14 +22,17 @@ while [ "$r" -le "$RUNS" ]; do
     # shellcheck disable=SC2086
     "$SD" decode --target "$TM" --draft "$DM" --n-prompts "$N" --max-tokens "$TOK" --threads "$TH" \
         --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --quiet $ARGS > /dev/null
-    grep -v '^#' "$OUT/predict-run.tsv" | awk -v r="$r" -F '\t' '$1 != "ar" { print r "\t" $0 }' >> "$OUT/predict-runs.tsv"
+    grep -v '^#' "$OUT/predict-run.tsv" | awk -v r="$r" '{ print r "\t" $0 }' >> "$OUT/predict-runs.tsv"
     echo "run $r of $RUNS done"
     r=$((r + 1))
 done
 rm -f "$OUT/predict-run.tsv"
 # columns of predict-runs.tsv: run, then decode's TSV (scheme $2, speedup $9, pred_speedup $10,
-# pred_speedup_lo $16, pred_speedup_hi $17)
+# block_eff $11, pred_block_eff $12, draft_ms $14, pred_draft_ms $15, pred_speedup_lo $16,
+# pred_speedup_hi $17, target_ms $22, pred_target_ms $23, overhead_ms $24, pred_overhead_ms $25;
+# the ar row: its ms per token, target $22 (pred $23) and the rest $24 (pred $25))
 awk -F '\t' '
+$2 == "ar" { arm[$1] = $22 + $24; arp[$1] = $23 + $25; next }
 {
     s = $2; err = $9 / $10 - 1; n[s]++; sum[s] += err; sq[s] += err * err
     e[s, n[s]] = err < 0 ? -err : err
@@ -51,4 +54,25 @@ END {
     med = all % 2 ? alle[(all + 1) / 2] : (alle[all / 2] + alle[all / 2 + 1]) / 2
     printf "all: %d (scheme, run) pairs, mean error %+.1f%%, median |error| %.1f%%, covered %d of %d (%.0f%%)\n",
            all, 100 * allsum / all, 100 * med, allin, all, 100 * allin / all
+}' "$OUT/predict-runs.tsv"
+echo
+echo "# where the error comes from (mean over runs, % of the measured speedup):"
+echo "#   speedup_m / speedup_p = (eff_m / eff_p) x (iter_p / iter_m) x (ar_m / ar_p), iter = draft + target + overhead"
+echo "#   per block; eff: the block efficiency's share; draft, target, overhead: (pred - measured) / iter_m;"
+echo "#   ar: the autoregressive token's (measured / predicted - 1)"
+awk -F '\t' '
+$2 == "ar" { arm[$1] = $22 + $24; arp[$1] = $23 + $25; next }
+{
+    s = $2; if (!(s in seen)) { seen[s] = 1; order[++ns] = s }
+    it = $14 + $22 + $24; n[s]++
+    eff[s] += $11 / $12 - 1; d[s] += ($15 - $14) / it; t[s] += ($23 - $22) / it; o[s] += ($25 - $24) / it
+    ar[s] += arm[$1] / arp[$1] - 1
+}
+END {
+    printf "%-16s %8s %8s %8s %9s %8s\n", "scheme", "eff%", "draft%", "target%", "overhead%", "ar%"
+    for (i = 1; i <= ns; i++) {
+        s = order[i]
+        printf "%-16s %+8.1f %+8.1f %+8.1f %+9.1f %+8.1f\n", s, 100 * eff[s] / n[s], 100 * d[s] / n[s], 100 * t[s] / n[s],
+               100 * o[s] / n[s], 100 * ar[s] / n[s]
+    }
 }' "$OUT/predict-runs.tsv"
