@@ -13,9 +13,53 @@
 
 #define MAX_THREADS 256
 
+/* A decoder backend: one forward pass and its KV cache, on some device. The oracle
+ * above it (the lanes, the trees, the laws) is the same for every backend. */
+typedef struct {
+    const char *name;
+    int (*kv_alloc)(void *dev, size_t cap, void **kv);
+    void (*kv_free)(void *kv);
+    size_t (*kv_n)(const void *kv);
+    void (*kv_truncate)(void *kv, size_t n);
+    int (*kv_keep)(void *kv, size_t base, const size_t *keep, size_t nkeep);
+    /* n tokens after the cache (pos, mask as sd_llama_forward's), appended to it; the
+     * logits of rows[0 .. n_rows-1] (rows NULL: all n) into out, one row after another
+     * (out NULL: the cache only). out has room for n rows whatever n_rows is. */
+    int (*forward)(void *dev, void *kv, const int32_t *tok, size_t n, const size_t *pos,
+                   const unsigned char *mask, const size_t *rows, size_t n_rows, float *out);
+    void (*dev_free)(void *dev);
+} backend;
+
+/* ---- the CPU backend: llama.h ---- */
+
+static int cpu_kv_alloc(void *dev, size_t cap, void **kv) { return sd_kv_alloc(dev, cap, (sd_kv **)kv); }
+static void cpu_kv_free(void *kv) { sd_kv_free(kv); }
+static size_t cpu_kv_n(const void *kv) { return ((const sd_kv *)kv)->n; }
+static void cpu_kv_truncate(void *kv, size_t n) { sd_kv_truncate(kv, n); }
+static int cpu_kv_keep(void *kv, size_t base, const size_t *keep, size_t nkeep)
+{
+    return sd_kv_keep(kv, base, keep, nkeep);
+}
+
+static int cpu_forward(void *dev, void *kv, const int32_t *tok, size_t n, const size_t *pos,
+                       const unsigned char *mask, const size_t *rows, size_t n_rows, float *out)
+{
+    const sd_llama *m = dev;
+    int rc = sd_llama_forward(m, kv, tok, n, pos, mask, out, NULL);
+    if (rc || !out || !rows) return rc;
+    size_t V = m->cfg.n_vocab;
+    for (size_t i = 0; i < n_rows; i++) /* rows increase: row i moves down, never over a later one */
+        if (rows[i] != i) memmove(out + i * V, out + rows[i] * V, V * sizeof *out);
+    return SD_OK;
+}
+
+static const backend cpu_backend = {"cpu", cpu_kv_alloc, cpu_kv_free, cpu_kv_n, cpu_kv_truncate,
+                                    cpu_kv_keep, cpu_forward, NULL};
+
 /* One thread's cache: the tokens its KV cache holds, and the logits after them. */
 typedef struct {
-    sd_kv *kv;
+    const backend *be;
+    void *kv;          /* the backend's cache */
     int32_t *tok;      /* [cache] tokens of kv's entries */
     float *logits;     /* [batch cap][V] */
     size_t cap_rows;
@@ -34,7 +78,9 @@ typedef struct {
 } lane;
 
 typedef struct {
-    sd_llama *m;
+    sd_llama *m;       /* the model (its configuration; the CPU backend's weights) */
+    const backend *be;
+    void *dev;         /* the backend's model: m itself on the CPU */
     int own;
     double temperature, top_p;
     size_t top_k, cache;
@@ -47,8 +93,9 @@ static lane *my_lane(oracle *o)
     int t = omp_get_thread_num();
     if (t < 0 || t >= MAX_THREADS) return NULL;
     lane *l = &o->lanes[t];
+    l->be = o->be;
     if (!l->kv) {
-        if (sd_kv_alloc(o->m, o->cache, &l->kv)) return NULL;
+        if (o->be->kv_alloc(o->dev, o->cache, &l->kv)) return NULL;
         l->tok = sd_xmalloc(o->cache * sizeof *l->tok);
         l->cap_rows = 1;
         l->logits = sd_xmalloc(o->m->cfg.n_vocab * sizeof *l->logits);
@@ -87,7 +134,7 @@ static void settle(lane *l, const size_t *ctx, size_t len)
         l->tok[i] = l->tree_tok[found];
         at = found;
     }
-    if (m == 0 || sd_kv_keep(l->kv, base, l->tree_keep, m)) sd_kv_truncate(l->kv, base);
+    if (m == 0 || l->be->kv_keep(l->kv, base, l->tree_keep, m)) l->be->kv_truncate(l->kv, base);
     l->tree_n = 0;
     l->have_last = 0;
 }
@@ -97,11 +144,11 @@ static void settle(lane *l, const size_t *ctx, size_t len)
 static int extend(oracle *o, lane *l, const size_t *ctx, size_t upto, int want)
 {
     settle(l, ctx, upto);
-    size_t p = 0, n = l->kv->n;
+    size_t p = 0, n = l->be->kv_n(l->kv);
     while (p < n && p < upto && (size_t)l->tok[p] == ctx[p]) p++;
     if (p == upto && n == upto && l->have_last) return SD_OK;
     if (want && p == upto) p--; /* the last token again, for its logits */
-    sd_kv_truncate(l->kv, p);
+    l->be->kv_truncate(l->kv, p);
     l->have_last = 0;
     size_t k = upto - p;
     if (!k) return SD_OK;
@@ -111,17 +158,14 @@ static int extend(oracle *o, lane *l, const size_t *ctx, size_t upto, int want)
         l->cap_rows = k;
         l->logits = sd_xrealloc(l->logits, k * o->m->cfg.n_vocab * sizeof *l->logits);
     }
-    int rc = sd_llama_forward(o->m, l->kv, t, k, NULL, NULL, want ? l->logits : NULL, NULL);
+    size_t last = k - 1; /* only the last token's logits: row 0 */
+    int rc = o->be->forward(o->dev, l->kv, t, k, NULL, NULL, &last, 1, want ? l->logits : NULL);
     if (rc) {
-        sd_kv_truncate(l->kv, 0);
+        l->be->kv_truncate(l->kv, 0);
         return rc;
     }
     l->passes++, l->tokens += k;
-    if (want) {
-        size_t V = o->m->cfg.n_vocab;
-        if (k > 1) memmove(l->logits, l->logits + (k - 1) * V, V * sizeof *l->logits);
-        l->have_last = 1;
-    }
+    l->have_last = want;
     return SD_OK;
 }
 
@@ -163,9 +207,10 @@ static void tree_reserve(lane *l, size_t cap)
  * path it follows (settle). */
 static int run_tree(oracle *o, lane *l, size_t n)
 {
-    if (l->kv->n + n > o->cache)
+    size_t base = o->be->kv_n(l->kv);
+    if (base + n > o->cache)
         return sd_error(SD_ERANGE, "llama oracle: a batch of %zu tree tokens after %zu cached: past the "
-                        "cache of %zu", n, l->kv->n, o->cache);
+                        "cache of %zu", n, base, o->cache);
     int rc = sd_mask_from_parents(l->tree_parent, n, l->mask, NULL);
     if (rc) return rc;
     size_t V = o->m->cfg.n_vocab;
@@ -173,11 +218,10 @@ static int run_tree(oracle *o, lane *l, size_t n)
         l->cap_rows = n;
         l->logits = sd_xrealloc(l->logits, n * V * sizeof *l->logits);
     }
-    size_t base = l->kv->n;
-    rc = sd_llama_forward(o->m, l->kv, l->tree_tok, n, l->tree_pos, l->mask, l->logits, NULL);
+    rc = o->be->forward(o->dev, l->kv, l->tree_tok, n, l->tree_pos, l->mask, NULL, n, l->logits);
     l->have_last = 0;
     if (rc) {
-        sd_kv_truncate(l->kv, base);
+        o->be->kv_truncate(l->kv, base);
         return rc;
     }
     l->tree_base = base, l->tree_n = n;
@@ -324,16 +368,18 @@ static int llama_ahead(sd_lm *lm, const size_t *ctx, size_t len, size_t steps, d
     if (len == 0 && o->bos != (size_t)-1) ctx = &o->bos, len = 1;
     int rc = check_context(o, ctx, len);
     if (rc) return rc;
+    if (steps < 1 || steps > SD_LLAMA_MASK_MAX + 1)
+        return sd_error(SD_EINVAL, "parallel drafter: %zu positions from one call", steps);
     if (len + M > o->cache)
         return sd_error(SD_ERANGE, "parallel drafter: a context of %zu and %zu [MASK] tokens past the cache "
                         "of %zu", len, M, o->cache);
     lane *l = my_lane(o);
     if (!l) return sd_error(SD_ERANGE, "llama oracle: thread %d past %d", omp_get_thread_num(), MAX_THREADS);
     settle(l, ctx, len);
-    size_t p = 0, n = l->kv->n;
+    size_t p = 0, n = o->be->kv_n(l->kv);
     while (p < n && p < len && (size_t)l->tok[p] == ctx[p]) p++;
     if (p == len) p--; /* the last token again, for its logits */
-    sd_kv_truncate(l->kv, p);
+    o->be->kv_truncate(l->kv, p);
     size_t k = len - p + M;
     int32_t *t = l->tok + p;
     for (size_t i = p; i < len; i++) t[i - p] = (int32_t)ctx[i];
@@ -342,17 +388,17 @@ static int llama_ahead(sd_lm *lm, const size_t *ctx, size_t len, size_t steps, d
         l->cap_rows = k;
         l->logits = sd_xrealloc(l->logits, k * V * sizeof *l->logits);
     }
-    rc = sd_llama_forward(o->m, l->kv, t, k, NULL, NULL, l->logits, NULL);
+    size_t rows[SD_LLAMA_MASK_MAX + 1]; /* the context's last token and the masks */
+    for (size_t i = 0; i < steps; i++) rows[i] = len - 1 - p + i;
+    rc = o->be->forward(o->dev, l->kv, t, k, NULL, NULL, rows, steps, l->logits);
     l->have_last = 0;
     if (rc) {
-        sd_kv_truncate(l->kv, 0);
+        o->be->kv_truncate(l->kv, 0);
         return rc;
     }
     l->passes++, l->tokens += k;
-    sd_kv_truncate(l->kv, len); /* the masks go */
-    const float *first = l->logits + (len - 1 - p) * V;
-    for (size_t i = 0; i < steps && !rc; i++) rc = to_law(o, first + i * V, out + i * V);
-    if (!rc && len - 1 - p > 0) memmove(l->logits, first, V * sizeof *l->logits);
+    o->be->kv_truncate(l->kv, len); /* the masks go */
+    for (size_t i = 0; i < steps && !rc; i++) rc = to_law(o, l->logits + i * V, out + i * V);
     l->have_last = !rc; /* row 0: the law after the context */
     return rc;
 }
@@ -361,13 +407,14 @@ static void llama_free(sd_lm *lm)
 {
     oracle *o = lm->impl;
     for (int t = 0; t < MAX_THREADS; t++) {
-        sd_kv_free(o->lanes[t].kv);
+        if (o->lanes[t].kv) o->be->kv_free(o->lanes[t].kv);
         free(o->lanes[t].tok);
         free(o->lanes[t].logits);
         free(o->lanes[t].tree_tok), free(o->lanes[t].tree_parent), free(o->lanes[t].tree_keep);
         free(o->lanes[t].tree_pos), free(o->lanes[t].end), free(o->lanes[t].mask);
         free(o->lanes[t].flat), free(o->lanes[t].below), free(o->lanes[t].slot), free(o->lanes[t].depth);
     }
+    if (o->be->dev_free) o->be->dev_free(o->dev);
     if (o->own) sd_llama_free(o->m);
     free(o);
     free(lm);
@@ -387,6 +434,7 @@ int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double t
     if (top_k > m->cfg.n_vocab) return sd_error(SD_EINVAL, "llama oracle: top-k %zu past the vocabulary", top_k);
     oracle *o = sd_xcalloc(1, sizeof *o);
     o->m = m, o->own = own, o->temperature = temperature, o->top_k = top_k, o->top_p = top_p;
+    o->be = &cpu_backend, o->dev = m;
     o->cache = cache && cache < m->cfg.ctx_len ? cache : m->cfg.ctx_len;
     uint32_t bos;
     o->bos = (size_t)-1;
