@@ -12,9 +12,14 @@ const char *const sd_lm_help =
 
 int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target)
 {
+    return sd_lm_pair_parse_on(spec, SD_DEVICE_CPU, draft, target);
+}
+
+int sd_lm_pair_parse_on(const char *spec, sd_device device, sd_lm **draft, sd_lm **target)
+{
     double a[1];
     if (!strncmp(spec, "markov:", 7)) return sd_lm_markov_pair(spec, draft, target);
-    if (!strncmp(spec, "gguf:", 5)) return sd_lm_llama_pair_parse(spec, draft, target);
+    if (!strncmp(spec, "gguf:", 5)) return sd_lm_llama_pair_parse(spec, device, draft, target);
     if (!strncmp(spec, "const:", 6)) {
         if (sd_spec_numbers(spec, "const", a, 1) != 1 || !(a[0] >= 0 && a[0] <= 1))
             return sd_error(SD_EINVAL, "model spec '%s': expected const:ALPHA with ALPHA in [0, 1]",

@@ -10,6 +10,7 @@
 #define SD_LM_SPEC_H
 
 #include "lm.h"
+#include "model/backend.h"
 
 /* A draft/target pair from a spec:
  *   const:ALPHA   3 tokens, context-free, sum min(draft, target) = ALPHA at every step
@@ -20,5 +21,8 @@
  *                 (src/model/llama_lm.h) at sampling temperature TEMP (default 1) */
 int sd_lm_pair_parse(const char *spec, sd_lm **draft, sd_lm **target);
 extern const char *const sd_lm_help;
+/* The same with the decoder's passes (gguf: specs) on a device (model/backend.h): the
+ * synthetic pairs ignore it. */
+int sd_lm_pair_parse_on(const char *spec, sd_device device, sd_lm **draft, sd_lm **target);
 
 #endif

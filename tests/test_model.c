@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "gguf.h"
 #include "dist.h"
 #include "llama.h"
@@ -487,6 +488,49 @@ static void test_model_oracle(void **state)
     sd_llama_free(m);
 }
 
+/* The backend table: the CPU's forward with wanted rows = those rows of a plain forward
+ * pass; a device this build cannot run is refused with a message, not a crash. */
+static void test_model_backend(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 0, 41);
+    sd_backend *b;
+    sd_device d;
+    assert_int_equal(sd_device_parse("cpu", &d), SD_OK);
+    assert_int_equal(sd_backend_open(m, d, &b), SD_OK);
+    void *kv;
+    sd_kv *ref;
+    assert_int_equal(b->kv_alloc(b, 32, &kv), SD_OK);
+    assert_int_equal(sd_kv_alloc(m, 32, &ref), SD_OK);
+    int32_t tok[6] = {3, 9, 27, 33, 1, 4};
+    size_t rows[2] = {2, 5}, V = m->cfg.n_vocab;
+    float *all = sd_xmalloc(6 * V * sizeof *all), *got = sd_xmalloc(6 * V * sizeof *got);
+    assert_int_equal(sd_llama_forward(m, ref, tok, 6, NULL, NULL, all, NULL), SD_OK);
+    assert_int_equal(b->forward(b, kv, tok, 6, NULL, NULL, rows, 2, got), SD_OK);
+    assert_int_equal(b->kv_n(kv), 6);
+    assert_memory_equal(got, all + 2 * V, V * sizeof *got);
+    assert_memory_equal(got + V, all + 5 * V, V * sizeof *got);
+    b->kv_truncate(kv, 2);
+    assert_int_equal(b->kv_n(kv), 2);
+    b->kv_free(kv);
+    sd_backend_close(b);
+    assert_int_equal(sd_device_parse("tpu", &d), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "tpu"));
+    sd_lm_llama_params p = sd_lm_llama_default_params();
+    p.device = SD_DEVICE_CUDA;
+    sd_lm *lm;
+    if (sd_backend_open(m, SD_DEVICE_CUDA, &b) == SD_OK) { /* a CUDA build on a GPU */
+        sd_backend_close(b);
+    } else {
+        assert_int_equal(sd_lm_llama_init(m, 0, p, &lm), SD_EUNSUP);
+        assert_null(lm);
+        assert_non_null(strstr(sd_errmsg(), "cuda"));
+    }
+    free(all), free(got);
+    sd_kv_free(ref);
+    sd_llama_free(m);
+}
+
 /* The tree entry point: sd_lm_next_tree over random trees (siblings sharing a token
  * among them) and random wanted nodes = next() on each wanted node's path, by a fresh
  * oracle; blocks chained as a decoder chains them (the next context follows one of
@@ -637,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_model_tree_batch),  cmocka_unit_test(test_model_quantized),
         cmocka_unit_test(test_model_gguf_round_trip), cmocka_unit_test(test_model_gguf_bad),
         cmocka_unit_test(test_model_oracle),      cmocka_unit_test(test_model_oracle_tree),
+        cmocka_unit_test(test_model_backend),
         cmocka_unit_test(test_model_oracle_blocks),
         cmocka_unit_test(test_model_errors),
     };

@@ -8,57 +8,15 @@
 
 #include "dist.h"
 #include "gguf.h"
+#include "backend.h"
 #include "mask.h"
 #include "sd_error.h"
 
 #define MAX_THREADS 256
 
-/* A decoder backend: one forward pass and its KV cache, on some device. The oracle
- * above it (the lanes, the trees, the laws) is the same for every backend. */
-typedef struct {
-    const char *name;
-    int (*kv_alloc)(void *dev, size_t cap, void **kv);
-    void (*kv_free)(void *kv);
-    size_t (*kv_n)(const void *kv);
-    void (*kv_truncate)(void *kv, size_t n);
-    int (*kv_keep)(void *kv, size_t base, const size_t *keep, size_t nkeep);
-    /* n tokens after the cache (pos, mask as sd_llama_forward's), appended to it; the
-     * logits of rows[0 .. n_rows-1] (rows NULL: all n) into out, one row after another
-     * (out NULL: the cache only). out has room for n rows whatever n_rows is. */
-    int (*forward)(void *dev, void *kv, const int32_t *tok, size_t n, const size_t *pos,
-                   const unsigned char *mask, const size_t *rows, size_t n_rows, float *out);
-    void (*dev_free)(void *dev);
-} backend;
-
-/* ---- the CPU backend: llama.h ---- */
-
-static int cpu_kv_alloc(void *dev, size_t cap, void **kv) { return sd_kv_alloc(dev, cap, (sd_kv **)kv); }
-static void cpu_kv_free(void *kv) { sd_kv_free(kv); }
-static size_t cpu_kv_n(const void *kv) { return ((const sd_kv *)kv)->n; }
-static void cpu_kv_truncate(void *kv, size_t n) { sd_kv_truncate(kv, n); }
-static int cpu_kv_keep(void *kv, size_t base, const size_t *keep, size_t nkeep)
-{
-    return sd_kv_keep(kv, base, keep, nkeep);
-}
-
-static int cpu_forward(void *dev, void *kv, const int32_t *tok, size_t n, const size_t *pos,
-                       const unsigned char *mask, const size_t *rows, size_t n_rows, float *out)
-{
-    const sd_llama *m = dev;
-    int rc = sd_llama_forward(m, kv, tok, n, pos, mask, out, NULL);
-    if (rc || !out || !rows) return rc;
-    size_t V = m->cfg.n_vocab;
-    for (size_t i = 0; i < n_rows; i++) /* rows increase: row i moves down, never over a later one */
-        if (rows[i] != i) memmove(out + i * V, out + rows[i] * V, V * sizeof *out);
-    return SD_OK;
-}
-
-static const backend cpu_backend = {"cpu", cpu_kv_alloc, cpu_kv_free, cpu_kv_n, cpu_kv_truncate,
-                                    cpu_kv_keep, cpu_forward, NULL};
-
 /* One thread's cache: the tokens its KV cache holds, and the logits after them. */
 typedef struct {
-    const backend *be;
+    const sd_backend *be;
     void *kv;          /* the backend's cache */
     int32_t *tok;      /* [cache] tokens of kv's entries */
     float *logits;     /* [batch cap][V] */
@@ -79,8 +37,7 @@ typedef struct {
 
 typedef struct {
     sd_llama *m;       /* the model (its configuration; the CPU backend's weights) */
-    const backend *be;
-    void *dev;         /* the backend's model: m itself on the CPU */
+    sd_backend *be;    /* the forward pass and its caches, on the oracle's device */
     int own;
     double temperature, top_p;
     size_t top_k, cache;
@@ -95,7 +52,7 @@ static lane *my_lane(oracle *o)
     lane *l = &o->lanes[t];
     l->be = o->be;
     if (!l->kv) {
-        if (o->be->kv_alloc(o->dev, o->cache, &l->kv)) return NULL;
+        if (o->be->kv_alloc(o->be, o->cache, &l->kv)) return NULL;
         l->tok = sd_xmalloc(o->cache * sizeof *l->tok);
         l->cap_rows = 1;
         l->logits = sd_xmalloc(o->m->cfg.n_vocab * sizeof *l->logits);
@@ -159,7 +116,7 @@ static int extend(oracle *o, lane *l, const size_t *ctx, size_t upto, int want)
         l->logits = sd_xrealloc(l->logits, k * o->m->cfg.n_vocab * sizeof *l->logits);
     }
     size_t last = k - 1; /* only the last token's logits: row 0 */
-    int rc = o->be->forward(o->dev, l->kv, t, k, NULL, NULL, &last, 1, want ? l->logits : NULL);
+    int rc = o->be->forward(o->be, l->kv, t, k, NULL, NULL, &last, 1, want ? l->logits : NULL);
     if (rc) {
         l->be->kv_truncate(l->kv, 0);
         return rc;
@@ -218,7 +175,7 @@ static int run_tree(oracle *o, lane *l, size_t n)
         l->cap_rows = n;
         l->logits = sd_xrealloc(l->logits, n * V * sizeof *l->logits);
     }
-    rc = o->be->forward(o->dev, l->kv, l->tree_tok, n, l->tree_pos, l->mask, NULL, n, l->logits);
+    rc = o->be->forward(o->be, l->kv, l->tree_tok, n, l->tree_pos, l->mask, NULL, n, l->logits);
     l->have_last = 0;
     if (rc) {
         o->be->kv_truncate(l->kv, base);
@@ -390,7 +347,7 @@ static int llama_ahead(sd_lm *lm, const size_t *ctx, size_t len, size_t steps, d
     }
     size_t rows[SD_LLAMA_MASK_MAX + 1]; /* the context's last token and the masks */
     for (size_t i = 0; i < steps; i++) rows[i] = len - 1 - p + i;
-    rc = o->be->forward(o->dev, l->kv, t, k, NULL, NULL, rows, steps, l->logits);
+    rc = o->be->forward(o->be, l->kv, t, k, NULL, NULL, rows, steps, l->logits);
     l->have_last = 0;
     if (rc) {
         o->be->kv_truncate(l->kv, 0);
@@ -414,7 +371,7 @@ static void llama_free(sd_lm *lm)
         free(o->lanes[t].tree_pos), free(o->lanes[t].end), free(o->lanes[t].mask);
         free(o->lanes[t].flat), free(o->lanes[t].below), free(o->lanes[t].slot), free(o->lanes[t].depth);
     }
-    if (o->be->dev_free) o->be->dev_free(o->dev);
+    sd_backend_close(o->be);
     if (o->own) sd_llama_free(o->m);
     free(o);
     free(lm);
@@ -424,9 +381,23 @@ static const sd_lm_ops llama_ops = {"llama", llama_next, llama_next_batch, llama
 static const sd_lm_ops llama_parallel_ops = {"llama", llama_next, llama_next_batch, llama_free, llama_ahead,
                                              llama_next_tree};
 
+sd_lm_llama_params sd_lm_llama_default_params(void)
+{
+    sd_lm_llama_params p = {1.0, 1.0, 0, 0, SD_DEVICE_CPU};
+    return p;
+}
+
 int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double top_p, size_t cache,
                 sd_lm **out)
 {
+    sd_lm_llama_params p = {temperature, top_p, top_k, cache, SD_DEVICE_CPU};
+    return sd_lm_llama_init(m, own, p, out);
+}
+
+int sd_lm_llama_init(sd_llama *m, int own, sd_lm_llama_params p, sd_lm **out)
+{
+    double temperature = p.temperature, top_p = p.top_p;
+    size_t top_k = p.top_k, cache = p.cache;
     *out = NULL;
     if (!(temperature >= 0) || !isfinite(temperature))
         return sd_error(SD_EINVAL, "llama oracle: temperature %g (need >= 0)", temperature);
@@ -434,7 +405,11 @@ int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double t
     if (top_k > m->cfg.n_vocab) return sd_error(SD_EINVAL, "llama oracle: top-k %zu past the vocabulary", top_k);
     oracle *o = sd_xcalloc(1, sizeof *o);
     o->m = m, o->own = own, o->temperature = temperature, o->top_k = top_k, o->top_p = top_p;
-    o->be = &cpu_backend, o->dev = m;
+    int rc = sd_backend_open(m, p.device, &o->be);
+    if (rc) {
+        free(o);
+        return rc;
+    }
     o->cache = cache && cache < m->cfg.ctx_len ? cache : m->cfg.ctx_len;
     uint32_t bos;
     o->bos = (size_t)-1;
@@ -459,7 +434,7 @@ void sd_lm_llama_stats(const sd_lm *lm, size_t *passes, size_t *tokens)
     for (int t = 0; t < MAX_THREADS; t++) *passes += o->lanes[t].passes, *tokens += o->lanes[t].tokens;
 }
 
-int sd_lm_llama_pair_parse(const char *spec, sd_lm **draft, sd_lm **target)
+int sd_lm_llama_pair_parse(const char *spec, sd_device device, sd_lm **draft, sd_lm **target)
 {
     *draft = *target = NULL;
     const char *s = spec + 5; /* past "gguf:" */
@@ -483,9 +458,11 @@ int sd_lm_llama_pair_parse(const char *spec, sd_lm **draft, sd_lm **target)
     if (!rc && dm->cfg.n_vocab != tm->cfg.n_vocab)
         rc = sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, %s has %u: a draft and its target must "
                       "share one", dp, dm->cfg.n_vocab, tp, tm->cfg.n_vocab);
-    if (!rc && !(rc = sd_lm_llama(dm, 1, temp, 0, 1, 0, draft))) {
+    sd_lm_llama_params p = sd_lm_llama_default_params();
+    p.temperature = temp, p.device = device;
+    if (!rc && !(rc = sd_lm_llama_init(dm, 1, p, draft))) {
         dm = NULL;
-        if ((rc = sd_lm_llama(tm, 1, temp, 0, 1, 0, target))) {
+        if ((rc = sd_lm_llama_init(tm, 1, p, target))) {
             sd_lm_free(*draft);
             *draft = NULL;
         } else {

@@ -33,19 +33,32 @@
 
 #include <stddef.h>
 
+#include "backend.h"
 #include "llama.h"
 #include "lm.h"
 
-/* The oracle of model m. own: the oracle frees m with itself. cache: positions each
- * thread's KV cache holds (0: the model's context length). temperature 0 is greedy
- * (a point mass on the argmax). SD_EINVAL for a bad temperature, top-k or top-p. */
+typedef struct {
+    double temperature;  /* 0 is greedy (a point mass on the argmax) */
+    double top_p;
+    size_t top_k;        /* 0: off */
+    size_t cache;        /* positions each thread's KV cache holds (0: the model's context) */
+    sd_device device;    /* where the forward passes run (backend.h) */
+} sd_lm_llama_params;
+
+/* Temperature 1, no top-k or top-p, the model's context, the CPU. */
+sd_lm_llama_params sd_lm_llama_default_params(void);
+
+/* The oracle of model m. own: the oracle frees m with itself. SD_EINVAL for a bad
+ * temperature, top-k or top-p; SD_EUNSUP when the device cannot be had. */
+int sd_lm_llama_init(sd_llama *m, int own, sd_lm_llama_params p, sd_lm **out);
+/* The same on the CPU, the parameters one by one. */
 int sd_lm_llama(sd_llama *m, int own, double temperature, size_t top_k, double top_p, size_t cache,
                 sd_lm **out);
 
-/* A draft/target pair from the spec gguf:DRAFT.gguf,TARGET.gguf[,TEMPERATURE]: both
- * models loaded and checked to share a vocabulary (lm_spec.h hands such
+/* A draft/target pair from the spec gguf:DRAFT.gguf,TARGET.gguf[,TEMPERATURE] on the
+ * device: both models loaded and checked to share a vocabulary (lm_spec.h hands such
  * specs here). */
-int sd_lm_llama_pair_parse(const char *spec, sd_lm **draft, sd_lm **target);
+int sd_lm_llama_pair_parse(const char *spec, sd_device device, sd_lm **draft, sd_lm **target);
 
 /* Forward passes and tokens evaluated so far, over every thread (for cost reports). */
 void sd_lm_llama_stats(const sd_lm *lm, size_t *passes, size_t *tokens);
