@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "model/backend.h"
+
 #define CLI_OK 0
 #define CLI_FAIL 1
 #define CLI_USAGE 2
@@ -57,16 +59,23 @@ typedef struct {
     size_t top_k, threads;  /* threads 0: all */
     unsigned long seed;
     int have_temperature;   /* given on the command line */
+    sd_device device;       /* --device: where the decoder's passes run */
 } cli_sampling;
 
-#define CLI_SAMPLING_INIT {1.0, 1.0, 0, 0, 2385, 0}
-enum { OPT_S_TEMP = 1900, OPT_S_TOPK, OPT_S_TOPP, OPT_S_SEED, OPT_S_THREADS };
+#define CLI_SAMPLING_INIT {1.0, 1.0, 0, 0, 2385, 0, SD_DEVICE_CPU}
+enum { OPT_S_TEMP = 1900, OPT_S_TOPK, OPT_S_TOPP, OPT_S_SEED, OPT_S_THREADS, OPT_S_DEVICE };
+#define CLI_DEVICE_LONGOPT {"device", required_argument, 0, OPT_S_DEVICE}
+#define CLI_DEVICE_HELP                                                                  \
+    "  --device cpu|cuda  where the decoder's forward passes run (default cpu; cuda needs\n" \
+    "                     a `make cuda` build and an NVIDIA GPU)\n"
 #define CLI_SAMPLING_LONGOPTS                                          \
     {"temperature", required_argument, 0, OPT_S_TEMP},                 \
     {"top-k", required_argument, 0, OPT_S_TOPK},                       \
     {"top-p", required_argument, 0, OPT_S_TOPP},                       \
     {"seed", required_argument, 0, OPT_S_SEED},                        \
-    {"threads", required_argument, 0, OPT_S_THREADS}
+    {"threads", required_argument, 0, OPT_S_THREADS}, CLI_DEVICE_LONGOPT
+/* --device's argument into *d: 0, or -1 after a usage message. */
+int cli_device_option(const char *arg, const char *cmd, sd_device *d);
 int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *cmd);
 
 /* Returns 1 if opt was a pair option (stored in p), 0 if not, -1 on a bad value. */

@@ -73,6 +73,12 @@ int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd)
     }
 }
 
+int cli_device_option(const char *arg, const char *cmd, sd_device *d)
+{
+    if (sd_device_parse(arg, d)) return cli_usage(cmd, "--device %s: expected cpu or cuda", arg), -1;
+    return 0;
+}
+
 int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *cmd)
 {
     size_t sz;
@@ -91,6 +97,7 @@ int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *c
         if (cli_parse_size(arg, "--seed", cmd, &sz)) return -1;
         s->seed = (unsigned long)sz;
         return 1;
+    case OPT_S_DEVICE: return cli_device_option(arg, cmd, &s->device) ? -1 : 1;
     case OPT_S_THREADS:
         if (cli_parse_size(arg, "--threads", cmd, &s->threads)) return -1;
         if (!s->threads || s->threads > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", arg), -1;

@@ -98,6 +98,7 @@ static const char *const help =
     "  --check            greedy identity: temperature 0, and every scheme's tokens must\n"
     "                     equal ar's on every prompt (exit 1 on the first difference)\n"
     "  --seed S           sampling seed (default 2385); --threads N (default: all)\n"
+    CLI_DEVICE_HELP
     "  --no-bos           do not add the BOS token; --quiet: no progress on stderr\n"
     "  --json             one JSON object instead of the table\n"
     "  --tsv FILE         also a row per scheme (measured and predicted) for plots\n"
@@ -457,6 +458,14 @@ static void session_free(session *s)
     sd_tokenizer_free(s->tok);
 }
 
+/* The oracle of model m at temperature temp, on --device, with the run's top-k and top-p. */
+static int oracle(const dec_opts *o, sd_llama *m, double temp, sd_lm **out)
+{
+    sd_lm_llama_params p = sd_lm_llama_default_params();
+    p.temperature = temp, p.top_k = o->sm.top_k, p.top_p = o->sm.top_p, p.device = o->sm.device;
+    return sd_lm_llama_init(m, 0, p, out);
+}
+
 /* The parallel drafter of --parallel-draft: shares the target's tokenizer and has the
  * [MASK] tokens to draft `steps` positions per call. */
 static int load_parallel(const dec_opts *o, session *s, size_t steps, double dtemp)
@@ -467,9 +476,9 @@ static int load_parallel(const dec_opts *o, session *s, size_t steps, double dte
         rc = sd_error(SD_EINVAL, "%s: %u [MASK] tokens draft at most %u positions per call; a shape asks for "
                       "%zu%s", o->pdraft, s->pm->cfg.n_mask, s->pm->cfg.n_mask + 1, steps,
                       s->pm->cfg.n_mask ? "" : " (not a parallel drafter: specdec train --parallel K makes one)");
-    if (!rc) rc = sd_lm_llama(s->pm, 0, dtemp, o->sm.top_k, o->sm.top_p, 0, &s->pdraft);
+    if (!rc) rc = oracle(o, s->pm, dtemp, &s->pdraft);
     if (!rc && o->sm.temperature == 0 && o->draft_temp < 0)
-        rc = sd_lm_llama(s->pm, 0, 0, o->sm.top_k, o->sm.top_p, 0, &s->pdraft_greedy);
+        rc = oracle(o, s->pm, 0, &s->pdraft_greedy);
     return rc;
 }
 
@@ -483,10 +492,10 @@ static int set_up(const dec_opts *o, session *s, entry *es, size_t ne)
     if (!rc) rc = same_tokenizer(o, o->draft, s->tm, s->dm, s->tok);
     if (!rc) rc = load_prompts(o, s);
     double dtemp = o->draft_temp >= 0 ? o->draft_temp : o->sm.temperature > 0 ? o->sm.temperature : 0.5;
-    if (!rc) rc = sd_lm_llama(s->tm, 0, o->sm.temperature, o->sm.top_k, o->sm.top_p, 0, &s->target);
-    if (!rc) rc = sd_lm_llama(s->dm, 0, dtemp, o->sm.top_k, o->sm.top_p, 0, &s->draft);
+    if (!rc) rc = oracle(o, s->tm, o->sm.temperature, &s->target);
+    if (!rc) rc = oracle(o, s->dm, dtemp, &s->draft);
     if (!rc && o->sm.temperature == 0 && o->draft_temp < 0) /* chains draft greedily at T = 0 */
-        rc = sd_lm_llama(s->dm, 0, 0, o->sm.top_k, o->sm.top_p, 0, &s->draft_greedy);
+        rc = oracle(o, s->dm, 0, &s->draft_greedy);
     /* shapes: static ones now, built ones after calibration (bounded by --budget) */
     size_t widest = o->budget > 1 ? o->budget : 1;
     for (size_t i = 0; i < ne; i++) /* the probe that calibrates the built trees: kconfig:R,R */

@@ -34,6 +34,8 @@ static const char *const mc_help =
     "  --samples N            trials (default 1e6; up to 1e13)\n"
     "  --seed S               seed (default 2385): the result is the same for any --threads\n"
     "  --threads N            OpenMP threads (default: all)\n"
+    "  --device cpu|cuda      with --lm gguf:...: where the decoder's passes run (cuda: a\n"
+    "                         `make cuda` build on an NVIDIA GPU)\n"
     "  --mpi                  spread the chunks over MPI ranks (build-mpi/specdec under\n"
     "                         mpirun or srun; implied by such a launch): the output is the\n"
     "                         same as one process's, bit for bit, for any ranks and threads\n"
@@ -96,6 +98,7 @@ typedef struct {
     double seq_samples, alpha;
     const char *lm, *shape;
     int json, mpi;
+    sd_device device;
 } mc_opts;
 
 enum { OPT_SCHEME = OPT_FIRST_FREE, OPT_SAMPLES, OPT_SEED, OPT_THREADS, OPT_BINS, OPT_GAMMA,
@@ -109,7 +112,7 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
         {"k", required_argument, 0, 'k'},
         {"samples", required_argument, 0, OPT_SAMPLES},
         {"seed", required_argument, 0, OPT_SEED},
-        {"threads", required_argument, 0, OPT_THREADS},
+        {"threads", required_argument, 0, OPT_THREADS}, CLI_DEVICE_LONGOPT,
         {"bins", required_argument, 0, OPT_BINS},
         {"gamma", required_argument, 0, OPT_GAMMA},
         {"lm", required_argument, 0, OPT_LM},
@@ -148,6 +151,9 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
         case OPT_SEED:
             if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
             o->mp.seed = (unsigned long)sz;
+            break;
+        case OPT_S_DEVICE:
+            if (cli_device_option(optarg, cmd, &o->device)) return CLI_USAGE;
             break;
         case OPT_THREADS:
             if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
@@ -335,7 +341,7 @@ static int certify_run(mc_opts o, const char *cmd)
     memset(&sc, 0, sizeof sc);
     {
         sd_lm *ld, *lt;
-        if (sd_lm_pair_parse(o.lm, &ld, &lt)) {
+        if (sd_lm_pair_parse_on(o.lm, o.device, &ld, &lt)) {
             sd_mc_result_free(&t.mc);
             return cli_fail(cmd, sd_errmsg());
         }

@@ -272,6 +272,7 @@ static const char *const synth_help =
     "  --lm SPEC        const:ALPHA, markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] or\n"
     "                   gguf:DRAFT.gguf,TARGET.gguf[,TEMP] (logs of two real models on the\n"
     "                   target's own samples)\n"
+    "  --device cpu|cuda  gguf: pairs: where the decoder's passes run (default cpu)\n"
     "  --positions N    positions per sequence (default 400)\n"
     "  --sequences S    sequences (default 1; > 1 writes [S, N, V] arrays)\n"
     "  --dtype D        stored precision (default f32)\n";
@@ -303,8 +304,9 @@ int cmd_synth_log(int argc, char **argv)
 {
     const char *cmd = "synth-log";
     enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE, S_SEED };
+    sd_device device = SD_DEVICE_CPU;
     static const struct option longopts[] = {
-        {"lm", required_argument, 0, S_LM}, {"out", required_argument, 0, S_OUT},
+        {"lm", required_argument, 0, S_LM}, {"out", required_argument, 0, S_OUT}, CLI_DEVICE_LONGOPT,
         {"positions", required_argument, 0, S_POS}, {"sequences", required_argument, 0, S_SEQ},
         {"dtype", required_argument, 0, S_DTYPE}, {"seed", required_argument, 0, S_SEED},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
@@ -316,6 +318,9 @@ int cmd_synth_log(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case S_LM: lm = optarg; break;
+        case OPT_S_DEVICE:
+            if (cli_device_option(optarg, cmd, &device)) return CLI_USAGE;
+            break;
         case S_OUT: out = optarg; break;
         case S_POS: if (cli_parse_size(optarg, "--positions", cmd, &positions)) return CLI_USAGE; break;
         case S_SEQ: if (cli_parse_size(optarg, "--sequences", cmd, &sequences)) return CLI_USAGE; break;
@@ -336,7 +341,7 @@ int cmd_synth_log(int argc, char **argv)
         return cli_usage(cmd, "--positions and --sequences must be >= 1 (1e8 positions at most)");
     synth_ctx s;
     memset(&s, 0, sizeof s);
-    if (sd_lm_pair_parse(lm, &s.draft, &s.target)) return cli_fail(cmd, sd_errmsg());
+    if (sd_lm_pair_parse_on(lm, device, &s.draft, &s.target)) return cli_fail(cmd, sd_errmsg());
     size_t V = s.target->vocab;
     s.length = positions;
     s.ctx = sd_xcalloc(positions + 1, sizeof *s.ctx);

@@ -66,6 +66,7 @@ static const char *const help =
     "  --exact, --no-exact  insist on / skip the exact block efficiency (default: when small)\n"
     "  --samples N        Monte-Carlo blocks (default 1e5; 0 = none)\n"
     "  --seed S, --threads N, --json, -h/--help\n"
+    CLI_DEVICE_HELP
     "\n"
     "Example: specdec tree --lm const:0.8 --scheme chain --shape chain:4 --exact --json\n"
     "         gives block efficiency (1 - 0.8^5) / 0.2 = 3.3616.\n";
@@ -77,6 +78,7 @@ typedef struct {
     size_t budget, max_depth, max_rank;
     double threshold, cost_draft, overhead, size_ratio;
     sd_mc_params mp;
+    sd_device device;
 } tree_opts;
 
 static int scheme_alias(const char *name, sd_scheme *s)
@@ -109,7 +111,7 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         {"size-ratio", required_argument, 0, OPT_SIZE},
         {"exact", no_argument, 0, OPT_EXACT}, {"no-exact", no_argument, 0, OPT_NOEXACT},
         {"samples", required_argument, 0, OPT_SAMPLES}, {"seed", required_argument, 0, OPT_SEED},
-        {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
+        {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON}, CLI_DEVICE_LONGOPT,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int opt;
@@ -145,6 +147,9 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         case OPT_SEED:
             if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
             o->mp.seed = (unsigned long)sz;
+            break;
+        case OPT_S_DEVICE:
+            if (cli_device_option(optarg, cmd, &o->device)) return CLI_USAGE;
             break;
         case OPT_THREADS:
             if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
@@ -285,7 +290,7 @@ int cmd_tree(int argc, char **argv)
     sd_tree *t = NULL, *best = NULL;
     double ranks[SD_TREE_MAX_CHILDREN], best_rate = 0;
     rc = CLI_OK;
-    if (sd_lm_pair_parse(o.lm, &draft, &target)) {
+    if (sd_lm_pair_parse_on(o.lm, o.device, &draft, &target)) {
         rc = cli_fail(cmd, sd_errmsg());
         goto out;
     }

@@ -40,7 +40,9 @@ static int cpu_forward(sd_backend *b, void *kv, const int32_t *tok, size_t n, co
 int sd_backend_open(const sd_llama *m, sd_device d, sd_backend **out)
 {
     *out = NULL;
-    if (d != SD_DEVICE_CPU) return sd_error(SD_EUNSUP, "device %s: not in this build", sd_device_name(d));
+    if (d != SD_DEVICE_CPU)
+        return sd_error(SD_EUNSUP, "device %s: this build has no CUDA backend (make cuda builds build-cuda/specdec "
+                        "with it)", sd_device_name(d));
     sd_backend *b = sd_xcalloc(1, sizeof *b);
     b->device = d, b->m = m;
     b->kv_alloc = cpu_kv_alloc, b->kv_free = cpu_kv_free, b->kv_n = cpu_kv_n;

@@ -44,6 +44,7 @@ awk -F '\t' '!/^#/ && $1 != "ar" { n++; if (!($15 <= $9 && $9 <= $16 && $19 <= $
 expect 0 'pred \[interval\]' -- "$SPECDEC" decode $D --scheme sd --max-tokens 6
 expect 0 'gt sweep: gt.s measured optimum at threshold' -- "$SPECDEC" decode $D --gt-sweep 0.5,2 --max-tokens 6
 expect 2 "level 1.5" -- "$SPECDEC" decode $D --scheme sd --level 1.5
+expect 1 "make cuda" -- "$SPECDEC" decode $D --scheme sd --device cuda
 expect 0 "^rrs  *kconfig:2,2" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:2,2 --max-tokens 6
 expect 0 "^kseq .*parents:" -- "$SPECDEC" decode $D --scheme kseq --optimize throughput --max-tokens 6
 
