@@ -116,7 +116,7 @@ HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
 CUDA_BUILD = $(MAKE) --no-print-directory BUILD=build-cuda CUDA=1 SAN=
 cuda:
 	$(if $(HAVE_NVCC),,@echo "make cuda: $(NVCC) not found (install the CUDA toolkit or set NVCC=)"; exit 1)
-	$(Q)$(CUDA_BUILD) build-cuda/specdec build-cuda/tests/test_cuda build-cuda/tests/bench/bench_cuda
+	+$(Q)$(CUDA_BUILD) build-cuda/specdec build-cuda/tests/test_cuda build-cuda/tests/bench/bench_cuda
 test-cuda: cuda
 	build-cuda/tests/test_cuda
 # bench-cuda: single-token pass bandwidth against the device's copy bandwidth, and

@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -712,5 +713,63 @@ extern "C" int sd_cuda_forward(sd_cuda_model *g, sd_cuda_kv *kv, const int32_t *
     }
     CU(cudaGetLastError());
     kv->n = ctx;
+    return SD_OK;
+}
+
+/* ---- for benchmarks ---- */
+
+extern "C" int sd_cuda_device_info(char *buf, size_t cap)
+{
+    if (cap) buf[0] = 0;
+    int rc = sd_cuda_available(), dev, drv = 0, rt = 0;
+    if (rc) return rc;
+    cudaDeviceProp p;
+    CU(cudaGetDevice(&dev));
+    CU(cudaGetDeviceProperties(&p, dev));
+    CU(cudaDriverGetVersion(&drv));
+    CU(cudaRuntimeGetVersion(&rt));
+    snprintf(buf, cap, "%s (sm_%d%d, %d SMs, %.1f GiB), driver CUDA %d.%d, runtime %d.%d", p.name, p.major,
+             p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / (1 << 30), drv / 1000, drv % 1000 / 10,
+             rt / 1000, rt % 1000 / 10);
+    return SD_OK;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+extern "C" int sd_cuda_copy_bandwidth(size_t bytes, int reps, double *gbps)
+{
+    *gbps = 0;
+    int rc = sd_cuda_available();
+    if (rc) return rc;
+    if (reps < 1 || reps > 1000 || !bytes) return sd_error(SD_EINVAL, "copy bandwidth: %d repetitions of %zu bytes", reps, bytes);
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float *ms = (float *)sd_xmalloc(reps * sizeof *ms);
+    cudaError_t e = cudaMalloc(&a, bytes);
+    if (e == cudaSuccess) e = cudaMalloc(&b, bytes);
+    if (e == cudaSuccess) e = cudaMemset(a, 1, bytes);
+    if (e == cudaSuccess) e = cudaEventCreate(&e0);
+    if (e == cudaSuccess) e = cudaEventCreate(&e1);
+    if (e == cudaSuccess) e = cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice); /* warm-up */
+    for (int i = 0; e == cudaSuccess && i < reps; i++) {
+        cudaEventRecord(e0);
+        cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(e1);
+        e = cudaEventSynchronize(e1);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&ms[i], e0, e1);
+    }
+    if (e == cudaSuccess) {
+        qsort(ms, reps, sizeof *ms, cmp_float);
+        *gbps = 2.0 * (double)bytes / (ms[reps / 2] * 1e-3) / 1e9;
+    }
+    free(ms);
+    cudaFree(a), cudaFree(b);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (e != cudaSuccess) return cuda_fail(e, "copy bandwidth", __LINE__);
     return SD_OK;
 }

@@ -49,4 +49,12 @@ int sd_cuda_kv_keep(sd_cuda_kv *kv, size_t base, const size_t *keep, size_t nkee
 int sd_cuda_forward(sd_cuda_model *m, sd_cuda_kv *kv, const int32_t *tokens, size_t n, const size_t *pos,
                     const unsigned char *mask, const size_t *rows, size_t n_rows, float *logits);
 
+
+/* ---- for benchmarks ---- */
+/* The device's name, driver and runtime versions, as one line into buf. */
+int sd_cuda_device_info(char *buf, size_t cap);
+/* Device-to-device copy bandwidth over a buffer of `bytes`: the median of reps
+ * copies, counting bytes read plus bytes written, in GB/s (10^9 bytes). */
+int sd_cuda_copy_bandwidth(size_t bytes, int reps, double *gbps);
+
 #endif

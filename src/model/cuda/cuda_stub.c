@@ -40,6 +40,19 @@ int sd_cuda_forward(sd_cuda_model *m, sd_cuda_kv *kv, const int32_t *tokens, siz
     (void)m, (void)kv, (void)tokens, (void)n, (void)pos, (void)mask, (void)rows, (void)n_rows, (void)logits;
     return NO_CUDA();
 }
+
+int sd_cuda_device_info(char *buf, size_t cap)
+{
+    if (cap) buf[0] = 0;
+    return NO_CUDA();
+}
+
+int sd_cuda_copy_bandwidth(size_t bytes, int reps, double *gbps)
+{
+    (void)bytes, (void)reps;
+    *gbps = 0;
+    return NO_CUDA();
+}
 #else
 typedef int sd_cuda_stub_unused; /* the real functions are in cuda.cu */
 #endif
