@@ -689,7 +689,7 @@ extern "C" int sd_cuda_forward(sd_cuda_model *g, sd_cuda_kv *kv, const int32_t *
     if (kv->m != g) return sd_error(SD_EINVAL, "CUDA forward: the KV cache belongs to another model");
     int rc = sd_cuda_forward_check(c, kv->n, kv->cap, tokens, n, pos, mask, rows, n_rows);
     if (rc) return rc;
-    if (n > 65536) return sd_error(SD_ERANGE, "CUDA forward: %zu tokens in one pass (at most 65536)", n);
+    if (n > 65535) return sd_error(SD_ERANGE, "CUDA forward: %zu tokens in one pass (at most 65535)", n);
     size_t base = kv->n, ctx = base + n;
     if ((rc = work_reserve(g, n, ctx, logits ? n_rows : 0)) ||
         (rc = upload_inputs(g, base, tokens, n, pos, mask, rows, n_rows, kv->pos)))
