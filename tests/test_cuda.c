@@ -408,6 +408,14 @@ static void test_cuda_tree_equals_paths(void **state)
         float *pair = malloc(2 * V * sizeof *pair), *again = malloc(V * sizeof *again);
         assert_int_equal(sd_cuda_forward(g, kv, prompt, P, NULL, NULL, NULL, 0, NULL), SD_OK);
         assert_int_equal(sd_cuda_forward(g, kv, tok, N, pos + P, mask, NULL, 0, tree_lg), SD_OK);
+        /* without graphs: the same kernels, the same numbers */
+        float *direct = malloc(N * V * sizeof *direct);
+        sd_cuda_set_graphs(g, 0);
+        sd_cuda_kv_truncate(kv, P);
+        assert_int_equal(sd_cuda_forward(g, kv, tok, N, pos + P, mask, NULL, 0, direct), SD_OK);
+        assert_memory_equal(direct, tree_lg, N * V * sizeof *direct);
+        sd_cuda_set_graphs(g, 1);
+        free(direct);
         /* rows: nodes 15 and 4 only */
         size_t rows[2] = {14, 3};
         sd_cuda_kv_truncate(kv, P);

@@ -5,7 +5,7 @@
  * a 128-token prompt and its effective bandwidth (weight bytes / pass time, the
  * physical limit being the copy bandwidth), M_T(n) for n = 1, 2, 4, ..., 64 new
  * tokens (all their logits copied back, as tree verification needs) and
- * M_T(n)/M_T(1), and prompt throughput over 512 tokens. Medians of --reps passes
+ * M_T(n)/M_T(1), with CUDA graphs and without, and prompt throughput over 512 tokens. Medians of --reps passes
  * after warm-up, timed on the host around synchronized calls.
  *
  * usage: bench_cuda MODEL.gguf... [--reps N]
@@ -72,17 +72,22 @@ static int bench_model(const char *path, int reps, double copy_gbps)
     printf("# %s: %zu parameters, %.1f MB on the device, copy bandwidth %.1f GB/s\n", path, sd_llama_params(m),
            bytes / 1e6, copy_gbps);
     if (sd_cuda_forward(g, kv, tok, P, NULL, NULL, NULL, 0, NULL)) return fail(path);
-    printf("%-4s %12s %10s %12s %10s\n", "n", "M_T(n) ms", "M_T(n)/M_T(1)", "weight GB/s", "of copy");
+    printf("%-4s %12s %13s %12s %9s %16s %13s\n", "n", "M_T(n) ms", "M_T(n)/M_T(1)", "weight GB/s", "of copy",
+           "no graphs: ms", "M_T(n)/M_T(1)");
+    double t1_direct = 0, td;
     for (size_t n = 1; n <= 64; n *= 2) {
+        sd_cuda_set_graphs(g, 1);
         if (time_pass(g, kv, P, n, reps, tok + P, logits, &t)) return fail(path);
-        if (n == 1) t1 = t;
-        printf("%-4zu %12.4f %10.3f %12.1f %9.1f%%\n", n, t * 1e3, t / t1, bytes / t / 1e9,
-               100 * bytes / t / 1e9 / copy_gbps);
+        sd_cuda_set_graphs(g, 0);
+        if (time_pass(g, kv, P, n, reps, tok + P, logits, &td)) return fail(path);
+        if (n == 1) t1 = t, t1_direct = td;
+        printf("%-4zu %12.4f %13.3f %12.1f %8.1f%% %16.4f %13.3f\n", n, t * 1e3, t / t1, bytes / t / 1e9,
+               100 * bytes / t / 1e9 / copy_gbps, td * 1e3, td / t1_direct);
     }
+    sd_cuda_set_graphs(g, 1);
     if (time_pass(g, kv, 0, NP, reps / 5 + 1, tok, NULL, &t)) return fail(path);
-    printf("prompt %zu tokens: %.2f ms, %.0f tokens/s; generation (n = 1): %.0f tokens/s\n", NP, t * 1e3, NP / t,
-           1 / t1);
-    printf("CUDA graphs: not implemented (every M_T above is with kernel launches)\n");
+    printf("prompt %zu tokens: %.2f ms, %.0f tokens/s; generation (n = 1, graphs): %.0f tokens/s\n", NP, t * 1e3,
+           NP / t, 1 / t1);
     free(tok), free(logits);
     sd_cuda_kv_free(kv);
     sd_cuda_model_free(g);

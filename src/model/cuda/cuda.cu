@@ -134,15 +134,18 @@ __global__ void k_quant_act(const float *x, size_t nblocks, float *scale, int8_t
 }
 
 enum { MM_WARPS = 4 }; /* output rows per block of the product */
+enum { IN_HEAD = 16 }; /* bytes before the tokens in the inputs' buffer (the cache's length) */
 
 /* y[t][r] (+)= W[r] . x[t] for t < n, W F32/F16/BF16 with `cols` columns: one warp a row,
- * tokens in chunks of NT (the row read once per chunk). */
+ * tokens in chunks of NT (the row read once per chunk). yoff (NULL: none): rows of y to
+ * skip, read on the device (the cache's length, so that a captured graph stays valid). */
 template <int NT>
 __global__ void k_mm(int type, const unsigned char *W, size_t rb, int rows, int cols, const float *x, int n,
-                     float *y, int ldy, int accum)
+                     float *y, int ldy, int accum, const int *yoff)
 {
     int r = blockIdx.x * MM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (r >= rows) return;
+    if (yoff) y += (size_t)*yoff * ldy;
     const unsigned char *row = W + (size_t)r * rb;
     for (int t0 = 0; t0 < n; t0 += NT) {
         float acc[NT];
@@ -184,10 +187,11 @@ __global__ void k_mm(int type, const unsigned char *W, size_t rb, int rows, int 
  * [n][cols] integers): per block, the integer dot product times both scales. */
 template <int NT>
 __global__ void k_mm_q(int type, const unsigned char *W, size_t rb, int rows, int cols, const float *xs,
-                       const int8_t *xq, int n, float *y, int ldy, int accum)
+                       const int8_t *xq, int n, float *y, int ldy, int accum, const int *yoff)
 {
     int r = blockIdx.x * MM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (r >= rows) return;
+    if (yoff) y += (size_t)*yoff * ldy;
     const unsigned char *row = W + (size_t)r * rb;
     const int nb = cols / 32, bbytes = type == T_Q8_0 ? 34 : 18;
     for (int t0 = 0; t0 < n; t0 += NT) {
@@ -233,11 +237,11 @@ __global__ void k_mm_q(int type, const unsigned char *W, size_t rb, int rows, in
     }
 }
 
-/* Rotates adjacent pairs of each head of x[i] (stride ld, `heads` heads) to pos[i]. */
-__global__ void k_rope(float *x, size_t ld, int heads, int hd, const int *pos, const float *freq)
+/* Rotates adjacent pairs of each head of x[xoff + i] (stride ld, `heads` heads) to pos[i]. */
+__global__ void k_rope(float *x, size_t ld, int heads, int hd, const int *pos, const float *freq, const int *xoff)
 {
     int half = hd / 2;
-    float *xi = x + (size_t)blockIdx.x * ld;
+    float *xi = x + ((size_t)(xoff ? *xoff : 0) + blockIdx.x) * ld;
     for (int e = threadIdx.x; e < heads * half; e += blockDim.x) {
         int h = e / half, i = e % half;
         float a = (float)pos[blockIdx.x] * freq[i], c = cosf(a), s = sinf(a);
@@ -266,8 +270,9 @@ __device__ float block_reduce(float v, float *sh, int is_max)
  * keys of layer K/V (stride kw): the cached ones, and the new ones its mask row
  * allows (causal without a mask). p: [n][heads][ctx] scratch for the probabilities. */
 __global__ void k_attn(const float *q, int qw, const float *K, const float *V, int kw, int hd, int group,
-                       size_t base, int n, const unsigned char *mask, float scale, float *p_all, float *ao)
+                       const int *base_p, int n, const unsigned char *mask, float scale, float *p_all, float *ao)
 {
+    size_t base = (size_t)*base_p;
     extern __shared__ float qs[]; /* [hd] */
     __shared__ float red[32];
     int i = blockIdx.y, h = blockIdx.x, heads = gridDim.x, kvh = h / group;
@@ -348,11 +353,22 @@ typedef struct {
     float *x, *xn, *q, *ao, *gate, *up, *att, *logits, *as;
     int8_t *aq;
     unsigned char *d_in, *h_in; /* the inputs on the device and their pinned staging */
-    int32_t *tokens;            /* views into d_in */
+    int *base;                  /* views into d_in: the cache's length before the pass, */
+    int32_t *tokens;            /* the tokens, */
     int *pos, *rowmap;
     unsigned char *mask;
     float *h_logits; /* pinned host copy of the logits rows */
 } work;
+
+enum { GRAPHS_MAX = 32, GRAPH_N_MAX = 64 }; /* graphs kept; widest pass replayed from one */
+
+typedef struct {
+    const sd_cuda_kv *kv;
+    int n, mask;
+    size_t rows;
+    unsigned long used;
+    cudaGraphExec_t exec; /* NULL: a free slot */
+} graph_slot;
 
 struct sd_cuda_model {
     sd_llama_config cfg;
@@ -364,7 +380,12 @@ struct sd_cuda_model {
     float *freq; /* [head_dim / 2] RoPE frequencies, computed as the CPU does */
     cudaStream_t stream;
     work w;
+    int use_graphs;
+    graph_slot graphs[GRAPHS_MAX];
+    unsigned long graph_clock;
 };
+
+static void graphs_drop(sd_cuda_model *g, const sd_cuda_kv *kv);
 
 struct sd_cuda_kv {
     sd_cuda_model *m;
@@ -457,6 +478,7 @@ extern "C" int sd_cuda_model_upload(const sd_llama *m, sd_cuda_model **out)
     sd_cuda_model *g = (sd_cuda_model *)sd_xcalloc(1, sizeof *g);
     g->cfg = m->cfg;
     g->bytes = bytes;
+    g->use_graphs = 1;
     g->layer = (dlayer *)sd_xcalloc(m->cfg.n_layer, sizeof *g->layer);
     cudaError_t e = cudaMalloc(&g->buf, bytes);
     if (e != cudaSuccess) rc = sd_error(SD_ERANGE, "CUDA: %zu bytes of weights: %s", bytes, cudaGetErrorString(e));
@@ -485,6 +507,7 @@ static void work_free(work *w)
 extern "C" void sd_cuda_model_free(sd_cuda_model *g)
 {
     if (!g) return;
+    graphs_drop(g, NULL);
     work_free(&g->w);
     cudaFree(g->buf);
     cudaFree(g->freq);
@@ -501,9 +524,13 @@ static int work_reserve(sd_cuda_model *g, size_t n, size_t ctx, size_t rows)
     work *w = &g->w;
     const sd_llama_config *c = &g->cfg;
     if (n <= w->n && n * ctx <= w->n * w->ctx && rows <= w->rows) return SD_OK;
-    size_t nn = n > w->n ? n : w->n, cc = ctx > w->ctx ? ctx : w->ctx, rr = rows > w->rows ? rows : w->rows;
+    /* the keys' room doubles, so that a growing context reallocates (and drops the
+     * graphs) a logarithmic number of times */
+    size_t nn = n > w->n ? n : w->n, rr = rows > w->rows ? rows : w->rows;
+    size_t cc = ctx <= w->ctx ? w->ctx : ctx > 2 * w->ctx ? ctx : 2 * w->ctx;
     if (nn * cc < w->n * w->ctx) cc = (w->n * w->ctx + nn - 1) / nn;
     cudaStreamSynchronize(g->stream);
+    graphs_drop(g, NULL); /* they point into the old work space */
     work_free(w);
     size_t d = c->dim, qw = (size_t)c->n_head * c->head_dim, F = c->ffn_dim, wide = d;
     if (qw > wide) wide = qw;
@@ -518,8 +545,8 @@ static int work_reserve(sd_cuda_model *g, size_t n, size_t ctx, size_t rows)
     CU(cudaMalloc(&w->logits, rr * c->n_vocab * sizeof(float)));
     CU(cudaMalloc(&w->as, nn * (wide / 32 + 1) * sizeof(float)));
     CU(cudaMalloc(&w->aq, nn * wide));
-    CU(cudaMalloc(&w->d_in, 3 * nn * sizeof(int) + nn * nn));
-    CU(cudaMallocHost(&w->h_in, 3 * nn * sizeof(int) + nn * nn));
+    CU(cudaMalloc(&w->d_in, IN_HEAD + 3 * nn * sizeof(int) + nn * nn));
+    CU(cudaMallocHost(&w->h_in, IN_HEAD + 3 * nn * sizeof(int) + nn * nn));
     CU(cudaMallocHost(&w->h_logits, rr * c->n_vocab * sizeof(float)));
     w->n = nn, w->ctx = cc, w->rows = rr;
     return SD_OK;
@@ -551,6 +578,7 @@ extern "C" int sd_cuda_kv_alloc(sd_cuda_model *g, size_t cap, sd_cuda_kv **out)
 extern "C" void sd_cuda_kv_free(sd_cuda_kv *kv)
 {
     if (!kv) return;
+    graphs_drop(kv->m, kv);
     cudaFree(kv->k), cudaFree(kv->v), cudaFree(kv->tmp), cudaFree(kv->keep);
     free(kv->pos);
     free(kv);
@@ -607,7 +635,8 @@ extern "C" int sd_cuda_kv_keep(sd_cuda_kv *kv, size_t base, const size_t *keep, 
 /* ---- the forward pass ---- */
 
 /* y[t] (+)= W x[t] for n tokens (row stride of y: ldy). */
-static void matmul(sd_cuda_model *g, const dmat *W, const float *x, int n, float *y, int ldy, int accum)
+static void matmul(sd_cuda_model *g, const dmat *W, const float *x, int n, float *y, int ldy, int accum,
+                   const int *yoff)
 {
     cudaStream_t s = g->stream;
     unsigned grid = (unsigned)((W->rows + MM_WARPS - 1) / MM_WARPS), threads = 32 * MM_WARPS;
@@ -615,42 +644,45 @@ static void matmul(sd_cuda_model *g, const dmat *W, const float *x, int n, float
     if (W->type == T_Q8_0 || W->type == T_Q4_0) {
         size_t nblocks = (size_t)n * cols / 32;
         k_quant_act<<<(unsigned)((nblocks + 7) / 8), 256, 0, s>>>(x, nblocks, g->w.as, g->w.aq);
-#define MMQ(NT) k_mm_q<NT><<<grid, threads, 0, s>>>(W->type, W->data, W->rb, rows, cols, g->w.as, g->w.aq, n, y, ldy, accum)
+#define MMQ(NT) k_mm_q<NT><<<grid, threads, 0, s>>>(W->type, W->data, W->rb, rows, cols, g->w.as, g->w.aq, n, y, ldy, accum, yoff)
         if (n <= 1) MMQ(1); else if (n <= 2) MMQ(2); else if (n <= 4) MMQ(4); else if (n <= 8) MMQ(8); else MMQ(16);
 #undef MMQ
         return;
     }
-#define MMF(NT) k_mm<NT><<<grid, threads, 0, s>>>(W->type, W->data, W->rb, rows, cols, x, n, y, ldy, accum)
+#define MMF(NT) k_mm<NT><<<grid, threads, 0, s>>>(W->type, W->data, W->rb, rows, cols, x, n, y, ldy, accum, yoff)
     if (n <= 1) MMF(1); else if (n <= 2) MMF(2); else if (n <= 4) MMF(4); else if (n <= 8) MMF(8); else MMF(16);
 #undef MMF
 }
 
-/* The inputs in one copy: tokens, positions, logits rows and the mask, staged in pinned
- * memory (the previous pass has finished with it: every pass ends synchronized). */
+/* The inputs in one copy: the cache's length, tokens, positions, logits rows and the
+ * mask, staged in pinned memory (the previous pass has finished with it: every pass
+ * ends synchronized). The views into d_in depend on n only. */
 static int upload_inputs(sd_cuda_model *g, size_t base, const int32_t *tokens, size_t n, const size_t *pos,
                          const unsigned char *mask, const size_t *rows, size_t n_rows, size_t *kvpos)
 {
     work *w = &g->w;
-    int32_t *ht = (int32_t *)w->h_in;
+    int32_t *ht = (int32_t *)(w->h_in + IN_HEAD);
     int *hp = (int *)(ht + n), *hr = hp + n;
+    *(int *)w->h_in = (int)base;
     for (size_t i = 0; i < n; i++) {
         kvpos[base + i] = pos ? pos[i] : base + i;
         ht[i] = tokens[i];
         hp[i] = (int)kvpos[base + i];
         hr[i] = (int)(i < n_rows ? (rows ? rows[i] : i) : 0);
     }
-    size_t bytes = 3 * n * sizeof(int);
+    size_t bytes = IN_HEAD + 3 * n * sizeof(int);
     if (mask) {
         memcpy(w->h_in + bytes, mask, n * n);
         bytes += n * n;
     }
     CU(cudaMemcpyAsync(w->d_in, w->h_in, bytes, cudaMemcpyHostToDevice, g->stream));
-    w->tokens = (int32_t *)w->d_in, w->pos = (int *)(w->tokens + n), w->rowmap = w->pos + n;
-    w->mask = w->d_in + 3 * n * sizeof(int);
+    w->base = (int *)w->d_in;
+    w->tokens = (int32_t *)(w->d_in + IN_HEAD), w->pos = (int *)(w->tokens + n), w->rowmap = w->pos + n;
+    w->mask = w->d_in + IN_HEAD + 3 * n * sizeof(int);
     return SD_OK;
 }
 
-static void layer_pass(sd_cuda_model *g, sd_cuda_kv *kv, uint32_t l, size_t base, int n, int has_mask)
+static void layer_pass(sd_cuda_model *g, sd_cuda_kv *kv, uint32_t l, int n, int has_mask)
 {
     const sd_llama_config *c = &g->cfg;
     const dlayer *L = &g->layer[l];
@@ -659,25 +691,95 @@ static void layer_pass(sd_cuda_model *g, sd_cuda_kv *kv, uint32_t l, size_t base
     int d = (int)c->dim, hd = (int)c->head_dim, nh = (int)c->n_head, nkv = (int)c->n_head_kv;
     int qw = nh * hd, kw = nkv * hd, F = (int)c->ffn_dim;
     float *K = kv->k + (size_t)l * kv->cap * kw, *V = kv->v + (size_t)l * kv->cap * kw;
-    float *kc = K + base * kw, *vc = V + base * kw;
 
+    /* the new keys and values go to rows base.. of the layer's cache (base on the device) */
     k_rmsnorm<<<n, 256, 0, s>>>(w->x, NULL, L->attn_norm, d, c->rms_eps, w->xn);
-    matmul(g, &L->wq, w->xn, n, w->q, qw, 0);
-    matmul(g, &L->wk, w->xn, n, kc, kw, 0);
-    matmul(g, &L->wv, w->xn, n, vc, kw, 0);
-    k_rope<<<n, 128, 0, s>>>(w->q, qw, nh, hd, w->pos, g->freq);
-    k_rope<<<n, 128, 0, s>>>(kc, kw, nkv, hd, w->pos, g->freq);
+    matmul(g, &L->wq, w->xn, n, w->q, qw, 0, NULL);
+    matmul(g, &L->wk, w->xn, n, K, kw, 0, w->base);
+    matmul(g, &L->wv, w->xn, n, V, kw, 0, w->base);
+    k_rope<<<n, 128, 0, s>>>(w->q, qw, nh, hd, w->pos, g->freq, NULL);
+    k_rope<<<n, 128, 0, s>>>(K, kw, nkv, hd, w->pos, g->freq, w->base);
     dim3 grid((unsigned)nh, (unsigned)n);
-    k_attn<<<grid, 128, hd * sizeof(float), s>>>(w->q, qw, K, V, kw, hd, nh / nkv, base, n,
+    k_attn<<<grid, 128, hd * sizeof(float), s>>>(w->q, qw, K, V, kw, hd, nh / nkv, w->base, n,
                                                  has_mask ? w->mask : NULL, 1.0f / sqrtf((float)hd), w->att, w->ao);
-    matmul(g, &L->wo, w->ao, n, w->x, d, 1);
+    matmul(g, &L->wo, w->ao, n, w->x, d, 1, NULL);
 
     k_rmsnorm<<<n, 256, 0, s>>>(w->x, NULL, L->ffn_norm, d, c->rms_eps, w->xn);
-    matmul(g, &L->w_gate, w->xn, n, w->gate, F, 0);
-    matmul(g, &L->w_up, w->xn, n, w->up, F, 0);
+    matmul(g, &L->w_gate, w->xn, n, w->gate, F, 0, NULL);
+    matmul(g, &L->w_up, w->xn, n, w->up, F, 0, NULL);
     size_t count = (size_t)n * F;
     k_swiglu<<<(unsigned)((count + 255) / 256), 256, 0, s>>>(w->gate, w->up, count);
-    matmul(g, &L->w_down, w->gate, n, w->x, d, 1);
+    matmul(g, &L->w_down, w->gate, n, w->x, d, 1, NULL);
+}
+
+/* Every launch of a pass over n tokens (and n_rows logits rows copied to the pinned
+ * buffer; 0: none). Its arguments depend only on (kv, n, has_mask, n_rows) and the
+ * work space, so that a graph captured once replays it for any cache length. */
+static void enqueue_pass(sd_cuda_model *g, sd_cuda_kv *kv, int n, int has_mask, size_t n_rows)
+{
+    const sd_llama_config *c = &g->cfg;
+    work *w = &g->w;
+    cudaStream_t s = g->stream;
+    int d = (int)c->dim;
+    k_embed<<<(unsigned)n, 256, 0, s>>>(w->tokens, g->tok_embd.type, g->tok_embd.data, g->tok_embd.rb,
+                                        g->mask_embd.type, g->mask_embd.data, g->mask_embd.rb, c->n_vocab, d, w->x);
+    for (uint32_t l = 0; l < c->n_layer; l++) layer_pass(g, kv, l, n, has_mask);
+    if (n_rows) {
+        k_rmsnorm<<<(unsigned)n_rows, 256, 0, s>>>(w->x, w->rowmap, g->out_norm, d, c->rms_eps, w->xn);
+        matmul(g, &g->output, w->xn, (int)n_rows, w->logits, (int)c->n_vocab, 0, NULL);
+        cudaMemcpyAsync(w->h_logits, w->logits, n_rows * c->n_vocab * sizeof(float), cudaMemcpyDeviceToHost, s);
+    }
+}
+
+/* ---- CUDA graphs: one per (cache, batch width, mask or not, logits rows) ---- */
+
+static void graphs_drop(sd_cuda_model *g, const sd_cuda_kv *kv) /* kv NULL: all */
+{
+    for (int i = 0; i < GRAPHS_MAX; i++)
+        if (g->graphs[i].exec && (!kv || g->graphs[i].kv == kv)) {
+            cudaGraphExecDestroy(g->graphs[i].exec);
+            memset(&g->graphs[i], 0, sizeof g->graphs[i]);
+        }
+}
+
+/* The graph of this pass, captured on first use (the slot used longest ago is replaced
+ * when all are taken). */
+static int graph_get(sd_cuda_model *g, sd_cuda_kv *kv, int n, int has_mask, size_t n_rows, cudaGraphExec_t *out)
+{
+    graph_slot *free_slot = NULL, *oldest = &g->graphs[0];
+    for (int i = 0; i < GRAPHS_MAX; i++) {
+        graph_slot *e = &g->graphs[i];
+        if (e->exec && e->kv == kv && e->n == n && e->mask == has_mask && e->rows == n_rows) {
+            e->used = ++g->graph_clock;
+            *out = e->exec;
+            return SD_OK;
+        }
+        if (!e->exec && !free_slot) free_slot = e;
+        if (e->used < oldest->used) oldest = e;
+    }
+    graph_slot *e = free_slot ? free_slot : oldest;
+    if (e->exec) cudaGraphExecDestroy(e->exec);
+    memset(e, 0, sizeof *e);
+    cudaGraph_t graph = NULL;
+    CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+    enqueue_pass(g, kv, n, has_mask, n_rows);
+    cudaError_t err = cudaStreamEndCapture(g->stream, &graph);
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err == cudaSuccess) err = cudaGraphInstantiate(&e->exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (err != cudaSuccess) {
+        e->exec = NULL;
+        return cuda_fail(err, "graph capture", __LINE__);
+    }
+    e->kv = kv, e->n = n, e->mask = has_mask, e->rows = n_rows, e->used = ++g->graph_clock;
+    *out = e->exec;
+    return SD_OK;
+}
+
+extern "C" void sd_cuda_set_graphs(sd_cuda_model *g, int on)
+{
+    g->use_graphs = on != 0;
+    if (!on) graphs_drop(g, NULL);
 }
 
 extern "C" int sd_cuda_forward(sd_cuda_model *g, sd_cuda_kv *kv, const int32_t *tokens, size_t n, const size_t *pos,
@@ -686,32 +788,26 @@ extern "C" int sd_cuda_forward(sd_cuda_model *g, sd_cuda_kv *kv, const int32_t *
     const sd_llama_config *c = &g->cfg;
     if (!n) return SD_OK;
     if (!rows) n_rows = n;
+    if (!logits) n_rows = 0;
     if (kv->m != g) return sd_error(SD_EINVAL, "CUDA forward: the KV cache belongs to another model");
     int rc = sd_cuda_forward_check(c, kv->n, kv->cap, tokens, n, pos, mask, rows, n_rows);
     if (rc) return rc;
     if (n > 65535) return sd_error(SD_ERANGE, "CUDA forward: %zu tokens in one pass (at most 65535)", n);
     size_t base = kv->n, ctx = base + n;
-    if ((rc = work_reserve(g, n, ctx, logits ? n_rows : 0)) ||
+    if ((rc = work_reserve(g, n, ctx, n_rows)) ||
         (rc = upload_inputs(g, base, tokens, n, pos, mask, rows, n_rows, kv->pos)))
         return rc;
-    work *w = &g->w;
     cudaStream_t s = g->stream;
-    int d = (int)c->dim;
-    k_embed<<<(unsigned)n, 256, 0, s>>>(w->tokens, g->tok_embd.type, g->tok_embd.data, g->tok_embd.rb,
-                                        g->mask_embd.type, g->mask_embd.data, g->mask_embd.rb, c->n_vocab, d, w->x);
-    for (uint32_t l = 0; l < c->n_layer; l++) layer_pass(g, kv, l, base, (int)n, mask != NULL);
-    CU(cudaGetLastError());
-    if (logits && n_rows) {
-        k_rmsnorm<<<(unsigned)n_rows, 256, 0, s>>>(w->x, w->rowmap, g->out_norm, d, c->rms_eps, w->xn);
-        matmul(g, &g->output, w->xn, (int)n_rows, w->logits, (int)c->n_vocab, 0);
-        size_t bytes = n_rows * c->n_vocab * sizeof(float);
-        CU(cudaMemcpyAsync(w->h_logits, w->logits, bytes, cudaMemcpyDeviceToHost, s));
-        CU(cudaStreamSynchronize(s));
-        memcpy(logits, w->h_logits, bytes);
+    if (g->use_graphs && n <= GRAPH_N_MAX) {
+        cudaGraphExec_t exec = NULL;
+        if ((rc = graph_get(g, kv, (int)n, mask != NULL, n_rows, &exec))) return rc;
+        CU(cudaGraphLaunch(exec, s));
     } else {
-        CU(cudaStreamSynchronize(s));
+        enqueue_pass(g, kv, (int)n, mask != NULL, n_rows);
     }
     CU(cudaGetLastError());
+    CU(cudaStreamSynchronize(s));
+    if (n_rows) memcpy(logits, g->w.h_logits, n_rows * c->n_vocab * sizeof(float));
     kv->n = ctx;
     return SD_OK;
 }

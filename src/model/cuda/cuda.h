@@ -49,6 +49,11 @@ int sd_cuda_kv_keep(sd_cuda_kv *kv, size_t base, const size_t *keep, size_t nkee
 int sd_cuda_forward(sd_cuda_model *m, sd_cuda_kv *kv, const int32_t *tokens, size_t n, const size_t *pos,
                     const unsigned char *mask, const size_t *rows, size_t n_rows, float *logits);
 
+/* CUDA graphs (on by default): a pass of up to 64 tokens is captured once per (cache,
+ * width, mask or not, logits rows) and replayed, so that a small model's pass is not
+ * dominated by kernel launches. Off: every pass launches its kernels (the same results,
+ * bit for bit). */
+void sd_cuda_set_graphs(sd_cuda_model *m, int on);
 
 /* ---- for benchmarks ---- */
 /* The device's name, driver and runtime versions, as one line into buf. */

@@ -24,6 +24,7 @@ int sd_cuda_kv_alloc(sd_cuda_model *m, size_t cap, sd_cuda_kv **out)
     return NO_CUDA();
 }
 
+void sd_cuda_set_graphs(sd_cuda_model *m, int on) { (void)m, (void)on; }
 void sd_cuda_kv_free(sd_cuda_kv *kv) { (void)kv; }
 size_t sd_cuda_kv_n(const sd_cuda_kv *kv) { (void)kv; return 0; }
 void sd_cuda_kv_truncate(sd_cuda_kv *kv, size_t n) { (void)kv, (void)n; }
