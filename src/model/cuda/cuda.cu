@@ -152,6 +152,8 @@ __global__ void k_mm(int type, const unsigned char *W, size_t rb, int rows, int 
 #pragma unroll
         for (int k = 0; k < NT; k++) acc[k] = 0;
         if ((cols & 7) == 0) {
+            /* unrolled so that each lane has several 16-byte loads in flight */
+#pragma unroll 4
             for (int c = lane * 8; c < cols; c += 256) {
                 float w[8];
                 load8(type, row, c, w);
@@ -198,6 +200,7 @@ __global__ void k_mm_q(int type, const unsigned char *W, size_t rb, int rows, in
         float acc[NT];
 #pragma unroll
         for (int k = 0; k < NT; k++) acc[k] = 0;
+#pragma unroll 2
         for (int b = lane; b < nb; b += 32) {
             const unsigned char *blk = row + (size_t)b * bbytes;
             const uint16_t *h = (const uint16_t *)blk; /* blocks are 2-byte aligned */
