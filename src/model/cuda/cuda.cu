@@ -269,6 +269,8 @@ __device__ float block_reduce(float v, float *sh, int is_max)
     return r;
 }
 
+enum { ATTN_THREADS = 128 }; /* threads of an attention block */
+
 /* Attention of new token i (blockIdx.y), head h (blockIdx.x) over the ctx = base + n
  * keys of layer K/V (stride kw): the cached ones, and the new ones its mask row
  * allows (causal without a mask). p: [n][heads][ctx] scratch for the probabilities. */
@@ -305,11 +307,31 @@ __global__ void k_attn(const float *q, int qw, const float *K, const float *V, i
     }
     z = block_reduce(z, red, 0);
     __syncthreads(); /* every p[j] written before any thread reads them all */
+    /* the output: thread t sums element t % hd over the keys j = t / hd (mod slices),
+     * then the slices' partial sums are added (all threads busy when hd < blockDim) */
+    const float *Vh = V + (size_t)kvh * hd;
+    int slices = blockDim.x <= ATTN_THREADS && blockDim.x % hd == 0 ? blockDim.x / hd : 1;
+    if (slices > 1) {
+        __shared__ float part[ATTN_THREADS];
+        int e = threadIdx.x % hd, sl = threadIdx.x / hd;
+        float o = 0;
+        for (size_t j = sl; j < ctx; j += slices) {
+            float pj = p[j] / z;
+            if (pj != 0.0f) o += pj * Vh[j * kw + e];
+        }
+        part[threadIdx.x] = o;
+        __syncthreads();
+        if (sl == 0) {
+            for (int k = 1; k < slices; k++) o += part[k * hd + e];
+            ao[(size_t)i * qw + (size_t)h * hd + e] = o;
+        }
+        return;
+    }
     for (int e = threadIdx.x; e < hd; e += blockDim.x) {
         float o = 0;
         for (size_t j = 0; j < ctx; j++) {
             float pj = p[j] / z;
-            if (pj != 0.0f) o += pj * V[j * kw + (size_t)kvh * hd + e];
+            if (pj != 0.0f) o += pj * Vh[j * kw + e];
         }
         ao[(size_t)i * qw + (size_t)h * hd + e] = o;
     }
@@ -703,7 +725,7 @@ static void layer_pass(sd_cuda_model *g, sd_cuda_kv *kv, uint32_t l, int n, int 
     k_rope<<<n, 128, 0, s>>>(w->q, qw, nh, hd, w->pos, g->freq, NULL);
     k_rope<<<n, 128, 0, s>>>(K, kw, nkv, hd, w->pos, g->freq, w->base);
     dim3 grid((unsigned)nh, (unsigned)n);
-    k_attn<<<grid, 128, hd * sizeof(float), s>>>(w->q, qw, K, V, kw, hd, nh / nkv, w->base, n,
+    k_attn<<<grid, ATTN_THREADS, hd * sizeof(float), s>>>(w->q, qw, K, V, kw, hd, nh / nkv, w->base, n,
                                                  has_mask ? w->mask : NULL, 1.0f / sqrtf((float)hd), w->att, w->ao);
     matmul(g, &L->wo, w->ao, n, w->x, d, 1, NULL);
 
