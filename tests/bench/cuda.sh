@@ -6,6 +6,8 @@
 set -eu
 cd "$(dirname "$0")/../.."
 B=build-cuda
+# a bundle from tests/bench/cuda-bundle.sh carries its libraries
+[ -d $B/lib ] && export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=${OUT_CUDA:-out/cuda}
 if ! $B/tests/bench/bench_cuda --reps 1 /dev/null 2>/tmp/bench_cuda_probe.$$ >/dev/null; then
     if grep -q "no CUDA device\|built without CUDA" /tmp/bench_cuda_probe.$$; then
