@@ -8,7 +8,9 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+extern "C" {
 #include "tensor.h"
+}
 
 /* ---- device helpers ---- */
 
