@@ -8,6 +8,10 @@
  * rounded to Q8 blocks, in integers, as the CPU does), and copies back only the
  * logits of the rows the caller asks for.
  *
+ * A model and its caches are for one thread at a time: the passes share the model's
+ * work space on the device (a pass ends synchronized, so calls may interleave freely
+ * between caches).
+ *
  * The plain build (no nvcc) links a stub whose functions return SD_EUNSUP
  * "built without CUDA: rebuild with make cuda"; `make cuda` builds the real one.
  *
