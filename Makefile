@@ -25,7 +25,8 @@ else
 Q = @
 endif
 
-LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(wildcard lp/*.c) $(wildcard sim/*.c)
+LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(wildcard src/model/cuda/*.c) $(wildcard lp/*.c) \
+            $(wildcard sim/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC:= $(wildcard tests/bench/bench_*.c)
@@ -37,10 +38,27 @@ BENCH_BIN:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/bench/%)
 LIB      := $(BUILD)/libspecdec.a
 BIN      := $(BUILD)/specdec
 
+# cuda: `make cuda` sets CUDA=1 in build-cuda/: the kernels of src/model/cuda/*.cu are
+# compiled by nvcc for Ampere to Hopper (sm_80, 86, 89, 90) plus PTX for later GPUs, and
+# -DSD_CUDA replaces the stub of cuda_stub.c. The plain build never calls nvcc.
+NVCC      ?= nvcc
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
+             -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVFLAGS   ?= -O3 -std=c++17 -lineinfo
+ifeq ($(CUDA),1)
+CU_SRC    := $(wildcard src/model/cuda/*.cu)
+LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
+CPPFLAGS  += -DSD_CUDA
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+endif
+
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi
+.PHONY: all deps test check fuzz bench bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
+        cuda test-cuda bench-cuda
 .SECONDARY:
 
 all: $(BIN)
@@ -49,6 +67,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVFLAGS) $(CUDA_ARCH) -DSD_CUDA -D_POSIX_C_SOURCE=200809L -Isrc -Isrc/model \
+	  -Werror all-warnings -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
@@ -85,6 +109,21 @@ HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)
 mpi:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-mpi CC=$(MPICC) MPI_CPPFLAGS=-DSD_MPI SAN= build-mpi/specdec
 
+# cuda: specdec and the CUDA tests and benchmark built with nvcc in build-cuda/ (needs the
+# CUDA toolkit; a GPU only to run them). test-cuda runs tests/test_cuda, which checks the
+# GPU decoder against the CPU one and says "skipped: no CUDA device" without a GPU.
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
+CUDA_BUILD = $(MAKE) --no-print-directory BUILD=build-cuda CUDA=1 SAN=
+cuda:
+	$(if $(HAVE_NVCC),,@echo "make cuda: $(NVCC) not found (install the CUDA toolkit or set NVCC=)"; exit 1)
+	+$(Q)$(CUDA_BUILD) build-cuda/specdec build-cuda/tests/test_cuda build-cuda/tests/bench/bench_cuda
+test-cuda: cuda
+	build-cuda/tests/test_cuda
+# bench-cuda: single-token pass bandwidth against the device's copy bandwidth, and
+# M_T(n)/M_T(1) for n = 1..64 on a 1B-class random model (tests/bench/cuda.sh; needs a GPU).
+bench-cuda: cuda
+	sh tests/bench/cuda.sh
+
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
 test: $(BIN) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
@@ -105,7 +144,7 @@ fuzz:
 	build-san/tests/fuzz_logs 100000
 
 bench: $(BENCH_BIN)
-	@for b in $(filter-out %/bench_llamacpp,$(BENCH_BIN)); do echo "== $$b"; $$b || exit 1; done
+	@for b in $(filter-out %/bench_llamacpp %/bench_cuda,$(BENCH_BIN)); do echo "== $$b"; $$b || exit 1; done
 	@echo "== llama.cpp side by side"; sh tests/bench/llamacpp/bench.sh $(BUILD)
 
 # demo: the main job on the shipped default pair (README's first command).
@@ -160,7 +199,7 @@ install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/specdec
 
 clean:
-	rm -rf build build-san build-mpi out
+	rm -rf build build-san build-mpi build-cuda out
 
 help:
 	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot) and fetch llama.cpp's test data; needs root or sudo"
@@ -174,6 +213,8 @@ help:
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
 	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
+	@echo "make cuda    specdec with the CUDA decoder in build-cuda/ (nvcc; sm_80..sm_90 + PTX); make test-cuda runs its tests"
+	@echo "make bench-cuda  the CUDA decoder's bandwidth and M_T(n)/M_T(1) on a 1B-class random model (needs a GPU)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"

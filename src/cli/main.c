@@ -6,6 +6,8 @@
 
 #include "cli.h"
 
+int cmd_random_model(int argc, char **argv); /* randmodel.c */
+
 #ifndef SPECDEC_VERSION
 #define SPECDEC_VERSION "0.1.0"
 #endif
@@ -27,6 +29,7 @@ static const struct {
     {"train", cmd_train, "train a Llama-architecture model (or distil a draft) from a text corpus"},
     {"generate", cmd_generate, "generate text with a GGUF model (tokens per second, logit logs)"},
     {"decode", cmd_decode, "speculative decoding end to end on GGUF models: every scheme, measured vs predicted"},
+    {"random-model", cmd_random_model, "write a Llama GGUF of a given shape with random weights (benchmarks)"},
     {"sweep", cmd_sweep, "a grid of specdec commands over worker processes, appended as they finish, resumable"},
 };
 
@@ -36,7 +39,7 @@ static void usage(FILE *f)
                "specdec %s: speculative decoding, exactly and by Monte Carlo.\n\ncommands:\n",
             SPECDEC_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nExit status: 0 ok, 1 failure (bad input, solver failure), 2 usage error.\n");
 }
 

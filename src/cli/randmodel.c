@@ -1,0 +1,118 @@
+/* specdec random-model: writes a Llama GGUF of a given shape with seeded random
+ * weights (src/model/randmodel.h), for benchmarks on machines without downloads. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "cli.h"
+#include "randmodel.h"
+#include "sd_error.h"
+
+int cmd_random_model(int argc, char **argv);
+
+static const char *const help =
+    "usage: specdec random-model --out FILE.gguf [--type T] [--shape S] [--ctx N] [--seed N]\n"
+    "\n"
+    "Writes a Llama-architecture GGUF model with seeded random weights (matrices of\n"
+    "variance 1/inputs, norms near 1) and a minimal llama tokenizer (<unk> <s> </s>,\n"
+    "256 byte tokens, filler pieces), for speed measurements where no model can be\n"
+    "downloaded: specdec generate, decode and llama.cpp load it. It needs the weights\n"
+    "in memory as stored (1b: 2.2 GB in F16, 1.2 GB in Q8_0).\n"
+    "\n"
+    "  --out FILE     the file to write\n"
+    "  --type T       f32, f16, bf16, q8_0 or q4_0 for the matrices (default f16;\n"
+    "                 norms are always f32)\n"
+    "  --shape S      1b (default: dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 32000)\n"
+    "                 or DIM,LAYERS,HEADS,KV_HEADS,FFN,VOCAB (vocab >= 260)\n"
+    "  --ctx N        context length (default 4096)\n"
+    "  --seed N       seed of the weights (default 2385)\n"
+    "\n"
+    "Exit status: 0 written, 1 failure (bad shape, I/O), 2 usage error.\n";
+
+static int parse_type(const char *s, sd_ttype *t)
+{
+    static const struct { const char *name; sd_ttype t; } types[] = {
+        {"f32", SD_T_F32}, {"f16", SD_T_F16}, {"bf16", SD_T_BF16}, {"q8_0", SD_T_Q8_0}, {"q4_0", SD_T_Q4_0}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcasecmp(s, types[i].name)) return *t = types[i].t, 0;
+    return -1;
+}
+
+static int parse_shape(const char *s, sd_llama_config *c)
+{
+    if (!strcmp(s, "1b")) return 0;
+    unsigned v[6];
+    char tail;
+    if (sscanf(s, "%u,%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6) return -1;
+    c->dim = v[0], c->n_layer = v[1], c->n_head = v[2], c->n_head_kv = v[3], c->ffn_dim = v[4], c->n_vocab = v[5];
+    c->head_dim = c->n_head ? c->dim / c->n_head : 0;
+    if (c->head_dim * c->n_head != c->dim) return -1;
+    return 0;
+}
+
+int cmd_random_model(int argc, char **argv)
+{
+    const char *cmd = "random-model", *out = NULL;
+    sd_ttype type = SD_T_F16;
+    sd_llama_config c = sd_randmodel_1b();
+    size_t seed = 2385, ctx = 4096;
+    enum { O_OUT = OPT_FIRST_FREE, O_TYPE, O_SHAPE, O_CTX, O_SEED };
+    static const struct option opts[] = {
+        {"out", required_argument, 0, O_OUT}, {"type", required_argument, 0, O_TYPE},
+        {"shape", required_argument, 0, O_SHAPE}, {"ctx", required_argument, 0, O_CTX},
+        {"seed", required_argument, 0, O_SEED}, {"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case O_OUT: out = optarg; break;
+        case O_TYPE:
+            if (parse_type(optarg, &type)) {
+                fprintf(stderr, "specdec %s: --type '%s': not one of f32, f16, bf16, q8_0, q4_0\n", cmd, optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case O_SHAPE:
+            if (parse_shape(optarg, &c)) {
+                fprintf(stderr, "specdec %s: --shape '%s': not 1b or DIM,LAYERS,HEADS,KV_HEADS,FFN,VOCAB "
+                        "(DIM a multiple of HEADS)\n", cmd, optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case O_CTX: if (cli_parse_size(optarg, "--ctx", cmd, &ctx)) return CLI_USAGE; break;
+        case O_SEED: if (cli_parse_size(optarg, "--seed", cmd, &seed)) return CLI_USAGE; break;
+        case OPT_HELP: fputs(help, stdout); return CLI_OK;
+        default: fprintf(stderr, "%s", help); return CLI_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "specdec %s: unexpected argument '%s'\n", cmd, argv[optind]);
+        return CLI_USAGE;
+    }
+    if (!out) {
+        fprintf(stderr, "specdec %s: --out FILE.gguf is required\n", cmd);
+        return CLI_USAGE;
+    }
+    if (!ctx || ctx > 1u << 24) {
+        fprintf(stderr, "specdec %s: --ctx %zu: out of range (1 to 16777216)\n", cmd, ctx);
+        return CLI_USAGE;
+    }
+    c.ctx_len = (uint32_t)ctx;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, (unsigned long)seed);
+    double t0 = sd_seconds();
+    int rc = sd_randmodel_write(&c, type, r, out);
+    gsl_rng_free(r);
+    if (rc) {
+        fprintf(stderr, "specdec %s: %s\n", cmd, sd_errmsg());
+        return CLI_FAIL;
+    }
+    fprintf(stderr, "specdec %s: wrote %s (dim %u, %u layers, %u/%u heads, ffn %u, vocab %u, %s) in %.1f s\n", cmd,
+            out, c.dim, c.n_layer, c.n_head, c.n_head_kv, c.ffn_dim, c.n_vocab, sd_ttype_name(type),
+            sd_seconds() - t0);
+    return CLI_OK;
+}

@@ -1,0 +1,74 @@
+/* cuda_host: the upload plan and the argument checks of the CUDA backend (plain C). */
+#include "cuda_host.h"
+
+#include "sd_error.h"
+
+static void put(sd_cuda_slot *slots, size_t *k, const sd_tensor *t, int f32)
+{
+    if (slots) slots[*k].src = t, slots[*k].f32 = f32;
+    ++*k;
+}
+
+/* Lists the tensors in the plan's order into slots (NULL: only counts them). */
+static size_t walk(const sd_llama *m, sd_cuda_slot *slots)
+{
+    size_t k = 0;
+    put(slots, &k, &m->tok_embd, 0);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        const sd_tensor *ts[9] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
+                                  &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 9; i++) put(slots, &k, ts[i], i == 0 || i == 5);
+    }
+    put(slots, &k, &m->out_norm, 1);
+    if (!m->tied) put(slots, &k, &m->output, 0);
+    if (m->cfg.n_mask) put(slots, &k, &m->mask_embd, 0);
+    return k;
+}
+
+size_t sd_cuda_plan_count(const sd_llama *m) { return walk(m, NULL); }
+
+size_t sd_cuda_plan(const sd_llama *m, sd_cuda_slot *slots, int *rc)
+{
+    size_t k = walk(m, slots), at = 0;
+    *rc = SD_OK;
+    for (size_t i = 0; i < k; i++) {
+        const sd_tensor *t = slots[i].src;
+        if (!slots[i].f32 && !sd_ttype_block(t->type)) {
+            *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s, not F32, F16, BF16, Q8_0 or Q4_0",
+                           t->name ? t->name : "a tensor", sd_ttype_name(t->type));
+            return 0;
+        }
+        size_t elems = 1;
+        for (uint32_t d = 0; d < t->ndim; d++) elems *= t->dims[d];
+        slots[i].bytes = slots[i].f32 ? elems * sizeof(float) : t->nbytes;
+        slots[i].offset = at;
+        at += (slots[i].bytes + SD_CUDA_ALIGN - 1) / SD_CUDA_ALIGN * SD_CUDA_ALIGN;
+    }
+    return at;
+}
+
+int sd_cuda_forward_check(const sd_llama_config *c, size_t base, size_t cap, const int32_t *tokens, size_t n,
+                          const size_t *pos, const unsigned char *mask, const size_t *rows, size_t n_rows)
+{
+    if (base + n > cap)
+        return sd_error(SD_ERANGE, "%zu tokens after %zu cached: past the KV cache's %zu positions", n, base, cap);
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= c->n_vocab + c->n_mask)
+            return sd_error(SD_EINVAL, "token %zu: id %d outside the vocabulary of %u%s", i, (int)tokens[i],
+                            c->n_vocab, c->n_mask ? " and its [MASK] tokens" : "");
+        size_t p = pos ? pos[i] : base + i;
+        if (p >= c->ctx_len)
+            return sd_error(SD_ERANGE, "token %zu at position %zu: past the model's context of %u", i, p,
+                            c->ctx_len);
+    }
+    if (mask)
+        for (size_t i = 0; i < n; i++)
+            if (!mask[i * n + i]) return sd_error(SD_EINVAL, "mask: token %zu does not see itself", i);
+    if (rows) {
+        if (n_rows > n) return sd_error(SD_EINVAL, "logits of %zu rows asked of %zu tokens", n_rows, n);
+        for (size_t i = 0; i < n_rows; i++)
+            if (rows[i] >= n) return sd_error(SD_EINVAL, "logits row %zu: %zu is not one of the %zu tokens", i, rows[i], n);
+    }
+    return SD_OK;
+}

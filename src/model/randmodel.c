@@ -1,0 +1,127 @@
+/* randmodel: random-weight Llama models of any shape, as GGUF (randmodel.h). */
+#include "randmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "sd_error.h"
+
+sd_llama_config sd_randmodel_1b(void)
+{
+    sd_llama_config c = {.n_vocab = 32000, .dim = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
+                         .head_dim = 64, .ffn_dim = 8192, .ctx_len = 4096, .rms_eps = 1e-5f,
+                         .rope_base = 10000.0f, .n_mask = 0};
+    return c;
+}
+
+/* A tensor of `rows` rows of `cols`, type t, at *at: uniform in +-a (norms: 1 +- a). */
+static void fill(sd_tensor *dst, const char *name, sd_ttype t, size_t cols, size_t rows, double a, int norm,
+                 gsl_rng *r, char **at, float *row)
+{
+    size_t rb = sd_ttype_row_bytes(t, cols);
+    for (size_t i = 0; i < rows; i++) {
+        for (size_t j = 0; j < cols; j++) row[j] = (float)((norm ? 1.0 : 0.0) + a * (2 * gsl_rng_uniform(r) - 1));
+        sd_quantize_row(t, row, *at + i * rb, cols);
+    }
+    sd_tensor v = {name, t, rows > 1 ? 2 : 1, {cols, rows, 1, 1}, *at, rows * rb};
+    *dst = v;
+    *at += (rows * rb + 63) / 64 * 64;
+}
+
+int sd_randmodel_build(const sd_llama_config *c, sd_ttype t, gsl_rng *r, sd_llama **out)
+{
+    *out = NULL;
+    int rc = sd_llama_config_check(c, "random model");
+    if (rc) return rc;
+    if (c->n_vocab < SD_RANDMODEL_MIN_VOCAB)
+        return sd_error(SD_EINVAL, "random model: vocabulary %u (its tokenizer needs at least %d)", c->n_vocab,
+                        SD_RANDMODEL_MIN_VOCAB);
+    if (!sd_ttype_block(t)) return sd_error(SD_EUNSUP, "random model: type %s", sd_ttype_name(t));
+    size_t d = c->dim, q = (size_t)c->n_head * c->head_dim, kv = (size_t)c->n_head_kv * c->head_dim;
+    size_t F = c->ffn_dim, cols[3] = {d, q, F};
+    for (int i = 0; i < 3; i++)
+        if (!sd_ttype_row_bytes(t, cols[i]))
+            return sd_error(SD_EINVAL, "random model: rows of %zu are not whole %s blocks", cols[i],
+                            sd_ttype_name(t));
+    size_t need = 0;
+#define ROOM(tt, cc, rr) (need += (sd_ttype_row_bytes((tt), (cc)) * (rr) + 63) / 64 * 64)
+    ROOM(t, d, c->n_vocab), ROOM(t, d, c->n_vocab), ROOM(SD_T_F32, d, 1);
+    if (c->n_mask) ROOM(t, d, c->n_mask);
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        ROOM(SD_T_F32, d, 1), ROOM(t, d, q), ROOM(t, d, kv), ROOM(t, d, kv), ROOM(t, q, d);
+        ROOM(SD_T_F32, d, 1), ROOM(t, d, F), ROOM(t, d, F), ROOM(t, F, d);
+    }
+#undef ROOM
+    sd_llama *m = sd_xcalloc(1, sizeof *m);
+    m->cfg = *c;
+    m->layer = sd_xcalloc(c->n_layer, sizeof *m->layer);
+    char *at = m->qbuf = sd_xmalloc(need);
+    float *row = sd_xmalloc((d > F ? (d > q ? d : q) : (F > q ? F : q)) * sizeof *row);
+    /* embeddings of unit scale per element; matrices of variance 1 / cols (uniform in
+     * +-sqrt(3 / cols)); norms 1 +- 0.1 */
+    fill(&m->tok_embd, "token_embd.weight", t, d, c->n_vocab, 1.0, 0, r, &at, row);
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        sd_llama_layer *L = &m->layer[l];
+        fill(&L->attn_norm, "attn_norm", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
+        fill(&L->wq, "attn_q", t, d, q, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->wk, "attn_k", t, d, kv, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->wv, "attn_v", t, d, kv, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->wo, "attn_output", t, q, d, sqrt(3.0 / q), 0, r, &at, row);
+        fill(&L->ffn_norm, "ffn_norm", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
+        fill(&L->w_gate, "ffn_gate", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->w_up, "ffn_up", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->w_down, "ffn_down", t, F, d, sqrt(3.0 / F), 0, r, &at, row);
+    }
+    fill(&m->out_norm, "output_norm.weight", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
+    fill(&m->output, "output.weight", t, d, c->n_vocab, sqrt(3.0 / d), 0, r, &at, row);
+    if (c->n_mask) {
+        fill(&m->mask_embd, SD_LLAMA_MASK_TENSOR, t, d, c->n_mask, 1.0, 0, r, &at, row);
+        m->mask_embd.ndim = 2;
+    }
+    free(row);
+    *out = m;
+    return SD_OK;
+}
+
+/* The minimal SentencePiece-style tokenizer described in randmodel.h. */
+static int tokenizer_keys(uint32_t n_vocab, sd_gguf_writer *w)
+{
+    char **tok = sd_xmalloc(n_vocab * sizeof *tok);
+    float *score = sd_xmalloc(n_vocab * sizeof *score);
+    int32_t *type = sd_xmalloc(n_vocab * sizeof *type);
+    static const char *ctl[3] = {"<unk>", "<s>", "</s>"};
+    for (uint32_t i = 0; i < n_vocab; i++) {
+        tok[i] = sd_xmalloc(24);
+        if (i < 3) snprintf(tok[i], 24, "%s", ctl[i]), type[i] = i ? 3 : 2, score[i] = 0;
+        else if (i < 259) snprintf(tok[i], 24, "<0x%02X>", i - 3), type[i] = 6, score[i] = 0;
+        else snprintf(tok[i], 24, "\xe2\x96\x81t%u", i - 259), type[i] = 1, score[i] = -(float)(i - 259);
+    }
+    int rc = sd_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (!rc) rc = sd_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, n_vocab);
+    if (!rc) rc = sd_gguf_writer_set_arr(w, "tokenizer.ggml.scores", SD_GGUF_F32, score, n_vocab);
+    if (!rc) rc = sd_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", SD_GGUF_I32, type, n_vocab);
+    if (!rc) rc = sd_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    if (!rc) rc = sd_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    if (!rc) rc = sd_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    for (uint32_t i = 0; i < n_vocab; i++) free(tok[i]);
+    free(tok), free(score), free(type);
+    return rc;
+}
+
+int sd_randmodel_write(const sd_llama_config *c, sd_ttype t, gsl_rng *r, const char *path)
+{
+    sd_llama *m;
+    int rc = sd_randmodel_build(c, t, r, &m);
+    if (rc) return rc;
+    char name[64];
+    snprintf(name, sizeof name, "specdec-random-%ux%u-%s", c->dim, c->n_layer, sd_ttype_name(t));
+    sd_gguf_writer *w = sd_gguf_writer_init();
+    if (!(rc = sd_llama_to_gguf(m, name, w)) && !(rc = tokenizer_keys(c->n_vocab, w)))
+        rc = sd_gguf_writer_write(w, path);
+    sd_gguf_writer_free(w);
+    sd_llama_free(m);
+    return rc;
+}

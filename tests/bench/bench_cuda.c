@@ -1,0 +1,121 @@
+/* bench_cuda: the CUDA decoder's speed (make bench-cuda; needs a GPU).
+ *
+ * For each GGUF model given: the weight bytes, the device-to-device copy bandwidth
+ * measured in the same run (bytes read + written), a single-token pass's time after
+ * a 128-token prompt and its effective bandwidth (weight bytes / pass time, the
+ * physical limit being the copy bandwidth), M_T(n) for n = 1, 2, 4, ..., 64 new
+ * tokens (all their logits copied back, as tree verification needs) and
+ * M_T(n)/M_T(1), with CUDA graphs and without, and prompt throughput over 512 tokens. Medians of --reps passes
+ * after warm-up, timed on the host around synchronized calls.
+ *
+ * usage: bench_cuda MODEL.gguf... [--reps N]
+ * Exit status 1 with a message when built without CUDA or without a device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda.h"
+#include "llama.h"
+#include "sd_error.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "bench_cuda: %s: %s\n", what, sd_errmsg());
+    return 1;
+}
+
+/* Median seconds of reps passes of n tokens after `prefix` cached ones. */
+static int time_pass(sd_cuda_model *g, sd_cuda_kv *kv, size_t prefix, size_t n, int reps, const int32_t *tok,
+                     float *logits, double *med)
+{
+    double *t = malloc((size_t)reps * sizeof *t);
+    for (int i = -3; i < reps; i++) {
+        sd_cuda_kv_truncate(kv, prefix);
+        double t0 = sd_seconds();
+        if (sd_cuda_forward(g, kv, tok, n, NULL, NULL, NULL, 0, logits)) {
+            free(t);
+            return 1;
+        }
+        if (i >= 0) t[i] = sd_seconds() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *med = t[reps / 2];
+    free(t);
+    return 0;
+}
+
+static int bench_model(const char *path, int reps, double copy_gbps)
+{
+    sd_llama *m;
+    sd_cuda_model *g;
+    sd_cuda_kv *kv;
+    if (sd_llama_load(path, &m)) return fail(path);
+    if (sd_cuda_model_upload(m, &g)) return fail(path);
+    size_t V = m->cfg.n_vocab, P = 128, NP = 512, cap = NP + 64;
+    if (cap > m->cfg.ctx_len) cap = m->cfg.ctx_len;
+    if (cap < P + 64) {
+        fprintf(stderr, "bench_cuda: %s: context %u is shorter than 192\n", path, m->cfg.ctx_len);
+        return 1;
+    }
+    if (NP > cap) NP = cap;
+    if (sd_cuda_kv_alloc(g, cap, &kv)) return fail(path);
+    int32_t *tok = malloc(NP * sizeof *tok);
+    for (size_t i = 0; i < NP; i++) tok[i] = (int32_t)((7919 * i + 13) % V);
+    float *logits = malloc(NP * V * sizeof *logits);
+    double bytes = (double)sd_cuda_model_bytes(g), t1 = 0, t;
+    printf("# %s: %zu parameters, %.1f MB on the device, copy bandwidth %.1f GB/s\n", path, sd_llama_params(m),
+           bytes / 1e6, copy_gbps);
+    if (sd_cuda_forward(g, kv, tok, P, NULL, NULL, NULL, 0, NULL)) return fail(path);
+    printf("%-4s %12s %13s %12s %9s %16s %13s\n", "n", "M_T(n) ms", "M_T(n)/M_T(1)", "weight GB/s", "of copy",
+           "no graphs: ms", "M_T(n)/M_T(1)");
+    double t1_direct = 0, td;
+    for (size_t n = 1; n <= 64; n *= 2) {
+        sd_cuda_set_graphs(g, 1);
+        if (time_pass(g, kv, P, n, reps, tok + P, logits, &t)) return fail(path);
+        sd_cuda_set_graphs(g, 0);
+        if (time_pass(g, kv, P, n, reps, tok + P, logits, &td)) return fail(path);
+        if (n == 1) t1 = t, t1_direct = td;
+        printf("%-4zu %12.4f %13.3f %12.1f %8.1f%% %16.4f %13.3f\n", n, t * 1e3, t / t1, bytes / t / 1e9,
+               100 * bytes / t / 1e9 / copy_gbps, td * 1e3, td / t1_direct);
+    }
+    sd_cuda_set_graphs(g, 1);
+    if (time_pass(g, kv, 0, NP, reps / 5 + 1, tok, NULL, &t)) return fail(path);
+    printf("prompt %zu tokens: %.2f ms, %.0f tokens/s; generation (n = 1, graphs): %.0f tokens/s\n", NP, t * 1e3,
+           NP / t, 1 / t1);
+    free(tok), free(logits);
+    sd_cuda_kv_free(kv);
+    sd_cuda_model_free(g);
+    sd_llama_free(m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 50, nfiles = 0;
+    const char *files[16];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (argv[i][0] == '-' || nfiles == 16) {
+            fprintf(stderr, "usage: bench_cuda MODEL.gguf... [--reps N]\n");
+            return 2;
+        } else files[nfiles++] = argv[i];
+    }
+    if (!nfiles || reps < 1) {
+        fprintf(stderr, "usage: bench_cuda MODEL.gguf... [--reps N]\n");
+        return 2;
+    }
+    char info[256];
+    if (sd_cuda_device_info(info, sizeof info)) return fail("device");
+    double gbps;
+    if (sd_cuda_copy_bandwidth((size_t)1 << 30, 20, &gbps)) return fail("copy bandwidth");
+    printf("# device: %s\n", info);
+    for (int i = 0; i < nfiles; i++)
+        if (bench_model(files[i], reps, gbps)) return 1;
+    return 0;
+}
