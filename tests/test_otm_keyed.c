@@ -167,6 +167,11 @@ static void test_keyed_certify(void **state)
     double p = sd_planted_token_p(NULL, SD_SCHEME_OTM, draft, target, V, 2e5);
     print_message("otm keyed V=50 k=3: certification p = %g\n", p);
     assert_true(p > SD_PLANTED_ALPHA);
+    sd_planted bug = {"otm-wrong-coin", "coin with a of the next draft's token", SD_SCHEME_OTM,
+                      sd_planted_otm_wrong_coin(), 0, 0, NULL};
+    double pb = sd_planted_token_p(&bug, SD_SCHEME_OTM, draft, target, V, 2e5);
+    print_message("otm keyed V=50 k=3, wrong coin: certification p = %g\n", pb);
+    assert_true(pb >= 0 && pb < SD_PLANTED_ALPHA);
     gsl_rng_free(r);
 }
 

@@ -45,9 +45,8 @@ static const char *const help =
     "Schemes (--scheme all runs every one; default shapes in brackets):\n"
     "  sd          chain SD, Leviathan et al. / Chen et al.        [chain:4]\n"
     "  spectr      SpecTr K x L sequences, K-SEQ                   [spectr:2,3]\n"
-    "  spectr-otm  SpecTr K x L, OTM-k from a GLPK LP at every node [spectr:2,3]; the\n"
-    "              LP grows as V^k: it needs a small vocabulary (a 4096-token model is\n"
-    "              refused with the LP's size, and the row says so)\n"
+    "  spectr-otm  SpecTr K x L, optimal OTM-k at every node (keyed sampler, no LP)\n"
+    "                                                              [spectr:2,3]\n"
     "  mcsd        MCSD k-configuration, i.i.d. candidates          [kconfig:2,1,1]\n"
     "  mcsd-wor    MCSD k-configuration without replacement         [kconfig:2,1,1]\n"
     "  rsd-c       RSD-C branching vector, recursive rejection      [kconfig:3,1]\n"
@@ -509,7 +508,6 @@ static sd_tree_params entry_params(const entry *e)
     sd_tree_params p = sd_tree_default_params();
     p.scheme = e->scheme;
     p.eval = SD_EVAL_TREE;
-    if (e->scheme == SD_SCHEME_OTM) p.vp.otm_solve = sd_otm_lp_coupling;
     return p;
 }
 
@@ -995,19 +993,6 @@ static int decode(const dec_opts *o)
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
             continue;
-        }
-        if (e->scheme == SD_SCHEME_OTM) { /* an LP at every node: refuse the slow ones */
-            size_t k = e->tree->walk == SD_WALK_SPECTR ? e->tree->width : e->tree->max_children;
-            double secs = sd_otm_lp_predicted_seconds(SD_OTM_LP_SET, V, k);
-            if (secs < 0 || secs > 0.05) {
-                e->skipped = 1;
-                char est[32] = "too long";
-                if (secs >= 0) snprintf(est, sizeof est, "~%.2g s", secs);
-                snprintf(e->why, sizeof e->why, "OTM-%zu's LP over %zu tokens takes %s per tree node "
-                         "(GLPK): too slow to decode with; it needs a vocabulary of a few dozen tokens",
-                         k, V, est);
-                continue;
-            }
         }
         sd_error_clear();
         int r = run_spec(o, &s, e, ncal, cal_tokens, o->sm.seed + 7919);

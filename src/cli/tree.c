@@ -70,7 +70,7 @@ static const char *const help =
 typedef struct {
     const char *lm, *shape, *optimize, *cost_target;
     sd_tree_params tp;
-    int have_scheme, exact, json;
+    int have_scheme, exact, json, otm_lp;
     size_t budget, max_depth, max_rank;
     double threshold, cost_draft, overhead, size_ratio;
     sd_mc_params mp;
@@ -117,7 +117,9 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         switch (opt) {
         case OPT_LM: o->lm = optarg; break;
         case OPT_SCHEME:
-            if (scheme_alias(optarg, &o->tp.scheme))
+            o->otm_lp = !strcmp(optarg, "otm-lp"); /* otm through an LP per node, for checking */
+            if (o->otm_lp) o->tp.scheme = SD_SCHEME_OTM;
+            else if (scheme_alias(optarg, &o->tp.scheme))
                 return cli_usage(cmd, "unknown scheme '%s' (sd, chain, specinfer, mcsd, rrs, "
                                       "mcsd-wor, rsd-c, kseq)", optarg);
             o->have_scheme = 1;
@@ -262,7 +264,7 @@ int cmd_tree(int argc, char **argv)
     int rc = parse(argc, argv, cmd, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
-    if (o.tp.scheme == SD_SCHEME_OTM) o.tp.vp.otm_solve = sd_otm_lp_coupling; /* an LP per node */
+    if (o.tp.scheme == SD_SCHEME_OTM && o.otm_lp) o.tp.vp.otm_solve = sd_otm_lp_coupling;
     sd_cost_curve *curve;
     if (sd_cost_curve_parse(o.cost_target, &curve)) return cli_fail(cmd, sd_errmsg());
     sd_cost_model cm = {o.cost_draft, curve, o.overhead};
