@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <gsl/gsl_math.h>
 
 #include "dist.h"
 #include "otm.h"
@@ -35,10 +36,23 @@ typedef struct {
 double sd_otm_powdiff(double b, double a, size_t k)
 {
     if (b <= a) return 0;
-    double bk = pow(b, (double)k);
-    if (a <= 0) return bk;
+    if (a <= 0) return k <= 32 ? gsl_pow_uint(b, (unsigned)k) : pow(b, (double)k);
+    if (k <= 32) { /* (b - a) sum_i b^i a^(k-1-i): positive terms only */
+        double bp = 1, sum = 1;
+        for (size_t i = 1; i < k; i++) {
+            bp *= b;
+            sum = sum * a + bp;
+        }
+        return (b - a) * sum;
+    }
     /* b^k (1 - (a/b)^k) with a/b = 1 + (a - b)/b: expm1/log1p keep every digit */
-    return -bk * expm1((double)k * log1p((a - b) / b));
+    return -pow(b, (double)k) * expm1((double)k * log1p((a - b) / b));
+}
+
+/* density of the largest key at u (above u0): k u^(k-1) */
+static double density(double u, size_t k)
+{
+    return k <= 33 ? (double)k * gsl_pow_uint(u, (unsigned)(k - 1)) : (double)k * pow(u, (double)(k - 1));
 }
 
 sd_otm_keyed *sd_otm_keyed_alloc(size_t vocab, size_t k)
@@ -186,13 +200,20 @@ static int place(keyed_work *w, size_t *finger, size_t tok, double L, double T, 
         double s1 = w->fhi[i] - a, s2 = w->fhi[j] - b, s = s1 < s2 ? s1 : s2;
         double gain = nu(b, b + s, u0, k) - nu(a, a + s, u0, k);
         if (N + gain >= T) {
-            double lo = 0, hi = s, need = T - N;
-            for (int it = 0; it < 200 && hi > lo; it++) {
-                double mid = 0.5 * (lo + hi);
-                if (mid <= lo || mid >= hi) break;
-                if (nu(b, b + mid, u0, k) - nu(a, a + mid, u0, k) < need) lo = mid;
-                else hi = mid;
+            /* h(x) = nu([b, b + x]) - nu([a, a + x]) rises from 0 to gain on [0, s]:
+             * Newton from the secant, kept inside the bracket, bisection when it leaves */
+            double lo = 0, hi = s, need = T - N, x = s * (need / gain);
+            for (int it = 0; it < 100; it++) {
+                if (!(x > lo && x < hi)) x = 0.5 * (lo + hi);
+                if (x <= lo || x >= hi) break;
+                double h = nu(b, b + x, u0, k) - nu(a, a + x, u0, k) - need;
+                if (h < 0) lo = x;
+                else hi = x;
+                if (h == 0 || hi - lo <= 4e-16 * hi) break;
+                double ga = a + x > u0 ? density(a + x, k) : 0, gb = b + x > u0 ? density(b + x, k) : 0;
+                x = gb > ga ? x - h / (gb - ga) : 0.5 * (lo + hi);
             }
+            hi = x > lo && x < hi ? x : hi;
             a += hi, b += hi;
             if (a > w->fhi[i]) a = w->fhi[i];
             if (b > w->fhi[j]) b = w->fhi[j];
