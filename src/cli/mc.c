@@ -26,7 +26,7 @@ static const char *const mc_help =
     "target (cells with expected count < 5 pooled; above 256 tokens, tokens are grouped\n"
     "into B bins of equal target mass first, default 64).\n"
     "\n" CLI_PAIR_HELP
-    "  --scheme NAME          sd, specinfer, rrs, kseq, otm or otm-lp (otm-lp samples an LP coupling:\n"
+    "  --scheme NAME          sd, specinfer, rrs, kseq, otm or otm-lp (an LP coupling:\n"
     "                         small V only)\n"
     "  -k, --k K              drafts per position (default 2)\n"
     "  --gamma G              K-SEQ division factor (default gamma*)\n"
@@ -63,8 +63,8 @@ static const char *const certify_help =
     "(default 1e-6: a correct scheme fails one test with probability up to about 2e-6,\n"
     "one run of about a dozen tests with probability about 2e-5).\n"
     "\n" CLI_PAIR_HELP
-    "  --scheme NAME          sd, specinfer, rrs, kseq, otm (otm solves an LP per context:\n"
-    "                         small vocabularies)\n"
+    "  --scheme NAME          sd, specinfer, rrs, kseq, otm (any vocabulary) or otm-lp (an\n"
+    "                         LP per context: small vocabularies, for checking)\n"
     "  -k, --k K              candidates per position (default 2)\n"
     "  --samples N            token-level trials (default 3e6)\n"
     "  --lm SPEC              const:ALPHA, markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] or\n"
