@@ -104,4 +104,49 @@ void sd_otm_coupling_free(sd_otm_coupling *c);
  * acceptance = sum of accept. target must be a distribution over c->vocab tokens. */
 int sd_otm_coupling_finish(sd_otm_coupling *c, const double *target);
 
+/* ---- the keyed OTM-k sampler (THEORY.md, "OTM-k without an LP") ----
+ *
+ * An exact sampler of an optimal k-draft coupling at any vocabulary. Per position,
+ * O(V log V) set-up: tokens sorted by target/draft, Phi_j = P_j^k - Q_j on the ratio
+ * prefixes, u0 = max(Phi*, 0)^(1/k), and a tiling of [0, 1] into pieces, token m's
+ * pieces of total length draft(m). A draft carries a key uniform on its token's
+ * pieces (so every key is uniform on [0, 1]); the draft with the largest key, if that
+ * key is >= u0, is accepted with probability min(1, target(m) / a[m]), where
+ * a[m] = P(the largest of k keys lies in m's pieces and is >= u0); otherwise the
+ * output is drawn from residual = norm(target - min(a, target)). The output law is
+ * the target for any tiling; the left-curtain tiling built here makes a <= target
+ * on every token, so the acceptance sum_m min(a, target) is 1 - Phi*, the optimum.
+ *
+ *   sd_otm_keyed *K = sd_otm_keyed_alloc(V, k);
+ *   if (sd_otm_keyed_build(K, draft, target)) ... sd_errmsg() ...
+ *   sd_otm_keyed_select(K, tokens, sel);    P(draft i has the largest key, >= u0)
+ *   sd_otm_keyed_free(K);
+ */
+typedef struct sd_otm_keyed {
+    size_t vocab, k;
+    double phi, u0;         /* Phi* = max(max_j Phi_j, 0), u0 = Phi*^(1/k) */
+    double acceptance;      /* sum_m min(a[m], target[m]) */
+    double *draft, *target; /* [vocab] copies */
+    double *a;              /* [vocab] */
+    double *residual;       /* [vocab] normalised (target itself if acceptance is 1) */
+    size_t *start;          /* [vocab + 1] token m's pieces are lo/hi[start[m] .. start[m+1]) */
+    double *lo, *hi;        /* pieces, ascending within a token */
+    size_t npieces, max_pieces, fallbacks; /* fallbacks: windows whose root search ran out
+                                              (the tiling is still a tiling: exact, maybe
+                                              not optimal) */
+    void *work;             /* set-up work space */
+} sd_otm_keyed;
+
+sd_otm_keyed *sd_otm_keyed_alloc(size_t vocab, size_t k);
+void sd_otm_keyed_free(sd_otm_keyed *K);
+/* Validates the pair (sd_dist_check) and builds the tiling, O(V log V) plus the
+ * window searches. */
+int sd_otm_keyed_build(sd_otm_keyed *K, const double *draft, const double *target);
+/* For drafts tokens[0..k-1]: sel[i] = P(draft i carries the largest key and it is
+ * >= u0) given the tokens (copies of one token share equally); exact, by integrating
+ * the piecewise polynomial density of the largest key. Returns sum_i sel[i]. */
+double sd_otm_keyed_select(const sd_otm_keyed *K, const size_t *tokens, double *sel);
+/* b^k - a^k for 0 <= a <= b, without cancellation. */
+double sd_otm_powdiff(double b, double a, size_t k);
+
 #endif

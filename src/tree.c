@@ -25,9 +25,6 @@ sd_tree_params sd_tree_default_params(void)
 int sd_tree_ws_alloc(sd_tree_ws **out, const sd_tree *t, const sd_tree_params *p, size_t vocab)
 {
     *out = NULL;
-    if (p->scheme == SD_SCHEME_OTM && !p->vp.otm_solve)
-        return sd_error(SD_EUNSUP, "otm in trees needs a coupling solver (params.vp.otm_solve, "
-                                   "e.g. lp/'s sd_otm_lp_coupling): one LP per node");
     if (p->scheme == SD_SCHEME_OTM && t->walk != SD_WALK_SPECTR && t->walk != SD_WALK_TREE &&
         t->walk != SD_WALK_PARALLEL)
         return sd_error(SD_EINVAL, "otm verifies i.i.d. candidates: use it with static trees, "

@@ -423,7 +423,54 @@ static void otm_reject(sd_verifier *v, size_t round, size_t x)
 static const double *otm_residual(sd_verifier *v) { return v->otm->residual; }
 
 const sd_verify_ops sd_ops_otm = {
-    "otm", 0, 1, 1, otm_prepare, otm_begin, otm_accept, otm_reject, otm_residual, NULL,
+    "otm-lp", 0, 1, 1, otm_prepare, otm_begin, otm_accept, otm_reject, otm_residual, NULL,
+};
+
+/* ---- otm without an LP: the keyed sampler of otm.h ----
+ * Given the drafts, the keys select draft i (largest key, >= u0) with probability
+ * sel_i, integrated exactly; the coin then accepts it with min(1, target / a). The
+ * rounds walk these k exclusive events: round i accepts with p_i / (1 - sum_(l<i) p_l),
+ * so the output has the same law given the drafts as drawing the keys would give. */
+
+static int otm_keyed_prepare(sd_verifier *v)
+{
+    if (!v->keyed) {
+        v->keyed = sd_otm_keyed_alloc(v->vocab, v->k);
+        v->otm_p = sd_xmalloc(v->k * sizeof *v->otm_p);
+    }
+    return sd_otm_keyed_build(v->keyed, v->draft, v->target);
+}
+
+static void otm_keyed_begin(sd_verifier *v, const size_t *tokens)
+{
+    const sd_otm_keyed *K = v->keyed;
+    sd_otm_keyed_select(v->keyed, tokens, v->otm_p);
+    for (size_t i = 0; i < v->k; i++) {
+        double a = K->a[tokens[i]], t = K->target[tokens[i]];
+        if (a > t) v->otm_p[i] *= t / a;
+    }
+    v->otm_left = 1;
+}
+
+static double otm_keyed_accept(sd_verifier *v, size_t round, size_t x)
+{
+    (void)x;
+    double p = v->otm_p[round];
+    if (!(p > 0)) return 0;
+    return v->otm_left > p ? p / v->otm_left : 1.0;
+}
+
+static void otm_keyed_reject(sd_verifier *v, size_t round, size_t x)
+{
+    (void)x;
+    v->otm_left -= v->otm_p[round];
+}
+
+static const double *otm_keyed_residual(sd_verifier *v) { return v->keyed->residual; }
+
+const sd_verify_ops sd_ops_otm_keyed = {
+    "otm", 0, 1, 1, otm_keyed_prepare, otm_keyed_begin, otm_keyed_accept, otm_keyed_reject,
+    otm_keyed_residual, NULL,
 };
 
 /* ---- the engine ---- */
@@ -498,6 +545,7 @@ int sd_verifier_alloc(sd_verifier **out, sd_scheme scheme, const double *draft,
                       const double *target, size_t vocab, size_t k, sd_verify_params params)
 {
     const sd_verify_ops *ops = scheme_ops(scheme);
+    if (scheme == SD_SCHEME_OTM && !params.otm && !params.otm_solve) ops = &sd_ops_otm_keyed;
     if (!ops) return sd_error(SD_EINVAL, "unknown scheme number %d", (int)scheme);
     return sd_verifier_alloc_ops(out, ops, scheme, draft, target, vocab,
                                  sd_scheme_drafts(scheme, k), params);
@@ -513,6 +561,8 @@ void sd_verifier_free(sd_verifier *v)
     free(v->keys);
     free(v->set_work);
     sd_otm_coupling_free(v->otm_owned);
+    sd_otm_keyed_free(v->keyed);
+    free(v->otm_p);
     if (v->rrs) {
         free(v->rrs->r1);
         free(v->rrs->ratio);

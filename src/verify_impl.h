@@ -52,6 +52,9 @@ struct sd_verifier {
     size_t *set_work;            /* otm: k indices */
     const struct sd_otm_coupling *otm; /* otm: the coupling in use */
     struct sd_otm_coupling *otm_owned; /* otm: made by params.otm_solve, freed with v */
+    struct sd_otm_keyed *keyed;  /* otm (keyed): the tiling of this pair */
+    double *otm_p;               /* otm (keyed): [k] P(draft i is selected and accepted) */
+    double otm_left;             /* otm (keyed): 1 - sum of otm_p over the rounds so far */
     sd_rrs_state *rrs;
     sd_alias *draft_alias;
     sd_alias *resid_alias;       /* built once when fixed_residual */
@@ -67,6 +70,10 @@ int sd_verifier_alloc_ops(sd_verifier **out, const sd_verify_ops *ops, sd_scheme
 
 /* The library's tables, so that tests can copy one and change a step. */
 extern const sd_verify_ops sd_ops_specinfer, sd_ops_rrs, sd_ops_kseq, sd_ops_otm;
+/* otm without an LP (otm.h's keyed sampler): what SD_SCHEME_OTM runs unless the
+ * params carry an LP coupling or solver (then sd_ops_otm_lp). */
+extern const sd_verify_ops sd_ops_otm_keyed;
+#define sd_ops_otm_lp sd_ops_otm
 /* Candidates the drafter chose (not sampled): recursive rejection against point
  * masses, round i accepts x_i with probability residual_i(x_i). GT's dynamic trees. */
 extern const sd_verify_ops sd_ops_pointmass;

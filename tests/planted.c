@@ -6,6 +6,7 @@
 #include "sd_error.h"
 #include "gof.h"
 #include "mc.h"
+#include "otm.h"
 #include "seq.h"
 
 /* rrs in the other order: the rejected draft leaves the draft law first, then the
@@ -129,6 +130,29 @@ __attribute__((constructor)) static void planted_init(void)
     ops_sibling_stale = sd_ops_specinfer;
     ops_sibling_stale.accept = sibling_stale_accept;
     ops_sibling_stale.residual = sibling_stale_residual;
+}
+
+/* otm (keyed) whose acceptance coin reads a of the next draft's token, not its own:
+ * min(1, target(x_i) / a(x_(i+1 mod k))). */
+static void otm_wrong_coin_begin(sd_verifier *v, const size_t *tokens)
+{
+    const sd_otm_keyed *K = v->keyed;
+    sd_otm_keyed_select(v->keyed, tokens, v->otm_p);
+    for (size_t i = 0; i < v->k; i++) {
+        double a = K->a[tokens[(i + 1) % v->k]], t = K->target[tokens[i]];
+        if (a > t) v->otm_p[i] *= t / a;
+    }
+    v->otm_left = 1;
+}
+
+static sd_verify_ops ops_otm_wrong_coin;
+
+const sd_verify_ops *sd_planted_otm_wrong_coin(void)
+{
+    ops_otm_wrong_coin = sd_ops_otm_keyed;
+    ops_otm_wrong_coin.name = "otm-wrong-coin";
+    ops_otm_wrong_coin.begin = otm_wrong_coin_begin;
+    return &ops_otm_wrong_coin;
 }
 
 const sd_planted sd_planted_bugs[] = {

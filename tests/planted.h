@@ -39,5 +39,7 @@ double sd_planted_seq_p(const sd_planted *b, sd_scheme scheme, struct sd_lm *dra
 
 /* rrs with the rejected draft removed before the residual is formed (test_verify). */
 const sd_verify_ops *sd_planted_rrs_other_order(void);
+/* otm (keyed) with its acceptance coin using a of the wrong token (test_otm_keyed). */
+const sd_verify_ops *sd_planted_otm_wrong_coin(void);
 
 #endif

@@ -126,7 +126,8 @@ static void test_tree_exact_matches_mc(void **state)
             sd_tree_free(x);
         }
     /* SpecTr: its own exact recursion; parallel chains and ParallelSpec token trees (the
-     * depth's law at every node); otm with an LP at every node */
+     * depth's law at every node); otm keyed on spectr (no LP), with an LP at every node on
+     * kconfig */
     const char *walks[] = {"spectr:2,3", "spectr:3,2", "parallel:3", "spectr:2,2", "kconfig:2,1",
                            "ptree:2,1", "ptree:2,2"};
     sd_scheme ws[] = {SD_SCHEME_KSEQ, SD_SCHEME_SPECINFER, SD_SCHEME_SD, SD_SCHEME_OTM, SD_SCHEME_OTM,
@@ -135,7 +136,7 @@ static void test_tree_exact_matches_mc(void **state)
         sd_tree *x = shape(walks[k]);
         sd_tree_params p = sd_tree_default_params();
         p.scheme = ws[k];
-        p.vp.otm_solve = sd_otm_lp_coupling;
+        p.vp.otm_solve = k == 3 ? NULL : sd_otm_lp_coupling;
         double e;
         assert_int_equal(sd_tree_block_efficiency(x, &p, d, t, ctx, 1, 1e8, &e), SD_OK);
         sd_mc_params mp = sd_mc_default_params();
@@ -251,7 +252,7 @@ static void certified(sd_tree_eval eval)
         sd_tree *x = shape(shapes[k]);
         sd_seq_params sp = sd_seq_default_params();
         sp.tree.scheme = schemes[k];
-        sp.tree.vp.otm_solve = sd_otm_lp_coupling;
+        sp.tree.vp.otm_solve = NULL; /* otm: the keyed sampler at every node */
         sp.tree.eval = eval;
         sp.shape = x;
         sd_mc_params mp = sd_mc_default_params();
@@ -334,8 +335,9 @@ static void test_tree_errors(void **state)
     sd_tree_ws *ws;
     p.scheme = SD_SCHEME_RRS; /* 5 candidates without replacement from 4 tokens */
     assert_int_equal(sd_tree_ws_alloc(&ws, x, &p, 4), SD_EINVAL);
-    p.scheme = SD_SCHEME_OTM; /* without a coupling solver */
-    assert_int_equal(sd_tree_ws_alloc(&ws, x, &p, 4), SD_EUNSUP);
+    p.scheme = SD_SCHEME_OTM; /* without a coupling solver: the keyed sampler */
+    assert_int_equal(sd_tree_ws_alloc(&ws, x, &p, 4), SD_OK);
+    sd_tree_ws_free(ws);
     sd_tree_free(x);
     x = shape("kconfig:4,4,4,4");
     p.scheme = SD_SCHEME_SPECINFER;

@@ -185,8 +185,17 @@ static void test_verify_bad_input(void **state)
     assert_int_equal(sd_verifier_alloc(&v, SD_SCHEME_SPECINFER, draft, target, 3, 0, vp), SD_EINVAL);
     assert_int_equal(sd_verifier_alloc(&v, SD_SCHEME_RRS, draft, target, 3, 3, vp), SD_EINVAL);
     assert_non_null(strstr(sd_errmsg(), "only 2"));
+    /* otm without a coupling is the keyed sampler; a coupling of another V is refused */
+    assert_int_equal(sd_verifier_alloc(&v, SD_SCHEME_OTM, draft, target, 3, 2, vp), SD_OK);
+    sd_verifier_free(v);
+    sd_otm_coupling *wrong;
+    double d4[4] = {0.25, 0.25, 0.25, 0.25};
+    assert_int_equal(sd_otm_coupling_alloc(&wrong, d4, 4, 2), SD_OK);
+    vp.otm = wrong;
     assert_int_equal(sd_verifier_alloc(&v, SD_SCHEME_OTM, draft, target, 3, 2, vp), SD_EINVAL);
     assert_non_null(strstr(sd_errmsg(), "coupling"));
+    sd_otm_coupling_free(wrong);
+    vp.otm = NULL;
     sd_scheme s;
     assert_int_equal(sd_scheme_parse("nope", &s), SD_EINVAL);
     assert_int_equal(sd_scheme_parse("rrs", &s), SD_OK);

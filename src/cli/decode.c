@@ -18,7 +18,6 @@
 #include "llama.h"
 #include "llama_lm.h"
 #include "mc.h"
-#include "otm_lp.h"
 #include "sd_error.h"
 #include "tokenizer.h"
 #include "tree.h"
@@ -43,9 +42,8 @@ static const char *const help =
     "Schemes (--scheme all runs every one; default shapes in brackets):\n"
     "  sd          chain SD, Leviathan et al. / Chen et al.        [chain:4]\n"
     "  spectr      SpecTr K x L sequences, K-SEQ                   [spectr:2,3]\n"
-    "  spectr-otm  SpecTr K x L, OTM-k from a GLPK LP at every node [spectr:2,3]; the\n"
-    "              LP grows as V^k: it needs a small vocabulary (a 4096-token model is\n"
-    "              refused with the LP's size, and the row says so)\n"
+    "  spectr-otm  SpecTr K x L, optimal OTM-k at every node (keyed sampler, no LP)\n"
+    "                                                              [spectr:2,3]\n"
     "  mcsd        MCSD k-configuration, i.i.d. candidates          [kconfig:2,1,1]\n"
     "  mcsd-wor    MCSD k-configuration without replacement         [kconfig:2,1,1]\n"
     "  rsd-c       RSD-C branching vector, recursive rejection      [kconfig:3,1]\n"
@@ -318,7 +316,6 @@ static sd_tree_params entry_params(const entry *e)
     sd_tree_params p = sd_tree_default_params();
     p.scheme = e->scheme;
     p.eval = SD_EVAL_TREE;
-    if (e->scheme == SD_SCHEME_OTM) p.vp.otm_solve = sd_otm_lp_coupling;
     return p;
 }
 
@@ -542,20 +539,6 @@ static int measure(const dec_opts *o, session *s)
     return rc;
 }
 
-/* OTM's LP coupling at every node: SD_EUNSUP (with the reason in e->why) where it is too
- * slow to decode with. */
-static int otm_too_slow(const session *s, entry *e)
-{
-    size_t k = e->tree->walk == SD_WALK_SPECTR ? e->tree->width : e->tree->max_children, V = s->target->vocab;
-    double secs = sd_otm_lp_predicted_seconds(SD_OTM_LP_SET, V, k);
-    if (secs >= 0 && secs <= 0.05) return SD_OK;
-    char est[32] = "too long";
-    if (secs >= 0) snprintf(est, sizeof est, "~%.2g s", secs);
-    snprintf(e->why, sizeof e->why, "OTM-%zu's LP over %zu tokens takes %s per tree node (GLPK): too slow to "
-             "decode with; it needs a vocabulary of a few dozen tokens", k, V, est);
-    return SD_EUNSUP;
-}
-
 /* Step 3: the calibration (a few prompts, fewer tokens, another seed): ar, the probe
  * that the built trees are built from, then every scheme, and its prediction. A scheme
  * that cannot run on this pair is skipped with the reason. */
@@ -581,8 +564,6 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
         if (e->build != BUILD_NONE && build_tree(o, s, e, probe)) { /* e.g. no node pays */
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
-        } else if (e->scheme == SD_SCHEME_OTM && otm_too_slow(s, e)) { /* before its calibration */
-            e->skipped = 1;
         } else if (run_spec(o, s, e, ncal, cal_tokens, seed)) { /* an LP too large, ... */
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());

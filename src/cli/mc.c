@@ -27,7 +27,7 @@ static const char *const mc_help =
     "target (cells with expected count < 5 pooled; above 256 tokens, tokens are grouped\n"
     "into B bins of equal target mass first, default 64).\n"
     "\n" CLI_PAIR_HELP
-    "  --scheme NAME          sd, specinfer, rrs, kseq or otm (otm samples an LP coupling:\n"
+    "  --scheme NAME          sd, specinfer, rrs, kseq, otm or otm-lp (an LP coupling:\n"
     "                         small V only)\n"
     "  -k, --k K              drafts per position (default 2)\n"
     "  --gamma G              K-SEQ division factor (default gamma*)\n"
@@ -66,8 +66,8 @@ static const char *const certify_help =
     "(default 1e-6: a correct scheme fails one test with probability up to about 2e-6,\n"
     "one run of about a dozen tests with probability about 2e-5).\n"
     "\n" CLI_PAIR_HELP
-    "  --scheme NAME          sd, specinfer, rrs, kseq, otm (otm solves an LP per context:\n"
-    "                         small vocabularies)\n"
+    "  --scheme NAME          sd, specinfer, rrs, kseq, otm (any vocabulary) or otm-lp (an\n"
+    "                         LP per context: small vocabularies, for checking)\n"
     "  -k, --k K              candidates per position (default 2)\n"
     "  --samples N            token-level trials (default 3e6)\n"
     "  --lm SPEC              const:ALPHA, markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] or\n"
@@ -99,6 +99,7 @@ typedef struct {
     const char *lm, *shape;
     int json, mpi;
     sd_device device;
+    int otm_lp; /* --scheme otm-lp: otm through a GLPK LP coupling (small V; for checking) */
 } mc_opts;
 
 enum { OPT_SCHEME = OPT_FIRST_FREE, OPT_SAMPLES, OPT_SEED, OPT_THREADS, OPT_BINS, OPT_GAMMA,
@@ -136,7 +137,9 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
         if (pr > 0) continue;
         switch (opt) {
         case OPT_SCHEME:
-            if (sd_scheme_parse(optarg, &o->scheme)) return cli_usage(cmd, "%s", sd_errmsg());
+            o->otm_lp = !strcmp(optarg, "otm-lp");
+            if (o->otm_lp) o->scheme = SD_SCHEME_OTM;
+            else if (sd_scheme_parse(optarg, &o->scheme)) return cli_usage(cmd, "%s", sd_errmsg());
             o->have_scheme = 1;
             break;
         case 'k':
@@ -209,7 +212,7 @@ static int run_token(const mc_opts *o, const char *cmd, const double *draft, con
     sd_otm_coupling *coupling = NULL;
     memset(t, 0, sizeof *t);
     t->exact = NAN;
-    if (o->scheme == SD_SCHEME_OTM) {
+    if (o->scheme == SD_SCHEME_OTM && o->otm_lp) { /* the LP coupling, for checking */
         sd_otm_lp_params lp = sd_otm_lp_default_params();
         lp.form = SD_OTM_LP_SET;
         sd_otm_lp_result lr;
@@ -223,7 +226,7 @@ static int run_token(const mc_opts *o, const char *cmd, const double *draft, con
     int rc = sd_mc_token(NULL, o->scheme, draft, target, V, o->k, vp, o->mp, &t->mc);
     if (rc == SD_OK) {
         sd_accept_result ex;
-        if (o->scheme == SD_SCHEME_OTM) t->exact = coupling->acceptance;
+        if (coupling) t->exact = coupling->acceptance;
         else if (sd_accept_exact(o->scheme, draft, target, V, o->k, vp, &ex) == SD_OK)
             t->exact = ex.acceptance;
         double se = sqrt(t->exact * (1 - t->exact) / t->mc.samples);
@@ -348,7 +351,7 @@ static int certify_run(mc_opts o, const char *cmd)
         sd_seq_params sp = sd_seq_default_params();
         sp.tree.scheme = o.scheme;
         sp.tree.vp = o.vp;
-        if (o.scheme == SD_SCHEME_OTM) sp.tree.vp.otm_solve = sd_otm_lp_coupling; /* per context */
+        if (o.scheme == SD_SCHEME_OTM && o.otm_lp) sp.tree.vp.otm_solve = sd_otm_lp_coupling;
         sd_tree *shape = NULL;
         if (o.shape) rc = sd_tree_parse(o.shape, &shape);
         else {

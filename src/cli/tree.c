@@ -33,8 +33,9 @@ static const char *const help =
     "                     (two real models run by the decoder; blocks start after token 0)\n"
     "  --scheme NAME      token verifier at each node: sd or chain (one candidate per\n"
     "                     node), specinfer or mcsd (i.i.d. candidates), rrs, mcsd-wor or\n"
-    "                     rsd-c (candidates without replacement), kseq, otm (an OTM-k\n"
-    "                     coupling from a GLPK LP at every node: small vocabularies)\n"
+    "                     rsd-c (candidates without replacement), kseq, otm (the optimal\n"
+    "                     OTM-k coupling at every node, any vocabulary), otm-lp (the same\n"
+    "                     from a GLPK LP at every node: small vocabularies, for checking)\n"
     "  --shape SPEC       G (a chain, with sd/chain) or K1,K2,... (a k-configuration) |\n"
     "                     chain:G | kconfig:K1,K2,... (MCSD k-config, RSD-C branching) |\n"
     "                     parents:P1,P2,... (explicit: the parent of node 1, 2, ...) |\n"
@@ -74,7 +75,7 @@ static const char *const help =
 typedef struct {
     const char *lm, *shape, *optimize, *cost_target, *cost_parallel;
     sd_tree_params tp;
-    int have_scheme, exact, json;
+    int have_scheme, exact, json, otm_lp;
     size_t budget, max_depth, max_rank;
     double threshold, cost_draft, overhead, size_ratio;
     sd_mc_params mp;
@@ -121,7 +122,9 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         switch (opt) {
         case OPT_LM: o->lm = optarg; break;
         case OPT_SCHEME:
-            if (scheme_alias(optarg, &o->tp.scheme))
+            o->otm_lp = !strcmp(optarg, "otm-lp"); /* otm through an LP per node, for checking */
+            if (o->otm_lp) o->tp.scheme = SD_SCHEME_OTM;
+            else if (scheme_alias(optarg, &o->tp.scheme))
                 return cli_usage(cmd, "unknown scheme '%s' (sd, chain, specinfer, mcsd, rrs, "
                                       "mcsd-wor, rsd-c, kseq)", optarg);
             o->have_scheme = 1;
@@ -277,7 +280,7 @@ int cmd_tree(int argc, char **argv)
     int rc = parse(argc, argv, cmd, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
-    if (o.tp.scheme == SD_SCHEME_OTM) o.tp.vp.otm_solve = sd_otm_lp_coupling; /* an LP per node */
+    if (o.tp.scheme == SD_SCHEME_OTM && o.otm_lp) o.tp.vp.otm_solve = sd_otm_lp_coupling;
     sd_cost_curve *curve, *parallel = NULL;
     if (sd_cost_curve_parse(o.cost_target, &curve)) return cli_fail(cmd, sd_errmsg());
     if (o.cost_parallel && sd_cost_curve_parse(o.cost_parallel, &parallel)) {

@@ -21,6 +21,9 @@ expect 0 "binned by target probability" -- "$SPECDEC" mc --pair zipf:5000,1.1,1.
 # certify: passes a correct scheme, JSON says so
 expect 0 '"pass": true' -- "$SPECDEC" certify --scheme specinfer -k 2 --samples 300000 --seq-samples 100000 --json
 expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 2 --pair dirichlet:5,1,1 --samples 200000
+# otm at a vocabulary no LP reaches (the keyed sampler), and the LP coupling by name
+expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 4 --pair dirichlet:32000,1,5 --samples 200000 --seq-samples 20000
+expect 0 "PASS" -- "$SPECDEC" certify --scheme otm-lp -k 2 --pair dirichlet:5,1,1 --samples 100000 --seq-samples 20000
 # bad input
 expect 1 "samples" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 0
 expect 1 "samples" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 1e20
