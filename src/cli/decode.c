@@ -319,6 +319,20 @@ static sd_tree_params entry_params(const entry *e)
     return p;
 }
 
+/* Every model's cache gets prompt p before a run's clock starts, so that the runs time
+ * generation alone (llama.cpp's tg, not pp), as the prediction models it: otherwise ar
+ * would pay the target's prompt pass and the first scheme of each prompt the draft's. */
+static int prefill(session *s, size_t p)
+{
+    sd_lm *lm[5] = {s->target, s->draft, s->draft_greedy, s->pdraft, s->pdraft_greedy};
+    double *law = sd_xmalloc(s->target->vocab * sizeof *law);
+    int rc = SD_OK;
+    for (int i = 0; i < 5 && !rc; i++)
+        if (lm[i]) rc = sd_lm_next(lm[i], s->prompt[p], s->plen[p], law);
+    free(law);
+    return rc;
+}
+
 /* The calibration run of e: prompts [0, np), at most budget_cap tokens each; its
  * counts into e->cal and the rank acceptance into e->ranks. */
 static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t budget_cap,
@@ -337,7 +351,8 @@ static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t b
     for (size_t i = 0; i < np && !rc; i++) {
         dp.max_tokens = s->budget[i] < budget_cap ? s->budget[i] : budget_cap;
         size_t n;
-        rc = sd_decode_spec(ws, draft, s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &e->cal);
+        if (!(rc = prefill(s, i)))
+            rc = sd_decode_spec(ws, draft, s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &e->cal);
     }
     e->nranks = e->tree->max_children ? e->tree->max_children : 1;
     sd_tree_ws_rank_counts(ws, e->nranks, e->tried, e->won);
@@ -360,7 +375,8 @@ static int run_ar(const dec_opts *o, session *s, size_t np, size_t budget_cap, u
     for (size_t i = 0; i < np && !rc; i++) {
         dp.max_tokens = s->budget[i] < budget_cap ? s->budget[i] : budget_cap;
         size_t n;
-        rc = sd_decode_ar(s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &s->ar_cal);
+        if (!(rc = prefill(s, i)))
+            rc = sd_decode_ar(s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &s->ar_cal);
     }
     free(buf);
     gsl_rng_free(rng);
@@ -416,7 +432,7 @@ static int measured_runs(const dec_opts *o, session *s, entry *es, size_t ne)
     for (size_t p = 0; p < s->np && !rc; p++) {
         dp.max_tokens = s->budget[p];
         size_t na, ns;
-        if ((rc = sd_decode_ar(s->target, s->prompt[p], s->plen[p], &dp, rng[ne], ar, &na, &s->ar_run))) break;
+        if ((rc = prefill(s, p)) || (rc = sd_decode_ar(s->target, s->prompt[p], s->plen[p], &dp, rng[ne], ar, &na, &s->ar_run))) break;
         sd_progress_add(&prog, 1);
         for (size_t i = 0; i < ne && !rc; i++) {
             entry *e = &es[i];
