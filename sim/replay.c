@@ -12,6 +12,7 @@
 #include "cost.h"
 #include "dist.h"
 #include "mc.h"
+#include "half.h"
 #include "npy.h"
 #include "sd_error.h"
 
@@ -204,8 +205,8 @@ int sd_replay_rows(const sd_log *log, const sd_replay_params *p, size_t first, s
             row[ROW_MC + s] = mc;
         }
         if (rc == SD_OK && p->precision_check) { /* the same position with float16 logits */
-            for (size_t y = 0; y < vd; y++) dl[y] = sd_half_to_double(sd_double_to_half(dl[y]));
-            for (size_t y = 0; y < vt; y++) tl[y] = sd_half_to_double(sd_double_to_half(tl[y]));
+            for (size_t y = 0; y < vd; y++) dl[y] = sd_half_to_double(sd_half_from_double(dl[y]));
+            for (size_t y = 0; y < vt; y++) tl[y] = sd_half_to_double(sd_half_from_double(tl[y]));
             row[ROW_F16] = position_laws(p, dl, vd, tl, vt, dm, dp, tp) ? NAN /* past float16's range */
                                                                         : sd_dist_overlap(dp, tp, V);
         }
