@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mapfile.h"
 #include "npy.h"
 #include "safetensors.h"
 #include "sd_error.h"
@@ -31,47 +32,18 @@ struct sd_log {
     const sd_st_tensor *st_draft, *st_target, *st_tokens;
 };
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = sd_xmalloc(n);
-    memcpy(d, s, n);
-    return d;
-}
-
-static int map_file(const char *path, const unsigned char **map, size_t *size)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return sd_error(SD_EIO, "%s: not a regular file", path);
-    }
-    *size = (size_t)st.st_size;
-    if (*size == 0) {
-        close(fd);
-        return sd_error(SD_EFORMAT, "%s: empty file", path);
-    }
-    void *m = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return sd_error(SD_EIO, "%s: cannot map: %s", path, strerror(errno));
-    posix_madvise(m, *size, POSIX_MADV_SEQUENTIAL);
-    *map = m;
-    return SD_OK;
-}
-
 static int open_npy(const char *path, mapped_npy *a)
 {
-    int rc = map_file(path, &a->map, &a->size);
+    int rc = sd_mapfile_open(path, ".npy", &a->map, &a->size);
     if (rc) return rc;
-    a->path = dup_str(path);
+    posix_madvise((void *)a->map, a->size, POSIX_MADV_SEQUENTIAL);
+    a->path = sd_xstrdup(path);
     return sd_npy_parse_header(a->map, a->size, a->size, path, &a->hdr);
 }
 
 static void close_npy(mapped_npy *a)
 {
-    if (a->map) munmap((void *)a->map, a->size);
+    sd_mapfile_close(a->map, a->size);
     free(a->path);
     memset(a, 0, sizeof *a);
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mapfile.h"
 #include "sd_error.h"
 
 enum { CHUNK_BYTES = 1 << 16 };   /* staging buffer for conversions */
@@ -457,13 +458,6 @@ static int parse_tensor(json *j, sd_st_file *f, size_t name_pos)
     return SD_OK;
 }
 
-static char *xstrdup(const char *s, size_t n)
-{
-    char *d = sd_xmalloc(n + 1);
-    memcpy(d, s, n + 1);
-    return d;
-}
-
 /* "__metadata__": {"key": "value", ...} */
 static int parse_metadata(json *j, sd_st_file *f, size_t pos)
 {
@@ -479,7 +473,7 @@ static int parse_metadata(json *j, sd_st_file *f, size_t pos)
         skip_ws(j);
         size_t key_pos = at(j->pos);
         if ((rc = parse_string(j, "a string key in __metadata__"))) return rc;
-        char *key = xstrdup(j->str, j->len);
+        char *key = sd_xstrndup(j->str, j->len);
         if ((rc = expect_char(j, ':', "':' after a key")) ||
             (rc = parse_string(j, "a string value in __metadata__ (values are strings)"))) {
             free(key);
@@ -489,7 +483,7 @@ static int parse_metadata(json *j, sd_st_file *f, size_t pos)
             f->cap_meta = f->cap_meta ? 2 * f->cap_meta : 8;
             f->meta = sd_xrealloc(f->meta, f->cap_meta * sizeof *f->meta);
         }
-        f->meta[f->n_meta++] = (meta_pair){key, xstrdup(j->str, j->len), key_pos};
+        f->meta[f->n_meta++] = (meta_pair){key, sd_xstrndup(j->str, j->len), key_pos};
         if ((rc = next_member(j, '}', "',' or '}' in __metadata__", &more))) return rc;
     }
     return SD_OK;
@@ -555,30 +549,13 @@ static int parse_header(json *j, sd_st_file *f)
 /* ---- opening and lookups */
 
 /* Opens and maps the file, sets f->map and f->size. */
-static int map_file(sd_st_file *f)
+static int map_checked(sd_st_file *f)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sd_error(SD_EIO, "%s: cannot open: %s", f->path, strerror(errno));
-    struct stat st;
-    int rc = SD_OK;
-    if (fstat(fd, &st) != 0)
-        rc = sd_error(SD_EIO, "%s: cannot stat: %s", f->path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = sd_error(SD_EIO, "%s: not a regular file%s", f->path,
-                      S_ISDIR(st.st_mode) ? " (a directory)" : "");
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
-        rc = sd_error(SD_ERANGE, "%s: file too large for this host", f->path);
-    else if (st.st_size < 8)
-        rc = sd_error(SD_EFORMAT, "%s: %s: %lld bytes cannot hold the 8-byte header length at byte "
-                      "offset 0", f->path, st.st_size ? "truncated safetensors file" : "empty file",
-                      (long long)st.st_size);
-    if (rc == SD_OK) {
-        f->size = (size_t)st.st_size;
-        void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) rc = sd_error(SD_EIO, "%s: cannot mmap: %s", f->path, strerror(errno));
-        else f->map = m;
-    }
-    close(fd);
+    int rc = sd_mapfile_open(f->path, NULL, &f->map, &f->size);
+    if (rc == SD_OK && f->size < 8)
+        rc = sd_error(SD_EFORMAT, "%s: %s: %zu bytes cannot hold the 8-byte header length at byte "
+                      "offset 0", f->path, f->size ? "truncated safetensors file" : "empty file",
+                      f->size);
     return rc;
 }
 
@@ -586,8 +563,8 @@ int sd_st_open(const char *path, sd_st_file **out)
 {
     *out = NULL;
     sd_st_file *f = sd_xcalloc(1, sizeof *f);
-    f->path = xstrdup(path, strlen(path));
-    int rc = map_file(f);
+    f->path = sd_xstrdup(path);
+    int rc = map_checked(f);
     if (rc) goto fail;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];
@@ -624,7 +601,7 @@ fail:
 void sd_st_close(sd_st_file *f)
 {
     if (!f) return;
-    if (f->map) munmap((void *)f->map, f->size);
+    sd_mapfile_close(f->map, f->size);
     for (size_t i = 0; i < f->n_meta; i++) free(f->meta[i].key), free(f->meta[i].value);
     free(f->meta);
     free(f->by_name);
@@ -904,7 +881,7 @@ int sd_st_writer_open(const char *path, const sd_st_write_tensor *tensors, size_
     *out = NULL;
     sd_st_writer *w = sd_xcalloc(1, sizeof *w);
     w->fd = -1;
-    w->path = xstrdup(path, strlen(path));
+    w->path = sd_xstrdup(path);
     char *header = NULL;
     size_t hlen = 0;
     int rc = plan_file(w, tensors, n, meta_kv, &header, &hlen);

@@ -50,7 +50,7 @@ typedef struct {
 
 static int parse_schemes(const char *list, int *want, const char *cmd)
 {
-    char *copy = strdup(list), *save = NULL;
+    char *copy = sd_xstrdup(list), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int s = 0;
         if (!strcmp(tok, "all")) {
@@ -74,8 +74,7 @@ static int parse_schemes(const char *list, int *want, const char *cmd)
 static void run_scheme(int s, const double *draft, const double *target, size_t V, size_t k,
                        sd_verify_params vp, double lp_max, row *r)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = sd_seconds();
     if (s <= S_OTM) {
         static const sd_scheme map[] = {SD_SCHEME_SD, SD_SCHEME_SPECINFER, SD_SCHEME_RRS,
                                         SD_SCHEME_KSEQ, SD_SCHEME_OTM};
@@ -113,8 +112,7 @@ static void run_scheme(int s, const double *draft, const double *target, size_t 
         }
     }
     if (!r->ok) snprintf(r->error, sizeof r->error, "%s", sd_errmsg());
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    r->seconds = sd_seconds() - t0;
 }
 
 static void print_json(const row *rows, const int *want, size_t V, size_t k)

@@ -158,7 +158,7 @@ int cmd_replay(int argc, char **argv)
         return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
     if (strcmp(schemes, "all")) {
         memset(p.want, 0, sizeof p.want);
-        char *copy = strdup(schemes), *save = NULL;
+        char *copy = sd_xstrdup(schemes), *save = NULL;
         for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             sd_scheme s;
             if (sd_scheme_parse(tok, &s)) {

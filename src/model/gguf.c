@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mapfile.h"
 #include "sd_error.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -175,14 +176,6 @@ static int read_str(cursor *c, const char *field, size_t *at, size_t *len)
     return SD_OK;
 }
 
-static char *copy_str(const unsigned char *s, size_t n)
-{
-    char *d = sd_xmalloc(n + 1);
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
-
 /* ---- the file in memory */
 
 typedef struct {
@@ -278,7 +271,7 @@ static int read_value(cursor *c, kv *e)
     if (e->type == SD_GGUF_STR) {
         size_t at;
         if ((rc = read_str(c, "string length", &at, &e->str_len))) return rc;
-        e->str = copy_str(c->b + at, e->str_len);
+        e->str = sd_xstrndup((const char *)c->b + at, e->str_len);
         return SD_OK;
     }
     const unsigned char *p;
@@ -304,7 +297,7 @@ static int read_kv(cursor *c, sd_gguf *g, size_t i)
     if (len == 0 || memchr(c->b + at, 0, len))
         return sd_error(SD_EFORMAT, "%s: %s: key at byte offset %zu is %s", c->path, c->where,
                         e->pos, len ? "not text (it holds a NUL byte)" : "empty");
-    e->key = copy_str(c->b + at, len);
+    e->key = sd_xstrndup((const char *)c->b + at, len);
     g->n_kv++;   /* owned by g from here: freed by close on any error */
     snprintf(c->where, sizeof c->where, "key '%s'", show(e->key, len, name, sizeof name));
     return read_value(c, e);
@@ -396,7 +389,7 @@ static int read_tensor_info(cursor *c, sd_gguf *g, size_t i)
     if (memchr(c->b + at, 0, len))
         return sd_error(SD_EFORMAT, "%s: %s: name at byte offset %zu holds a NUL byte", c->path,
                         c->where, at - 8);
-    t->name = copy_str(c->b + at, len);
+    t->name = sd_xstrndup((const char *)c->b + at, len);
     g->n_tensors++;
     snprintf(c->where, sizeof c->where, "tensor %zu ('%s')", i, shown(t->name, name, sizeof name));
     uint32_t type;
@@ -555,35 +548,10 @@ static int parse(sd_gguf *g)
     return SD_OK;
 }
 
-static int map_file(sd_gguf *g)
-{
-    int fd = open(g->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sd_error(SD_EIO, "%s: cannot open: %s", g->path, strerror(errno));
-    struct stat st;
-    int rc = SD_OK;
-    if (fstat(fd, &st) != 0)
-        rc = sd_error(SD_EIO, "%s: cannot stat: %s", g->path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = sd_error(SD_EIO, "%s: not a regular file%s", g->path,
-                      S_ISDIR(st.st_mode) ? " (a directory)" : "");
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
-        rc = sd_error(SD_ERANGE, "%s: file too large for this host", g->path);
-    else if (st.st_size == 0)
-        rc = sd_error(SD_EFORMAT, "%s: empty file, not a GGUF file", g->path);
-    if (rc == SD_OK) {
-        g->size = (size_t)st.st_size;
-        void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) rc = sd_error(SD_EIO, "%s: cannot mmap: %s", g->path, strerror(errno));
-        else g->base = m, g->mapped = 1;
-    }
-    close(fd);
-    return rc;
-}
-
 static sd_gguf *new_gguf(const char *path)
 {
     sd_gguf *g = sd_xcalloc(1, sizeof *g);
-    g->path = copy_str((const unsigned char *)path, strlen(path));
+    g->path = sd_xstrdup(path);
     return g;
 }
 
@@ -591,7 +559,8 @@ int sd_gguf_open(const char *path, sd_gguf **out)
 {
     *out = NULL;
     sd_gguf *g = new_gguf(path);
-    int rc = map_file(g);
+    int rc = sd_mapfile_open(g->path, "GGUF", &g->base, &g->size);
+    g->mapped = rc == SD_OK;
     if (rc == SD_OK) rc = parse(g);
     if (rc) {
         sd_gguf_close(g);
@@ -620,7 +589,7 @@ int sd_gguf_open_buffer(const void *data, size_t size, const char *name, sd_gguf
 void sd_gguf_close(sd_gguf *g)
 {
     if (!g) return;
-    if (g->mapped) munmap((void *)g->base, g->size);
+    if (g->mapped) sd_mapfile_close(g->base, g->size);
     for (size_t i = 0; i < g->n_kv; i++)
         free(g->kvs[i].key), free(g->kvs[i].str), free(g->kvs[i].str_at);
     for (size_t i = 0; i < g->n_tensors; i++) free((char *)g->tensors[i].name);
@@ -827,7 +796,7 @@ int sd_gguf_get_arr_strdup(const sd_gguf *g, const char *key, size_t i, char **o
     if (rc) return rc;
     if (memchr(s, 0, len))
         return sd_error(SD_EFORMAT, "%s: key '%s': string %zu holds a NUL byte", g->path, key, i);
-    *out = copy_str((const unsigned char *)s, len);
+    *out = sd_xstrndup(s, len);
     return SD_OK;
 }
 
@@ -983,7 +952,7 @@ static int set_value(sd_gguf_writer *w, const char *key, uint32_t type, bytes va
             w->cap_kv = w->cap_kv ? 2 * w->cap_kv : 16;
             w->kvs = sd_xrealloc(w->kvs, w->cap_kv * sizeof *w->kvs);
         }
-        w->kvs[w->n_kv++].key = copy_str((const unsigned char *)key, len);
+        w->kvs[w->n_kv++].key = sd_xstrndup(key, len);
     } else {
         free(w->kvs[i].value.b);
     }
@@ -1115,7 +1084,7 @@ int sd_gguf_writer_add_tensor(sd_gguf_writer *w, const char *name, sd_ttype type
     }
     wtensor *t = &w->tensors[w->n_tensors++];
     memset(t, 0, sizeof *t);
-    t->name = copy_str((const unsigned char *)name, len);
+    t->name = sd_xstrndup(name, len);
     t->type = type;
     t->ndim = ndim;
     for (uint32_t d = 0; d < SD_TENSOR_MAX_DIMS; d++) t->dims[d] = d < ndim ? dims[d] : 1;
