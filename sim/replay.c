@@ -14,6 +14,7 @@
 #include "mc.h"
 #include "half.h"
 #include "npy.h"
+#include "progress.h"
 #include "sd_error.h"
 
 sd_replay_params sd_replay_default_params(void)
@@ -179,7 +180,8 @@ int sd_replay_rows(const sd_log *log, const sd_replay_params *p, size_t first, s
     double *dm = sd_xmalloc((vd > V ? vd : V) * sizeof *dm), *dp = sd_xmalloc(V * sizeof *dp);
     double *tp = sd_xmalloc(V * sizeof *tp);
     int rc = sd_replay_check(log, p);
-    double t0 = sd_seconds(), last = t0;
+    sd_progress prog;
+    sd_progress_start(&prog, p->progress, "replay", "positions", (double)(end - first));
     size_t i = first;
     for (; i < end && rc == SD_OK; i++) {
         double *row = rows + (i - first) * SD_REPLAY_ROW_WIDTH;
@@ -211,16 +213,9 @@ int sd_replay_rows(const sd_log *log, const sd_replay_params *p, size_t first, s
                                                                         : sd_dist_overlap(dp, tp, V);
         }
         if ((i + 1) % 256 == 0) sd_log_release(log, i + 1);
-        double t = sd_seconds();
-        if (p->progress && t - last > 1) {
-            fprintf(stderr, "\rreplay: %zu/%zu positions (%.0f%%), %.1f s", i + 1 - first,
-                    end - first, 100.0 * (double)(i + 1 - first) / (double)(end - first), t - t0);
-            last = t;
-        }
+        sd_progress_add(&prog, (double)(i + 1 - first) - prog.done); /* skipped ones count */
     }
-    if (p->progress && sd_seconds() - t0 > 1)
-        fprintf(stderr, "\rreplay: %zu/%zu positions, %.1f s\n", i - first, end - first,
-                sd_seconds() - t0);
+    sd_progress_end(&prog);
     *at = i;
     free(dl), free(tl), free(dm), free(dp), free(tp);
     return rc;
