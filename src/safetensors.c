@@ -315,21 +315,21 @@ typedef struct {
     size_t pos;   /* file offset of the key, for messages */
 } meta_pair;
 
-struct sd_st_file {
+struct sd_safetensors_file {
     char *path;
     const unsigned char *map;
     size_t size;
     size_t data_start, data_len;   /* the data buffer: file bytes [data_start, size) */
-    sd_st_tensor *tensors;
+    sd_safetensors_tensor *tensors;
     size_t *tensor_pos;            /* file offset of each tensor's name */
     size_t n, cap;
-    const sd_st_tensor **by_name;  /* sorted by name */
+    const sd_safetensors_tensor **by_name;  /* sorted by name */
     meta_pair *meta;               /* sorted by key */
     size_t n_meta, cap_meta;
     int has_meta;
 };
 
-static int set_dtype(json *j, sd_st_tensor *t, size_t pos)
+static int set_dtype(json *j, sd_safetensors_tensor *t, size_t pos)
 {
     const dtype_info *d = find_dtype(j->str);
     if (d) {
@@ -349,7 +349,7 @@ static int set_dtype(json *j, sd_st_tensor *t, size_t pos)
                     j->path, t->name, j->str, at(pos));
 }
 
-static int parse_shape(json *j, sd_st_tensor *t)
+static int parse_shape(json *j, sd_safetensors_tensor *t)
 {
     int rc, more = 1;
     if ((rc = expect_char(j, '[', "'[' starting a shape"))) return rc;
@@ -360,9 +360,9 @@ static int parse_shape(json *j, sd_st_tensor *t)
     }
     while (more) {
         skip_ws(j);
-        if (t->ndim == SD_ST_NDIM_MAX)
+        if (t->ndim == SD_SAFETENSORS_NDIM_MAX)
             return sd_error(SD_EUNSUP, "%s: tensor '%s': shape at byte offset %zu has more than "
-                            "%d dimensions", j->path, t->name, at(j->pos), SD_ST_NDIM_MAX);
+                            "%d dimensions", j->path, t->name, at(j->pos), SD_SAFETENSORS_NDIM_MAX);
         if ((rc = parse_size(j, "a dimension in 'shape'", &t->shape[t->ndim]))) return rc;
         t->ndim++;
         if ((rc = next_member(j, ']', "',' or ']' in 'shape'", &more))) return rc;
@@ -381,7 +381,8 @@ static int parse_offsets(json *j, size_t off[2])
 }
 
 /* The byte size implied by dtype and shape, and the offsets' place in the buffer. */
-static int check_tensor(const json *j, const sd_st_file *f, sd_st_tensor *t, const size_t off[2],
+static int check_tensor(const json *j, const sd_safetensors_file *f, sd_safetensors_tensor *t,
+                        const size_t off[2],
                         size_t name_pos, size_t off_pos)
 {
     char shape[200];
@@ -407,14 +408,14 @@ static int check_tensor(const json *j, const sd_st_file *f, sd_st_tensor *t, con
 }
 
 /* One tensor entry; j->str holds its name, read at file offset name_pos. */
-static int parse_tensor(json *j, sd_st_file *f, size_t name_pos)
+static int parse_tensor(json *j, sd_safetensors_file *f, size_t name_pos)
 {
     static const char *const keys[3] = {"dtype", "shape", "data_offsets"};
-    sd_st_tensor t;
+    sd_safetensors_tensor t;
     memset(&t, 0, sizeof t);
-    if (j->len >= SD_ST_NAME_MAX)
+    if (j->len >= SD_SAFETENSORS_NAME_MAX)
         return sd_error(SD_ERANGE, "%s: tensor name at byte offset %zu is %zu bytes long; at most "
-                        "%d are supported", j->path, name_pos, j->len, SD_ST_NAME_MAX - 1);
+                        "%d are supported", j->path, name_pos, j->len, SD_SAFETENSORS_NAME_MAX - 1);
     memcpy(t.name, j->str, j->len + 1);
     int seen[3] = {0, 0, 0}, rc, more = 1;
     size_t off[2] = {0, 0}, off_pos = 0;
@@ -459,7 +460,7 @@ static int parse_tensor(json *j, sd_st_file *f, size_t name_pos)
 }
 
 /* "__metadata__": {"key": "value", ...} */
-static int parse_metadata(json *j, sd_st_file *f, size_t pos)
+static int parse_metadata(json *j, sd_safetensors_file *f, size_t pos)
 {
     int rc, more = 1;
     if (f->has_meta)
@@ -491,7 +492,8 @@ static int parse_metadata(json *j, sd_st_file *f, size_t pos)
 
 static int cmp_tensor_ptr(const void *a, const void *b)
 {
-    return strcmp((*(const sd_st_tensor *const *)a)->name, (*(const sd_st_tensor *const *)b)->name);
+    return strcmp((*(const sd_safetensors_tensor *const *)a)->name,
+                  (*(const sd_safetensors_tensor *const *)b)->name);
 }
 
 static int cmp_meta(const void *a, const void *b)
@@ -500,7 +502,7 @@ static int cmp_meta(const void *a, const void *b)
 }
 
 /* Sorts the lookup tables; a name or key given twice is an error. */
-static int index_names(sd_st_file *f)
+static int index_names(sd_safetensors_file *f)
 {
     f->by_name = sd_xmalloc((f->n ? f->n : 1) * sizeof *f->by_name);
     for (size_t i = 0; i < f->n; i++) f->by_name[i] = &f->tensors[i];
@@ -525,7 +527,7 @@ static int index_names(sd_st_file *f)
 }
 
 /* The whole header: an object of tensor entries and at most one __metadata__. */
-static int parse_header(json *j, sd_st_file *f)
+static int parse_header(json *j, sd_safetensors_file *f)
 {
     int rc, more = 1;
     if (peek(j) != '{') return syntax_error(j, "'{' starting the header (at its first byte)");
@@ -549,7 +551,7 @@ static int parse_header(json *j, sd_st_file *f)
 /* ---- opening and lookups */
 
 /* Opens and maps the file, sets f->map and f->size. */
-static int map_checked(sd_st_file *f)
+static int map_checked(sd_safetensors_file *f)
 {
     int rc = sd_mapfile_open(f->path, NULL, &f->map, &f->size);
     if (rc == SD_OK && f->size < 8)
@@ -559,18 +561,18 @@ static int map_checked(sd_st_file *f)
     return rc;
 }
 
-int sd_st_open(const char *path, sd_st_file **out)
+int sd_safetensors_open(const char *path, sd_safetensors_file **out)
 {
     *out = NULL;
-    sd_st_file *f = sd_xcalloc(1, sizeof *f);
+    sd_safetensors_file *f = sd_xcalloc(1, sizeof *f);
     f->path = sd_xstrdup(path);
     int rc = map_checked(f);
     if (rc) goto fail;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];
-    if (hlen > SD_ST_HEADER_MAX) {
+    if (hlen > SD_SAFETENSORS_HEADER_MAX) {
         rc = sd_error(SD_ERANGE, "%s: safetensors header length %llu (byte offset 0) exceeds the "
-                      "limit of %zu", path, (unsigned long long)hlen, SD_ST_HEADER_MAX);
+                      "limit of %zu", path, (unsigned long long)hlen, SD_SAFETENSORS_HEADER_MAX);
         goto fail;
     }
     if (hlen > f->size - 8) {
@@ -594,11 +596,11 @@ int sd_st_open(const char *path, sd_st_file **out)
     *out = f;
     return SD_OK;
 fail:
-    sd_st_close(f);
+    sd_safetensors_close(f);
     return rc;
 }
 
-void sd_st_close(sd_st_file *f)
+void sd_safetensors_close(sd_safetensors_file *f)
 {
     if (!f) return;
     sd_mapfile_close(f->map, f->size);
@@ -611,19 +613,20 @@ void sd_st_close(sd_st_file *f)
     free(f);
 }
 
-size_t sd_st_count(const sd_st_file *f) { return f->n; }
+size_t sd_safetensors_count(const sd_safetensors_file *f) { return f->n; }
 
-const sd_st_tensor *sd_st_get(const sd_st_file *f, size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
+const sd_safetensors_tensor *sd_safetensors_get(const sd_safetensors_file *f,
+                                                size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
 
 static int cmp_name_tensor(const void *key, const void *elem)
 {
-    return strcmp(key, (*(const sd_st_tensor *const *)elem)->name);
+    return strcmp(key, (*(const sd_safetensors_tensor *const *)elem)->name);
 }
 
-const sd_st_tensor *sd_st_find(const sd_st_file *f, const char *name)
+const sd_safetensors_tensor *sd_safetensors_find(const sd_safetensors_file *f, const char *name)
 {
-    const sd_st_tensor *const *hit = bsearch(name, f->by_name, f->n, sizeof *f->by_name,
-                                             cmp_name_tensor);
+    const sd_safetensors_tensor *const *hit = bsearch(name, f->by_name, f->n, sizeof *f->by_name,
+                                                      cmp_name_tensor);
     return hit ? *hit : NULL;
 }
 
@@ -632,16 +635,17 @@ static int cmp_key_meta(const void *key, const void *elem)
     return strcmp(key, ((const meta_pair *)elem)->key);
 }
 
-const char *sd_st_metadata(const sd_st_file *f, const char *key)
+const char *sd_safetensors_metadata(const sd_safetensors_file *f, const char *key)
 {
     if (!f->n_meta) return NULL;   /* f->meta may be NULL, which bsearch must not see */
     const meta_pair *hit = bsearch(key, f->meta, f->n_meta, sizeof *f->meta, cmp_key_meta);
     return hit ? hit->value : NULL;
 }
 
-size_t sd_st_metadata_count(const sd_st_file *f) { return f->n_meta; }
+size_t sd_safetensors_metadata_count(const sd_safetensors_file *f) { return f->n_meta; }
 
-int sd_st_metadata_pair(const sd_st_file *f, size_t i, const char **key, const char **value)
+int sd_safetensors_metadata_pair(const sd_safetensors_file *f, size_t i, const char **key,
+                                 const char **value)
 {
     if (i >= f->n_meta) return 0;
     *key = f->meta[i].key;
@@ -651,21 +655,23 @@ int sd_st_metadata_pair(const sd_st_file *f, size_t i, const char **key, const c
 
 /* ---- element reads */
 
-static int check_read(const sd_st_file *f, const sd_st_tensor *t, size_t first, size_t count,
+static int check_read(const sd_safetensors_file *f, const sd_safetensors_tensor *t, size_t first,
+                      size_t count,
                       int want_int)
 {
     if (!t) return sd_error(SD_EINVAL, "%s: no tensor given (NULL)", f->path);
     if (t->is_int != want_int)
         return sd_error(SD_EINVAL, "%s: tensor '%s' is %s: read it with %s", f->path, t->name,
-                        t->dtype_name, t->is_int ? "sd_st_read_ints" : "sd_st_read_doubles");
+                        t->dtype_name, t->is_int ? "sd_safetensors_read_ints" : "sd_safetensors_read_doubles");
     if (first > t->count || count > t->count - first)
         return sd_error(SD_EINVAL, "%s: elements %zu to %zu + %zu are outside tensor '%s' of %zu "
                         "elements", f->path, first, first, count, t->name, t->count);
     return SD_OK;
 }
 
-int sd_st_read_doubles(const sd_st_file *f, const sd_st_tensor *t, size_t first, size_t count,
-                       double *out)
+int sd_safetensors_read_doubles(const sd_safetensors_file *f, const sd_safetensors_tensor *t,
+                                size_t first, size_t count,
+                                double *out)
 {
     int rc = check_read(f, t, first, count, 0);
     if (rc) return rc;
@@ -674,8 +680,9 @@ int sd_st_read_doubles(const sd_st_file *f, const sd_st_tensor *t, size_t first,
     return SD_OK;
 }
 
-int sd_st_read_ints(const sd_st_file *f, const sd_st_tensor *t, size_t first, size_t count,
-                    long long *out)
+int sd_safetensors_read_ints(const sd_safetensors_file *f, const sd_safetensors_tensor *t,
+                             size_t first, size_t count,
+                             long long *out)
 {
     int rc = check_read(f, t, first, count, 1);
     if (rc) return rc;
@@ -701,11 +708,11 @@ int sd_st_read_ints(const sd_st_file *f, const sd_st_tensor *t, size_t first, si
 
 /* ---- writer */
 
-struct sd_st_writer {
+struct sd_safetensors_writer {
     int fd;
     char *path, *tmp;
     size_t n;
-    sd_st_tensor *tensors;   /* offset is absolute, as in a reader's table */
+    sd_safetensors_tensor *tensors;   /* offset is absolute, as in a reader's table */
     size_t *written;         /* elements put, per tensor */
     unsigned char *chunk;
 };
@@ -740,17 +747,18 @@ static void append(char **buf, size_t *len, size_t *cap, const char *s)
 }
 
 /* Checks one tensor to write and fills its table entry (offset: relative, set by the caller). */
-static int check_write_tensor(const char *path, const sd_st_write_tensor *w, size_t i,
-                              sd_st_tensor *t)
+static int check_write_tensor(const char *path, const sd_safetensors_write_tensor *w, size_t i,
+                              sd_safetensors_tensor *t)
 {
     memset(t, 0, sizeof *t);
     if (!w->name)
         return sd_error(SD_EINVAL, "%s: tensor %zu has no name", path, i);
     size_t len = strlen(w->name);
-    if (len >= SD_ST_NAME_MAX || strcmp(w->name, "__metadata__") == 0 || !utf8_valid(w->name))
+    if (len >= SD_SAFETENSORS_NAME_MAX || strcmp(w->name,
+                                                 "__metadata__") == 0 || !utf8_valid(w->name))
         return sd_error(SD_EINVAL, "%s: tensor name \"%.40s\"%s is not allowed: names are UTF-8 "
                         "of at most %d bytes, not \"__metadata__\"", path, w->name,
-                        len > 40 ? "..." : "", SD_ST_NAME_MAX - 1);
+                        len > 40 ? "..." : "", SD_SAFETENSORS_NAME_MAX - 1);
     memcpy(t->name, w->name, len + 1);
     const char *dname = w->is_int ? int_dtype_name(w->int_bits) : float_dtype_name(w->dtype);
     if (!dname)
@@ -762,9 +770,9 @@ static int check_write_tensor(const char *path, const sd_st_write_tensor *w, siz
     t->is_int = d->is_int;
     t->dtype = d->dtype;
     t->int_bits = d->is_int ? d->bits : 0;
-    if (w->ndim > SD_ST_NDIM_MAX)
+    if (w->ndim > SD_SAFETENSORS_NDIM_MAX)
         return sd_error(SD_EINVAL, "%s: tensor '%s': %zu dimensions, at most %d can be written",
-                        path, t->name, w->ndim, SD_ST_NDIM_MAX);
+                        path, t->name, w->ndim, SD_SAFETENSORS_NDIM_MAX);
     if (w->ndim && !w->shape) return sd_error(SD_EINVAL, "%s: tensor '%s': no shape", path, t->name);
     t->ndim = w->ndim;
     for (size_t k = 0; k < w->ndim; k++) t->shape[k] = w->shape[k];
@@ -794,7 +802,7 @@ static int check_write_meta(const char *path, const char *const *meta_kv, size_t
 }
 
 /* The header JSON, padded with spaces so that the data starts on an 8-byte boundary. */
-static char *header_json(const sd_st_tensor *tab, size_t n, const char *const *meta_kv,
+static char *header_json(const sd_safetensors_tensor *tab, size_t n, const char *const *meta_kv,
                          size_t n_meta, size_t *len)
 {
     size_t cap = 256;
@@ -843,7 +851,7 @@ static int pwrite_all(int fd, const void *buf, size_t n, size_t offset, const ch
 }
 
 /* Validates everything, lays the tensors out and builds the header; w->tensors is set. */
-static int plan_file(sd_st_writer *w, const sd_st_write_tensor *tensors, size_t n,
+static int plan_file(sd_safetensors_writer *w, const sd_safetensors_write_tensor *tensors, size_t n,
                      const char *const *meta_kv, char **header, size_t *hlen)
 {
     size_t n_meta = 0;
@@ -854,7 +862,7 @@ static int plan_file(sd_st_writer *w, const sd_st_write_tensor *tensors, size_t 
     w->n = n;
     for (size_t i = 0; i < n; i++)
         if ((rc = check_write_tensor(w->path, &tensors[i], i, &w->tensors[i]))) return rc;
-    const sd_st_tensor **by_name = sd_xmalloc((n ? n : 1) * sizeof *by_name);
+    const sd_safetensors_tensor **by_name = sd_xmalloc((n ? n : 1) * sizeof *by_name);
     for (size_t i = 0; i < n; i++) by_name[i] = &w->tensors[i];
     qsort(by_name, n, sizeof *by_name, cmp_tensor_ptr);
     for (size_t i = 1; i < n && rc == SD_OK; i++)
@@ -875,18 +883,19 @@ static int plan_file(sd_st_writer *w, const sd_st_write_tensor *tensors, size_t 
     return SD_OK;
 }
 
-int sd_st_writer_open(const char *path, const sd_st_write_tensor *tensors, size_t n,
-                      const char *const *meta_kv, sd_st_writer **out)
+int sd_safetensors_writer_open(const char *path, const sd_safetensors_write_tensor *tensors,
+                               size_t n,
+                               const char *const *meta_kv, sd_safetensors_writer **out)
 {
     *out = NULL;
-    sd_st_writer *w = sd_xcalloc(1, sizeof *w);
+    sd_safetensors_writer *w = sd_xcalloc(1, sizeof *w);
     w->fd = -1;
     w->path = sd_xstrdup(path);
     char *header = NULL;
     size_t hlen = 0;
     int rc = plan_file(w, tensors, n, meta_kv, &header, &hlen);
     if (rc) {
-        sd_st_writer_abort(w);
+        sd_safetensors_writer_abort(w);
         return rc;
     }
     size_t plen = strlen(path);
@@ -904,7 +913,7 @@ int sd_st_writer_open(const char *path, const sd_st_write_tensor *tensors, size_
         rc = sd_error(SD_EIO, "%s: cannot extend to %zu bytes: %s", w->tmp, end, strerror(errno));
     free(header);
     if (rc) {
-        sd_st_writer_abort(w);
+        sd_safetensors_writer_abort(w);
         return rc;
     }
     w->chunk = sd_xmalloc(CHUNK_BYTES);
@@ -912,15 +921,16 @@ int sd_st_writer_open(const char *path, const sd_st_write_tensor *tensors, size_
     return SD_OK;
 }
 
-static int check_put(sd_st_writer *w, size_t tensor, size_t first, size_t count, int is_int,
+static int check_put(sd_safetensors_writer *w, size_t tensor, size_t first, size_t count,
+                     int is_int,
                      const void *src)
 {
     if (tensor >= w->n)
         return sd_error(SD_EINVAL, "%s: tensor index %zu, the file has %zu", w->path, tensor, w->n);
-    const sd_st_tensor *t = &w->tensors[tensor];
+    const sd_safetensors_tensor *t = &w->tensors[tensor];
     if (t->is_int != is_int)
         return sd_error(SD_EINVAL, "%s: tensor '%s' is %s: put it with %s", w->path, t->name,
-                        t->dtype_name, t->is_int ? "sd_st_writer_put_ints" : "sd_st_writer_put");
+                        t->dtype_name, t->is_int ? "sd_safetensors_writer_put_ints" : "sd_safetensors_writer_put");
     if (first > t->count || count > t->count - first || count > t->count - w->written[tensor])
         return sd_error(SD_EINVAL, "%s: elements %zu to %zu + %zu are outside tensor '%s' of %zu "
                         "elements, or were put already", w->path, first, first, count, t->name,
@@ -930,12 +940,12 @@ static int check_put(sd_st_writer *w, size_t tensor, size_t first, size_t count,
     return SD_OK;
 }
 
-int sd_st_writer_put(sd_st_writer *w, size_t tensor, size_t first, size_t count,
-                     const double *data)
+int sd_safetensors_writer_put(sd_safetensors_writer *w, size_t tensor, size_t first, size_t count,
+                              const double *data)
 {
     int rc = check_put(w, tensor, first, count, 0, data);
     if (rc) return rc;
-    const sd_st_tensor *t = &w->tensors[tensor];
+    const sd_safetensors_tensor *t = &w->tensors[tensor];
     size_t esize = sd_npy_dtype_size(t->dtype), per = CHUNK_BYTES / esize;
     for (size_t done = 0; done < count; done += per) {
         size_t take = count - done < per ? count - done : per;
@@ -948,12 +958,13 @@ int sd_st_writer_put(sd_st_writer *w, size_t tensor, size_t first, size_t count,
     return SD_OK;
 }
 
-int sd_st_writer_put_ints(sd_st_writer *w, size_t tensor, size_t first, size_t count,
-                          const long long *ints)
+int sd_safetensors_writer_put_ints(sd_safetensors_writer *w, size_t tensor, size_t first,
+                                   size_t count,
+                                   const long long *ints)
 {
     int rc = check_put(w, tensor, first, count, 1, ints);
     if (rc) return rc;
-    const sd_st_tensor *t = &w->tensors[tensor];
+    const sd_safetensors_tensor *t = &w->tensors[tensor];
     size_t esize = (size_t)t->int_bits / 8, per = CHUNK_BYTES / esize;
     long long hi = (long long)(((uint64_t)1 << (t->int_bits - 1)) - 1), lo = -hi - 1;
     for (size_t i = 0; i < count; i++)
@@ -974,7 +985,7 @@ int sd_st_writer_put_ints(sd_st_writer *w, size_t tensor, size_t first, size_t c
     return SD_OK;
 }
 
-void sd_st_writer_abort(sd_st_writer *w)
+void sd_safetensors_writer_abort(sd_safetensors_writer *w)
 {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
@@ -987,7 +998,7 @@ void sd_st_writer_abort(sd_st_writer *w)
     free(w);
 }
 
-int sd_st_writer_close(sd_st_writer *w)
+int sd_safetensors_writer_close(sd_safetensors_writer *w)
 {
     int rc = SD_OK;
     for (size_t i = 0; i < w->n && rc == SD_OK; i++)
@@ -1002,29 +1013,29 @@ int sd_st_writer_close(sd_st_writer *w)
             rc = sd_error(SD_EIO, "%s: cannot rename from %s: %s", w->path, w->tmp, strerror(errno));
     }
     if (rc) {
-        sd_st_writer_abort(w);
+        sd_safetensors_writer_abort(w);
         return rc;
     }
     free(w->tmp);
     w->tmp = NULL;
-    sd_st_writer_abort(w);
+    sd_safetensors_writer_abort(w);
     return SD_OK;
 }
 
-int sd_st_write(const char *path, const sd_st_write_tensor *tensors, size_t n,
-                const char *const *meta_kv)
+int sd_safetensors_write(const char *path, const sd_safetensors_write_tensor *tensors, size_t n,
+                         const char *const *meta_kv)
 {
-    sd_st_writer *w;
-    int rc = sd_st_writer_open(path, tensors, n, meta_kv, &w);
+    sd_safetensors_writer *w;
+    int rc = sd_safetensors_writer_open(path, tensors, n, meta_kv, &w);
     if (rc) return rc;
     for (size_t i = 0; i < n && rc == SD_OK; i++) {
         size_t count = w->tensors[i].count;
-        if (tensors[i].is_int) rc = sd_st_writer_put_ints(w, i, 0, count, tensors[i].ints);
-        else rc = sd_st_writer_put(w, i, 0, count, tensors[i].data);
+        if (tensors[i].is_int) rc = sd_safetensors_writer_put_ints(w, i, 0, count, tensors[i].ints);
+        else rc = sd_safetensors_writer_put(w, i, 0, count, tensors[i].data);
     }
     if (rc) {
-        sd_st_writer_abort(w);
+        sd_safetensors_writer_abort(w);
         return rc;
     }
-    return sd_st_writer_close(w);
+    return sd_safetensors_writer_close(w);
 }
