@@ -106,7 +106,9 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
     memset(res, 0, sizeof *res);
     int rc = sd_mc_check_params(&mp, 1);
     if (rc) return rc;
-    /* One verifier first, on this thread: it validates the input and says what fails. */
+    /* One verifier first, on this thread: it validates the input and says what fails.
+     * rrs with k above the draft's support drafts all of it (k used = the support). */
+    if (!ops) k = sd_scheme_drafts_for(scheme, k, draft, vocab);
     sd_verifier *probe;
     rc = ops ? sd_verifier_alloc_ops(&probe, ops, scheme, draft, target, vocab, k, vp)
              : sd_verifier_alloc(&probe, scheme, draft, target, vocab, k, vp);

@@ -84,7 +84,8 @@ int sd_mc_reduce(const sd_mc_params *mp, double *sums, size_t n, int status);
 void sd_mc_wilson(double x, double n, double confidence, double *low, double *high);
 
 /* Token level: each trial draws the scheme's drafts and verifies them. ops NULL
- * uses the scheme's own steps; tests pass wrong ones. */
+ * uses the scheme's own steps (and sd_scheme_drafts_for's k: rrs drafts the whole of a
+ * draft support smaller than k); tests pass wrong ones. */
 int sd_mc_token(const struct sd_verify_ops *ops, sd_scheme scheme, const double *draft,
                 const double *target, size_t vocab, size_t k, sd_verify_params vp,
                 sd_mc_params mp, sd_mc_result *res);
