@@ -411,13 +411,6 @@ static int write_input(const char *path, const input *in)
     return SD_OK;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* One input: a mutated seed, written and read. On a contract failure the input is kept. */
 static int run_one(fuzzer *z, size_t i, input *in, int *accepted)
 {
@@ -433,9 +426,9 @@ static int run_one(fuzzer *z, size_t i, input *in, int *accepted)
     snprintf(z->path, sizeof z->path, "%s/in-%zu.%s", z->dir, i, in->is_st ? "safetensors" : "npy");
     int rc = write_input(z->path, in);
     if (rc) return rc;
-    double t0 = now();
+    double t0 = sd_seconds();
     rc = in->is_st ? run_st(z, in, accepted) : run_npy(z, in, accepted);
-    double dt = now() - t0;
+    double dt = sd_seconds() - t0;
     if (dt > z->slowest) z->slowest = dt;
     if (rc) {
         char copy[1200];
@@ -806,9 +799,9 @@ int sd_fuzz_gguf_run(size_t n, unsigned long seed, size_t *accepted, size_t *rej
         snprintf(z.path, sizeof z.path, "%s/in-%zu.gguf", z.dir, i);
         int ok = 0;
         if ((rc = write_input(z.path, &in))) break;
-        double t0 = now();
+        double t0 = sd_seconds();
         rc = run_gguf(&z, &in, &ok);
-        if (now() - t0 > z.slowest) z.slowest = now() - t0;
+        if (sd_seconds() - t0 > z.slowest) z.slowest = sd_seconds() - t0;
         if (rc) {
             char copy[1200];
             snprintf(copy, sizeof copy, "%s", sd_errmsg());
