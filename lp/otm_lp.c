@@ -364,13 +364,6 @@ static int glp_to_stderr(void *info, const char *s)
     return 1; /* handled: GLPK does not print it to stdout as well */
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- solve ---- */
 
 static int check_request(const double *draft, const double *target, size_t vocab, size_t k,
@@ -421,9 +414,9 @@ static int check_size(sd_otm_lp_form form, size_t vocab, size_t k, double max_by
 static int attempt(glp_prob *lp, const glp_smcp *parm, int exact, const char *name,
                    sd_otm_lp_result *r, char *log, size_t log_size)
 {
-    double t0 = seconds_now();
+    double t0 = sd_seconds();
     r->glp_ret = exact ? glp_exact(lp, parm) : glp_simplex(lp, parm);
-    r->solve_seconds += seconds_now() - t0;
+    r->solve_seconds += sd_seconds() - t0;
     r->glp_status = glp_get_status(lp);
     r->status_name = glp_status_name(r->glp_status);
     r->method = name;

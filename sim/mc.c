@@ -9,6 +9,7 @@
 
 #include "sd_error.h"
 #include "tree.h"
+#include "verify_impl.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -55,30 +56,6 @@ void sd_mc_wilson(double x, double n, double confidence, double *low, double *hi
     double half = z * sqrt(p * (1 - p) / n + z2n / (4 * n)) / (1 + z2n);
     *low = fmax(0, centre - half);
     *high = fmin(1, centre + half);
-}
-
-void sd_progress_start(sd_progress *p, int on, const char *what, const char *unit, double total)
-{
-    p->on = on, p->what = what, p->unit = unit, p->total = total, p->done = 0;
-    p->t0 = p->last = sd_seconds();
-}
-
-void sd_progress_add(sd_progress *p, double n)
-{
-    p->done += n;
-    double t = sd_seconds();
-    if (p->on && t - p->last > 1.0) {
-        fprintf(stderr, "\r%s: %.0f/%.0f %s (%.0f%%), %.1f s", p->what, p->done, p->total, p->unit,
-                100 * p->done / p->total, t - p->t0);
-        p->last = t;
-    }
-}
-
-void sd_progress_end(sd_progress *p)
-{
-    if (p->on && sd_seconds() - p->t0 > 1.0)
-        fprintf(stderr, "\r%s: %.0f/%.0f %s (100%%), %.1f s\n", p->what, p->done, p->total,
-                p->unit, sd_seconds() - p->t0);
 }
 
 double sd_mc_chunk_size(double samples, size_t chunks, size_t c)
@@ -129,7 +106,9 @@ int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
     memset(res, 0, sizeof *res);
     int rc = sd_mc_check_params(&mp, 1);
     if (rc) return rc;
-    /* One verifier first, on this thread: it validates the input and says what fails. */
+    /* One verifier first, on this thread: it validates the input and says what fails.
+     * rrs with k above the draft's support drafts all of it (k used = the support). */
+    if (!ops) k = sd_scheme_drafts_for(scheme, k, draft, vocab);
     sd_verifier *probe;
     rc = ops ? sd_verifier_alloc_ops(&probe, ops, scheme, draft, target, vocab, k, vp)
              : sd_verifier_alloc(&probe, scheme, draft, target, vocab, k, vp);

@@ -26,8 +26,10 @@
 #include <stddef.h>
 #include <gsl/gsl_rng.h>
 
+#include "progress.h"
 #include "tree.h"
-#include "verify_impl.h"
+
+struct sd_verify_ops; /* verify_impl.h */
 
 #define SD_MC_MAX_SAMPLES 1e13
 
@@ -44,7 +46,7 @@ typedef struct {
     unsigned long seed;
     size_t chunks;        /* fixed work split (default 64); results do not depend on threads */
     int threads;          /* 0: OpenMP's default */
-    int progress;         /* 1: a progress line on stderr when a run lasts over a second */
+    int progress;         /* 1: progress reports (progress.h) when a run lasts over a second */
     double confidence;    /* of the interval (default 0.999) */
     size_t chunk_first;   /* this process computes chunks chunk_first + i * chunk_step */
     size_t chunk_step;    /* (default 0 and 1: all of them) */
@@ -64,17 +66,6 @@ typedef struct {
 
 void sd_mc_result_free(sd_mc_result *r);
 
-/* A progress line on stderr for runs over a second ("what: done/total unit (x%), t s"),
- * redrawn at most once a second; add() is called under a lock by the caller. */
-typedef struct {
-    int on;
-    const char *what, *unit;
-    double total, done, t0, last;
-} sd_progress;
-void sd_progress_start(sd_progress *p, int on, const char *what, const char *unit, double total);
-void sd_progress_add(sd_progress *p, double n);
-void sd_progress_end(sd_progress *p);
-
 /* Generator of chunk `chunk` of a run seeded with `seed` (caller frees). */
 gsl_rng *sd_mc_chunk_rng(unsigned long seed, size_t chunk);
 
@@ -93,8 +84,9 @@ int sd_mc_reduce(const sd_mc_params *mp, double *sums, size_t n, int status);
 void sd_mc_wilson(double x, double n, double confidence, double *low, double *high);
 
 /* Token level: each trial draws the scheme's drafts and verifies them. ops NULL
- * uses the scheme's own steps; tests pass wrong ones. */
-int sd_mc_token(const sd_verify_ops *ops, sd_scheme scheme, const double *draft,
+ * uses the scheme's own steps (and sd_scheme_drafts_for's k: rrs drafts the whole of a
+ * draft support smaller than k); tests pass wrong ones. */
+int sd_mc_token(const struct sd_verify_ops *ops, sd_scheme scheme, const double *draft,
                 const double *target, size_t vocab, size_t k, sd_verify_params vp,
                 sd_mc_params mp, sd_mc_result *res);
 

@@ -12,7 +12,9 @@
 #include "cost.h"
 #include "dist.h"
 #include "mc.h"
+#include "half.h"
 #include "npy.h"
+#include "progress.h"
 #include "sd_error.h"
 
 sd_replay_params sd_replay_default_params(void)
@@ -178,7 +180,8 @@ int sd_replay_rows(const sd_log *log, const sd_replay_params *p, size_t first, s
     double *dm = sd_xmalloc((vd > V ? vd : V) * sizeof *dm), *dp = sd_xmalloc(V * sizeof *dp);
     double *tp = sd_xmalloc(V * sizeof *tp);
     int rc = sd_replay_check(log, p);
-    double t0 = sd_seconds(), last = t0;
+    sd_progress prog;
+    sd_progress_start(&prog, p->progress, "replay", "positions", (double)(end - first));
     size_t i = first;
     for (; i < end && rc == SD_OK; i++) {
         double *row = rows + (i - first) * SD_REPLAY_ROW_WIDTH;
@@ -204,22 +207,15 @@ int sd_replay_rows(const sd_log *log, const sd_replay_params *p, size_t first, s
             row[ROW_MC + s] = mc;
         }
         if (rc == SD_OK && p->precision_check) { /* the same position with float16 logits */
-            for (size_t y = 0; y < vd; y++) dl[y] = sd_half_to_double(sd_double_to_half(dl[y]));
-            for (size_t y = 0; y < vt; y++) tl[y] = sd_half_to_double(sd_double_to_half(tl[y]));
+            for (size_t y = 0; y < vd; y++) dl[y] = sd_half_to_double(sd_half_from_double(dl[y]));
+            for (size_t y = 0; y < vt; y++) tl[y] = sd_half_to_double(sd_half_from_double(tl[y]));
             row[ROW_F16] = position_laws(p, dl, vd, tl, vt, dm, dp, tp) ? NAN /* past float16's range */
                                                                         : sd_dist_overlap(dp, tp, V);
         }
         if ((i + 1) % 256 == 0) sd_log_release(log, i + 1);
-        double t = sd_seconds();
-        if (p->progress && t - last > 1) {
-            fprintf(stderr, "\rreplay: %zu/%zu positions (%.0f%%), %.1f s", i + 1 - first,
-                    end - first, 100.0 * (double)(i + 1 - first) / (double)(end - first), t - t0);
-            last = t;
-        }
+        sd_progress_add(&prog, (double)(i + 1 - first) - prog.done); /* skipped ones count */
     }
-    if (p->progress && sd_seconds() - t0 > 1)
-        fprintf(stderr, "\rreplay: %zu/%zu positions, %.1f s\n", i - first, end - first,
-                sd_seconds() - t0);
+    sd_progress_end(&prog);
     *at = i;
     free(dl), free(tl), free(dm), free(dp), free(tp);
     return rc;

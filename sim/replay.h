@@ -37,7 +37,7 @@ typedef struct {
     double exact_max_ops;      /* rrs's exact recursion per position (default 2e6 operations,
                                   a few ms); past it, Monte Carlo */
     unsigned long seed;
-    int progress;              /* a progress line on stderr for runs over a second */
+    int progress;              /* progress reports (progress.h) for runs over a second */
     int precision_check;       /* also replay sd with the logits rounded to float16 */
     const size_t *vocab_map;   /* draft token -> target token (SIZE_MAX: none); NULL: same V */
     size_t vocab_map_n;        /* entries of vocab_map (= draft V) */

@@ -22,7 +22,6 @@
 #include "lm.h"
 #include "mc.h"
 #include "tree.h"
-#include "verify_impl.h"
 
 typedef struct {
     sd_tree_params tree;       /* token scheme, steps, bonus hook */

@@ -111,11 +111,7 @@ int sd_accept_rrs(const double *draft, const double *target, size_t vocab, size_
                   double max_ops, double *acceptance)
 {
     size_t support = sd_dist_support(draft, vocab);
-    if (k > support)
-        return sd_error(SD_EINVAL,
-                        "rrs draws %zu drafts without replacement, but the draft gives positive "
-                        "probability to only %zu token(s); use k <= %zu",
-                        k, support, support);
+    if (k > support) k = support; /* without replacement, a support of s < k drafts all s */
     double states = 1;
     for (size_t j = 0; j + 2 < k; j++) states *= (double)(support - j);
     double ops = states * (double)vocab * (log2((double)vocab) + 2);
@@ -185,7 +181,7 @@ static int accept_exact(sd_scheme scheme, const double *draft, const double *tar
 {
     int rc;
     memset(res, 0, sizeof *res);
-    res->drafts = sd_scheme_drafts(scheme, k);
+    res->drafts = sd_scheme_drafts_for(scheme, k, draft, vocab);
     switch (scheme) {
     case SD_SCHEME_SD:
         res->acceptance = sd_dist_overlap(draft, target, vocab);
@@ -207,7 +203,10 @@ static int accept_exact(sd_scheme scheme, const double *draft, const double *tar
         return SD_OK;
     }
     case SD_SCHEME_RRS:
-        res->method = k <= 2 ? "exact recursion, O(V log V)" : "exact recursion over draft prefixes";
+        res->method = res->drafts < k   ? "exact recursion; k = the draft's whole support (all of it "
+                                          "drafted without replacement)"
+                      : k <= 2 ? "exact recursion, O(V log V)"
+                               : "exact recursion over draft prefixes";
         return sd_accept_rrs(draft, target, vocab, k, SD_RRS_EXACT_MAX_OPS, &res->acceptance);
     case SD_SCHEME_OTM:
         res->method = "closed form: 1 - max over ratio prefixes A of (draft(A)^k - target(A))";

@@ -28,7 +28,7 @@ typedef struct {
     double acceptance;
     const char *method; /* how it was computed, for reports */
     double gamma;       /* kseq: the gamma used; 0 otherwise */
-    size_t drafts;      /* drafts the scheme used (sd: 1) */
+    size_t drafts;      /* drafts the scheme used (sd: 1; rrs: min(k, draft support)) */
 } sd_accept_result;
 
 /* Work limit of the rrs recursion, in token operations (about one second). */
@@ -37,7 +37,8 @@ typedef struct {
 int sd_accept_exact(sd_scheme scheme, const double *draft, const double *target, size_t vocab,
                     size_t k, sd_verify_params params, sd_accept_result *result);
 
-/* The rrs recursion on its own (validated inputs), with its work limit. */
+/* The rrs recursion on its own (validated inputs), with its work limit. k above the
+ * draft's support s is taken as s: drafting without replacement then drafts all s. */
 int sd_accept_rrs(const double *draft, const double *target, size_t vocab, size_t k,
                   double max_ops, double *acceptance);
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mapfile.h"
 #include "npy.h"
 #include "safetensors.h"
 #include "sd_error.h"
@@ -27,51 +28,22 @@ struct sd_log {
     mapped_npy draft, target, tokens;
     int has_tokens;
     size_t positions, length, vocab_draft, vocab_target;
-    sd_st_file *st; /* safetensors backend, when opened from one */
-    const sd_st_tensor *st_draft, *st_target, *st_tokens;
+    sd_safetensors_file *st; /* safetensors backend, when opened from one */
+    const sd_safetensors_tensor *st_draft, *st_target, *st_tokens;
 };
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = sd_xmalloc(n);
-    memcpy(d, s, n);
-    return d;
-}
-
-static int map_file(const char *path, const unsigned char **map, size_t *size)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return sd_error(SD_EIO, "%s: not a regular file", path);
-    }
-    *size = (size_t)st.st_size;
-    if (*size == 0) {
-        close(fd);
-        return sd_error(SD_EFORMAT, "%s: empty file", path);
-    }
-    void *m = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return sd_error(SD_EIO, "%s: cannot map: %s", path, strerror(errno));
-    posix_madvise(m, *size, POSIX_MADV_SEQUENTIAL);
-    *map = m;
-    return SD_OK;
-}
 
 static int open_npy(const char *path, mapped_npy *a)
 {
-    int rc = map_file(path, &a->map, &a->size);
+    int rc = sd_mapfile_open(path, ".npy", &a->map, &a->size);
     if (rc) return rc;
-    a->path = dup_str(path);
+    posix_madvise((void *)a->map, a->size, POSIX_MADV_SEQUENTIAL);
+    a->path = sd_xstrdup(path);
     return sd_npy_parse_header(a->map, a->size, a->size, path, &a->hdr);
 }
 
 static void close_npy(mapped_npy *a)
 {
-    if (a->map) munmap((void *)a->map, a->size);
+    sd_mapfile_close(a->map, a->size);
     free(a->path);
     memset(a, 0, sizeof *a);
 }
@@ -125,7 +97,7 @@ void sd_log_close(sd_log *l)
     close_npy(&l->draft);
     close_npy(&l->target);
     close_npy(&l->tokens);
-    sd_st_close(l->st);
+    sd_safetensors_close(l->st);
     free(l);
 }
 
@@ -143,7 +115,7 @@ const char *sd_log_dtype_name(const sd_log *l)
 
 const char *sd_log_metadata(const sd_log *l, const char *key)
 {
-    return l->st ? sd_st_metadata(l->st, key) : NULL;
+    return l->st ? sd_safetensors_metadata(l->st, key) : NULL;
 }
 
 int sd_log_row(const sd_log *l, size_t i, double *draft, double *target)
@@ -151,8 +123,10 @@ int sd_log_row(const sd_log *l, size_t i, double *draft, double *target)
     if (i >= l->positions)
         return sd_error(SD_EINVAL, "position %zu is past the log's %zu", i, l->positions);
     if (l->st) {
-        int rc = sd_st_read_doubles(l->st, l->st_draft, i * l->vocab_draft, l->vocab_draft, draft);
-        return rc ? rc : sd_st_read_doubles(l->st, l->st_target, i * l->vocab_target, l->vocab_target, target);
+        int rc = sd_safetensors_read_doubles(l->st, l->st_draft, i * l->vocab_draft,
+                                             l->vocab_draft, draft);
+        return rc ? rc : sd_safetensors_read_doubles(l->st, l->st_target, i * l->vocab_target,
+                                                     l->vocab_target, target);
     }
     size_t de = sd_npy_dtype_size(l->draft.hdr.dtype), te = sd_npy_dtype_size(l->target.hdr.dtype);
     sd_npy_decode(l->draft.hdr.dtype, l->draft.map + l->draft.hdr.data_offset + i * l->vocab_draft * de,
@@ -184,9 +158,9 @@ int sd_log_token(const sd_log *l, size_t i, long long *token)
     if (!l->has_tokens) return sd_error(SD_EINVAL, "the log has no tokens");
     if (i >= l->positions) return sd_error(SD_EINVAL, "position %zu is past the log", i);
     if (l->st) {
-        if (l->st_tokens->is_int) return sd_st_read_ints(l->st, l->st_tokens, i, 1, token);
+        if (l->st_tokens->is_int) return sd_safetensors_read_ints(l->st, l->st_tokens, i, 1, token);
         double t;
-        int rc = sd_st_read_doubles(l->st, l->st_tokens, i, 1, &t);
+        int rc = sd_safetensors_read_doubles(l->st, l->st_tokens, i, 1, &t);
         *token = (long long)t;
         return rc;
     }
@@ -198,7 +172,8 @@ int sd_log_token(const sd_log *l, size_t i, long long *token)
 }
 
 /* positions and vocabulary of a [P, V] or [S, P, V] logits tensor */
-static int st_shape(const sd_st_tensor *t, const char *path, size_t *seq, size_t *len, size_t *vocab)
+static int st_shape(const sd_safetensors_tensor *t, const char *path, size_t *seq, size_t *len,
+                    size_t *vocab)
 {
     if (t->is_int) return sd_error(SD_EFORMAT, "%s: tensor %s holds integers, not logits", path, t->name);
     sd_npy_header h;
@@ -215,17 +190,17 @@ int sd_log_open_safetensors(const char *path, sd_log **out)
     *out = NULL;
     sd_log *l = sd_xcalloc(1, sizeof *l);
     size_t ds, dl, ts, tl;
-    int rc = sd_st_open(path, &l->st);
-    if (!rc && !(l->st_draft = sd_st_find(l->st, "draft_logits")))
+    int rc = sd_safetensors_open(path, &l->st);
+    if (!rc && !(l->st_draft = sd_safetensors_find(l->st, "draft_logits")))
         rc = sd_error(SD_EFORMAT, "%s: no tensor named draft_logits", path);
-    if (!rc && !(l->st_target = sd_st_find(l->st, "target_logits")))
+    if (!rc && !(l->st_target = sd_safetensors_find(l->st, "target_logits")))
         rc = sd_error(SD_EFORMAT, "%s: no tensor named target_logits", path);
     if (!rc) rc = st_shape(l->st_draft, path, &ds, &dl, &l->vocab_draft);
     if (!rc) rc = st_shape(l->st_target, path, &ts, &tl, &l->vocab_target);
     if (!rc && (ds != ts || dl != tl))
         rc = sd_error(SD_EFORMAT, "%s: draft_logits cover %zu x %zu positions, target_logits %zu x "
                                   "%zu: they must cover the same positions", path, ds, dl, ts, tl);
-    if (!rc && (l->st_tokens = sd_st_find(l->st, "tokens"))) {
+    if (!rc && (l->st_tokens = sd_safetensors_find(l->st, "tokens"))) {
         if (l->st_tokens->count != ds * dl)
             rc = sd_error(SD_EFORMAT, "%s: tensor tokens has %zu entries for %zu positions", path,
                           l->st_tokens->count, ds * dl);
@@ -252,28 +227,28 @@ static int write_safetensors(const char *path, int dtype, size_t sequences, size
 {
     size_t shape[3] = {sequences, length, vocab}, nd = sequences > 1 ? 3 : 2;
     const size_t *ls = sequences > 1 ? shape : shape + 1;
-    sd_st_write_tensor t[3] = {
+    sd_safetensors_write_tensor t[3] = {
         {"draft_logits", (sd_npy_dtype)dtype, 0, 0, nd, ls, NULL, NULL},
         {"target_logits", (sd_npy_dtype)dtype, 0, 0, nd, ls, NULL, NULL},
         {"tokens", SD_NPY_F64, 1, 64, nd - 1, ls, NULL, NULL},
     };
-    sd_st_writer *w;
-    int rc = sd_st_writer_open(path, t, 3, meta_kv, &w);
+    sd_safetensors_writer *w;
+    int rc = sd_safetensors_writer_open(path, t, 3, meta_kv, &w);
     if (rc) return rc;
     double *d = sd_xmalloc(vocab * sizeof *d), *tg = sd_xmalloc(vocab * sizeof *tg);
     for (size_t i = 0; !rc && i < sequences * length; i++) {
         long long tok = 0;
         rc = row(ctx, i, d, tg, &tok);
-        if (!rc) rc = sd_st_writer_put(w, 0, i * vocab, vocab, d);
-        if (!rc) rc = sd_st_writer_put(w, 1, i * vocab, vocab, tg);
-        if (!rc) rc = sd_st_writer_put_ints(w, 2, i, 1, &tok);
+        if (!rc) rc = sd_safetensors_writer_put(w, 0, i * vocab, vocab, d);
+        if (!rc) rc = sd_safetensors_writer_put(w, 1, i * vocab, vocab, tg);
+        if (!rc) rc = sd_safetensors_writer_put_ints(w, 2, i, 1, &tok);
     }
     free(d), free(tg);
     if (rc) {
-        sd_st_writer_abort(w);
+        sd_safetensors_writer_abort(w);
         return rc;
     }
-    return sd_st_writer_close(w);
+    return sd_safetensors_writer_close(w);
 }
 
 int sd_log_write(const char *path, int dtype, size_t sequences, size_t length, size_t vocab,

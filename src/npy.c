@@ -1,5 +1,6 @@
-/* npy: the .npy reader and writer. Reading order: small-float conversions, element
- * decoding and encoding, the preamble and header-dict parser, file reading, writing. */
+/* npy: the .npy reader and writer. Reading order: element decoding and encoding (the
+ * half and bfloat16 conversions are half.h's), the preamble and header-dict parser,
+ * file reading, writing. */
 #include "npy.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "half.h"
 #include "sd_error.h"
 
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
@@ -23,62 +25,6 @@ static int host_is_little_endian(void)
     memcpy(&first, &one, 1);
     return first == 1;
 }
-
-/* ---- small floats: binary16 (5 exponent, 10 mantissa bits), bfloat16 (8, 7), binary32 (8, 23) */
-
-/* v >= 0 (and below 2^52) rounded to an integer, ties to even, whatever the FPU rounding mode. */
-static double round_half_even(double v)
-{
-    double f = floor(v), d = v - f;
-    if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0)) f += 1.0;
-    return f;
-}
-
-/* x in the binary format with exp_bits exponent and mant_bits stored mantissa bits.
- * One rounding from the double, so no double-rounding through float. The subnormal
- * case uses the smallest normal exponent and no implicit bit; both cases reduce to
- * one formula, and a mantissa that rounds up to 2^(mant_bits+1) carries into the
- * exponent (up to the infinity pattern) by plain addition. */
-static uint32_t small_float_encode(double x, int exp_bits, int mant_bits)
-{
-    const uint32_t sign = signbit(x) ? (uint32_t)1 << (exp_bits + mant_bits) : 0;
-    const uint32_t inf = (((uint32_t)1 << exp_bits) - 1) << mant_bits;
-    if (isnan(x)) return sign | inf | (uint32_t)1 << (mant_bits - 1);
-    double a = fabs(x);
-    if (a == 0) return sign;
-    if (isinf(a)) return sign | inf;
-    const int bias = (1 << (exp_bits - 1)) - 1;
-    int e;
-    frexp(a, &e);
-    e -= 1;                                /* a in [2^e, 2^(e+1)) */
-    if (e > bias) return sign | inf;
-    if (e < 1 - bias) e = 1 - bias;        /* subnormal */
-    uint32_t m = (uint32_t)round_half_even(ldexp(a, mant_bits - e));
-    uint32_t bits = ((uint32_t)(e + bias) << mant_bits) + m - ((uint32_t)1 << mant_bits);
-    return sign | bits;
-}
-
-double sd_half_to_double(uint16_t h)
-{
-    uint32_t mant = h & 0x3ffu, exp = (h >> 10) & 0x1fu;
-    double v;
-    if (exp == 0x1f) v = mant ? NAN : INFINITY;
-    else if (exp == 0) v = ldexp((double)mant, -24);
-    else v = ldexp((double)(mant | 0x400u), (int)exp - 25);
-    return (h & 0x8000u) ? -v : v;
-}
-
-uint16_t sd_double_to_half(double x) { return (uint16_t)small_float_encode(x, 5, 10); }
-
-double sd_bf16_to_double(uint16_t b)
-{
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-uint16_t sd_double_to_bf16(double x) { return (uint16_t)small_float_encode(x, 8, 7); }
 
 /* ---- elements */
 
@@ -128,7 +74,7 @@ void sd_npy_decode(sd_npy_dtype dtype, const void *src, size_t count, double *ds
         break;
     case SD_NPY_BF16:
         for (size_t i = 0; i < count; i++)
-            dst[i] = sd_bf16_to_double((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+            dst[i] = sd_half_bf16_to_double((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
     case SD_NPY_F32:
         for (size_t i = 0; i < count; i++) {
@@ -152,14 +98,14 @@ void sd_npy_encode(sd_npy_dtype dtype, const double *src, size_t count, void *ds
     unsigned char *p = dst;
     switch (dtype) {
     case SD_NPY_F16:
-        for (size_t i = 0; i < count; i++) store_le(p + 2 * i, sd_double_to_half(src[i]), 2);
+        for (size_t i = 0; i < count; i++) store_le(p + 2 * i, sd_half_from_double(src[i]), 2);
         break;
     case SD_NPY_BF16:
-        for (size_t i = 0; i < count; i++) store_le(p + 2 * i, sd_double_to_bf16(src[i]), 2);
+        for (size_t i = 0; i < count; i++) store_le(p + 2 * i, sd_half_bf16_from_double(src[i]), 2);
         break;
     case SD_NPY_F32:
         /* not (float)src[i]: out-of-range conversion is undefined in C */
-        for (size_t i = 0; i < count; i++) store_le(p + 4 * i, small_float_encode(src[i], 8, 23), 4);
+        for (size_t i = 0; i < count; i++) store_le(p + 4 * i, sd_half_encode(src[i], 8, 23), 4);
         break;
     case SD_NPY_F64:
         for (size_t i = 0; i < count; i++) {

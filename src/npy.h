@@ -100,12 +100,6 @@ void sd_npy_decode(sd_npy_dtype dtype, const void *src, size_t count, double *ds
 /* The reverse, rounding to nearest even; dst gets count * sd_npy_dtype_size bytes. */
 void sd_npy_encode(sd_npy_dtype dtype, const double *src, size_t count, void *dst);
 
-/* IEEE binary16 and bfloat16 bit patterns <-> double. To double is exact; from double
- * rounds to nearest, ties to even, overflows to +-inf, keeps subnormals, signed zeros
- * and infinities; NaN becomes a quiet NaN of the same sign. */
-double sd_half_to_double(uint16_t h);
-uint16_t sd_double_to_half(double x);
-double sd_bf16_to_double(uint16_t b);
-uint16_t sd_double_to_bf16(double x);
+/* The element conversions of half and bfloat16 are those of half.h. */
 
 #endif

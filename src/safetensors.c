@@ -1,32 +1,21 @@
-/* safetensors: reader and writer. Reading order: dtypes, the JSON scanner (strings,
- * integers), the header schema (tensor entries, metadata, the top-level object),
- * opening and lookups, element reads, then the writer. */
+/* safetensors: the reader. Reading order: dtypes, the JSON scanner (strings, integers),
+ * the header schema (tensor entries, metadata, the top-level object), opening and
+ * lookups, element reads. The writer is safetensors_write.c. */
 #include "safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "mapfile.h"
+#include "safetensors_impl.h"
 #include "sd_error.h"
-
-enum { CHUNK_BYTES = 1 << 16 };   /* staging buffer for conversions */
 
 /* ---- dtypes */
 
-typedef struct {
-    const char *name;
-    int is_int, bits, is_unsigned;
-    sd_npy_dtype dtype;
-} dtype_info;
-
-static const dtype_info dtypes[] = {
+static const sd_safetensors_dtype dtypes[] = {
     {"F16", 0, 16, 0, SD_NPY_F16}, {"BF16", 0, 16, 0, SD_NPY_BF16},
     {"F32", 0, 32, 0, SD_NPY_F32}, {"F64", 0, 64, 0, SD_NPY_F64},
     {"I8", 1, 8, 0, SD_NPY_F64},   {"I16", 1, 16, 0, SD_NPY_F64},
@@ -42,21 +31,21 @@ static const char *const unsupported_dtypes[] = {"F8_E4M3", "F8_E5M2", "F8_E8M0"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-static const dtype_info *find_dtype(const char *name)
+const sd_safetensors_dtype *sd_safetensors_dtype_find(const char *name)
 {
     for (size_t i = 0; i < N_ELEMS(dtypes); i++)
         if (strcmp(dtypes[i].name, name) == 0) return &dtypes[i];
     return NULL;
 }
 
-static const char *float_dtype_name(sd_npy_dtype dtype)
+const char *sd_safetensors_dtype_float_name(sd_npy_dtype dtype)
 {
     for (size_t i = 0; i < 4; i++)
         if (dtypes[i].dtype == dtype) return dtypes[i].name;
     return NULL;
 }
 
-static const char *int_dtype_name(int bits)
+const char *sd_safetensors_dtype_int_name(int bits)
 {
     switch (bits) {
     case 8: return "I8";
@@ -77,7 +66,7 @@ static void format_shape(const size_t *shape, size_t ndim, char *out, size_t cap
 }
 
 /* Product of shape (0 if any dimension is 0); SD_ERANGE if it, or it times esize, overflows. */
-static int shape_count(const size_t *shape, size_t ndim, size_t esize, size_t *count)
+int sd_safetensors_shape_count(const size_t *shape, size_t ndim, size_t esize, size_t *count)
 {
     size_t c = 1;
     for (size_t i = 0; i < ndim; i++)
@@ -112,7 +101,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
-static int utf8_valid(const char *s)
+int sd_safetensors_utf8_valid(const char *s)
 {
     size_t n = strlen(s);
     for (size_t i = 0, k; i < n; i += k)
@@ -314,23 +303,23 @@ typedef struct {
     size_t pos;   /* file offset of the key, for messages */
 } meta_pair;
 
-struct sd_st_file {
+struct sd_safetensors_file {
     char *path;
     const unsigned char *map;
     size_t size;
     size_t data_start, data_len;   /* the data buffer: file bytes [data_start, size) */
-    sd_st_tensor *tensors;
+    sd_safetensors_tensor *tensors;
     size_t *tensor_pos;            /* file offset of each tensor's name */
     size_t n, cap;
-    const sd_st_tensor **by_name;  /* sorted by name */
+    const sd_safetensors_tensor **by_name;  /* sorted by name */
     meta_pair *meta;               /* sorted by key */
     size_t n_meta, cap_meta;
     int has_meta;
 };
 
-static int set_dtype(json *j, sd_st_tensor *t, size_t pos)
+static int set_dtype(json *j, sd_safetensors_tensor *t, size_t pos)
 {
-    const dtype_info *d = find_dtype(j->str);
+    const sd_safetensors_dtype *d = sd_safetensors_dtype_find(j->str);
     if (d) {
         snprintf(t->dtype_name, sizeof t->dtype_name, "%s", d->name);
         t->is_int = d->is_int;
@@ -348,7 +337,7 @@ static int set_dtype(json *j, sd_st_tensor *t, size_t pos)
                     j->path, t->name, j->str, at(pos));
 }
 
-static int parse_shape(json *j, sd_st_tensor *t)
+static int parse_shape(json *j, sd_safetensors_tensor *t)
 {
     int rc, more = 1;
     if ((rc = expect_char(j, '[', "'[' starting a shape"))) return rc;
@@ -359,9 +348,9 @@ static int parse_shape(json *j, sd_st_tensor *t)
     }
     while (more) {
         skip_ws(j);
-        if (t->ndim == SD_ST_NDIM_MAX)
+        if (t->ndim == SD_SAFETENSORS_NDIM_MAX)
             return sd_error(SD_EUNSUP, "%s: tensor '%s': shape at byte offset %zu has more than "
-                            "%d dimensions", j->path, t->name, at(j->pos), SD_ST_NDIM_MAX);
+                            "%d dimensions", j->path, t->name, at(j->pos), SD_SAFETENSORS_NDIM_MAX);
         if ((rc = parse_size(j, "a dimension in 'shape'", &t->shape[t->ndim]))) return rc;
         t->ndim++;
         if ((rc = next_member(j, ']', "',' or ']' in 'shape'", &more))) return rc;
@@ -380,13 +369,14 @@ static int parse_offsets(json *j, size_t off[2])
 }
 
 /* The byte size implied by dtype and shape, and the offsets' place in the buffer. */
-static int check_tensor(const json *j, const sd_st_file *f, sd_st_tensor *t, const size_t off[2],
+static int check_tensor(const json *j, const sd_safetensors_file *f, sd_safetensors_tensor *t,
+                        const size_t off[2],
                         size_t name_pos, size_t off_pos)
 {
     char shape[200];
     format_shape(t->shape, t->ndim, shape, sizeof shape);
     size_t esize = t->is_int ? (size_t)t->int_bits / 8 : sd_npy_dtype_size(t->dtype);
-    if (shape_count(t->shape, t->ndim, esize, &t->count))
+    if (sd_safetensors_shape_count(t->shape, t->ndim, esize, &t->count))
         return sd_error(SD_ERANGE, "%s: tensor '%s' (byte offset %zu): shape %s of %s overflows "
                         "size_t", j->path, t->name, name_pos, shape, t->dtype_name);
     t->nbytes = t->count * esize;
@@ -406,14 +396,14 @@ static int check_tensor(const json *j, const sd_st_file *f, sd_st_tensor *t, con
 }
 
 /* One tensor entry; j->str holds its name, read at file offset name_pos. */
-static int parse_tensor(json *j, sd_st_file *f, size_t name_pos)
+static int parse_tensor(json *j, sd_safetensors_file *f, size_t name_pos)
 {
     static const char *const keys[3] = {"dtype", "shape", "data_offsets"};
-    sd_st_tensor t;
+    sd_safetensors_tensor t;
     memset(&t, 0, sizeof t);
-    if (j->len >= SD_ST_NAME_MAX)
+    if (j->len >= SD_SAFETENSORS_NAME_MAX)
         return sd_error(SD_ERANGE, "%s: tensor name at byte offset %zu is %zu bytes long; at most "
-                        "%d are supported", j->path, name_pos, j->len, SD_ST_NAME_MAX - 1);
+                        "%d are supported", j->path, name_pos, j->len, SD_SAFETENSORS_NAME_MAX - 1);
     memcpy(t.name, j->str, j->len + 1);
     int seen[3] = {0, 0, 0}, rc, more = 1;
     size_t off[2] = {0, 0}, off_pos = 0;
@@ -457,15 +447,8 @@ static int parse_tensor(json *j, sd_st_file *f, size_t name_pos)
     return SD_OK;
 }
 
-static char *xstrdup(const char *s, size_t n)
-{
-    char *d = sd_xmalloc(n + 1);
-    memcpy(d, s, n + 1);
-    return d;
-}
-
 /* "__metadata__": {"key": "value", ...} */
-static int parse_metadata(json *j, sd_st_file *f, size_t pos)
+static int parse_metadata(json *j, sd_safetensors_file *f, size_t pos)
 {
     int rc, more = 1;
     if (f->has_meta)
@@ -479,7 +462,7 @@ static int parse_metadata(json *j, sd_st_file *f, size_t pos)
         skip_ws(j);
         size_t key_pos = at(j->pos);
         if ((rc = parse_string(j, "a string key in __metadata__"))) return rc;
-        char *key = xstrdup(j->str, j->len);
+        char *key = sd_xstrndup(j->str, j->len);
         if ((rc = expect_char(j, ':', "':' after a key")) ||
             (rc = parse_string(j, "a string value in __metadata__ (values are strings)"))) {
             free(key);
@@ -489,15 +472,16 @@ static int parse_metadata(json *j, sd_st_file *f, size_t pos)
             f->cap_meta = f->cap_meta ? 2 * f->cap_meta : 8;
             f->meta = sd_xrealloc(f->meta, f->cap_meta * sizeof *f->meta);
         }
-        f->meta[f->n_meta++] = (meta_pair){key, xstrdup(j->str, j->len), key_pos};
+        f->meta[f->n_meta++] = (meta_pair){key, sd_xstrndup(j->str, j->len), key_pos};
         if ((rc = next_member(j, '}', "',' or '}' in __metadata__", &more))) return rc;
     }
     return SD_OK;
 }
 
-static int cmp_tensor_ptr(const void *a, const void *b)
+int sd_safetensors_cmp_tensor_ptr(const void *a, const void *b)
 {
-    return strcmp((*(const sd_st_tensor *const *)a)->name, (*(const sd_st_tensor *const *)b)->name);
+    return strcmp((*(const sd_safetensors_tensor *const *)a)->name,
+                  (*(const sd_safetensors_tensor *const *)b)->name);
 }
 
 static int cmp_meta(const void *a, const void *b)
@@ -506,11 +490,11 @@ static int cmp_meta(const void *a, const void *b)
 }
 
 /* Sorts the lookup tables; a name or key given twice is an error. */
-static int index_names(sd_st_file *f)
+static int index_names(sd_safetensors_file *f)
 {
     f->by_name = sd_xmalloc((f->n ? f->n : 1) * sizeof *f->by_name);
     for (size_t i = 0; i < f->n; i++) f->by_name[i] = &f->tensors[i];
-    qsort(f->by_name, f->n, sizeof *f->by_name, cmp_tensor_ptr);
+    qsort(f->by_name, f->n, sizeof *f->by_name, sd_safetensors_cmp_tensor_ptr);
     for (size_t i = 1; i < f->n; i++)
         if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
             size_t a = f->tensor_pos[f->by_name[i - 1] - f->tensors];
@@ -531,7 +515,7 @@ static int index_names(sd_st_file *f)
 }
 
 /* The whole header: an object of tensor entries and at most one __metadata__. */
-static int parse_header(json *j, sd_st_file *f)
+static int parse_header(json *j, sd_safetensors_file *f)
 {
     int rc, more = 1;
     if (peek(j) != '{') return syntax_error(j, "'{' starting the header (at its first byte)");
@@ -555,45 +539,28 @@ static int parse_header(json *j, sd_st_file *f)
 /* ---- opening and lookups */
 
 /* Opens and maps the file, sets f->map and f->size. */
-static int map_file(sd_st_file *f)
+static int map_checked(sd_safetensors_file *f)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sd_error(SD_EIO, "%s: cannot open: %s", f->path, strerror(errno));
-    struct stat st;
-    int rc = SD_OK;
-    if (fstat(fd, &st) != 0)
-        rc = sd_error(SD_EIO, "%s: cannot stat: %s", f->path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = sd_error(SD_EIO, "%s: not a regular file%s", f->path,
-                      S_ISDIR(st.st_mode) ? " (a directory)" : "");
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
-        rc = sd_error(SD_ERANGE, "%s: file too large for this host", f->path);
-    else if (st.st_size < 8)
-        rc = sd_error(SD_EFORMAT, "%s: %s: %lld bytes cannot hold the 8-byte header length at byte "
-                      "offset 0", f->path, st.st_size ? "truncated safetensors file" : "empty file",
-                      (long long)st.st_size);
-    if (rc == SD_OK) {
-        f->size = (size_t)st.st_size;
-        void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) rc = sd_error(SD_EIO, "%s: cannot mmap: %s", f->path, strerror(errno));
-        else f->map = m;
-    }
-    close(fd);
+    int rc = sd_mapfile_open(f->path, NULL, &f->map, &f->size);
+    if (rc == SD_OK && f->size < 8)
+        rc = sd_error(SD_EFORMAT, "%s: %s: %zu bytes cannot hold the 8-byte header length at byte "
+                      "offset 0", f->path, f->size ? "truncated safetensors file" : "empty file",
+                      f->size);
     return rc;
 }
 
-int sd_st_open(const char *path, sd_st_file **out)
+int sd_safetensors_open(const char *path, sd_safetensors_file **out)
 {
     *out = NULL;
-    sd_st_file *f = sd_xcalloc(1, sizeof *f);
-    f->path = xstrdup(path, strlen(path));
-    int rc = map_file(f);
+    sd_safetensors_file *f = sd_xcalloc(1, sizeof *f);
+    f->path = sd_xstrdup(path);
+    int rc = map_checked(f);
     if (rc) goto fail;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];
-    if (hlen > SD_ST_HEADER_MAX) {
+    if (hlen > SD_SAFETENSORS_HEADER_MAX) {
         rc = sd_error(SD_ERANGE, "%s: safetensors header length %llu (byte offset 0) exceeds the "
-                      "limit of %zu", path, (unsigned long long)hlen, SD_ST_HEADER_MAX);
+                      "limit of %zu", path, (unsigned long long)hlen, SD_SAFETENSORS_HEADER_MAX);
         goto fail;
     }
     if (hlen > f->size - 8) {
@@ -617,14 +584,14 @@ int sd_st_open(const char *path, sd_st_file **out)
     *out = f;
     return SD_OK;
 fail:
-    sd_st_close(f);
+    sd_safetensors_close(f);
     return rc;
 }
 
-void sd_st_close(sd_st_file *f)
+void sd_safetensors_close(sd_safetensors_file *f)
 {
     if (!f) return;
-    if (f->map) munmap((void *)f->map, f->size);
+    sd_mapfile_close(f->map, f->size);
     for (size_t i = 0; i < f->n_meta; i++) free(f->meta[i].key), free(f->meta[i].value);
     free(f->meta);
     free(f->by_name);
@@ -634,19 +601,20 @@ void sd_st_close(sd_st_file *f)
     free(f);
 }
 
-size_t sd_st_count(const sd_st_file *f) { return f->n; }
+size_t sd_safetensors_count(const sd_safetensors_file *f) { return f->n; }
 
-const sd_st_tensor *sd_st_get(const sd_st_file *f, size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
+const sd_safetensors_tensor *sd_safetensors_get(const sd_safetensors_file *f,
+                                                size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
 
 static int cmp_name_tensor(const void *key, const void *elem)
 {
-    return strcmp(key, (*(const sd_st_tensor *const *)elem)->name);
+    return strcmp(key, (*(const sd_safetensors_tensor *const *)elem)->name);
 }
 
-const sd_st_tensor *sd_st_find(const sd_st_file *f, const char *name)
+const sd_safetensors_tensor *sd_safetensors_find(const sd_safetensors_file *f, const char *name)
 {
-    const sd_st_tensor *const *hit = bsearch(name, f->by_name, f->n, sizeof *f->by_name,
-                                             cmp_name_tensor);
+    const sd_safetensors_tensor *const *hit = bsearch(name, f->by_name, f->n, sizeof *f->by_name,
+                                                      cmp_name_tensor);
     return hit ? *hit : NULL;
 }
 
@@ -655,16 +623,17 @@ static int cmp_key_meta(const void *key, const void *elem)
     return strcmp(key, ((const meta_pair *)elem)->key);
 }
 
-const char *sd_st_metadata(const sd_st_file *f, const char *key)
+const char *sd_safetensors_metadata(const sd_safetensors_file *f, const char *key)
 {
     if (!f->n_meta) return NULL;   /* f->meta may be NULL, which bsearch must not see */
     const meta_pair *hit = bsearch(key, f->meta, f->n_meta, sizeof *f->meta, cmp_key_meta);
     return hit ? hit->value : NULL;
 }
 
-size_t sd_st_metadata_count(const sd_st_file *f) { return f->n_meta; }
+size_t sd_safetensors_metadata_count(const sd_safetensors_file *f) { return f->n_meta; }
 
-int sd_st_metadata_pair(const sd_st_file *f, size_t i, const char **key, const char **value)
+int sd_safetensors_metadata_pair(const sd_safetensors_file *f, size_t i, const char **key,
+                                 const char **value)
 {
     if (i >= f->n_meta) return 0;
     *key = f->meta[i].key;
@@ -674,21 +643,23 @@ int sd_st_metadata_pair(const sd_st_file *f, size_t i, const char **key, const c
 
 /* ---- element reads */
 
-static int check_read(const sd_st_file *f, const sd_st_tensor *t, size_t first, size_t count,
+static int check_read(const sd_safetensors_file *f, const sd_safetensors_tensor *t, size_t first,
+                      size_t count,
                       int want_int)
 {
     if (!t) return sd_error(SD_EINVAL, "%s: no tensor given (NULL)", f->path);
     if (t->is_int != want_int)
         return sd_error(SD_EINVAL, "%s: tensor '%s' is %s: read it with %s", f->path, t->name,
-                        t->dtype_name, t->is_int ? "sd_st_read_ints" : "sd_st_read_doubles");
+                        t->dtype_name, t->is_int ? "sd_safetensors_read_ints" : "sd_safetensors_read_doubles");
     if (first > t->count || count > t->count - first)
         return sd_error(SD_EINVAL, "%s: elements %zu to %zu + %zu are outside tensor '%s' of %zu "
                         "elements", f->path, first, first, count, t->name, t->count);
     return SD_OK;
 }
 
-int sd_st_read_doubles(const sd_st_file *f, const sd_st_tensor *t, size_t first, size_t count,
-                       double *out)
+int sd_safetensors_read_doubles(const sd_safetensors_file *f, const sd_safetensors_tensor *t,
+                                size_t first, size_t count,
+                                double *out)
 {
     int rc = check_read(f, t, first, count, 0);
     if (rc) return rc;
@@ -697,8 +668,9 @@ int sd_st_read_doubles(const sd_st_file *f, const sd_st_tensor *t, size_t first,
     return SD_OK;
 }
 
-int sd_st_read_ints(const sd_st_file *f, const sd_st_tensor *t, size_t first, size_t count,
-                    long long *out)
+int sd_safetensors_read_ints(const sd_safetensors_file *f, const sd_safetensors_tensor *t,
+                             size_t first, size_t count,
+                             long long *out)
 {
     int rc = check_read(f, t, first, count, 1);
     if (rc) return rc;
@@ -720,334 +692,4 @@ int sd_st_read_ints(const sd_st_file *f, const sd_st_tensor *t, size_t first, si
         }
     }
     return SD_OK;
-}
-
-/* ---- writer */
-
-struct sd_st_writer {
-    int fd;
-    char *path, *tmp;
-    size_t n;
-    sd_st_tensor *tensors;   /* offset is absolute, as in a reader's table */
-    size_t *written;         /* elements put, per tensor */
-    unsigned char *chunk;
-};
-
-static void json_append_string(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t need = *len + 6 * strlen(s) + 3;
-    if (need > *cap) {
-        *cap = 2 * need;
-        *buf = sd_xrealloc(*buf, *cap);
-    }
-    char *o = *buf + *len;
-    *o++ = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') *o++ = '\\', *o++ = (char)*p;
-        else if (*p < 0x20) o += sprintf(o, "\\u%04x", *p);
-        else *o++ = (char)*p;
-    }
-    *o++ = '"';
-    *len = (size_t)(o - *buf);
-}
-
-static void append(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t n = strlen(s);
-    if (*len + n + 1 > *cap) {
-        *cap = 2 * (*len + n + 1);
-        *buf = sd_xrealloc(*buf, *cap);
-    }
-    memcpy(*buf + *len, s, n + 1);
-    *len += n;
-}
-
-/* Checks one tensor to write and fills its table entry (offset: relative, set by the caller). */
-static int check_write_tensor(const char *path, const sd_st_write_tensor *w, size_t i,
-                              sd_st_tensor *t)
-{
-    memset(t, 0, sizeof *t);
-    if (!w->name)
-        return sd_error(SD_EINVAL, "%s: tensor %zu has no name", path, i);
-    size_t len = strlen(w->name);
-    if (len >= SD_ST_NAME_MAX || strcmp(w->name, "__metadata__") == 0 || !utf8_valid(w->name))
-        return sd_error(SD_EINVAL, "%s: tensor name \"%.40s\"%s is not allowed: names are UTF-8 "
-                        "of at most %d bytes, not \"__metadata__\"", path, w->name,
-                        len > 40 ? "..." : "", SD_ST_NAME_MAX - 1);
-    memcpy(t->name, w->name, len + 1);
-    const char *dname = w->is_int ? int_dtype_name(w->int_bits) : float_dtype_name(w->dtype);
-    if (!dname)
-        return sd_error(SD_EINVAL, "%s: tensor '%s': %s %d is not a dtype that can be written",
-                        path, t->name, w->is_int ? "int_bits" : "dtype code",
-                        w->is_int ? w->int_bits : (int)w->dtype);
-    const dtype_info *d = find_dtype(dname);
-    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dname);
-    t->is_int = d->is_int;
-    t->dtype = d->dtype;
-    t->int_bits = d->is_int ? d->bits : 0;
-    if (w->ndim > SD_ST_NDIM_MAX)
-        return sd_error(SD_EINVAL, "%s: tensor '%s': %zu dimensions, at most %d can be written",
-                        path, t->name, w->ndim, SD_ST_NDIM_MAX);
-    if (w->ndim && !w->shape) return sd_error(SD_EINVAL, "%s: tensor '%s': no shape", path, t->name);
-    t->ndim = w->ndim;
-    for (size_t k = 0; k < w->ndim; k++) t->shape[k] = w->shape[k];
-    size_t esize = (size_t)d->bits / 8;
-    if (shape_count(t->shape, t->ndim, esize, &t->count))
-        return sd_error(SD_ERANGE, "%s: tensor '%s': shape too large to write", path, t->name);
-    t->nbytes = t->count * esize;
-    return SD_OK;
-}
-
-static int check_write_meta(const char *path, const char *const *meta_kv, size_t *n_pairs)
-{
-    size_t n = 0;
-    while (meta_kv && meta_kv[2 * n]) {
-        const char *key = meta_kv[2 * n], *value = meta_kv[2 * n + 1];
-        if (!value)
-            return sd_error(SD_EINVAL, "%s: metadata key \"%.40s\" has no value (NULL)", path, key);
-        if (!utf8_valid(key) || !utf8_valid(value))
-            return sd_error(SD_EINVAL, "%s: metadata \"%.40s\" is not valid UTF-8", path, key);
-        for (size_t i = 0; i < n; i++)
-            if (strcmp(meta_kv[2 * i], key) == 0)
-                return sd_error(SD_EINVAL, "%s: metadata key \"%.40s\" given twice", path, key);
-        n++;
-    }
-    *n_pairs = n;
-    return SD_OK;
-}
-
-/* The header JSON, padded with spaces so that the data starts on an 8-byte boundary. */
-static char *header_json(const sd_st_tensor *tab, size_t n, const char *const *meta_kv,
-                         size_t n_meta, size_t *len)
-{
-    size_t cap = 256;
-    char *buf = sd_xmalloc(cap), num[128];
-    *len = 0;
-    append(&buf, len, &cap, "{");
-    if (n_meta) {
-        append(&buf, len, &cap, "\"__metadata__\":{");
-        for (size_t i = 0; i < n_meta; i++) {
-            if (i) append(&buf, len, &cap, ",");
-            json_append_string(&buf, len, &cap, meta_kv[2 * i]);
-            append(&buf, len, &cap, ":");
-            json_append_string(&buf, len, &cap, meta_kv[2 * i + 1]);
-        }
-        append(&buf, len, &cap, n ? "}," : "}");
-    }
-    for (size_t i = 0, begin = 0; i < n; begin += tab[i].nbytes, i++) {
-        if (i) append(&buf, len, &cap, ",");
-        json_append_string(&buf, len, &cap, tab[i].name);
-        snprintf(num, sizeof num, ":{\"dtype\":\"%s\",\"shape\":[", tab[i].dtype_name);
-        append(&buf, len, &cap, num);
-        for (size_t k = 0; k < tab[i].ndim; k++) {
-            snprintf(num, sizeof num, k ? ",%zu" : "%zu", tab[i].shape[k]);
-            append(&buf, len, &cap, num);
-        }
-        snprintf(num, sizeof num, "],\"data_offsets\":[%zu,%zu]}", begin, begin + tab[i].nbytes);
-        append(&buf, len, &cap, num);
-    }
-    append(&buf, len, &cap, "}");
-    while (*len % 8) append(&buf, len, &cap, " ");
-    return buf;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t n, size_t offset, const char *path)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t k = pwrite(fd, p, n, (off_t)offset);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0)
-            return sd_error(SD_EIO, "%s: write failed at byte offset %zu: %s", path, offset,
-                            k < 0 ? strerror(errno) : "nothing written");
-        p += k, n -= (size_t)k, offset += (size_t)k;
-    }
-    return SD_OK;
-}
-
-/* Validates everything, lays the tensors out and builds the header; w->tensors is set. */
-static int plan_file(sd_st_writer *w, const sd_st_write_tensor *tensors, size_t n,
-                     const char *const *meta_kv, char **header, size_t *hlen)
-{
-    size_t n_meta = 0;
-    int rc = check_write_meta(w->path, meta_kv, &n_meta);
-    if (rc) return rc;
-    if (n && !tensors) return sd_error(SD_EINVAL, "%s: no tensors given (NULL)", w->path);
-    w->tensors = sd_xcalloc(n ? n : 1, sizeof *w->tensors);
-    w->n = n;
-    for (size_t i = 0; i < n; i++)
-        if ((rc = check_write_tensor(w->path, &tensors[i], i, &w->tensors[i]))) return rc;
-    const sd_st_tensor **by_name = sd_xmalloc((n ? n : 1) * sizeof *by_name);
-    for (size_t i = 0; i < n; i++) by_name[i] = &w->tensors[i];
-    qsort(by_name, n, sizeof *by_name, cmp_tensor_ptr);
-    for (size_t i = 1; i < n && rc == SD_OK; i++)
-        if (strcmp(by_name[i - 1]->name, by_name[i]->name) == 0)
-            rc = sd_error(SD_EINVAL, "%s: tensor name '%s' given twice", w->path, by_name[i]->name);
-    free(by_name);
-    if (rc) return rc;
-    *header = header_json(w->tensors, n, meta_kv, n_meta, hlen);
-    size_t at_byte = 8 + *hlen;
-    for (size_t i = 0; i < n; i++) {
-        if (w->tensors[i].nbytes > SIZE_MAX - at_byte) {
-            free(*header);
-            return sd_error(SD_ERANGE, "%s: tensors too large to write", w->path);
-        }
-        w->tensors[i].offset = at_byte;
-        at_byte += w->tensors[i].nbytes;
-    }
-    return SD_OK;
-}
-
-int sd_st_writer_open(const char *path, const sd_st_write_tensor *tensors, size_t n,
-                      const char *const *meta_kv, sd_st_writer **out)
-{
-    *out = NULL;
-    sd_st_writer *w = sd_xcalloc(1, sizeof *w);
-    w->fd = -1;
-    w->path = xstrdup(path, strlen(path));
-    char *header = NULL;
-    size_t hlen = 0;
-    int rc = plan_file(w, tensors, n, meta_kv, &header, &hlen);
-    if (rc) {
-        sd_st_writer_abort(w);
-        return rc;
-    }
-    size_t plen = strlen(path);
-    w->tmp = sd_xmalloc(plen + 5);
-    snprintf(w->tmp, plen + 5, "%s.tmp", path);
-    w->written = sd_xcalloc(n ? n : 1, sizeof *w->written);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) rc = sd_error(SD_EIO, "%s: cannot create: %s", w->tmp, strerror(errno));
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    size_t end = n ? w->tensors[n - 1].offset + w->tensors[n - 1].nbytes : 8 + hlen;
-    if (rc == SD_OK) rc = pwrite_all(w->fd, len8, 8, 0, w->tmp);
-    if (rc == SD_OK) rc = pwrite_all(w->fd, header, hlen, 8, w->tmp);
-    if (rc == SD_OK && ftruncate(w->fd, (off_t)end) != 0)
-        rc = sd_error(SD_EIO, "%s: cannot extend to %zu bytes: %s", w->tmp, end, strerror(errno));
-    free(header);
-    if (rc) {
-        sd_st_writer_abort(w);
-        return rc;
-    }
-    w->chunk = sd_xmalloc(CHUNK_BYTES);
-    *out = w;
-    return SD_OK;
-}
-
-static int check_put(sd_st_writer *w, size_t tensor, size_t first, size_t count, int is_int,
-                     const void *src)
-{
-    if (tensor >= w->n)
-        return sd_error(SD_EINVAL, "%s: tensor index %zu, the file has %zu", w->path, tensor, w->n);
-    const sd_st_tensor *t = &w->tensors[tensor];
-    if (t->is_int != is_int)
-        return sd_error(SD_EINVAL, "%s: tensor '%s' is %s: put it with %s", w->path, t->name,
-                        t->dtype_name, t->is_int ? "sd_st_writer_put_ints" : "sd_st_writer_put");
-    if (first > t->count || count > t->count - first || count > t->count - w->written[tensor])
-        return sd_error(SD_EINVAL, "%s: elements %zu to %zu + %zu are outside tensor '%s' of %zu "
-                        "elements, or were put already", w->path, first, first, count, t->name,
-                        t->count);
-    if (count && !src)
-        return sd_error(SD_EINVAL, "%s: tensor '%s': no data (NULL)", w->path, t->name);
-    return SD_OK;
-}
-
-int sd_st_writer_put(sd_st_writer *w, size_t tensor, size_t first, size_t count,
-                     const double *data)
-{
-    int rc = check_put(w, tensor, first, count, 0, data);
-    if (rc) return rc;
-    const sd_st_tensor *t = &w->tensors[tensor];
-    size_t esize = sd_npy_dtype_size(t->dtype), per = CHUNK_BYTES / esize;
-    for (size_t done = 0; done < count; done += per) {
-        size_t take = count - done < per ? count - done : per;
-        sd_npy_encode(t->dtype, data + done, take, w->chunk);
-        if ((rc = pwrite_all(w->fd, w->chunk, take * esize, t->offset + (first + done) * esize,
-                             w->tmp)))
-            return rc;
-    }
-    w->written[tensor] += count;
-    return SD_OK;
-}
-
-int sd_st_writer_put_ints(sd_st_writer *w, size_t tensor, size_t first, size_t count,
-                          const long long *ints)
-{
-    int rc = check_put(w, tensor, first, count, 1, ints);
-    if (rc) return rc;
-    const sd_st_tensor *t = &w->tensors[tensor];
-    size_t esize = (size_t)t->int_bits / 8, per = CHUNK_BYTES / esize;
-    long long hi = (long long)(((uint64_t)1 << (t->int_bits - 1)) - 1), lo = -hi - 1;
-    for (size_t i = 0; i < count; i++)
-        if (ints[i] < lo || ints[i] > hi)
-            return sd_error(SD_ERANGE, "%s: tensor '%s' (%s): value %lld at element %zu is out of "
-                            "range", w->path, t->name, t->dtype_name, ints[i], first + i);
-    for (size_t done = 0; done < count; done += per) {
-        size_t take = count - done < per ? count - done : per;
-        for (size_t i = 0; i < take; i++) {
-            uint64_t u = (uint64_t)ints[done + i];
-            for (size_t b = 0; b < esize; b++) w->chunk[i * esize + b] = (unsigned char)(u >> (8 * b));
-        }
-        if ((rc = pwrite_all(w->fd, w->chunk, take * esize, t->offset + (first + done) * esize,
-                             w->tmp)))
-            return rc;
-    }
-    w->written[tensor] += count;
-    return SD_OK;
-}
-
-void sd_st_writer_abort(sd_st_writer *w)
-{
-    if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    if (w->tmp) remove(w->tmp);
-    free(w->chunk);
-    free(w->written);
-    free(w->tensors);
-    free(w->path);
-    free(w->tmp);
-    free(w);
-}
-
-int sd_st_writer_close(sd_st_writer *w)
-{
-    int rc = SD_OK;
-    for (size_t i = 0; i < w->n && rc == SD_OK; i++)
-        if (w->written[i] != w->tensors[i].count)
-            rc = sd_error(SD_EINVAL, "%s: tensor '%s': %zu of %zu elements put", w->path,
-                          w->tensors[i].name, w->written[i], w->tensors[i].count);
-    if (rc == SD_OK) {
-        int fd = w->fd;
-        w->fd = -1;
-        if (close(fd) != 0) rc = sd_error(SD_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
-        else if (rename(w->tmp, w->path) != 0)
-            rc = sd_error(SD_EIO, "%s: cannot rename from %s: %s", w->path, w->tmp, strerror(errno));
-    }
-    if (rc) {
-        sd_st_writer_abort(w);
-        return rc;
-    }
-    free(w->tmp);
-    w->tmp = NULL;
-    sd_st_writer_abort(w);
-    return SD_OK;
-}
-
-int sd_st_write(const char *path, const sd_st_write_tensor *tensors, size_t n,
-                const char *const *meta_kv)
-{
-    sd_st_writer *w;
-    int rc = sd_st_writer_open(path, tensors, n, meta_kv, &w);
-    if (rc) return rc;
-    for (size_t i = 0; i < n && rc == SD_OK; i++) {
-        size_t count = w->tensors[i].count;
-        if (tensors[i].is_int) rc = sd_st_writer_put_ints(w, i, 0, count, tensors[i].ints);
-        else rc = sd_st_writer_put(w, i, 0, count, tensors[i].data);
-    }
-    if (rc) {
-        sd_st_writer_abort(w);
-        return rc;
-    }
-    return sd_st_writer_close(w);
 }

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static _Thread_local char errbuf[1024];
@@ -60,6 +61,16 @@ void *sd_xrealloc(void *ptr, size_t size)
     if (!p) sd_oom(size);
     return p;
 }
+
+char *sd_xstrndup(const char *s, size_t n)
+{
+    char *d = sd_xmalloc(n + 1);
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+char *sd_xstrdup(const char *s) { return sd_xstrndup(s, strlen(s)); }
 
 double sd_seconds(void)
 {

@@ -34,6 +34,9 @@ void sd_error_clear(void);
 void *sd_xmalloc(size_t size);
 void *sd_xcalloc(size_t count, size_t size);
 void *sd_xrealloc(void *ptr, size_t size);
+/* A NUL-terminated copy of the n bytes at s (sd_xstrdup: of the string s). */
+char *sd_xstrndup(const char *s, size_t n);
+char *sd_xstrdup(const char *s);
 
 /* Seconds on the monotonic clock (rates, progress, time splits). */
 double sd_seconds(void);

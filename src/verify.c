@@ -30,6 +30,14 @@ int sd_scheme_without_replacement(sd_scheme scheme) { return scheme == SD_SCHEME
 
 size_t sd_scheme_drafts(sd_scheme scheme, size_t k) { return scheme == SD_SCHEME_SD ? 1 : k; }
 
+size_t sd_scheme_drafts_for(sd_scheme scheme, size_t k, const double *draft, size_t vocab)
+{
+    size_t n = sd_scheme_drafts(scheme, k);
+    if (!sd_scheme_without_replacement(scheme)) return n;
+    size_t support = sd_dist_support(draft, vocab);
+    return n < support || support == 0 ? n : support;
+}
+
 sd_verify_params sd_verify_default_params(void)
 {
     sd_verify_params p = {0};
@@ -120,7 +128,7 @@ const sd_verify_ops sd_ops_specinfer = {
 static int rrs_prepare(sd_verifier *v)
 {
     size_t V = v->vocab, support = sd_dist_support(v->draft, V);
-    if (v->k > support)
+    if (v->k > support) /* callers that may clamp k do so first: sd_scheme_drafts_for */
         return sd_error(SD_EINVAL,
                         "rrs draws %zu drafts without replacement, but the draft gives positive "
                         "probability to only %zu token(s); use k <= %zu",

@@ -53,6 +53,9 @@ int sd_scheme_parse(const char *name, sd_scheme *scheme);
 int sd_scheme_without_replacement(sd_scheme scheme);
 /* Number of drafts the scheme uses when asked for k (sd: 1). */
 size_t sd_scheme_drafts(sd_scheme scheme, size_t k);
+/* The same for a given draft law: drafting without replacement (rrs) from a support of
+ * s < k tokens drafts all s of them, so rrs uses min(k, s). */
+size_t sd_scheme_drafts_for(sd_scheme scheme, size_t k, const double *draft, size_t vocab);
 
 struct sd_otm_coupling;
 /* A scheme's steps (verify_impl.h): only tests that plant wrong steps look inside. */
@@ -83,7 +86,9 @@ typedef struct {
 typedef struct sd_verifier sd_verifier;
 
 /* Validates draft and target (sd_dist_check), k >= 1, and the scheme's own needs
- * (rrs: k <= draft support; otm: a coupling of the same V and k). Copies the
+ * (rrs: k <= draft support, so that every pair of a reset draws k distinct drafts: a
+ * caller that wants rrs to draft the whole of a smaller support passes
+ * sd_scheme_drafts_for's k; otm: a coupling of the same V and k). Copies the
  * distributions: the caller's arrays may be freed after the call. */
 int sd_verifier_alloc(sd_verifier **out, sd_scheme scheme, const double *draft,
                       const double *target, size_t vocab, size_t k, sd_verify_params params);

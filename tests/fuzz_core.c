@@ -11,7 +11,7 @@
  * fix the length field half the time so that the parser, not the length check, sees
  * them. Each input is written to a file and given to every reader:
  * sd_npy_read_header, sd_npy_read (both bfloat16 settings), sd_npy_parse_header on
- * the bytes; sd_st_open, then every tensor read in full and every lookup. A reader
+ * the bytes; sd_safetensors_open, then every tensor read in full and every lookup. A reader
  * must return SD_OK or a known error code whose message names the file; the npy
  * entry points must agree; what an accepted safetensors file says must hold (data
  * inside the file, lookups finding what the table lists). Crashes, leaks and
@@ -95,11 +95,11 @@ static int make_st_seeds(fuzzer *z)
     double v[64];
     long long k[8] = {0, 1, -1, 50256, 9223372036854775807LL, -128, 127, 7};
     random_values(z->r, v, 64);
-    const sd_st_write_tensor log_like[3] = {
+    const sd_safetensors_write_tensor log_like[3] = {
         {"draft_logits", SD_NPY_F16, 0, 0, 2, s35, v, NULL},
         {"target_logits", SD_NPY_F32, 0, 0, 2, s37, v, NULL},
         {"tokens", SD_NPY_F64, 1, 64, 1, s3, NULL, k}};
-    const sd_st_write_tensor mixed[4] = {
+    const sd_safetensors_write_tensor mixed[4] = {
         {"w.\xc3\xa9\"q\\", SD_NPY_BF16, 0, 0, 3, s222, v, NULL},
         {"s", SD_NPY_F64, 0, 0, 0, NULL, v, NULL},
         {"i8", SD_NPY_F64, 1, 8, 1, s3, NULL, k + 5},
@@ -108,13 +108,13 @@ static int make_st_seeds(fuzzer *z)
                           NULL};
     const char *meta1[] = {"format", "pt", NULL};
     struct {
-        const sd_st_write_tensor *t;
+        const sd_safetensors_write_tensor *t;
         size_t n;
         const char *const *meta;
     } files[4] = {{log_like, 3, meta}, {mixed, 4, meta1}, {NULL, 0, meta}, {log_like, 1, NULL}};
     for (size_t i = 0; i < 4; i++) {
         snprintf(z->path, sizeof z->path, "%s/seed.safetensors", z->dir);
-        int rc = sd_st_write(z->path, files[i].t, files[i].n, files[i].meta);
+        int rc = sd_safetensors_write(z->path, files[i].t, files[i].n, files[i].meta);
         if (rc || (rc = slurp(z->path, 1, &z->seeds[z->n_seeds++]))) return rc;
     }
     return SD_OK;
@@ -355,46 +355,49 @@ static int run_npy(fuzzer *z, const input *in, int *accepted)
 }
 
 /* Every tensor of an open file read in full, and every lookup. */
-static int walk_st(fuzzer *z, const sd_st_file *f, const input *in)
+static int walk_st(fuzzer *z, const sd_safetensors_file *f, const input *in)
 {
     double d[READ_CHUNK];
     long long k[READ_CHUNK];
     int rc, ok;
-    for (size_t i = 0; i < sd_st_count(f); i++) {
-        const sd_st_tensor *t = sd_st_get(f, i);
-        if (t->offset > in->len || t->nbytes > in->len - t->offset || sd_st_find(f, t->name) != t)
+    for (size_t i = 0; i < sd_safetensors_count(f); i++) {
+        const sd_safetensors_tensor *t = sd_safetensors_get(f, i);
+        if (t->offset > in->len || t->nbytes > in->len - t->offset || sd_safetensors_find(f,
+                                                                                          t->name) != t)
             return sd_error(SD_EINVAL, "accepted tensor %zu ('%s') is outside the file or not "
                             "found by name", i, t->name);
         for (size_t first = 0; first < t->count; first += READ_CHUNK) {
             size_t n = t->count - first < READ_CHUNK ? t->count - first : READ_CHUNK;
             sd_error_clear();
-            rc = t->is_int ? sd_st_read_ints(f, t, first, n, k) : sd_st_read_doubles(f, t, first, n, d);
+            rc = t->is_int ? sd_safetensors_read_ints(f, t, first, n,
+                                                      k) : sd_safetensors_read_doubles(f, t, first,
+                                                                                       n, d);
             if (rc != SD_OK && !(rc == SD_ERANGE && t->is_int && t->int_unsigned)) {
                 char copy[1024];
                 snprintf(copy, sizeof copy, "%s", sd_errmsg());
                 return sd_error(SD_EINVAL, "reading accepted tensor '%s' failed: %d %s", t->name,
                                 rc, copy);
             }
-            if ((rc = check_rc(z, rc, "sd_st_read", &ok))) return rc;
+            if ((rc = check_rc(z, rc, "sd_safetensors_read", &ok))) return rc;
         }
     }
     const char *key, *value;
-    for (size_t i = 0; sd_st_metadata_pair(f, i, &key, &value); i++)
-        if (sd_st_metadata(f, key) != value)
+    for (size_t i = 0; sd_safetensors_metadata_pair(f, i, &key, &value); i++)
+        if (sd_safetensors_metadata(f, key) != value)
             return sd_error(SD_EINVAL, "metadata key %zu not found by name", i);
     return SD_OK;
 }
 
 static int run_st(fuzzer *z, const input *in, int *accepted)
 {
-    sd_st_file *f = NULL;
+    sd_safetensors_file *f = NULL;
     int rc, ok;
     sd_error_clear();
-    rc = sd_st_open(z->path, &f);
-    if (rc != SD_OK && f) return sd_error(SD_EINVAL, "sd_st_open failed but set *out");
-    if ((rc = check_rc(z, rc, "sd_st_open", &ok))) return rc;
+    rc = sd_safetensors_open(z->path, &f);
+    if (rc != SD_OK && f) return sd_error(SD_EINVAL, "sd_safetensors_open failed but set *out");
+    if ((rc = check_rc(z, rc, "sd_safetensors_open", &ok))) return rc;
     if (ok) rc = walk_st(z, f, in);
-    sd_st_close(f);
+    sd_safetensors_close(f);
     *accepted = ok;
     return rc;
 }
@@ -406,13 +409,6 @@ static int write_input(const char *path, const input *in)
     size_t n = fwrite(in->b, 1, in->len, f);
     if (fclose(f) != 0 || n != in->len) return sd_error(SD_EIO, "%s: write failed", path);
     return SD_OK;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* One input: a mutated seed, written and read. On a contract failure the input is kept. */
@@ -430,9 +426,9 @@ static int run_one(fuzzer *z, size_t i, input *in, int *accepted)
     snprintf(z->path, sizeof z->path, "%s/in-%zu.%s", z->dir, i, in->is_st ? "safetensors" : "npy");
     int rc = write_input(z->path, in);
     if (rc) return rc;
-    double t0 = now();
+    double t0 = sd_seconds();
     rc = in->is_st ? run_st(z, in, accepted) : run_npy(z, in, accepted);
-    double dt = now() - t0;
+    double dt = sd_seconds() - t0;
     if (dt > z->slowest) z->slowest = dt;
     if (rc) {
         char copy[1200];
@@ -803,9 +799,9 @@ int sd_fuzz_gguf_run(size_t n, unsigned long seed, size_t *accepted, size_t *rej
         snprintf(z.path, sizeof z.path, "%s/in-%zu.gguf", z.dir, i);
         int ok = 0;
         if ((rc = write_input(z.path, &in))) break;
-        double t0 = now();
+        double t0 = sd_seconds();
         rc = run_gguf(&z, &in, &ok);
-        if (now() - t0 > z.slowest) z.slowest = now() - t0;
+        if (sd_seconds() - t0 > z.slowest) z.slowest = sd_seconds() - t0;
         if (rc) {
             char copy[1200];
             snprintf(copy, sizeof copy, "%s", sd_errmsg());

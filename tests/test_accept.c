@@ -126,6 +126,50 @@ static void test_accept_rrs_recursion_matches_enumeration(void **state)
     gsl_rng_free(r);
 }
 
+/* rrs asked for k drafts from a draft with s < k tokens of support drafts all s (without
+ * replacement there is nothing else to draw): k used = s. Every output in the support is
+ * then an acceptance and losslessness leaves the rest to the residual, so acceptance =
+ * target(support). The verifier allocated for s and enumerated over its tuples agrees
+ * (allocated for k it refuses: it keeps its k across resets), and a reset to a pair
+ * with even less support is an error naming the support. */
+static void test_accept_rrs_small_support_drafts_all(void **state)
+{
+    (void)state;
+    double draft[5] = {0, 0.55, 0, 0.45, 0}, target[5] = {0.1, 0.2, 0.15, 0.385, 0.165};
+    double law[5], acc;
+    sd_verify_params vp = sd_verify_default_params();
+    for (size_t k = 2; k <= 6; k++) {
+        sd_accept_result res;
+        assert_int_equal(sd_accept_exact(SD_SCHEME_RRS, draft, target, 5, k, vp, &res), SD_OK);
+        assert_close(res.acceptance, 0.2 + 0.385, 0, 1e-14);
+        assert_int_equal(res.drafts, 2);
+        assert_int_equal(sd_scheme_drafts_for(SD_SCHEME_RRS, k, draft, 5), 2);
+        assert_int_equal(sd_scheme_drafts_for(SD_SCHEME_SPECINFER, k, draft, 5), k);
+        if (k > 2) assert_non_null(strstr(res.method, "whole support"));
+        assert_int_equal(sd_accept_rrs(draft, target, 5, k, SD_RRS_EXACT_MAX_OPS, &acc), SD_OK);
+        assert_close(acc, 0.585, 0, 1e-14);
+        sd_verifier *v;
+        if (k > 2) { /* the verifier keeps its k: the caller clamps it */
+            assert_int_equal(sd_verifier_alloc(&v, SD_SCHEME_RRS, draft, target, 5, k, vp), SD_EINVAL);
+            assert_non_null(strstr(sd_errmsg(), "only 2 token"));
+        }
+        size_t used = sd_scheme_drafts_for(SD_SCHEME_RRS, k, draft, 5);
+        assert_int_equal(sd_verifier_alloc(&v, SD_SCHEME_RRS, draft, target, 5, used, vp), SD_OK);
+        assert_int_equal(sd_verifier_k(v), 2);
+        assert_int_equal(sd_verifier_enumerate(v, 1e6, law, &acc), SD_OK);
+        assert_close(acc, 0.585, 0, 1e-14);
+        for (size_t y = 0; y < 5; y++) assert_close(law[y], target[y], 0, 1e-14); /* lossless */
+        double point[5] = {0, 0, 0, 1, 0};
+        assert_int_equal(sd_verifier_reset(v, point, target), SD_EINVAL);
+        assert_non_null(strstr(sd_errmsg(), "only 1 token"));
+        sd_verifier_free(v);
+    }
+    /* a point-mass draft: one draft, accepted with the target's mass on it */
+    double point[5] = {0, 0, 1, 0, 0};
+    assert_int_equal(sd_accept_rrs(point, target, 5, 4, SD_RRS_EXACT_MAX_OPS, &acc), SD_OK);
+    assert_close(acc, 0.15, 0, 1e-15);
+}
+
 static void test_accept_specinfer_product_form(void **state)
 {
     (void)state;
@@ -145,7 +189,6 @@ static void test_accept_bad_input_and_limits(void **state)
     assert_int_equal(sd_accept_exact(SD_SCHEME_SD, off, target, 3, 1, vp, &res), SD_EINVAL);
     assert_non_null(strstr(sd_errmsg(), "draft"));
     assert_int_equal(sd_accept_exact(SD_SCHEME_SD, draft, target, 3, 0, vp, &res), SD_EINVAL);
-    assert_int_equal(sd_accept_exact(SD_SCHEME_RRS, draft, target, 3, 3, vp, &res), SD_EINVAL);
     vp.kseq_gamma = 1.0;
     double d2[2] = {0.75, 0.25}, t2[2] = {0.5, 0.5};
     assert_int_equal(sd_accept_exact(SD_SCHEME_KSEQ, d2, t2, 2, 2, vp, &res), SD_EINVAL);
@@ -171,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_accept_uniform_closed_form),
         cmocka_unit_test(test_accept_k1_agreement_and_otm_bound),
         cmocka_unit_test(test_accept_rrs_recursion_matches_enumeration),
+        cmocka_unit_test(test_accept_rrs_small_support_drafts_all),
         cmocka_unit_test(test_accept_specinfer_product_form),
         cmocka_unit_test(test_accept_bad_input_and_limits),
     };

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "half.h"
 #include "sd_error.h"
 #include "tensor.h"
 
@@ -109,12 +110,12 @@ static void test_f16_round_trip_of_all_halfs(void **state)
 {
     (void)state;
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = sd_f16_to_f32((uint16_t)h);
+        float f = sd_half_to_float((uint16_t)h);
         double ref = half_reference((uint16_t)h);
         if (isnan(ref)) {
             assert_true(isnan(f));
             assert_int_equal(bits_of(f) >> 31, h >> 15);
-            uint16_t back = sd_f32_to_f16(f);   /* NaN stays NaN (quieted), same sign */
+            uint16_t back = sd_half_from_float(f);   /* NaN stays NaN (quieted), same sign */
             assert_int_equal(back & 0xfc00u, h & 0xfc00u);
             assert_true((back & 0x3ffu) != 0);
             continue;
@@ -123,8 +124,8 @@ static void test_f16_round_trip_of_all_halfs(void **state)
             print_error("half 0x%04x -> %.9g, expected %.9g\n", h, (double)f, ref);
             fail();
         }
-        if (sd_f32_to_f16(f) != h) {
-            print_error("half 0x%04x -> %.9g -> 0x%04x\n", h, (double)f, sd_f32_to_f16(f));
+        if (sd_half_from_float(f) != h) {
+            print_error("half 0x%04x -> %.9g -> 0x%04x\n", h, (double)f, sd_half_from_float(f));
             fail();
         }
     }
@@ -134,7 +135,7 @@ static void test_f16_round_trip_of_all_halfs(void **state)
     for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
     sd_dequant_row(SD_T_F16, all, row, 65536);
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = sd_f16_to_f32((uint16_t)h);
+        float f = sd_half_to_float((uint16_t)h);
         assert_true(bits_of(row[h]) == bits_of(f) || (isnan(row[h]) && isnan(f)));
     }
     sd_dequant_row(SD_T_BF16, all, row, 65536);
@@ -168,13 +169,13 @@ static void test_f32_to_f16_rounds_to_nearest_even(void **state)
         {0x1p-14f - 0x1p-25f, 0x0400},        /* the largest subnormal's tie: up to 2^-14 */
         {-0.0f, 0x8000}, {2.385f, 0x40c5}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (sd_f32_to_f16(cases[i].f) != cases[i].h) {
+        if (sd_half_from_float(cases[i].f) != cases[i].h) {
             print_error("%a -> 0x%04x, expected 0x%04x\n", (double)cases[i].f,
-                        sd_f32_to_f16(cases[i].f), cases[i].h);
+                        sd_half_from_float(cases[i].f), cases[i].h);
             fail();
         }
-    assert_int_equal(sd_f32_to_f16(INFINITY), 0x7c00);
-    assert_int_equal(sd_f32_to_f16(NAN) & 0x7e00, 0x7e00);
+    assert_int_equal(sd_half_from_float(INFINITY), 0x7c00);
+    assert_int_equal(sd_half_from_float(NAN) & 0x7e00, 0x7e00);
     gsl_rng *r = sd_test_rng(2385);
     for (int i = 0; i < 2000000; i++) {
         /* exponents around the half range, random mantissas and signs */
@@ -182,7 +183,7 @@ static void test_f32_to_f16_rounds_to_nearest_even(void **state)
         uint32_t u = (uint32_t)(e + 127) << 23 | (uint32_t)gsl_rng_uniform_int(r, 1u << 23);
         if (i & 1) u |= 0x80000000u;
         float f = float_of(u);
-        double got = sd_f16_to_f32(sd_f32_to_f16(f)), want = f16_round_reference(f);
+        double got = sd_half_to_float(sd_half_from_float(f)), want = f16_round_reference(f);
         if (got != want) {
             print_error("%a -> %a, expected %a\n", (double)f, got, want);
             fail();
@@ -194,8 +195,8 @@ static void test_f32_to_f16_rounds_to_nearest_even(void **state)
 static void test_bf16_conversions(void **state)
 {
     (void)state;
-    assert_true(sd_bf16_to_f32(0x3f80) == 1.0f);
-    assert_true(sd_bf16_to_f32(0xc0a0) == -5.0f);
+    assert_true(sd_half_bf16_to_float(0x3f80) == 1.0f);
+    assert_true(sd_half_bf16_to_float(0xc0a0) == -5.0f);
     float src[6] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 2.385f, -INFINITY, NAN, 0x1p-130f};
     uint16_t out[6];
     sd_quantize_row(SD_T_BF16, src, out, 6);
@@ -203,8 +204,8 @@ static void test_bf16_conversions(void **state)
     assert_int_equal(out[1], 0x3f82);   /* tie, odd: up */
     assert_int_equal(out[2], 0x4019);   /* 2.385 = 0x4018a3d7: rounds up */
     assert_int_equal(out[3], 0xff80);
-    assert_true(isnan(sd_bf16_to_f32(out[4])));
-    assert_true(sd_bf16_to_f32(out[5]) == 0x1p-130f);   /* subnormal, exact */
+    assert_true(isnan(sd_half_bf16_to_float(out[4])));
+    assert_true(sd_half_bf16_to_float(out[5]) == 0x1p-130f);   /* subnormal, exact */
 }
 
 static void random_row(gsl_rng *r, float *x, size_t n, double scale)
@@ -257,7 +258,7 @@ static void check_quant_error(sd_ttype t, const float *x, const float *y, size_t
         double amax = 0;
         for (int j = 0; j < SD_QK; j++) amax = fmax(amax, fabs(xb[j]));
         double step = t == SD_T_Q8_0 ? (float)amax / 127 : (float)amax / 8;
-        double stored = sd_f16_to_f32(sd_f32_to_f16((float)step));
+        double stored = sd_half_to_float(sd_half_from_float((float)step));
         double slack = (t == SD_T_Q8_0 ? 127 : 8) * fabs(stored - step);
         for (int j = 0; j < SD_QK; j++) {
             double err = fabs((double)xb[j] - yb[j]);
@@ -364,7 +365,7 @@ static void test_dot_row_act_is_the_integer_dot(void **state)
             for (size_t i = 0; i < 32 && n >= 64; i++) x[32 + i] = 0;
             sd_quantize_act(x, n, scale, q);
             for (size_t b = 0; b < n / 32; b++) {
-                assert_int_equal(bits_of(scale[b]), bits_of(sd_f16_to_f32(sd_f32_to_f16(scale[b]))));
+                assert_int_equal(bits_of(scale[b]), bits_of(sd_half_to_float(sd_half_from_float(scale[b]))));
                 for (size_t j = 0; j < 32; j++) {
                     assert_true(q[b * 32 + j] >= -127 && q[b * 32 + j] <= 127);
                     assert_true(fabs(q[b * 32 + j] * (double)scale[b] - x[b * 32 + j]) <= 0.563 * scale[b] + 1e-30);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "half.h"
 #include "npy.h"
 #include "sd_error.h"
 
@@ -68,11 +69,11 @@ static void test_npy_half_all_patterns_round_trip(void **state)
         int is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
         if (is_nan) {
             assert_true(isnan(d));
-            uint16_t back = sd_double_to_half(d);
+            uint16_t back = sd_half_from_double(d);
             assert_true((back & 0x7c00) == 0x7c00 && (back & 0x3ff) != 0);
             assert_int_equal(back & 0x8000, h & 0x8000);
         } else {
-            assert_int_equal(sd_double_to_half(d), h);
+            assert_int_equal(sd_half_from_double(d), h);
             assert_int_equal(signbit(d) != 0, (h & 0x8000) != 0);
         }
     }
@@ -96,55 +97,55 @@ static void test_npy_half_rounding(void **state)
         double hi = h + 1 < 0x7c00 ? sd_half_to_double((uint16_t)(h + 1)) : 65536.0;
         double mid = lo + (hi - lo) / 2;
         uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
-        assert_int_equal(sd_double_to_half(mid), even);
-        assert_int_equal(sd_double_to_half(-mid), even | 0x8000);
-        assert_int_equal(sd_double_to_half(nextafter(mid, 0)), h);
-        assert_int_equal(sd_double_to_half(nextafter(mid, INFINITY)), h + 1);
+        assert_int_equal(sd_half_from_double(mid), even);
+        assert_int_equal(sd_half_from_double(-mid), even | 0x8000);
+        assert_int_equal(sd_half_from_double(nextafter(mid, 0)), h);
+        assert_int_equal(sd_half_from_double(nextafter(mid, INFINITY)), h + 1);
     }
-    assert_int_equal(sd_double_to_half(65519.99), 0x7bff);
-    assert_int_equal(sd_double_to_half(65520.0), 0x7c00);
-    assert_int_equal(sd_double_to_half(1e300), 0x7c00);
-    assert_int_equal(sd_double_to_half(-1e300), 0xfc00);
-    assert_int_equal(sd_double_to_half(INFINITY), 0x7c00);
-    assert_int_equal(sd_double_to_half(ldexp(1, -25)), 0x0000);   /* tie to even: 0 */
-    assert_int_equal(sd_double_to_half(ldexp(3, -26)), 0x0001);
-    assert_int_equal(sd_double_to_half(1e-300), 0x0000);
-    assert_int_equal(sd_double_to_half(-1e-300), 0x8000);
-    assert_int_equal(sd_double_to_half(-0.0), 0x8000);
-    assert_int_equal(sd_double_to_half(2.385), 0x40c5);   /* 2.384765625 */
-    assert_int_equal(sd_double_to_half(NAN) & 0x7e00, 0x7e00);
-    assert_int_equal(sd_double_to_half(-NAN) & 0x8000, 0x8000);
+    assert_int_equal(sd_half_from_double(65519.99), 0x7bff);
+    assert_int_equal(sd_half_from_double(65520.0), 0x7c00);
+    assert_int_equal(sd_half_from_double(1e300), 0x7c00);
+    assert_int_equal(sd_half_from_double(-1e300), 0xfc00);
+    assert_int_equal(sd_half_from_double(INFINITY), 0x7c00);
+    assert_int_equal(sd_half_from_double(ldexp(1, -25)), 0x0000);   /* tie to even: 0 */
+    assert_int_equal(sd_half_from_double(ldexp(3, -26)), 0x0001);
+    assert_int_equal(sd_half_from_double(1e-300), 0x0000);
+    assert_int_equal(sd_half_from_double(-1e-300), 0x8000);
+    assert_int_equal(sd_half_from_double(-0.0), 0x8000);
+    assert_int_equal(sd_half_from_double(2.385), 0x40c5);   /* 2.384765625 */
+    assert_int_equal(sd_half_from_double(NAN) & 0x7e00, 0x7e00);
+    assert_int_equal(sd_half_from_double(-NAN) & 0x8000, 0x8000);
 }
 
 static void test_npy_bf16_all_patterns(void **state)
 {
     (void)state;
     for (uint32_t b = 0; b <= 0xffff; b++) {
-        double d = sd_bf16_to_double((uint16_t)b);
+        double d = sd_half_bf16_to_double((uint16_t)b);
         uint32_t fbits = b << 16;
         float f;
         memcpy(&f, &fbits, sizeof f);
         if ((b & 0x7f80) == 0x7f80 && (b & 0x7f)) {
             assert_true(isnan(d));
-            assert_true(isnan(sd_bf16_to_double(sd_double_to_bf16(d))));
+            assert_true(isnan(sd_half_bf16_to_double(sd_half_bf16_from_double(d))));
             continue;
         }
         assert_true(d == (double)f);
-        assert_int_equal(sd_double_to_bf16(d), b);
+        assert_int_equal(sd_half_bf16_from_double(d), b);
         if ((b & 0x7fff) < 0x7f80) {   /* rounding at the midpoint above */
             uint16_t up = (uint16_t)(b + 1);
-            double hi = (b & 0x7fff) + 1 < 0x7f80 ? sd_bf16_to_double(up)
+            double hi = (b & 0x7fff) + 1 < 0x7f80 ? sd_half_bf16_to_double(up)
                                                   : copysign(ldexp(1, 128), d);
             double mid = d + (hi - d) / 2;
-            assert_int_equal(sd_double_to_bf16(mid), (b & 1) ? up : b);
-            assert_int_equal(sd_double_to_bf16(nextafter(mid, d)), b);
-            assert_int_equal(sd_double_to_bf16(nextafter(mid, hi)), up);
+            assert_int_equal(sd_half_bf16_from_double(mid), (b & 1) ? up : b);
+            assert_int_equal(sd_half_bf16_from_double(nextafter(mid, d)), b);
+            assert_int_equal(sd_half_bf16_from_double(nextafter(mid, hi)), up);
         }
     }
-    assert_int_equal(sd_double_to_bf16(1.0), 0x3f80);
-    assert_int_equal(sd_double_to_bf16(-2.385), 0xc019);   /* -2.390625 is nearer than -2.375 */
-    assert_int_equal(sd_double_to_bf16(1e39), 0x7f80);
-    assert_int_equal(sd_double_to_bf16(1e-50), 0x0000);
+    assert_int_equal(sd_half_bf16_from_double(1.0), 0x3f80);
+    assert_int_equal(sd_half_bf16_from_double(-2.385), 0xc019);   /* -2.390625 is nearer than -2.375 */
+    assert_int_equal(sd_half_bf16_from_double(1e39), 0x7f80);
+    assert_int_equal(sd_half_bf16_from_double(1e-50), 0x0000);
 }
 
 /* The f32 encoder agrees with the C conversion in range, and is defined beyond it. */
@@ -263,8 +264,8 @@ static void test_npy_round_trip_rounding(void **state)
         for (size_t i = 0; i < 6; i++) {
             double want;
             switch (all_dtypes[d]) {
-            case SD_NPY_F16: want = sd_half_to_double(sd_double_to_half(data[i])); break;
-            case SD_NPY_BF16: want = sd_bf16_to_double(sd_double_to_bf16(data[i])); break;
+            case SD_NPY_F16: want = sd_half_to_double(sd_half_from_double(data[i])); break;
+            case SD_NPY_BF16: want = sd_half_bf16_to_double(sd_half_bf16_from_double(data[i])); break;
             case SD_NPY_F32: want = (float)data[i]; break;
             default: want = data[i]; break;
             }

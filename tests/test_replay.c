@@ -145,8 +145,8 @@ static void test_replay_safetensors(void **state)
     snprintf(path, sizeof path, "%s/partial.safetensors", dir);
     size_t shape[2] = {2, 3};
     double zeros[6] = {0};
-    sd_st_write_tensor only = {"draft_logits", SD_NPY_F32, 0, 0, 2, shape, zeros, NULL};
-    assert_int_equal(sd_st_write(path, &only, 1, NULL), SD_OK);
+    sd_safetensors_write_tensor only = {"draft_logits", SD_NPY_F32, 0, 0, 2, shape, zeros, NULL};
+    assert_int_equal(sd_safetensors_write(path, &only, 1, NULL), SD_OK);
     assert_int_equal(sd_log_open_safetensors(path, &a), SD_EFORMAT);
     assert_non_null(strstr(sd_errmsg(), "target_logits"));
 }

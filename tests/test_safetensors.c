@@ -71,7 +71,7 @@ static void test_safetensors_round_trip_every_dtype_and_rank(void **state)
     static const size_t shapes[3][3] = {{7, 0, 0}, {3, 5, 0}, {2, 3, 4}};
     enum { NT = 4 * 3 + 4 * 3 };
     char names[NT][32];
-    sd_st_write_tensor tw[NT];
+    sd_safetensors_write_tensor tw[NT];
     double *data[NT];
     long long *ints[NT];
     gsl_rng *r = sd_test_rng(2385);
@@ -110,15 +110,15 @@ static void test_safetensors_round_trip_every_dtype_and_rank(void **state)
         }
     char path[256];
     sd_test_path(path, "all.safetensors");
-    assert_int_equal(sd_st_write(path, tw, n, NULL), SD_OK);
-    sd_st_file *f;
-    assert_int_equal(sd_st_open(path, &f), SD_OK);
-    assert_int_equal(sd_st_count(f), n);
-    assert_int_equal(sd_st_metadata_count(f), 0);
-    size_t end = sd_st_get(f, 0)->offset;
+    assert_int_equal(sd_safetensors_write(path, tw, n, NULL), SD_OK);
+    sd_safetensors_file *f;
+    assert_int_equal(sd_safetensors_open(path, &f), SD_OK);
+    assert_int_equal(sd_safetensors_count(f), n);
+    assert_int_equal(sd_safetensors_metadata_count(f), 0);
+    size_t end = sd_safetensors_get(f, 0)->offset;
     assert_int_equal(end % 8, 0);
     for (size_t t = 0; t < n; t++) {
-        const sd_st_tensor *st = sd_st_get(f, t);
+        const sd_safetensors_tensor *st = sd_safetensors_get(f, t);
         assert_string_equal(st->name, names[t]);
         assert_int_equal(st->is_int, tw[t].is_int);
         assert_int_equal(st->ndim, tw[t].ndim);
@@ -134,26 +134,26 @@ static void test_safetensors_round_trip_every_dtype_and_rank(void **state)
             double *want = malloc(count * sizeof *want), *got = malloc(count * sizeof *got);
             sd_npy_encode(st->dtype, data[t], count, enc);   /* the rounding the writer does */
             sd_npy_decode(st->dtype, enc, count, want);
-            assert_int_equal(sd_st_read_doubles(f, st, 0, count, got), SD_OK);
+            assert_int_equal(sd_safetensors_read_doubles(f, st, 0, count, got), SD_OK);
             for (size_t i = 0; i < count; i++) assert_true(memcmp(&got[i], &want[i], 8) == 0);
             assert_true(signbit(got[0]));
-            assert_int_equal(sd_st_read_doubles(f, st, 3, count - 4, got), SD_OK);
+            assert_int_equal(sd_safetensors_read_doubles(f, st, 3, count - 4, got), SD_OK);
             for (size_t i = 0; i + 4 < count; i++) assert_true(got[i] == want[i + 3]);
             free(enc), free(want), free(got);
         } else {
             assert_int_equal(st->int_bits, tw[t].int_bits);
             assert_false(st->int_unsigned);
             long long *got = malloc(count * sizeof *got);
-            assert_int_equal(sd_st_read_ints(f, st, 0, count, got), SD_OK);
+            assert_int_equal(sd_safetensors_read_ints(f, st, 0, count, got), SD_OK);
             for (size_t i = 0; i < count; i++) assert_int_equal(got[i], ints[t][i]);
-            assert_int_equal(sd_st_read_ints(f, st, 1, 2, got), SD_OK);
+            assert_int_equal(sd_safetensors_read_ints(f, st, 1, 2, got), SD_OK);
             assert_int_equal(got[0], ints[t][1]);
             assert_int_equal(got[1], -1);
             free(got);
         }
     }
     assert_int_equal(end, file_size(path));
-    sd_st_close(f);
+    sd_safetensors_close(f);
     for (size_t t = 0; t < n; t++) free(data[t]), free(ints[t]);
     gsl_rng_free(r);
     sd_test_path(path, "all.safetensors.tmp");
@@ -170,42 +170,42 @@ static void test_safetensors_metadata_round_trip(void **state)
                           "empty", "", NULL};
     size_t shape[1] = {2};
     double v[2] = {1.5, -2.25};
-    sd_st_write_tensor t = {"x", SD_NPY_F32, 0, 0, 1, shape, v, NULL};
-    assert_int_equal(sd_st_write(path, &t, 1, meta), SD_OK);
-    sd_st_file *f;
-    assert_int_equal(sd_st_open(path, &f), SD_OK);
-    assert_int_equal(sd_st_metadata_count(f), 6);
+    sd_safetensors_write_tensor t = {"x", SD_NPY_F32, 0, 0, 1, shape, v, NULL};
+    assert_int_equal(sd_safetensors_write(path, &t, 1, meta), SD_OK);
+    sd_safetensors_file *f;
+    assert_int_equal(sd_safetensors_open(path, &f), SD_OK);
+    assert_int_equal(sd_safetensors_metadata_count(f), 6);
     for (size_t i = 0; meta[2 * i]; i++)
-        assert_string_equal(sd_st_metadata(f, meta[2 * i]), meta[2 * i + 1]);
-    assert_null(sd_st_metadata(f, "missing"));
-    assert_null(sd_st_metadata(f, "x"));
+        assert_string_equal(sd_safetensors_metadata(f, meta[2 * i]), meta[2 * i + 1]);
+    assert_null(sd_safetensors_metadata(f, "missing"));
+    assert_null(sd_safetensors_metadata(f, "x"));
     const char *key, *value, *prev = "";
     for (size_t i = 0; i < 6; i++) {   /* in key order */
-        assert_true(sd_st_metadata_pair(f, i, &key, &value));
+        assert_true(sd_safetensors_metadata_pair(f, i, &key, &value));
         assert_true(strcmp(prev, key) < 0);
         prev = key;
     }
-    assert_false(sd_st_metadata_pair(f, 6, &key, &value));
-    assert_null(sd_st_find(f, "__metadata__"));
-    sd_st_close(f);
+    assert_false(sd_safetensors_metadata_pair(f, 6, &key, &value));
+    assert_null(sd_safetensors_find(f, "__metadata__"));
+    sd_safetensors_close(f);
 
     /* metadata only, no tensors */
-    assert_int_equal(sd_st_write(path, NULL, 0, meta), SD_OK);
-    assert_int_equal(sd_st_open(path, &f), SD_OK);
-    assert_int_equal(sd_st_count(f), 0);
-    assert_string_equal(sd_st_metadata(f, "temperature"), "0.7");
-    sd_st_close(f);
+    assert_int_equal(sd_safetensors_write(path, NULL, 0, meta), SD_OK);
+    assert_int_equal(sd_safetensors_open(path, &f), SD_OK);
+    assert_int_equal(sd_safetensors_count(f), 0);
+    assert_string_equal(sd_safetensors_metadata(f, "temperature"), "0.7");
+    sd_safetensors_close(f);
 
     /* nothing at all: "{}" padded to 8 */
-    assert_int_equal(sd_st_write(path, NULL, 0, NULL), SD_OK);
+    assert_int_equal(sd_safetensors_write(path, NULL, 0, NULL), SD_OK);
     assert_int_equal(file_size(path), 16);
-    assert_int_equal(sd_st_open(path, &f), SD_OK);
-    assert_int_equal(sd_st_count(f), 0);
-    assert_int_equal(sd_st_metadata_count(f), 0);
-    assert_null(sd_st_find(f, "x"));
-    assert_null(sd_st_metadata(f, "model"));
-    sd_st_close(f);
-    sd_st_close(NULL);
+    assert_int_equal(sd_safetensors_open(path, &f), SD_OK);
+    assert_int_equal(sd_safetensors_count(f), 0);
+    assert_int_equal(sd_safetensors_metadata_count(f), 0);
+    assert_null(sd_safetensors_find(f, "x"));
+    assert_null(sd_safetensors_metadata(f, "model"));
+    sd_safetensors_close(f);
+    sd_safetensors_close(NULL);
 }
 
 static void test_safetensors_find_and_get(void **state)
@@ -213,26 +213,26 @@ static void test_safetensors_find_and_get(void **state)
     (void)state;
     char path[256], names[40][16];
     sd_test_path(path, "find.safetensors");
-    sd_st_write_tensor tw[40];
+    sd_safetensors_write_tensor tw[40];
     size_t shape[1] = {3};
     double v[3] = {0.25, 0.5, 0.75};
     for (int i = 0; i < 40; i++) {   /* names not in sorted order */
         snprintf(names[i], sizeof names[i], "layer.%d.w", (i * 17) % 40);
-        tw[i] = (sd_st_write_tensor){names[i], SD_NPY_F64, 0, 0, 1, shape, v, NULL};
+        tw[i] = (sd_safetensors_write_tensor){names[i], SD_NPY_F64, 0, 0, 1, shape, v, NULL};
     }
-    assert_int_equal(sd_st_write(path, tw, 40, NULL), SD_OK);
-    sd_st_file *f;
-    assert_int_equal(sd_st_open(path, &f), SD_OK);
+    assert_int_equal(sd_safetensors_write(path, tw, 40, NULL), SD_OK);
+    sd_safetensors_file *f;
+    assert_int_equal(sd_safetensors_open(path, &f), SD_OK);
     for (int i = 0; i < 40; i++) {
-        const sd_st_tensor *t = sd_st_find(f, names[i]);
+        const sd_safetensors_tensor *t = sd_safetensors_find(f, names[i]);
         assert_non_null(t);
-        assert_ptr_equal(t, sd_st_get(f, (size_t)i));
+        assert_ptr_equal(t, sd_safetensors_get(f, (size_t)i));
     }
-    assert_null(sd_st_find(f, "layer.40.w"));
-    assert_null(sd_st_find(f, ""));
-    assert_null(sd_st_find(f, "layer.1"));
-    assert_null(sd_st_get(f, 40));
-    sd_st_close(f);
+    assert_null(sd_safetensors_find(f, "layer.40.w"));
+    assert_null(sd_safetensors_find(f, ""));
+    assert_null(sd_safetensors_find(f, "layer.1"));
+    assert_null(sd_safetensors_get(f, 40));
+    sd_safetensors_close(f);
 }
 
 /* A file whose bytes are spelled out here, independent of the writer: escapes and
@@ -268,56 +268,56 @@ static void test_safetensors_reads_hand_built_file(void **state)
     sd_test_path(path, "hand.safetensors");
     assert_int_equal((sizeof header - 1) % 2, 1);   /* the data starts on an odd offset */
     write_st_raw(path, header, sizeof header - 1, data, sizeof data);
-    sd_st_file *f;
-    int rc = sd_st_open(path, &f);
+    sd_safetensors_file *f;
+    int rc = sd_safetensors_open(path, &f);
     if (rc) print_error("%s\n", sd_errmsg());
     assert_int_equal(rc, SD_OK);
-    assert_int_equal(sd_st_count(f), 10);
-    assert_string_equal(sd_st_metadata(f, "format"), "pt");
-    assert_string_equal(sd_st_metadata(f, "k\xc3\xa9y"), "v\"\\/\b\f\n\r\t");
+    assert_int_equal(sd_safetensors_count(f), 10);
+    assert_string_equal(sd_safetensors_metadata(f, "format"), "pt");
+    assert_string_equal(sd_safetensors_metadata(f, "k\xc3\xa9y"), "v\"\\/\b\f\n\r\t");
     double d[3];
     long long k[2];
-    const sd_st_tensor *t = sd_st_get(f, 0);
+    const sd_safetensors_tensor *t = sd_safetensors_get(f, 0);
     assert_string_equal(t->name, "h\xc3\xa9\xf0\x9f\x98\x80");
-    assert_ptr_equal(sd_st_find(f, "h\xc3\xa9\xf0\x9f\x98\x80"), t);
+    assert_ptr_equal(sd_safetensors_find(f, "h\xc3\xa9\xf0\x9f\x98\x80"), t);
     assert_int_equal(t->offset, 8 + sizeof header - 1);
-    assert_int_equal(sd_st_read_doubles(f, t, 0, 2, d), SD_OK);
+    assert_int_equal(sd_safetensors_read_doubles(f, t, 0, 2, d), SD_OK);
     assert_true(d[0] == 1.0 && d[1] == -2.0);
-    t = sd_st_find(f, "b");
+    t = sd_safetensors_find(f, "b");
     assert_int_equal(t->ndim, 2);
     assert_int_equal(t->dtype, SD_NPY_BF16);
-    assert_int_equal(sd_st_read_doubles(f, t, 0, 2, d), SD_OK);
+    assert_int_equal(sd_safetensors_read_doubles(f, t, 0, 2, d), SD_OK);
     assert_true(d[0] == 1.0 && d[1] == -3.0);
-    assert_int_equal(sd_st_read_doubles(f, sd_st_find(f, "f"), 0, 3, d), SD_OK);
+    assert_int_equal(sd_safetensors_read_doubles(f, sd_safetensors_find(f, "f"), 0, 3, d), SD_OK);
     assert_true(d[0] == 1.0 && d[1] == -10.0 && isinf(d[2]) && d[2] > 0);
-    t = sd_st_find(f, "s");
+    t = sd_safetensors_find(f, "s");
     assert_int_equal(t->ndim, 0);
     assert_int_equal(t->count, 1);
-    assert_int_equal(sd_st_read_doubles(f, t, 0, 1, d), SD_OK);
+    assert_int_equal(sd_safetensors_read_doubles(f, t, 0, 1, d), SD_OK);
     assert_true(d[0] == 610.5);
-    assert_int_equal(sd_st_read_ints(f, sd_st_find(f, "i16"), 0, 2, k), SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, sd_safetensors_find(f, "i16"), 0, 2, k), SD_OK);
     assert_true(k[0] == -2 && k[1] == 12345);
-    t = sd_st_find(f, "u8");
+    t = sd_safetensors_find(f, "u8");
     assert_true(t->int_unsigned && t->int_bits == 8);
-    assert_int_equal(sd_st_read_ints(f, t, 0, 2, k), SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, t, 0, 2, k), SD_OK);
     assert_true(k[0] == 255 && k[1] == 7);
-    t = sd_st_find(f, "ok");
+    t = sd_safetensors_find(f, "ok");
     assert_string_equal(t->dtype_name, "BOOL");
-    assert_int_equal(sd_st_read_ints(f, t, 0, 2, k), SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, t, 0, 2, k), SD_OK);
     assert_true(k[0] == 1 && k[1] == 0);
-    t = sd_st_find(f, "u64");
-    assert_int_equal(sd_st_read_ints(f, t, 0, 1, k), SD_OK);
+    t = sd_safetensors_find(f, "u64");
+    assert_int_equal(sd_safetensors_read_ints(f, t, 0, 1, k), SD_OK);
     assert_true(k[0] == 42);
-    assert_int_equal(sd_st_read_ints(f, t, 0, 2, k), SD_ERANGE);
+    assert_int_equal(sd_safetensors_read_ints(f, t, 0, 2, k), SD_ERANGE);
     assert_msg_has(path);
     assert_msg_has("LLONG_MAX");
-    t = sd_st_find(f, "e");
+    t = sd_safetensors_find(f, "e");
     assert_int_equal(t->count, 0);
     assert_int_equal(t->nbytes, 0);
-    assert_int_equal(sd_st_read_ints(f, t, 0, 0, k), SD_OK);
-    assert_int_equal(sd_st_read_ints(f, sd_st_find(f, "early"), 0, 1, k), SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, t, 0, 0, k), SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, sd_safetensors_find(f, "early"), 0, 1, k), SD_OK);
     assert_true(k[0] == -1073726464LL);   /* 0xc0003c00 as I32 */
-    sd_st_close(f);
+    sd_safetensors_close(f);
 }
 
 static void test_safetensors_streaming_writer(void **state)
@@ -327,58 +327,59 @@ static void test_safetensors_streaming_writer(void **state)
     sd_test_path(path, "stream.safetensors");
     sd_test_path(tmp, "stream.safetensors.tmp");
     size_t shape[2] = {4, 3}, tshape[1] = {4};
-    sd_st_write_tensor tw[2] = {{"logits", SD_NPY_BF16, 0, 0, 2, shape, NULL, NULL},
+    sd_safetensors_write_tensor tw[2] = {{"logits", SD_NPY_BF16, 0, 0, 2, shape, NULL, NULL},
                                 {"tokens", SD_NPY_F32, 1, 32, 1, tshape, NULL, NULL}};
     const char *meta[] = {"rows", "4", NULL};
-    sd_st_writer *w;
-    assert_int_equal(sd_st_writer_open(path, tw, 2, meta, &w), SD_OK);
+    sd_safetensors_writer *w;
+    assert_int_equal(sd_safetensors_writer_open(path, tw, 2, meta, &w), SD_OK);
     for (size_t row = 4; row-- > 0;) {   /* backwards, interleaved */
         double v[3] = {(double)row, -0.5 * (double)row, 2.385};
         long long tok = 1000 * (long long)row - 2;
-        assert_int_equal(sd_st_writer_put(w, 0, row * 3, 3, v), SD_OK);
-        assert_int_equal(sd_st_writer_put_ints(w, 1, row, 1, &tok), SD_OK);
+        assert_int_equal(sd_safetensors_writer_put(w, 0, row * 3, 3, v), SD_OK);
+        assert_int_equal(sd_safetensors_writer_put_ints(w, 1, row, 1, &tok), SD_OK);
     }
     assert_false(exists(path));
     assert_true(exists(tmp));
-    assert_int_equal(sd_st_writer_close(w), SD_OK);
+    assert_int_equal(sd_safetensors_writer_close(w), SD_OK);
     assert_false(exists(tmp));
-    sd_st_file *f;
-    assert_int_equal(sd_st_open(path, &f), SD_OK);
+    sd_safetensors_file *f;
+    assert_int_equal(sd_safetensors_open(path, &f), SD_OK);
     double d[12];
     long long k[4];
-    assert_int_equal(sd_st_read_doubles(f, sd_st_find(f, "logits"), 0, 12, d), SD_OK);
-    assert_int_equal(sd_st_read_ints(f, sd_st_find(f, "tokens"), 0, 4, k), SD_OK);
+    assert_int_equal(sd_safetensors_read_doubles(f, sd_safetensors_find(f, "logits"), 0, 12, d),
+                     SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, sd_safetensors_find(f, "tokens"), 0, 4, k), SD_OK);
     for (size_t row = 0; row < 4; row++) {
         assert_true(d[3 * row] == (double)row && d[3 * row + 1] == -0.5 * (double)row);
         assert_close(d[3 * row + 2], 2.385, 1.0 / 128, 0);
         assert_int_equal(k[row], 1000 * (long long)row - 2);
     }
-    assert_string_equal(sd_st_find(f, "tokens")->dtype_name, "I32");
-    sd_st_close(f);
+    assert_string_equal(sd_safetensors_find(f, "tokens")->dtype_name, "I32");
+    sd_safetensors_close(f);
 
     /* misuse: wrong kind, past the end, twice, missing elements at close */
     unlink(path);
     double v[3] = {1, 2, 3};
     long long big = 1LL << 40;
-    assert_int_equal(sd_st_writer_open(path, tw, 2, NULL, &w), SD_OK);
-    assert_int_equal(sd_st_writer_put_ints(w, 0, 0, 1, k), SD_EINVAL);
-    assert_msg_has("sd_st_writer_put");
-    assert_int_equal(sd_st_writer_put(w, 1, 0, 1, v), SD_EINVAL);
-    assert_int_equal(sd_st_writer_put(w, 2, 0, 1, v), SD_EINVAL);
+    assert_int_equal(sd_safetensors_writer_open(path, tw, 2, NULL, &w), SD_OK);
+    assert_int_equal(sd_safetensors_writer_put_ints(w, 0, 0, 1, k), SD_EINVAL);
+    assert_msg_has("sd_safetensors_writer_put");
+    assert_int_equal(sd_safetensors_writer_put(w, 1, 0, 1, v), SD_EINVAL);
+    assert_int_equal(sd_safetensors_writer_put(w, 2, 0, 1, v), SD_EINVAL);
     assert_msg_has(path);
-    assert_int_equal(sd_st_writer_put(w, 0, 10, 3, v), SD_EINVAL);
+    assert_int_equal(sd_safetensors_writer_put(w, 0, 10, 3, v), SD_EINVAL);
     assert_msg_has("outside tensor 'logits'");
-    assert_int_equal(sd_st_writer_put(w, 0, 0, 3, NULL), SD_EINVAL);
-    assert_int_equal(sd_st_writer_put_ints(w, 1, 0, 1, &big), SD_ERANGE);
+    assert_int_equal(sd_safetensors_writer_put(w, 0, 0, 3, NULL), SD_EINVAL);
+    assert_int_equal(sd_safetensors_writer_put_ints(w, 1, 0, 1, &big), SD_ERANGE);
     assert_msg_has("out of range");
-    assert_int_equal(sd_st_writer_put(w, 0, 0, 3, v), SD_OK);
-    assert_int_equal(sd_st_writer_close(w), SD_EINVAL);
+    assert_int_equal(sd_safetensors_writer_put(w, 0, 0, 3, v), SD_OK);
+    assert_int_equal(sd_safetensors_writer_close(w), SD_EINVAL);
     assert_msg_has("3 of 12 elements");
     assert_false(exists(path));
     assert_false(exists(tmp));
-    assert_int_equal(sd_st_writer_open(path, tw, 2, NULL, &w), SD_OK);
-    sd_st_writer_abort(w);
-    sd_st_writer_abort(NULL);
+    assert_int_equal(sd_safetensors_writer_open(path, tw, 2, NULL, &w), SD_OK);
+    sd_safetensors_writer_abort(w);
+    sd_safetensors_writer_abort(NULL);
     assert_false(exists(tmp));
 }
 
@@ -488,8 +489,8 @@ static void test_safetensors_rejects_bad_headers(void **state)
     for (size_t c = 0; c < sizeof bad_headers / sizeof bad_headers[0]; c++) {
         const bad_case *b = &bad_headers[c];
         write_st_raw(path, b->header, strlen(b->header), zeros, b->data_len);
-        sd_st_file *f = (sd_st_file *)1;
-        int rc = sd_st_open(path, &f);
+        sd_safetensors_file *f = (sd_safetensors_file *)1;
+        int rc = sd_safetensors_open(path, &f);
         if (rc != b->code || !strstr(sd_errmsg(), b->needle))
             print_error("case '%s': %d %s\n", b->what, rc, sd_errmsg());
         assert_int_equal(rc, b->code);
@@ -526,8 +527,8 @@ static void test_safetensors_rejects_bad_length_fields(void **state)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         write_bytes(path, cases[c].bytes, cases[c].len);
-        sd_st_file *f;
-        int rc = sd_st_open(path, &f);
+        sd_safetensors_file *f;
+        int rc = sd_safetensors_open(path, &f);
         if (rc != cases[c].code) print_error("case %zu: %d %s\n", c, rc, sd_errmsg());
         assert_int_equal(rc, cases[c].code);
         assert_null(f);
@@ -536,11 +537,11 @@ static void test_safetensors_rejects_bad_length_fields(void **state)
         assert_msg_has("offset");
     }
     unlink(path);
-    sd_st_file *f;
-    assert_int_equal(sd_st_open(path, &f), SD_EIO);
+    sd_safetensors_file *f;
+    assert_int_equal(sd_safetensors_open(path, &f), SD_EIO);
     assert_msg_has(path);
     assert_msg_has("cannot open");
-    assert_int_equal(sd_st_open(sd_test_dir, &f), SD_EIO);
+    assert_int_equal(sd_safetensors_open(sd_test_dir, &f), SD_EIO);
     assert_msg_has("not a regular file");
 }
 
@@ -553,29 +554,30 @@ static void test_safetensors_read_errors(void **state)
     size_t shape[1] = {3};
     double v[3] = {1, 2, 3};
     long long k[3] = {1, 2, 3};
-    sd_st_write_tensor tw[2] = {{"f", SD_NPY_F16, 0, 0, 1, shape, v, NULL},
+    sd_safetensors_write_tensor tw[2] = {{"f", SD_NPY_F16, 0, 0, 1, shape, v, NULL},
                                 {"i", SD_NPY_F16, 1, 64, 1, shape, NULL, k}};
-    assert_int_equal(sd_st_write(path, tw, 2, NULL), SD_OK);
-    sd_st_file *f;
-    assert_int_equal(sd_st_open(path, &f), SD_OK);
-    const sd_st_tensor *tf = sd_st_find(f, "f"), *ti = sd_st_find(f, "i");
+    assert_int_equal(sd_safetensors_write(path, tw, 2, NULL), SD_OK);
+    sd_safetensors_file *f;
+    assert_int_equal(sd_safetensors_open(path, &f), SD_OK);
+    const sd_safetensors_tensor *tf = sd_safetensors_find(f, "f"), *ti = sd_safetensors_find(f,
+                                                                                             "i");
     double d[4];
     long long got[4];
-    assert_int_equal(sd_st_read_ints(f, tf, 0, 1, got), SD_EINVAL);
-    assert_msg_has("sd_st_read_doubles");
+    assert_int_equal(sd_safetensors_read_ints(f, tf, 0, 1, got), SD_EINVAL);
+    assert_msg_has("sd_safetensors_read_doubles");
     assert_msg_has(path);
-    assert_int_equal(sd_st_read_doubles(f, ti, 0, 1, d), SD_EINVAL);
-    assert_msg_has("sd_st_read_ints");
-    assert_int_equal(sd_st_read_doubles(f, tf, 0, 4, d), SD_EINVAL);
+    assert_int_equal(sd_safetensors_read_doubles(f, ti, 0, 1, d), SD_EINVAL);
+    assert_msg_has("sd_safetensors_read_ints");
+    assert_int_equal(sd_safetensors_read_doubles(f, tf, 0, 4, d), SD_EINVAL);
     assert_msg_has("outside tensor 'f'");
-    assert_int_equal(sd_st_read_doubles(f, tf, 4, 0, d), SD_EINVAL);
-    assert_int_equal(sd_st_read_doubles(f, tf, 3, 0, d), SD_OK);
-    assert_int_equal(sd_st_read_ints(f, ti, 2, SIZE_MAX, got), SD_EINVAL);
-    assert_int_equal(sd_st_read_doubles(f, NULL, 0, 1, d), SD_EINVAL);
+    assert_int_equal(sd_safetensors_read_doubles(f, tf, 4, 0, d), SD_EINVAL);
+    assert_int_equal(sd_safetensors_read_doubles(f, tf, 3, 0, d), SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, ti, 2, SIZE_MAX, got), SD_EINVAL);
+    assert_int_equal(sd_safetensors_read_doubles(f, NULL, 0, 1, d), SD_EINVAL);
     assert_msg_has(path);
-    assert_int_equal(sd_st_read_ints(f, ti, 1, 2, got), SD_OK);
+    assert_int_equal(sd_safetensors_read_ints(f, ti, 1, 2, got), SD_OK);
     assert_true(got[0] == 2 && got[1] == 3);
-    sd_st_close(f);
+    sd_safetensors_close(f);
 }
 
 /* Arguments the writer refuses; no file is left behind. */
@@ -592,7 +594,7 @@ static void test_safetensors_write_errors(void **state)
     memset(long_name, 'n', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = '\0';
     struct {
-        sd_st_write_tensor t[2];
+        sd_safetensors_write_tensor t[2];
         size_t n;
         const char *meta[5];
         int code;
@@ -617,7 +619,7 @@ static void test_safetensors_write_errors(void **state)
         {{{"a", SD_NPY_F32, 0, 0, 1, shape, v, NULL}}, 1, {"k", "\xc3", NULL}, SD_EINVAL, "UTF-8"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        int rc = sd_st_write(path, cases[c].t, cases[c].n, cases[c].meta);
+        int rc = sd_safetensors_write(path, cases[c].t, cases[c].n, cases[c].meta);
         if (rc != cases[c].code) print_error("case %zu: %d %s\n", c, rc, sd_errmsg());
         assert_int_equal(rc, cases[c].code);
         assert_msg_has(path);
@@ -625,10 +627,10 @@ static void test_safetensors_write_errors(void **state)
         assert_false(exists(path));
         assert_false(exists(tmp));
     }
-    assert_int_equal(sd_st_write(path, NULL, 1, NULL), SD_EINVAL);
+    assert_int_equal(sd_safetensors_write(path, NULL, 1, NULL), SD_EINVAL);
     char nodir[300];
     snprintf(nodir, sizeof nodir, "%s/no/such/dir.safetensors", sd_test_dir);
-    assert_int_equal(sd_st_write(nodir, cases[0].t, 1, NULL), SD_EIO);
+    assert_int_equal(sd_safetensors_write(nodir, cases[0].t, 1, NULL), SD_EIO);
     assert_msg_has("cannot create");
 }
 

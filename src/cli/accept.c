@@ -29,7 +29,9 @@ static const char *const help =
     "\n"
     "Methods: sd sum min(draft, target); specinfer 1 - prod TV(draft, residual_i);\n"
     "kseq 1 - (1 - beta(gamma))^k; rrs an exact recursion (O(V log V) for k = 2, larger k\n"
-    "grows as V^(k-2); past about 4e8 operations it refuses and points to Monte Carlo);\n"
+    "grows as V^(k-2); past about 4e8 operations it refuses and points to Monte Carlo;\n"
+    "drafting without replacement from a draft support of s < k tokens drafts all s, and\n"
+    "the drafts column says s);\n"
     "otm the closed form 1 - max_A (draft(A)^k - target(A)) over ratio-sorted prefixes A\n"
     "(THEORY.md). With 'all', a scheme beyond its exact method's reach is reported and\n"
     "skipped; a scheme named explicitly fails the command.\n"
@@ -50,7 +52,7 @@ typedef struct {
 
 static int parse_schemes(const char *list, int *want, const char *cmd)
 {
-    char *copy = strdup(list), *save = NULL;
+    char *copy = sd_xstrdup(list), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int s = 0;
         if (!strcmp(tok, "all")) {
@@ -74,8 +76,7 @@ static int parse_schemes(const char *list, int *want, const char *cmd)
 static void run_scheme(int s, const double *draft, const double *target, size_t V, size_t k,
                        sd_verify_params vp, double lp_max, row *r)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = sd_seconds();
     if (s <= S_OTM) {
         static const sd_scheme map[] = {SD_SCHEME_SD, SD_SCHEME_SPECINFER, SD_SCHEME_RRS,
                                         SD_SCHEME_KSEQ, SD_SCHEME_OTM};
@@ -113,8 +114,7 @@ static void run_scheme(int s, const double *draft, const double *target, size_t 
         }
     }
     if (!r->ok) snprintf(r->error, sizeof r->error, "%s", sd_errmsg());
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    r->seconds = sd_seconds() - t0;
 }
 
 static void print_json(const row *rows, const int *want, size_t V, size_t k)

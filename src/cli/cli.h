@@ -91,8 +91,6 @@ int cli_parse_double(const char *s, const char *what, const char *cmd, double *o
 /* A whole file into *text (malloc'ed, NUL-terminated, *len bytes besides the NUL):
  * SD_EIO naming the path when it cannot be opened or read. */
 int cli_read_file(const char *path, char **text, size_t *len);
-/* Seconds on the monotonic clock (for rates and progress). */
-double cli_seconds(void);
 
 /* Prints msg as "specdec CMD: msg" and returns CLI_FAIL. */
 int cli_fail(const char *cmd, const char *msg);

@@ -198,4 +198,3 @@ int cli_read_file(const char *path, char **text, size_t *len)
     return SD_OK;
 }
 
-double cli_seconds(void) { return sd_seconds(); }

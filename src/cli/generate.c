@@ -179,12 +179,12 @@ static int generate(const gen_opts *o)
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
     gsl_rng_set(rng, o->sm.seed);
 
-    double t0 = cli_seconds();
+    double t0 = sd_seconds();
     rc = sd_llama_forward(m, kv, all, n_prompt, NULL, NULL, lg, NULL);
-    double t_prompt = cli_seconds() - t0;
+    double t_prompt = sd_seconds() - t0;
     const float *last = lg + (n_prompt - 1) * V;
     size_t n_gen = 0;
-    double t1 = cli_seconds();
+    double t1 = sd_seconds();
     float *step = sd_xmalloc(V * sizeof *step);
     while (!rc && n_gen < o->max_tokens) {
         if (glog) memcpy(glog + n_gen * V, last, V * sizeof *glog);
@@ -205,7 +205,7 @@ static int generate(const gen_opts *o)
         if ((rc = sd_llama_forward(m, kv, &next, 1, NULL, NULL, step, NULL))) break;
         last = step;
     }
-    double t_gen = cli_seconds() - t1;
+    double t_gen = sd_seconds() - t1;
     if (!o->json) fputc('\n', stdout);
 
     if (!rc && glog && n_gen) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "progress.h"
 
 int cmd_random_model(int argc, char **argv); /* randmodel.c */
 
@@ -43,8 +44,18 @@ static void usage(FILE *f)
     fprintf(f, "\nExit status: 0 ok, 1 failure (bad input, solver failure), 2 usage error.\n");
 }
 
+/* The library's progress reports, as one line on stderr redrawn in place:
+ * "mc: 1200000/10000000 trials (12%), 3.0 s", ended by a newline. */
+static void print_progress(const sd_progress *p, double seconds, int final, void *ctx)
+{
+    (void)ctx;
+    fprintf(stderr, "\r%s: %.0f/%.0f %s (%.0f%%), %.1f s%s", p->what, p->done, p->total, p->unit,
+            p->total > 0 ? 100 * p->done / p->total : 100.0, seconds, final ? "\n" : "");
+}
+
 int main(int argc, char **argv)
 {
+    sd_progress_set_callback(print_progress, NULL);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

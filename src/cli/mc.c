@@ -203,6 +203,7 @@ typedef struct {
     double exact, z;
     sd_gof_result gof;
     size_t bins; /* 0: every token is a cell */
+    size_t k_used; /* drafts per trial: rrs drafts all of a draft support smaller than k */
 } token_run;
 
 static int run_token(const mc_opts *o, const char *cmd, const double *draft, const double *target,
@@ -212,6 +213,7 @@ static int run_token(const mc_opts *o, const char *cmd, const double *draft, con
     sd_otm_coupling *coupling = NULL;
     memset(t, 0, sizeof *t);
     t->exact = NAN;
+    t->k_used = sd_scheme_drafts_for(o->scheme, o->k, draft, V);
     if (o->scheme == SD_SCHEME_OTM && o->otm_lp) { /* the LP coupling, for checking */
         sd_otm_lp_params lp = sd_otm_lp_default_params();
         lp.form = SD_OTM_LP_SET;
@@ -256,15 +258,17 @@ static void print_token_json(const token_run *t, const mc_opts *o)
     printf(", \"z\": ");
     cli_json_double(stdout, isfinite(t->exact) ? t->z : NAN);
     printf(", \"chi2\": %.6g, \"chi2_p\": %.6g, \"g\": %.6g, \"g_p\": %.6g, \"cells\": %zu, "
-           "\"bins\": %zu, \"samples\": %.0f, \"seed\": %lu, \"rate\": %.6g",
+           "\"bins\": %zu, \"samples\": %.0f, \"seed\": %lu, \"rate\": %.6g, \"k_used\": %zu",
            t->gof.chi2, t->gof.chi2_p, t->gof.g, t->gof.g_p, t->gof.cells, t->bins,
-           t->mc.samples, o->mp.seed, t->mc.rate);
+           t->mc.samples, o->mp.seed, t->mc.rate, t->k_used);
 }
 
 static void print_token_text(const token_run *t, const mc_opts *o, size_t V)
 {
     printf("# %s, V = %zu, k = %zu, %.0f samples, seed %lu, %.3g trials/s\n",
            sd_scheme_name(o->scheme), V, o->k, t->mc.samples, o->mp.seed, t->mc.rate);
+    if (t->k_used < o->k && o->scheme != SD_SCHEME_SD)
+        printf("# k used = %zu: the draft's whole support, drafted without replacement\n", t->k_used);
     printf("acceptance      %.8f  99.9%% CI [%.8f, %.8f]\n", t->mc.acceptance, t->mc.ci_low,
            t->mc.ci_high);
     if (isfinite(t->exact)) printf("exact           %.8f  z = %+.3f\n", t->exact, t->z);

@@ -51,9 +51,19 @@ static void write_path(char *buf, size_t n, const char *base, const char *suffix
     snprintf(buf, n, "%s%s", base, both ? suffix : "");
 }
 
-int cmd_otm(int argc, char **argv)
+typedef struct {
+    cli_pair pair;
+    size_t k;
+    int json, forms, theorem1, verbose, force; /* forms: 1 tuple, 2 set, 3 both */
+    const char *write_lp, *write_data;
+    double max_mem;
+} otm_opts;
+
+static const char *const form_names[2] = {"tuple", "set"};
+
+/* The options into o: -1 to go on, else the exit status (--help, a usage error). */
+static int parse_args(int argc, char **argv, const char *cmd, otm_opts *o)
 {
-    const char *cmd = "otm";
     enum { OPT_FORM = OPT_FIRST_FREE, OPT_WRITE_LP, OPT_WRITE_DATA, OPT_MAXMEM, OPT_THM, OPT_VERB,
            OPT_FORCE };
     static const struct option longopts[] = {
@@ -70,138 +80,159 @@ int cmd_otm(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    cli_pair pair = CLI_PAIR_INIT;
-    size_t k = 2;
-    int json = 0, opt, rc, forms = 3, theorem1 = 0, verbose = 0, force = 0;
-    const char *write_lp = NULL, *write_data = NULL;
-    double max_mem = 4e9;
+    *o = (otm_opts){.pair = CLI_PAIR_INIT, .k = 2, .forms = 3, .max_mem = 4e9};
+    int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
-        int pr = cli_pair_option(&pair, opt, optarg, cmd);
+        int pr = cli_pair_option(&o->pair, opt, optarg, cmd);
         if (pr < 0) return CLI_USAGE;
         if (pr > 0) continue;
         switch (opt) {
         case 'k':
-            if (cli_parse_size(optarg, "-k", cmd, &k)) return CLI_USAGE;
+            if (cli_parse_size(optarg, "-k", cmd, &o->k)) return CLI_USAGE;
             break;
         case OPT_FORM:
-            if (!strcmp(optarg, "tuple")) forms = 1;
-            else if (!strcmp(optarg, "set")) forms = 2;
-            else if (!strcmp(optarg, "both")) forms = 3;
+            if (!strcmp(optarg, "tuple")) o->forms = 1;
+            else if (!strcmp(optarg, "set")) o->forms = 2;
+            else if (!strcmp(optarg, "both")) o->forms = 3;
             else return cli_usage(cmd, "--form is tuple, set or both, not '%s'", optarg);
             break;
-        case OPT_WRITE_LP: write_lp = optarg; break;
-        case OPT_WRITE_DATA: write_data = optarg; break;
+        case OPT_WRITE_LP: o->write_lp = optarg; break;
+        case OPT_WRITE_DATA: o->write_data = optarg; break;
         case OPT_MAXMEM:
-            if (cli_parse_double(optarg, "--max-mem", cmd, &max_mem)) return CLI_USAGE;
+            if (cli_parse_double(optarg, "--max-mem", cmd, &o->max_mem)) return CLI_USAGE;
             break;
-        case OPT_THM: theorem1 = 1; break;
-        case OPT_VERB: verbose = 1; break;
-        case OPT_FORCE: force = 1; break;
-        case OPT_JSON: json = 1; break;
+        case OPT_THM: o->theorem1 = 1; break;
+        case OPT_VERB: o->verbose = 1; break;
+        case OPT_FORCE: o->force = 1; break;
+        case OPT_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (o->k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    return -1;
+}
+
+/* Form f's LP (0 tuple, 1 set) into row, unless GLPK would take over a minute and
+ * --force is not given; 1 if it failed (reported on stderr). */
+static int solve_form(const otm_opts *o, int f, const double *draft, const double *target,
+                      size_t V, lp_row *row)
+{
+    char lp_path[4096], data_path[4096];
+    write_path(lp_path, sizeof lp_path, o->write_lp, f ? ".set" : ".tuple", o->forms == 3);
+    write_path(data_path, sizeof data_path, o->write_data, f ? ".set" : ".tuple", o->forms == 3);
+    sd_otm_lp_params p = sd_otm_lp_default_params();
+    p.form = f ? SD_OTM_LP_SET : SD_OTM_LP_TUPLE;
+    p.max_bytes = o->max_mem;
+    p.write_lp = lp_path[0] ? lp_path : NULL;
+    p.write_data = data_path[0] ? data_path : NULL;
+    p.msg_level = o->verbose;
+    row->ran = 1;
+    double predicted = sd_otm_lp_predicted_seconds(p.form, V, o->k);
+    if (!o->force && predicted > 60) {
+        snprintf(row->error, sizeof row->error,
+                 "the %s LP would take GLPK about %.0f s; use the closed form (specdec "
+                 "accept --scheme otm)%s, or --force", form_names[f], predicted,
+                 f ? "" : " or the set form (--form set)");
+        row->status = SD_ERANGE;
+        fprintf(stderr, "specdec otm: %s\n", row->error);
+        return 1;
+    }
+    row->status = sd_otm_lp_solve(draft, target, V, o->k, p, &row->res, NULL);
+    if (row->status) {
+        snprintf(row->error, sizeof row->error, "%s", sd_errmsg());
+        fprintf(stderr, "specdec otm: %s LP: %s\n", form_names[f], row->error);
+        return 1;
+    }
+    return 0;
+}
+
+static void print_json(const otm_opts *o, size_t V, double closed, double bound,
+                       const lp_row *rows)
+{
+    printf("{\"vocab\": %zu, \"k\": %zu, \"closed_form\": ", V, o->k);
+    cli_json_double(stdout, closed);
+    if (o->theorem1) {
+        printf(", \"theorem1\": ");
+        cli_json_double(stdout, bound);
+    }
+    printf(", \"lps\": [");
+    int first = 1;
+    for (int f = 0; f < 2; f++) {
+        if (!rows[f].ran) continue;
+        const sd_otm_lp_result *r = &rows[f].res;
+        printf("%s\n  {\"form\": \"%s\", ", first ? "" : ",", form_names[f]);
+        first = 0;
+        if (rows[f].status) {
+            printf("\"optimum\": null, \"error\": ");
+            cli_json_string(stdout, rows[f].error);
+            printf("}");
+            continue;
+        }
+        printf("\"rows\": %zu, \"cols\": %zu, \"nonzeros\": %zu, \"bytes_estimate\": %.0f, "
+               "\"status\": \"%s\", \"optimum\": ",
+               r->rows, r->cols, r->nonzeros, r->bytes_estimate, r->status_name);
+        cli_json_double(stdout, r->acceptance);
+        printf(", \"seconds\": %.6f, \"minus_closed_form\": ", r->solve_seconds);
+        cli_json_double(stdout, r->acceptance - closed);
+        printf("}");
+    }
+    printf("\n]}\n");
+}
+
+static void print_table(const otm_opts *o, size_t V, double closed, double bound,
+                        const char *bound_err, const lp_row *rows)
+{
+    printf("# specdec otm: V = %zu, k = %zu\n", V, o->k);
+    printf("closed form     %.15f\n", closed);
+    if (o->theorem1) {
+        if (bound_err[0]) printf("theorem-1 bound skipped: %s\n", bound_err);
+        else printf("theorem-1 bound %.15f  (minus closed form %+.3g)\n", bound, bound - closed);
+    }
+    printf("%-6s %10s %10s %10s %10s %-10s %-18s %10s %12s\n", "form", "rows", "cols",
+           "nonzeros", "est.MiB", "status", "optimum", "seconds", "-closed");
+    for (int f = 0; f < 2; f++) {
+        if (!rows[f].ran) continue;
+        const sd_otm_lp_result *r = &rows[f].res;
+        if (rows[f].status) {
+            printf("%-6s failed: %s\n", form_names[f], rows[f].error);
+            continue;
+        }
+        printf("%-6s %10zu %10zu %10zu %10.1f %-10s %-18.15f %10.4f %+12.3g\n", form_names[f],
+               r->rows, r->cols, r->nonzeros, r->bytes_estimate / 1048576.0, r->status_name,
+               r->acceptance, r->solve_seconds, r->acceptance - closed);
+    }
+}
+
+/* Steps: options, the pair, the closed form (and Theorem 1's bound), each LP form asked
+ * for, then the report. */
+int cmd_otm(int argc, char **argv)
+{
+    const char *cmd = "otm";
+    otm_opts o;
+    int rc = parse_args(argc, argv, cmd, &o);
+    if (rc >= 0) return rc;
     double *draft, *target;
     size_t V;
-    if ((rc = cli_pair_load(&pair, cmd, &draft, &target, &V))) return rc;
+    if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
 
     double closed = NAN, bound = NAN;
     int failed = 0;
-    if (sd_otm_acceptance_e(draft, target, V, k, &closed)) {
+    if (sd_otm_acceptance_e(draft, target, V, o.k, &closed)) {
         failed = cli_fail(cmd, sd_errmsg());
         goto out;
     }
     char bound_err[512] = "";
-    if (theorem1 && sd_otm_theorem1_bound(draft, target, V, k, &bound))
+    if (o.theorem1 && sd_otm_theorem1_bound(draft, target, V, o.k, &bound))
         snprintf(bound_err, sizeof bound_err, "%s", sd_errmsg());
-
     lp_row rows[2];
     memset(rows, 0, sizeof rows);
-    const char *form_names[2] = {"tuple", "set"};
-    for (int f = 0; f < 2; f++) {
-        if (!(forms & (1 << f))) continue;
-        char lp_path[4096], data_path[4096];
-        write_path(lp_path, sizeof lp_path, write_lp, f ? ".set" : ".tuple", forms == 3);
-        write_path(data_path, sizeof data_path, write_data, f ? ".set" : ".tuple", forms == 3);
-        sd_otm_lp_params p = sd_otm_lp_default_params();
-        p.form = f ? SD_OTM_LP_SET : SD_OTM_LP_TUPLE;
-        p.max_bytes = max_mem;
-        p.write_lp = lp_path[0] ? lp_path : NULL;
-        p.write_data = data_path[0] ? data_path : NULL;
-        p.msg_level = verbose;
-        rows[f].ran = 1;
-        double predicted = sd_otm_lp_predicted_seconds(p.form, V, k);
-        if (!force && predicted > 60) {
-            snprintf(rows[f].error, sizeof rows[f].error,
-                     "the %s LP would take GLPK about %.0f s; use the closed form (specdec "
-                     "accept --scheme otm)%s, or --force", form_names[f], predicted,
-                     f ? "" : " or the set form (--form set)");
-            rows[f].status = SD_ERANGE;
-            fprintf(stderr, "specdec otm: %s\n", rows[f].error);
-            failed = CLI_FAIL;
-            continue;
-        }
-        rows[f].status = sd_otm_lp_solve(draft, target, V, k, p, &rows[f].res, NULL);
-        if (rows[f].status) {
-            snprintf(rows[f].error, sizeof rows[f].error, "%s", sd_errmsg());
-            fprintf(stderr, "specdec otm: %s LP: %s\n", form_names[f], rows[f].error);
-            failed = CLI_FAIL;
-        }
-    }
-    if (json) {
-        printf("{\"vocab\": %zu, \"k\": %zu, \"closed_form\": ", V, k);
-        cli_json_double(stdout, closed);
-        if (theorem1) {
-            printf(", \"theorem1\": ");
-            cli_json_double(stdout, bound);
-        }
-        printf(", \"lps\": [");
-        int first = 1;
-        for (int f = 0; f < 2; f++) {
-            if (!rows[f].ran) continue;
-            const sd_otm_lp_result *r = &rows[f].res;
-            printf("%s\n  {\"form\": \"%s\", ", first ? "" : ",", form_names[f]);
-            first = 0;
-            if (rows[f].status) {
-                printf("\"optimum\": null, \"error\": ");
-                cli_json_string(stdout, rows[f].error);
-                printf("}");
-                continue;
-            }
-            printf("\"rows\": %zu, \"cols\": %zu, \"nonzeros\": %zu, \"bytes_estimate\": %.0f, "
-                   "\"status\": \"%s\", \"optimum\": ",
-                   r->rows, r->cols, r->nonzeros, r->bytes_estimate, r->status_name);
-            cli_json_double(stdout, r->acceptance);
-            printf(", \"seconds\": %.6f, \"minus_closed_form\": ", r->solve_seconds);
-            cli_json_double(stdout, r->acceptance - closed);
-            printf("}");
-        }
-        printf("\n]}\n");
-    } else {
-        printf("# specdec otm: V = %zu, k = %zu\n", V, k);
-        printf("closed form     %.15f\n", closed);
-        if (theorem1) {
-            if (bound_err[0]) printf("theorem-1 bound skipped: %s\n", bound_err);
-            else printf("theorem-1 bound %.15f  (minus closed form %+.3g)\n", bound, bound - closed);
-        }
-        printf("%-6s %10s %10s %10s %10s %-10s %-18s %10s %12s\n", "form", "rows", "cols",
-               "nonzeros", "est.MiB", "status", "optimum", "seconds", "-closed");
-        for (int f = 0; f < 2; f++) {
-            if (!rows[f].ran) continue;
-            const sd_otm_lp_result *r = &rows[f].res;
-            if (rows[f].status) {
-                printf("%-6s failed: %s\n", form_names[f], rows[f].error);
-                continue;
-            }
-            printf("%-6s %10zu %10zu %10zu %10.1f %-10s %-18.15f %10.4f %+12.3g\n", form_names[f],
-                   r->rows, r->cols, r->nonzeros, r->bytes_estimate / 1048576.0, r->status_name,
-                   r->acceptance, r->solve_seconds, r->acceptance - closed);
-        }
-    }
+    for (int f = 0; f < 2; f++)
+        if ((o.forms & (1 << f)) && solve_form(&o, f, draft, target, V, &rows[f])) failed = CLI_FAIL;
+    if (o.json) print_json(&o, V, closed, bound, rows);
+    else print_table(&o, V, closed, bound, bound_err, rows);
 out:
     free(draft);
     free(target);

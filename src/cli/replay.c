@@ -38,7 +38,8 @@ static const char *const help =
     "memory map, a row at a time: the logits are never held, a few numbers per position.\n"
     "\n"
     "  --scheme LIST          sd, specinfer, rrs, kseq, otm, comma-separated, or all\n"
-    "  -k, --k K              drafts per position (default 4)\n"
+    "  -k, --k K              drafts per position (default 4; rrs at a position whose draft\n"
+    "                         support s < K, after filtering, drafts all s)\n"
     "  --temperature T, --top-k N, --top-p P   applied to both models at replay time\n"
     "  --cost-ratio C         M_D / M_T for the chain speedup (default 0.1)\n"
     "  --vocab-map FILE       draft and target vocabularies differ: lines 'draft_id target_id'\n"
@@ -105,9 +106,33 @@ static int replay_ranks(cli_mpi *m, const sd_log *log, const sd_replay_params *p
     return rc;
 }
 
-int cmd_replay(int argc, char **argv)
+typedef struct {
+    sd_replay_params p;
+    const char *log, *draft_log, *target_log, *tokens_log, *schemes, *vocab_map;
+    int json, mpi;
+} replay_opts;
+
+/* --scheme LIST into p->want ("all" keeps the default); CLI_USAGE on an unknown name. */
+static int parse_schemes(const char *cmd, const char *schemes, sd_replay_params *p)
 {
-    const char *cmd = "replay";
+    if (!strcmp(schemes, "all")) return CLI_OK;
+    memset(p->want, 0, sizeof p->want);
+    char *copy = sd_xstrdup(schemes), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        sd_scheme s;
+        if (sd_scheme_parse(tok, &s)) {
+            free(copy);
+            return cli_usage(cmd, "%s", sd_errmsg());
+        }
+        p->want[s] = 1;
+    }
+    free(copy);
+    return CLI_OK;
+}
+
+/* The options into o: -1 to go on, else the exit status (--help, a usage error). */
+static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
+{
     enum { R_LOG = 3000, R_DLOG, R_TLOG, R_KLOG, R_SCHEME, R_TEMP, R_TOPK, R_TOPP, R_COST, R_MAP,
            R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON, R_MPI };
     static const struct option longopts[] = {
@@ -122,137 +147,149 @@ int cmd_replay(int argc, char **argv)
         {"json", no_argument, 0, R_JSON}, {"mpi", no_argument, 0, R_MPI},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
-    sd_replay_params p = sd_replay_default_params();
-    const char *logp = NULL, *dlog = NULL, *tlog = NULL, *klog = NULL, *schemes = "all", *mapf = NULL;
-    int json = 0, mpi = 0, opt;
+    memset(o, 0, sizeof *o);
+    o->p = sd_replay_default_params();
+    o->schemes = "all";
+    sd_replay_params *p = &o->p;
+    int opt;
     size_t sz;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
         switch (opt) {
-        case R_MPI: mpi = 1; break;
-        case R_LOG: logp = optarg; break;
-        case R_DLOG: dlog = optarg; break;
-        case R_TLOG: tlog = optarg; break;
-        case R_KLOG: klog = optarg; break;
-        case R_SCHEME: schemes = optarg; break;
-        case 'k': if (cli_parse_size(optarg, "-k", cmd, &p.k)) return CLI_USAGE; break;
-        case R_TEMP: if (cli_parse_double(optarg, "--temperature", cmd, &p.temperature)) return CLI_USAGE; break;
-        case R_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &p.top_k)) return CLI_USAGE; break;
-        case R_TOPP: if (cli_parse_double(optarg, "--top-p", cmd, &p.top_p)) return CLI_USAGE; break;
-        case R_COST: if (cli_parse_double(optarg, "--cost-ratio", cmd, &p.cost_ratio)) return CLI_USAGE; break;
-        case R_MAP: mapf = optarg; break;
-        case R_SKIP: p.skip_bad = 1; break;
-        case R_PREC: p.precision_check = 1; break;
-        case R_POS: if (cli_parse_size(optarg, "--positions", cmd, &p.max_positions)) return CLI_USAGE; break;
-        case R_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &p.mc_trials)) return CLI_USAGE; break;
+        case R_MPI: o->mpi = 1; break;
+        case R_LOG: o->log = optarg; break;
+        case R_DLOG: o->draft_log = optarg; break;
+        case R_TLOG: o->target_log = optarg; break;
+        case R_KLOG: o->tokens_log = optarg; break;
+        case R_SCHEME: o->schemes = optarg; break;
+        case 'k': if (cli_parse_size(optarg, "-k", cmd, &p->k)) return CLI_USAGE; break;
+        case R_TEMP: if (cli_parse_double(optarg, "--temperature", cmd, &p->temperature)) return CLI_USAGE; break;
+        case R_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &p->top_k)) return CLI_USAGE; break;
+        case R_TOPP: if (cli_parse_double(optarg, "--top-p", cmd, &p->top_p)) return CLI_USAGE; break;
+        case R_COST: if (cli_parse_double(optarg, "--cost-ratio", cmd, &p->cost_ratio)) return CLI_USAGE; break;
+        case R_MAP: o->vocab_map = optarg; break;
+        case R_SKIP: p->skip_bad = 1; break;
+        case R_PREC: p->precision_check = 1; break;
+        case R_POS: if (cli_parse_size(optarg, "--positions", cmd, &p->max_positions)) return CLI_USAGE; break;
+        case R_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &p->mc_trials)) return CLI_USAGE; break;
         case R_SEED:
             if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            p.seed = (unsigned long)sz;
+            p->seed = (unsigned long)sz;
             break;
-        case R_JSON: json = 1; break;
+        case R_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!logp == !(dlog && tlog) || ((dlog || tlog) && !(dlog && tlog)))
+    const char *dlog = o->draft_log, *tlog = o->target_log;
+    if (!o->log == !(dlog && tlog) || ((dlog || tlog) && !(dlog && tlog)))
         return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
-    if (strcmp(schemes, "all")) {
-        memset(p.want, 0, sizeof p.want);
-        char *copy = strdup(schemes), *save = NULL;
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            sd_scheme s;
-            if (sd_scheme_parse(tok, &s)) {
-                free(copy);
-                return cli_usage(cmd, "%s", sd_errmsg());
-            }
-            p.want[s] = 1;
-        }
-        free(copy);
-    }
-    if (p.k < 1) return cli_fail(cmd, "-k must be at least 1");
-    cli_mpi m;
-    int rc = cli_mpi_start(&m, mpi, cmd);
+    int rc = parse_schemes(cmd, o->schemes, p);
     if (rc) return rc;
-    p.progress = m.rank == 0;
+    if (p->k < 1) return cli_fail(cmd, "-k must be at least 1");
+    return -1;
+}
+
+/* The log and, with --vocab-map, the map (set in o->p; the caller frees *map). */
+static int open_inputs(replay_opts *o, sd_log **log, size_t **map)
+{
+    *map = NULL;
+    int rc = o->log ? sd_log_open_safetensors(o->log, log)
+                    : sd_log_open_npy(o->draft_log, o->target_log, o->tokens_log, log);
+    if (rc || !o->vocab_map) return rc;
+    if ((rc = read_vocab_map(o->vocab_map, sd_log_vocab_draft(*log), sd_log_vocab_target(*log), map))) {
+        sd_log_close(*log);
+        return rc;
+    }
+    o->p.vocab_map = *map;
+    o->p.vocab_map_n = sd_log_vocab_draft(*log);
+    return SD_OK;
+}
+
+static void print_json(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
+{
+    printf("{\"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, \"dtype\": \"%s\", "
+           "\"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"results\": [",
+           r->positions, r->skipped, sd_log_vocab_target(log), sd_log_dtype_name(log),
+           p->temperature, p->top_k, p->top_p);
+    int first = 1;
+    for (int s = 0; s < SD_SCHEME_COUNT; s++) {
+        const sd_replay_scheme *x = &r->scheme[s];
+        if (!x->ran) continue;
+        printf("%s\n  {\"scheme\": \"%s\", \"k\": %zu, \"mean_acceptance\": %.12g, "
+               "\"ci_low\": %.12g, \"ci_high\": %.12g, \"method\": \"%s\", "
+               "\"mc_positions\": %.0f, \"quantiles\": ",
+               first ? "" : ",", sd_scheme_name((sd_scheme)s), sd_scheme_drafts((sd_scheme)s, p->k),
+               x->mean, x->ci_low, x->ci_high, x->method, x->mc_positions);
+        json_quantiles(x->quantile);
+        printf("}");
+        first = 0;
+    }
+    printf("\n], \"tv\": {\"mean\": %.10g, \"quantiles\": ", r->tv_mean);
+    json_quantiles(r->tv_quantile);
+    printf("}, \"cost_ratio\": %g, \"chain\": [", p->cost_ratio);
+    for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
+        printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, "
+               "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
+               r->chain_efficiency[g], r->chain_speedup[g], r->leviathan_efficiency[g]);
+    printf("]");
+    if (p->precision_check) {
+        printf(", \"float16\": {\"sd_mean_acceptance\": ");
+        cli_json_double(stdout, r->f16_sd_mean);
+        printf(", \"mean_abs_change\": ");
+        cli_json_double(stdout, r->f16_abs_diff);
+        printf(", \"positions_out_of_range\": %zu}", r->f16_skipped);
+    }
+    printf("}\n");
+}
+
+static void print_table(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
+{
+    printf("# specdec replay: %zu positions (%zu skipped), V = %zu, %s logits, T = %g, "
+           "top-k %zu, top-p %g, k = %zu\n", r->positions, r->skipped, sd_log_vocab_target(log),
+           sd_log_dtype_name(log), p->temperature, p->top_k, p->top_p, p->k);
+    if (r->skipped) printf("# first bad position: %zu\n", r->first_bad);
+    printf("%-10s %10s %21s   %-8s %-8s %-8s %-8s %-8s  %s\n", "scheme", "mean acc",
+           "99.9% CI", "min", "p10", "median", "p90", "max", "method");
+    for (int s = 0; s < SD_SCHEME_COUNT; s++) {
+        const sd_replay_scheme *x = &r->scheme[s];
+        if (!x->ran) continue;
+        printf("%-10s %10.6f [%9.6f, %9.6f]   %-8.4f %-8.4f %-8.4f %-8.4f %-8.4f  %s\n",
+               sd_scheme_name((sd_scheme)s), x->mean, x->ci_low, x->ci_high, x->quantile[0],
+               x->quantile[1], x->quantile[2], x->quantile[3], x->quantile[4], x->method);
+    }
+    printf("total variation: mean %.6f, median %.4f, p90 %.4f\n", r->tv_mean,
+           r->tv_quantile[2], r->tv_quantile[3]);
+    printf("chain along the logged path (cost ratio %g):\n  gamma  block eff  speedup  (i.i.d. at mean sd acceptance)\n", p->cost_ratio);
+    for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
+        printf("  %5d  %9.4f  %7.4f  %9.4f\n", g, r->chain_efficiency[g], r->chain_speedup[g],
+               r->leviathan_efficiency[g]);
+    if (p->precision_check)
+        printf("float16 logits: sd acceptance %.6f (as logged: %.6f), mean |change| per "
+               "position %.3g%s\n", r->f16_sd_mean, r->scheme[SD_SCHEME_SD].mean, r->f16_abs_diff,
+               r->f16_skipped ? " (positions with logits past float16's range left out)" : "");
+}
+
+/* Steps: options, the MPI ranks (if any), the log and vocabulary map, the replay (on
+ * one process or over the ranks), then the JSON or the table. */
+int cmd_replay(int argc, char **argv)
+{
+    const char *cmd = "replay";
+    replay_opts o;
+    int rc = parse_args(argc, argv, cmd, &o);
+    if (rc >= 0) return rc;
+    cli_mpi m;
+    if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
+    o.p.progress = m.rank == 0;
     sd_log *log;
-    rc = logp ? sd_log_open_safetensors(logp, &log) : sd_log_open_npy(dlog, tlog, klog, &log);
-    if (rc) return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
-    size_t *map = NULL;
-    if (mapf) {
-        if (read_vocab_map(mapf, sd_log_vocab_draft(log), sd_log_vocab_target(log), &map)) {
-            sd_log_close(log);
-            return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
-        }
-        p.vocab_map = map;
-        p.vocab_map_n = sd_log_vocab_draft(log);
-    }
+    size_t *map;
+    if (open_inputs(&o, &log, &map)) return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
     sd_replay_result r;
-    rc = m.on ? replay_ranks(&m, log, &p, &r) : sd_replay_run(log, &p, &r);
-    if (rc) {
-        rc = cli_fail(cmd, sd_errmsg());
-        goto out;
-    }
-    if (json) {
-        printf("{\"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, \"dtype\": \"%s\", "
-               "\"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"results\": [",
-               r.positions, r.skipped, sd_log_vocab_target(log), sd_log_dtype_name(log),
-               p.temperature, p.top_k, p.top_p);
-        int first = 1;
-        for (int s = 0; s < SD_SCHEME_COUNT; s++) {
-            const sd_replay_scheme *x = &r.scheme[s];
-            if (!x->ran) continue;
-            printf("%s\n  {\"scheme\": \"%s\", \"k\": %zu, \"mean_acceptance\": %.12g, "
-                   "\"ci_low\": %.12g, \"ci_high\": %.12g, \"method\": \"%s\", "
-                   "\"mc_positions\": %.0f, \"quantiles\": ",
-                   first ? "" : ",", sd_scheme_name((sd_scheme)s), sd_scheme_drafts((sd_scheme)s, p.k),
-                   x->mean, x->ci_low, x->ci_high, x->method, x->mc_positions);
-            json_quantiles(x->quantile);
-            printf("}");
-            first = 0;
-        }
-        printf("\n], \"tv\": {\"mean\": %.10g, \"quantiles\": ", r.tv_mean);
-        json_quantiles(r.tv_quantile);
-        printf("}, \"cost_ratio\": %g, \"chain\": [", p.cost_ratio);
-        for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
-            printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, "
-                   "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
-                   r.chain_efficiency[g], r.chain_speedup[g], r.leviathan_efficiency[g]);
-        printf("]");
-        if (p.precision_check) {
-            printf(", \"float16\": {\"sd_mean_acceptance\": ");
-            cli_json_double(stdout, r.f16_sd_mean);
-            printf(", \"mean_abs_change\": ");
-            cli_json_double(stdout, r.f16_abs_diff);
-            printf(", \"positions_out_of_range\": %zu}", r.f16_skipped);
-        }
-        printf("}\n");
-    } else {
-        printf("# specdec replay: %zu positions (%zu skipped), V = %zu, %s logits, T = %g, "
-               "top-k %zu, top-p %g, k = %zu\n", r.positions, r.skipped, sd_log_vocab_target(log),
-               sd_log_dtype_name(log), p.temperature, p.top_k, p.top_p, p.k);
-        if (r.skipped) printf("# first bad position: %zu\n", r.first_bad);
-        printf("%-10s %10s %21s   %-8s %-8s %-8s %-8s %-8s  %s\n", "scheme", "mean acc",
-               "99.9% CI", "min", "p10", "median", "p90", "max", "method");
-        for (int s = 0; s < SD_SCHEME_COUNT; s++) {
-            const sd_replay_scheme *x = &r.scheme[s];
-            if (!x->ran) continue;
-            printf("%-10s %10.6f [%9.6f, %9.6f]   %-8.4f %-8.4f %-8.4f %-8.4f %-8.4f  %s\n",
-                   sd_scheme_name((sd_scheme)s), x->mean, x->ci_low, x->ci_high, x->quantile[0],
-                   x->quantile[1], x->quantile[2], x->quantile[3], x->quantile[4], x->method);
-        }
-        printf("total variation: mean %.6f, median %.4f, p90 %.4f\n", r.tv_mean,
-               r.tv_quantile[2], r.tv_quantile[3]);
-        printf("chain along the logged path (cost ratio %g):\n  gamma  block eff  speedup  (i.i.d. at mean sd acceptance)\n", p.cost_ratio);
-        for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
-            printf("  %5d  %9.4f  %7.4f  %9.4f\n", g, r.chain_efficiency[g], r.chain_speedup[g],
-                   r.leviathan_efficiency[g]);
-        if (p.precision_check)
-            printf("float16 logits: sd acceptance %.6f (as logged: %.6f), mean |change| per "
-                   "position %.3g%s\n", r.f16_sd_mean, r.scheme[SD_SCHEME_SD].mean, r.f16_abs_diff,
-                   r.f16_skipped ? " (positions with logits past float16's range left out)" : "");
-    }
-out:
+    rc = m.on ? replay_ranks(&m, log, &o.p, &r) : sd_replay_run(log, &o.p, &r);
+    if (rc) rc = cli_fail(cmd, sd_errmsg());
+    else if (o.json) print_json(&o.p, log, &r);
+    else print_table(&o.p, log, &r);
     free(map);
     sd_log_close(log);
     return cli_mpi_finish(&m, rc);

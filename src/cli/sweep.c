@@ -85,14 +85,6 @@ static void grid_free(grid *g)
     free(g->command);
 }
 
-static char *dup_n(const char *s, size_t n)
-{
-    char *d = sd_xmalloc(n + 1);
-    memcpy(d, s, n);
-    d[n] = 0;
-    return d;
-}
-
 static int parse_grid(const char *path, grid *g)
 {
     memset(g, 0, sizeof *g);
@@ -117,11 +109,11 @@ static int parse_grid(const char *path, grid *g)
                     while (t < e && (*t == ' ' || *t == '\t' || *t == '\r')) t++;
                     size_t k = strcspn(t, " \t\r\n");
                     if (!k) break;
-                    if (!a->name) a->name = dup_n(t, k);
+                    if (!a->name) a->name = sd_xstrndup(t, k);
                     else if (a->n == MAX_VALUES) rc = sd_error(SD_EINVAL, "%s:%zu: more than %d values", path, line, MAX_VALUES);
                     else {
                         a->value = sd_xrealloc(a->value, (a->n + 1) * sizeof *a->value);
-                        a->value[a->n++] = dup_n(t, k);
+                        a->value[a->n++] = sd_xstrndup(t, k);
                     }
                     t += k;
                 }
@@ -138,7 +130,7 @@ static int parse_grid(const char *path, grid *g)
                     while (t < e && (*t == ' ' || *t == '\t')) t++;
                     size_t k = (size_t)(e - t);
                     while (k && (t[k - 1] == '\r' || t[k - 1] == ' ')) k--;
-                    g->command = dup_n(t, k);
+                    g->command = sd_xstrndup(t, k);
                 }
             } else {
                 rc = sd_error(SD_EINVAL, "%s:%zu: expected 'axis NAME VALUES...' or 'command ARGS...', not '%.*s'",
@@ -398,7 +390,7 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
 {
     slot *slots = sd_xcalloc(jobs, sizeof *slots);
     size_t next = 0, running = 0, todo = g->cells - r->ndone;
-    double t0 = cli_seconds(), last_note = t0;
+    double t0 = sd_seconds(), last_note = t0;
     int rc = CLI_OK;
     for (;;) {
         /* fill the free workers with the next cells not done */
@@ -414,7 +406,7 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
             snprintf(s->err, sizeof s->err, "%s.%ld.cell%zu.err", out, (long)getpid(), s->cell);
             char *line = cell_command(g, s->cell), **av = split_argv(self, line);
             int fo = open(s->out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(s->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            s->t0 = cli_seconds();
+            s->t0 = sd_seconds();
             pid_t pid = spawn(self, av, fo, fe);
             if (fo >= 0) close(fo);
             if (fe >= 0) close(fe);
@@ -440,7 +432,7 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
         slot *s = &slots[w];
         s->pid = 0;
         running--;
-        double secs = cli_seconds() - s->t0;
+        double secs = sd_seconds() - s->t0;
         int code = exit_code(status);
         char *o = slurp_and_remove(s->out), *e = slurp_and_remove(s->err);
         int wrc = results_write(r, g, s->cell, code, secs, o, e);
@@ -455,14 +447,14 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
         t->written++;
         t->failed += code != 0;
         if (stop_after && t->written == stop_after) _exit(3); /* as if killed: children left running */
-        if (!quiet && cli_seconds() - last_note > 1.0) {
-            fprintf(stderr, "\rsweep: %zu/%zu cells, %.1f s", t->written, todo, cli_seconds() - t0);
-            last_note = cli_seconds();
+        if (!quiet && sd_seconds() - last_note > 1.0) {
+            fprintf(stderr, "\rsweep: %zu/%zu cells, %.1f s", t->written, todo, sd_seconds() - t0);
+            last_note = sd_seconds();
         }
     }
     for (size_t w = 0; w < jobs; w++)
         if (slots[w].pid) kill(slots[w].pid, SIGTERM), waitpid(slots[w].pid, NULL, 0);
-    t->wall = cli_seconds() - t0;
+    t->wall = sd_seconds() - t0;
     free(slots);
     return rc;
 }
@@ -506,7 +498,7 @@ static int worker(cli_mpi *m, const char *self, pid_t ppid0)
         snprintf(pe, sizeof pe, "%s/specdec-sweep-%ld-XXXXXX", tmp, (long)getpid());
         int fo = mkstemp(po), fe = mkstemp(pe), status = 0, code = 127;
         char **av = split_argv(self, line + 1);
-        double t0 = cli_seconds();
+        double t0 = sd_seconds();
         pid_t pid = fo >= 0 && fe >= 0 ? spawn(self, av, fo, fe) : -1;
         while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
             if (getppid() != ppid0) {
@@ -517,12 +509,12 @@ static int worker(cli_mpi *m, const char *self, pid_t ppid0)
             nap();
         }
         if (pid > 0) code = exit_code(status);
-        double secs = cli_seconds() - t0;
+        double secs = sd_seconds() - t0;
         size_t lo = 0, le = 0;
         char *o = fo >= 0 ? read_fd(fo, &lo) : NULL, *e = fe >= 0 ? read_fd(fe, &le) : NULL;
         if (fo >= 0) close(fo), unlink(po);
         if (fe >= 0) close(fe), unlink(pe);
-        if (pid < 0 && !e) e = strdup("sweep: cannot start the cell (fork or temporary file failed)");
+        if (pid < 0 && !e) e = sd_xstrdup("sweep: cannot start the cell (fork or temporary file failed)");
         lo = o ? strlen(o) : 0, le = e ? strlen(e) : 0;
         char head[96];
         int hl = snprintf(head, sizeof head, "%zu %d %.6f\n", cell, code, secs);
@@ -541,7 +533,7 @@ static int coordinate(cli_mpi *m, const grid *g, results *r, size_t stop_after, 
                       pid_t ppid0, tally *t)
 {
     size_t next = 0, active = (size_t)m->size - 1, todo = g->cells - r->ndone;
-    double t0 = cli_seconds(), last_note = t0;
+    double t0 = sd_seconds(), last_note = t0;
     while (active) {
         int src, tag;
         size_t len;
@@ -568,9 +560,9 @@ static int coordinate(cli_mpi *m, const grid *g, results *r, size_t stop_after, 
             t->written++;
             t->failed += code != 0;
             if (stop_after && t->written == stop_after) _exit(3); /* as if killed */
-            if (!quiet && cli_seconds() - last_note > 1.0) {
-                fprintf(stderr, "\rsweep: %zu/%zu cells, %.1f s", t->written, todo, cli_seconds() - t0);
-                last_note = cli_seconds();
+            if (!quiet && sd_seconds() - last_note > 1.0) {
+                fprintf(stderr, "\rsweep: %zu/%zu cells, %.1f s", t->written, todo, sd_seconds() - t0);
+                last_note = sd_seconds();
             }
         }
         free(msg);
@@ -587,7 +579,7 @@ static int coordinate(cli_mpi *m, const grid *g, results *r, size_t stop_after, 
         }
         if (rc) die(m, sd_errmsg());
     }
-    t->wall = cli_seconds() - t0;
+    t->wall = sd_seconds() - t0;
     return CLI_OK;
 }
 

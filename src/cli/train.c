@@ -342,15 +342,15 @@ static int train_loop(run *r)
         for (size_t i = 0; i < e->dims[0] * e->dims[1]; i++)
             ((float *)e->data)[i] = (float)gsl_ran_gaussian_ziggurat(rng, 0.02);
     }
-    double t0 = cli_seconds(), eval_secs = 0, vce, vkl, vacc, sum_ce = 0, sum_kl = 0, gn = 0;
+    double t0 = sd_seconds(), eval_secs = 0, vce, vkl, vacc, sum_ce = 0, sum_kl = 0, gn = 0;
     size_t since = 0;
     int rc = evaluate(r, &vce, &vkl, &vacc);
     if (rc) goto done;
     r->last_val = vce;
-    eval_secs = cli_seconds() - t0;
+    eval_secs = sd_seconds() - t0;
     fprintf(stderr, "train: step 0/%zu  val %.4f%s (%.1f s)\n", o->steps, vce,
             r->teacher ? "" : "", eval_secs);
-    log_row(r, 0, NAN, vce, 0, cli_seconds() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
+    log_row(r, 0, NAN, vce, 0, sd_seconds() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
     for (size_t step = 1; step <= o->steps && !rc; step++) {
         sd_train_zero_grad(r->t);
         for (size_t b = 0; b < o->batch && !rc; b++) {
@@ -371,14 +371,14 @@ static int train_loop(run *r)
         int eval = step % o->eval_every == 0 || step == o->steps, show = step % o->log_every == 0 || eval;
         vce = vkl = vacc = NAN;
         if (eval) {
-            double te = cli_seconds();
+            double te = sd_seconds();
             if ((rc = evaluate(r, &vce, &vkl, &vacc))) break;
             r->last_val = vce;
-            eval_secs += cli_seconds() - te;
+            eval_secs += sd_seconds() - te;
         }
         if (!show) continue;
         double tl = sum_ce / (double)(since * o->batch), tkl = sum_kl / (double)(since * o->batch);
-        double el = cli_seconds() - t0, per = (el - eval_secs) / (double)step;
+        double el = sd_seconds() - t0, per = (el - eval_secs) / (double)step;
         size_t evals_left = (o->steps - step) / o->eval_every;
         double left = per * (double)(o->steps - step) + evals_left * eval_secs / (double)(step / o->eval_every + 1);
         char e1[32], e2[32];
@@ -398,7 +398,7 @@ static int train_loop(run *r)
     if (!rc) rc = save(r, o->steps);
     if (!rc) {
         char e1[32];
-        fmt_time(cli_seconds() - t0, e1);
+        fmt_time(sd_seconds() - t0, e1);
         fprintf(stderr, "train: %zu steps, %zu tokens in %s; validation loss %.4f; wrote %s\n", o->steps,
                 r->tokens_seen, e1, r->last_val, o->out);
     }
@@ -439,14 +439,14 @@ static int setup(run *r, sd_gguf **tok_gguf, sd_tokenizer **tok, int32_t **train
         sd_bpe_train_params bp = sd_bpe_train_default_params();
         static const char *const special[] = {"<|endoftext|>"};
         bp.n_vocab = o->vocab, bp.special = special, bp.n_special = 1;
-        double t0 = cli_seconds();
+        double t0 = sd_seconds();
         rc = sd_bpe_train(text, len, &bp, &r->vocab);
         free(text);
         if (rc) return rc;
         sd_tokenizer_params tp = sd_bpe_vocab_params(r->vocab);
         if ((rc = sd_tokenizer_init(&tp, tok))) return rc;
         fprintf(stderr, "train: BPE tokenizer of %zu tokens from %s in %.1f s\n", r->vocab->n_tokens,
-                o->corpus, cli_seconds() - t0);
+                o->corpus, sd_seconds() - t0);
     } else {
         if (o->tokenizer) {
             if ((rc = sd_gguf_open(o->tokenizer, tok_gguf))) return rc;

@@ -417,16 +417,34 @@ static void rope(float *x, size_t heads, size_t hd, size_t pos, const float *fre
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
-/* ---- the forward pass ---- */
+/* ---- the forward pass ----
+ *
+ * One function per stage, in the order they run: check the inputs, carve the work
+ * space, embed the tokens, then per layer the attention block (norm, q/k/v, rope,
+ * scores and softmax, weighted values, output projection) and the SwiGLU block, then
+ * the final norm and the logits. With a trainer's record (acts), each stage also keeps
+ * what the backward pass reads. */
 
-int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
-                     const size_t *pos, const unsigned char *mask, float *logits,
-                     sd_llama_acts *acts)
+/* The work space of one call, carved from the cache's scratch. */
+typedef struct {
+    float *x;        /* (n, dim) the residual stream */
+    float *wbuf;     /* (3, dim) this layer's two norm weights, then the output norm's */
+    float *tmp;      /* (n, dim) a projection before it joins the stream */
+    float *freq;     /* (head_dim / 2) rope frequencies */
+    float *xn, *q, *ao, *gate, *up, *att; /* activations when no record keeps them */
+    mm_scratch ms;
+} fwd_ws;
+
+/* The buffers of one layer: the record's when training, else the work space's. */
+typedef struct {
+    float *xn, *q, *ao, *gate, *up, *h, *att, *xn2;
+} layer_bufs;
+
+static int forward_check(const sd_llama *m, const sd_kv *kv, const int32_t *tokens, size_t n,
+                         const size_t *pos, const unsigned char *mask, const sd_llama_acts *acts)
 {
     const sd_llama_config *c = &m->cfg;
-    size_t d = c->dim, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, F = c->ffn_dim;
-    size_t qw = nh * hd, kw = nkv * hd, base = kv->n, V = c->n_vocab, group = nh / nkv;
-    if (!n) return SD_OK;
+    size_t base = kv->n;
     if (base + n > kv->cap)
         return sd_error(SD_ERANGE, "%zu tokens after %zu cached: past the KV cache's %zu positions",
                         n, base, kv->cap);
@@ -445,27 +463,30 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
     if (mask)
         for (size_t i = 0; i < n; i++)
             if (!mask[i * n + i]) return sd_error(SD_EINVAL, "mask: token %zu does not see itself", i);
+    return SD_OK;
+}
 
-    size_t ctx = base + n, cmax = d > qw ? d : qw;
+/* Work space from the cache's scratch (grown to the largest call, then reused: a
+ * generation step allocates nothing); the trainer's record replaces the parts the
+ * backward pass reads. */
+static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int record, fwd_ws *w)
+{
+    size_t d = c->dim, hd = c->head_dim, nh = c->n_head, F = c->ffn_dim, qw = nh * hd;
+    size_t ctx = kv->n + n, cmax = d > qw ? d : qw;
     if (F > cmax) cmax = F;
-    /* work space from the cache's scratch (grown to the largest call, then reused: a
-     * generation step allocates nothing); the trainer's record replaces the parts the
-     * backward pass reads */
     int threads = omp_get_max_threads();
-    float *x, *wbuf, *tmp, *freq, *s_xn = NULL, *s_q = NULL, *s_ao = NULL, *s_gate = NULL, *s_up = NULL,
-          *s_att = NULL;
-    mm_scratch ms;
+    memset(w, 0, sizeof *w);
     for (int pass = 0; pass < 2; pass++) { /* pass 0 measures, pass 1 carves */
         size_t at = 0;
 #define TAKE(ptr, count) \
     (ptr = pass ? (void *)(kv->scratch + at) : NULL, at += ((count) * sizeof *(ptr) + 63) / 64 * 64)
-        TAKE(x, n * d), TAKE(wbuf, 3 * d), TAKE(tmp, n * d), TAKE(freq, hd / 2);
-        if (!acts) {
-            TAKE(s_xn, n * d), TAKE(s_q, n * qw), TAKE(s_ao, n * qw), TAKE(s_gate, n * F);
-            TAKE(s_up, n * F), TAKE(s_att, n * nh * ctx);
+        TAKE(w->x, n * d), TAKE(w->wbuf, 3 * d), TAKE(w->tmp, n * d), TAKE(w->freq, hd / 2);
+        if (!record) {
+            TAKE(w->xn, n * d), TAKE(w->q, n * qw), TAKE(w->ao, n * qw), TAKE(w->gate, n * F);
+            TAKE(w->up, n * F), TAKE(w->att, n * nh * ctx);
         }
-        TAKE(ms.scale, n * (cmax / SD_QK + 1)), TAKE(ms.q, n * cmax);
-        TAKE(ms.rows, (size_t)threads * cmax), TAKE(ms.block, (size_t)MATMUL_BLOCK * cmax);
+        TAKE(w->ms.scale, n * (cmax / SD_QK + 1)), TAKE(w->ms.q, n * cmax);
+        TAKE(w->ms.rows, (size_t)threads * cmax), TAKE(w->ms.block, (size_t)MATMUL_BLOCK * cmax);
 #undef TAKE
         if (!pass && at > kv->scratch_bytes) {
             free(kv->scratch);
@@ -473,99 +494,168 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
             kv->scratch_bytes = at;
         }
     }
-    for (size_t i = 0; i < hd / 2; i++) freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
+    for (size_t i = 0; i < hd / 2; i++) w->freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
+}
 
+/* x[i] = the embedding of tokens[i] ([MASK]_i: row i - 1 of mask_embd); records the
+ * tokens' positions in the cache. */
+static void forward_embed(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
+                          const size_t *pos, float *x)
+{
+    size_t d = m->cfg.dim, V = m->cfg.n_vocab, base = kv->n;
     for (size_t i = 0; i < n; i++) {
         kv->pos[base + i] = pos ? pos[i] : base + i;
         size_t id = (size_t)tokens[i];
-        const sd_tensor *e = id < V ? &m->tok_embd : &m->mask_embd; /* [MASK]_i: row i - 1 */
+        const sd_tensor *e = id < V ? &m->tok_embd : &m->mask_embd;
         size_t rb = sd_ttype_row_bytes(e->type, d);
         sd_dequant_row(e->type, (const char *)e->data + (id < V ? id : id - V) * rb, x + i * d, d);
     }
-    float scale = 1.0f / sqrtf((float)hd);
-    for (uint32_t l = 0; l < c->n_layer; l++) {
-        const sd_llama_layer *L = &m->layer[l];
-        sd_llama_layer_acts *A = acts ? &acts->layer[l] : NULL;
-        float *xn = A ? A->xn : s_xn, *q = A ? A->q : s_q, *ao = A ? A->ao : s_ao;
-        float *gate = A ? A->gate : s_gate, *up = A ? A->up : s_up, *h = A ? A->h : s_gate;
-        float *att = A ? A->att : s_att;
-        float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
-        if (A) memcpy(A->x, x, n * d * sizeof *x);
+}
 
-        /* attention */
-        sd_dequant_row(L->attn_norm.type, L->attn_norm.data, wbuf, d);
-        sd_dequant_row(L->ffn_norm.type, L->ffn_norm.data, wbuf + d, d);
-        for (size_t i = 0; i < n; i++) {
-            float r = rmsnorm(xn + i * d, x + i * d, wbuf, d, c->rms_eps);
-            if (A) A->rms[i] = r;
-        }
-        matmul(q, xn, &L->wq, n, qw, d, &ms);
-        matmul(kc, xn, &L->wk, n, kw, d, &ms);
-        matmul(vc, xn, &L->wv, n, kw, d, &ms);
-        for (size_t i = 0; i < n; i++) {
-            rope(q + i * qw, nh, hd, kv->pos[base + i], freq);
-            rope(kc + i * kw, nkv, hd, kv->pos[base + i], freq);
-        }
-        if (A) {
-            memcpy(A->k, kc, n * kw * sizeof *kc);
-            memcpy(A->v, vc, n * kw * sizeof *vc);
-        }
-        const float *K = kv->k + (size_t)l * kv->cap * kw, *Vv = kv->v + (size_t)l * kv->cap * kw;
-#pragma omp parallel for collapse(2) schedule(static) if (n * nh * ctx > 4096)
-        for (size_t i = 0; i < n; i++)
-            for (size_t hh = 0; hh < nh; hh++) {
-                /* row of probabilities: the record keeps [head][i][j] over the n keys */
-                float *p = A ? att + (hh * n + i) * n : att + (i * nh + hh) * ctx;
-                const float *qi = q + i * qw + hh * hd;
-                size_t kvh = hh / group;
-                float mx = -INFINITY;
-                for (size_t j = 0; j < ctx; j++) {
-                    int vis = j < base || (mask ? mask[i * n + (j - base)] != 0 : j - base <= i);
-                    float sc = -INFINITY;
-                    if (vis) sc = sd_dot_short(qi, K + j * kw + kvh * hd, hd) * scale;
-                    p[j] = sc;
-                    if (sc > mx) mx = sc;
-                }
-                double z = 0;
-                for (size_t j = 0; j < ctx; j++) {
-                    float e = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
-                    p[j] = e;
-                    z += e;
-                }
-                float *o = ao + i * qw + hh * hd;
-                memset(o, 0, hd * sizeof *o);
-                for (size_t j = 0; j < ctx; j++) {
-                    p[j] = (float)(p[j] / z);
-                    if (p[j] == 0) continue;
-                    const float *vj = Vv + j * kw + kvh * hd;
-                    for (size_t e = 0; e < hd; e++) o[e] += p[j] * vj[e];
-                }
-            }
-        matmul(tmp, ao, &L->wo, n, d, qw, &ms);
-        for (size_t i = 0; i < n * d; i++) x[i] += tmp[i];
-        if (A) memcpy(A->x2, x, n * d * sizeof *x);
+static layer_bufs layer_buffers(const fwd_ws *w, sd_llama_layer_acts *A)
+{
+    layer_bufs b;
+    b.xn = A ? A->xn : w->xn, b.q = A ? A->q : w->q, b.ao = A ? A->ao : w->ao;
+    b.gate = A ? A->gate : w->gate, b.up = A ? A->up : w->up, b.h = A ? A->h : w->gate;
+    b.att = A ? A->att : w->att, b.xn2 = A ? A->xn2 : w->xn;
+    return b;
+}
 
-        /* SwiGLU MLP */
-        float *xn2 = A ? A->xn2 : s_xn;
-        for (size_t i = 0; i < n; i++) {
-            float r = rmsnorm(xn2 + i * d, x + i * d, wbuf + d, d, c->rms_eps);
-            if (A) A->rms2[i] = r;
-        }
-        matmul(gate, xn2, &L->w_gate, n, F, d, &ms);
-        matmul(up, xn2, &L->w_up, n, F, d, &ms);
-        for (size_t i = 0; i < n * F; i++) h[i] = silu(gate[i]) * up[i];
-        matmul(tmp, h, &L->w_down, n, d, F, &ms);
-        for (size_t i = 0; i < n * d; i++) x[i] += tmp[i];
-    }
-    kv->n = base + n;
-
-    float *xf = acts ? acts->xfn : s_xn;
-    sd_dequant_row(m->out_norm.type, m->out_norm.data, wbuf + 2 * d, d);
-    if (acts) memcpy(acts->xf, x, n * d * sizeof *x);
+/* out[i] = x[i] / rms(x[i]) * weight for the n rows; rms_out (if set) keeps 1 / rms. */
+static void norm_rows(float *out, const float *x, const float *weight, size_t n, size_t d,
+                      float eps, float *rms_out)
+{
     for (size_t i = 0; i < n; i++) {
-        float r = rmsnorm(xf + i * d, x + i * d, wbuf + 2 * d, d, c->rms_eps);
-        if (acts) acts->rmsf[i] = r;
+        float r = rmsnorm(out + i * d, x + i * d, weight, d, eps);
+        if (rms_out) rms_out[i] = r;
     }
-    if (logits) matmul(logits, xf, &m->output, n, V, d, &ms);
+}
+
+/* ao = softmax(q K^T / sqrt(hd) + mask) V for every token and head, over the cached
+ * keys (all visible) and the n new ones (the mask, or causal). att keeps the
+ * probabilities: [head][i][j] over the n keys in a record, else [i][head][j]. */
+static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t l, size_t n,
+                            const unsigned char *mask, const float *q, float *att, int record,
+                            float *ao)
+{
+    size_t hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, qw = nh * hd, kw = nkv * hd;
+    size_t base = kv->n, ctx = base + n, group = nh / nkv;
+    float scale = 1.0f / sqrtf((float)hd);
+    const float *K = kv->k + (size_t)l * kv->cap * kw, *Vv = kv->v + (size_t)l * kv->cap * kw;
+#pragma omp parallel for collapse(2) schedule(static) if (n * nh * ctx > 4096)
+    for (size_t i = 0; i < n; i++)
+        for (size_t hh = 0; hh < nh; hh++) {
+            float *p = record ? att + (hh * n + i) * n : att + (i * nh + hh) * ctx;
+            const float *qi = q + i * qw + hh * hd;
+            size_t kvh = hh / group;
+            float mx = -INFINITY;
+            for (size_t j = 0; j < ctx; j++) {
+                int vis = j < base || (mask ? mask[i * n + (j - base)] != 0 : j - base <= i);
+                float sc = -INFINITY;
+                if (vis) sc = sd_dot_short(qi, K + j * kw + kvh * hd, hd) * scale;
+                p[j] = sc;
+                if (sc > mx) mx = sc;
+            }
+            double z = 0;
+            for (size_t j = 0; j < ctx; j++) {
+                float e = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
+                p[j] = e;
+                z += e;
+            }
+            float *o = ao + i * qw + hh * hd;
+            memset(o, 0, hd * sizeof *o);
+            for (size_t j = 0; j < ctx; j++) {
+                p[j] = (float)(p[j] / z);
+                if (p[j] == 0) continue;
+                const float *vj = Vv + j * kw + kvh * hd;
+                for (size_t e = 0; e < hd; e++) o[e] += p[j] * vj[e];
+            }
+        }
+}
+
+/* x += wo attention(norm(x)); the new keys and values go to the cache (and the record). */
+static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
+                            const unsigned char *mask, fwd_ws *w, const layer_bufs *b,
+                            sd_llama_layer_acts *A)
+{
+    const sd_llama_config *c = &m->cfg;
+    const sd_llama_layer *L = &m->layer[l];
+    size_t d = c->dim, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, base = kv->n;
+    size_t qw = nh * hd, kw = nkv * hd;
+    float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
+    norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
+    matmul(b->q, b->xn, &L->wq, n, qw, d, &w->ms);
+    matmul(kc, b->xn, &L->wk, n, kw, d, &w->ms);
+    matmul(vc, b->xn, &L->wv, n, kw, d, &w->ms);
+    for (size_t i = 0; i < n; i++) {
+        rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq);
+        rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq);
+    }
+    if (A) {
+        memcpy(A->k, kc, n * kw * sizeof *kc);
+        memcpy(A->v, vc, n * kw * sizeof *vc);
+    }
+    attention_heads(c, kv, l, n, mask, b->q, b->att, A != NULL, b->ao);
+    matmul(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms);
+    for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
+}
+
+/* x += w_down (silu(w_gate norm(x)) * w_up norm(x)). */
+static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const layer_bufs *b,
+                      sd_llama_layer_acts *A)
+{
+    const sd_llama_config *c = &m->cfg;
+    const sd_llama_layer *L = &m->layer[l];
+    size_t d = c->dim, F = c->ffn_dim;
+    norm_rows(b->xn2, w->x, w->wbuf + d, n, d, c->rms_eps, A ? A->rms2 : NULL);
+    matmul(b->gate, b->xn2, &L->w_gate, n, F, d, &w->ms);
+    matmul(b->up, b->xn2, &L->w_up, n, F, d, &w->ms);
+    for (size_t i = 0; i < n * F; i++) b->h[i] = silu(b->gate[i]) * b->up[i];
+    matmul(w->tmp, b->h, &L->w_down, n, d, F, &w->ms);
+    for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
+}
+
+/* One transformer layer over the n tokens after the cached ones. */
+static void layer_forward(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
+                          const unsigned char *mask, fwd_ws *w, sd_llama_layer_acts *A)
+{
+    size_t d = m->cfg.dim;
+    const sd_llama_layer *L = &m->layer[l];
+    layer_bufs b = layer_buffers(w, A);
+    if (A) memcpy(A->x, w->x, n * d * sizeof *w->x);
+    sd_dequant_row(L->attn_norm.type, L->attn_norm.data, w->wbuf, d);
+    sd_dequant_row(L->ffn_norm.type, L->ffn_norm.data, w->wbuf + d, d);
+    attention_block(m, kv, l, n, mask, w, &b, A);
+    if (A) memcpy(A->x2, w->x, n * d * sizeof *w->x);
+    mlp_block(m, l, n, w, &b, A);
+}
+
+/* The final norm and, if logits is set, the output projection. */
+static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, float *logits,
+                           sd_llama_acts *acts)
+{
+    const sd_llama_config *c = &m->cfg;
+    size_t d = c->dim;
+    float *xf = acts ? acts->xfn : w->xn;
+    sd_dequant_row(m->out_norm.type, m->out_norm.data, w->wbuf + 2 * d, d);
+    if (acts) memcpy(acts->xf, w->x, n * d * sizeof *w->x);
+    norm_rows(xf, w->x, w->wbuf + 2 * d, n, d, c->rms_eps, acts ? acts->rmsf : NULL);
+    if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
+}
+
+int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
+                     const size_t *pos, const unsigned char *mask, float *logits,
+                     sd_llama_acts *acts)
+{
+    if (!n) return SD_OK;
+    int rc = forward_check(m, kv, tokens, n, pos, mask, acts);
+    if (rc) return rc;
+    fwd_ws w;
+    forward_carve(&m->cfg, kv, n, acts != NULL, &w);
+    forward_embed(m, kv, tokens, n, pos, w.x);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++)
+        layer_forward(m, kv, l, n, mask, &w, acts ? &acts->layer[l] : NULL);
+    kv->n += n;
+    forward_output(m, n, &w, logits, acts);
     return SD_OK;
 }

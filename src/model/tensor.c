@@ -1,6 +1,5 @@
-/* tensor: element types, half-precision conversions and the row kernels.
- * Reading order: the type table and sizes, f16/bf16 conversions, dequantization of
- * a block, the dot product (the decoder's hot loop), quantization.
+/* tensor: element types and the row kernels (half conversions: src/half.h).
+ * Reading order: the type table and sizes, dequantization of a block, the dot product (the decoder's hot loop), quantization.
  *
  * The dot product is written for GCC's auto-vectoriser at plain -O2 (SSE2, no
  * -ffast-math): a row is dequantized 64 elements at a time into a stack buffer
@@ -18,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "half.h"
 #include "sd_error.h"
 
 #if defined(__F16C__) || defined(__AVX2__)
@@ -122,71 +122,6 @@ int sd_tensor_bytes(sd_ttype t, const uint64_t *dims, uint32_t ndim, const char 
     return SD_OK;
 }
 
-/* ---- half precision */
-
-static inline float f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-/* Exact f16 -> f32 without branches (Maratyszcza's FP16 method, as ggml uses), so
- * that loops over halfs vectorise. Normal halfs: move exponent and mantissa into
- * place and rescale by 2^-112 (exact). Subnormals: build 0.5 + m 2^-24 ... as a float
- * and subtract 0.5 (exact). Inf and NaN come out of the normal path. */
-static inline float half_to_float(uint16_t h)
-{
-    const uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, two_w = w + w;
-    const float normal = f32_from_bits((two_w >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
-    const float subnormal = f32_from_bits((two_w >> 17) | (126u << 23)) - 0.5f;
-    const uint32_t is_sub = 0u - (uint32_t)(two_w < (1u << 27));   /* all ones or zero */
-    return f32_from_bits(sign | (f32_bits(subnormal) & is_sub) | (f32_bits(normal) & ~is_sub));
-}
-
-float sd_f16_to_f32(uint16_t h) { return half_to_float(h); }
-
-float sd_bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
-
-uint16_t sd_f32_to_f16(float f)
-{
-    const uint32_t u = f32_bits(f), a = u & 0x7fffffffu;
-    const uint16_t sign = (uint16_t)(u >> 16 & 0x8000u);
-    if (a > 0x7f800000u)   /* NaN: quiet, keeping the payload's top bits */
-        return sign | 0x7e00u | (uint16_t)(a >> 13 & 0x3ffu);
-    if (a >= 0x477ff000u)  /* >= 65520 (halfway above 65504, the largest half): inf */
-        return sign | 0x7c00u;
-    if (a >= 0x38800000u) { /* >= 2^-14: a normal half. Rebias 127 -> 15, round 23 -> 10 bits */
-        uint32_t v = a - 0x38000000u;
-        v += 0xfffu + (v >> 13 & 1u);   /* to nearest, ties to even; a carry bumps the exponent */
-        return sign | (uint16_t)(v >> 13);
-    }
-    if (a <= 0x33000000u)  /* <= 2^-25, half the smallest subnormal: the tie goes to even, 0 */
-        return sign;
-    /* A subnormal half m 2^-24: m = mantissa (with its leading 1) shifted right by 126 - e,
-     * rounded to nearest even. m may round up to 0x400, which encodes 2^-14 correctly. */
-    const uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
-    uint32_t m = mant >> shift;
-    const uint32_t rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rest > half || (rest == half && (m & 1u))) m++;
-    return sign | (uint16_t)m;
-}
-
-/* ggml's f32 -> bf16: round to nearest even, NaN kept NaN (quiet). */
-static uint16_t f32_to_bf16(float f)
-{
-    const uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40u);
-    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
-}
-
 /* ---- dequantization */
 
 /* The f16 scale at the start of a block (no alignment assumed). */
@@ -195,7 +130,7 @@ static inline float block_scale(const unsigned char *b)
 #if defined(__F16C__)
     return _cvtsh_ss((unsigned short)(b[0] | b[1] << 8)); /* the same value, one instruction */
 #else
-    return half_to_float((uint16_t)(b[0] | b[1] << 8));
+    return sd_half_to_float((uint16_t)(b[0] | b[1] << 8));
 #endif
 }
 
@@ -233,11 +168,11 @@ static inline void dequant_span(sd_ttype t, const void *restrict row, size_t i, 
             return;
         }
 #endif
-        for (size_t j = 0; j < n; j++) dst[j] = half_to_float(h[j]);
+        for (size_t j = 0; j < n; j++) dst[j] = sd_half_to_float(h[j]);
         return;
     }
     case SD_T_BF16:
-        for (size_t j = 0; j < n; j++) dst[j] = sd_bf16_to_f32(((const uint16_t *)row)[i + j]);
+        for (size_t j = 0; j < n; j++) dst[j] = sd_half_bf16_to_float(((const uint16_t *)row)[i + j]);
         return;
     case SD_T_Q8_0:
         for (size_t k = 0; k < n / SD_QK; k++)
@@ -428,7 +363,7 @@ void sd_dot_row_tokens(sd_ttype type, const void *row, const float *x, size_t co
     if (type == SD_T_F16) { /* converted in registers, the row read once per 4 tokens */
         size_t body = cols / NACC * NACC, t = 0;
         float tail[NACC];
-        for (size_t i = body; i < cols; i++) tail[i - body] = half_to_float(((const uint16_t *)row)[i]);
+        for (size_t i = body; i < cols; i++) tail[i - body] = sd_half_to_float(((const uint16_t *)row)[i]);
         for (; t + 4 <= n; t += 4) dot4_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
         for (; t < n; t++) dot1_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
         return;
@@ -462,7 +397,7 @@ static float dot_f16(const void *restrict row, const float *restrict x, size_t n
 {
     size_t body = n / NACC * NACC;
     float tail[NACC], y;
-    for (size_t i = body; i < n; i++) tail[i - body] = half_to_float(((const uint16_t *)row)[i]);
+    for (size_t i = body; i < n; i++) tail[i - body] = sd_half_to_float(((const uint16_t *)row)[i]);
     dot1_f16(row, tail, x, n, body, &y, 1);
     return y;
 }
@@ -500,7 +435,7 @@ void sd_quantize_act(const float *x, size_t n, float *scale, int8_t *q)
         /* llama.cpp's rounding (its AVX2 quantize_row_q8_0): x * 127 / amax to the
          * nearest integer, ties to even, and the scale amax / 127 kept as an f16 */
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        scale[b] = sd_f16_to_f32(sd_f32_to_f16(amax / 127.0f));
+        scale[b] = sd_half_to_float(sd_half_from_float(amax / 127.0f));
         for (int j = 0; j < SD_QK; j++) q[b * SD_QK + j] = (int8_t)nearbyintf(xb[j] * id);
     }
 }
@@ -679,7 +614,7 @@ float sd_dot_row_act(sd_ttype t, const void *row, const float *scale, const int8
 
 static void put_scale(unsigned char *b, float d)
 {
-    uint16_t h = sd_f32_to_f16(d);
+    uint16_t h = sd_half_from_float(d);
     b[0] = (unsigned char)(h & 0xff);
     b[1] = (unsigned char)(h >> 8);
 }
@@ -725,10 +660,10 @@ void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n)
     switch (t) {
     case SD_T_F32: memcpy(dst, src, n * sizeof *src); return;
     case SD_T_F16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sd_f32_to_f16(src[i]);
+        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sd_half_from_float(src[i]);
         return;
     case SD_T_BF16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_bf16(src[i]);
+        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sd_half_bf16_from_float(src[i]);
         return;
     case SD_T_Q8_0:
         for (size_t k = 0; k < n / SD_QK; k++) quantize_q8_0(src + k * SD_QK, b + k * Q8_0_BYTES);

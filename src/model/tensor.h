@@ -1,5 +1,5 @@
 /* tensor: the element types of model weights (GGUF/ggml numbering), their block
- * layout, half-precision conversion, and the row kernels every matrix product of
+ * layout, and the row kernels every matrix product of
  * the decoder and the trainer goes through (dequantize a row, dot a row with a
  * float vector, quantize a row).
  *
@@ -55,9 +55,6 @@ size_t sd_ttype_row_bytes(sd_ttype t, uint64_t n);
  * SD_OK, or SD_EINVAL / SD_ERANGE with a message naming `what`. */
 int sd_tensor_bytes(sd_ttype t, const uint64_t *dims, uint32_t ndim, const char *what, size_t *out);
 
-float sd_f16_to_f32(uint16_t h);
-uint16_t sd_f32_to_f16(float f); /* round to nearest even; overflow to inf */
-float sd_bf16_to_f32(uint16_t h);
 
 /* dst[0..n-1] = the row's elements as floats. */
 void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n);

@@ -20,13 +20,6 @@
 #include "llama.h"
 #include "sd_error.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Seconds of the fastest of `reps` runs of a forward pass of n tokens after `prefix`
  * cached ones (chain mask; a tree of n nodes costs the same work). */
 static double time_forward(const sd_llama *m, sd_kv *kv, size_t prefix, size_t n, int reps, float *logits)
@@ -36,12 +29,12 @@ static double time_forward(const sd_llama *m, sd_kv *kv, size_t prefix, size_t n
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
         sd_kv_truncate(kv, prefix);
-        double t0 = now();
+        double t0 = sd_seconds();
         if (sd_llama_forward(m, kv, tok, n, NULL, NULL, logits, NULL)) {
             fprintf(stderr, "bench_model: %s\n", sd_errmsg());
             exit(1);
         }
-        double dt = now() - t0;
+        double dt = sd_seconds() - t0;
         if (dt < best) best = dt;
     }
     return best;
@@ -59,12 +52,12 @@ static void bench(const sd_llama *m, const char *what)
     double best_gen = INFINITY;
     for (int r = 0; r < 3; r++) {
         sd_kv_truncate(kv, PROMPT);
-        double t0 = now();
+        double t0 = sd_seconds();
         for (size_t i = 0; i < GEN; i++) {
             int32_t t = (int32_t)((i * 7 + 1) % V);
             if (sd_llama_forward(m, kv, &t, 1, NULL, NULL, logits, NULL)) exit(1);
         }
-        double dt = now() - t0;
+        double dt = sd_seconds() - t0;
         if (dt < best_gen) best_gen = dt;
     }
     printf("%-6s %10.1f MB %12.1f %12.1f  ", what, sd_llama_weight_bytes(m) / 1e6, PROMPT / tp,

@@ -23,13 +23,6 @@
 #define STOP_SECONDS 5.0
 #define PREDICT_SECONDS 20.0
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void dirichlet(gsl_rng *rng, double alpha, size_t n, double *out)
 {
     double *a = malloc(n * sizeof *a);
@@ -50,12 +43,12 @@ static int bench_closed_form(gsl_rng *rng)
     for (size_t k = 2; k <= 8; k *= 2) {
         double best = INFINITY, acc = NAN;
         for (int rep = 0; rep < 9; rep++) {
-            double t0 = now();
+            double t0 = sd_seconds();
             if (sd_otm_acceptance_e(draft, target, V, k, &acc)) {
                 fprintf(stderr, "bench_otm: %s\n", sd_errmsg());
                 return 0;
             }
-            double t = now() - t0;
+            double t = sd_seconds() - t0;
             if (t < best) best = t;
         }
         printf("%4zu %12.3f %20.15f %8s\n", k, 1e3 * best, acc, best < 0.01 ? "yes" : "NO");
@@ -94,9 +87,9 @@ static void bench_series(gsl_rng *rng, sd_otm_lp_form form, size_t k, const size
         dirichlet(rng, 1.0, V, target);
         double closed = sd_otm_acceptance(draft, target, V, k);
         sd_otm_lp_result r;
-        double t0 = now();
+        double t0 = sd_seconds();
         int rc = sd_otm_lp_solve(draft, target, V, k, p, &r, NULL);
-        double total = now() - t0;
+        double total = sd_seconds() - t0;
         if (rc) {
             snprintf(why, sizeof why, "V=%zu: %s", V, sd_errmsg());
             stop = why;
@@ -160,12 +153,12 @@ static void bench_keyed(gsl_rng *rng)
             sd_otm_keyed *K = sd_otm_keyed_alloc(V, k);
             double best = INFINITY;
             for (int rep = 0; rep < 3; rep++) {
-                double t0 = now();
+                double t0 = sd_seconds();
                 if (sd_otm_keyed_build(K, draft, target)) {
                     fprintf(stderr, "bench_otm: %s\n", sd_errmsg());
                     return;
                 }
-                double t = now() - t0;
+                double t = sd_seconds() - t0;
                 if (t < best) best = t;
             }
             enum { DRAWS = 20000 };
@@ -176,9 +169,9 @@ static void bench_keyed(gsl_rng *rng)
             sd_alias_free(al);
             double sel[8], draw = INFINITY, sink = 0;
             for (int rep = 0; rep < 3; rep++) {
-                double t0 = now();
+                double t0 = sd_seconds();
                 for (size_t n = 0; n < DRAWS; n++) sink += sd_otm_keyed_select(K, tok + n * k, sel);
-                double t = (now() - t0) / DRAWS;
+                double t = (sd_seconds() - t0) / DRAWS;
                 if (t < draw) draw = t;
             }
             free(tok);

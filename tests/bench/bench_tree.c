@@ -9,13 +9,6 @@
 #include "sd_error.h"
 #include "tree.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int main(void)
 {
     const char *model = "markov:8,1,0.5,3,0.5";
@@ -39,10 +32,10 @@ int main(void)
             fprintf(stderr, "bench_tree: %s\n", sd_errmsg());
             return 1;
         }
-        double t0 = now(), acc = 0;
+        double t0 = sd_seconds(), acc = 0;
         int reps = 0;
-        while (now() - t0 < 0.2) acc += sd_tree_predicted_efficiency(tr, ranks, 4), reps++;
-        double pred_rate = reps / (now() - t0);
+        while (sd_seconds() - t0 < 0.2) acc += sd_tree_predicted_efficiency(tr, ranks, 4), reps++;
+        double pred_rate = reps / (sd_seconds() - t0);
         printf("%-6zu %6zu %5zu %14.3e %14.3e %12.4f\n", budgets[i], sd_tree_nodes(tr),
                tr->max_depth, r.blocks / r.seconds, pred_rate, r.efficiency + 0 * acc);
         sd_tree_free(tr);

@@ -14,6 +14,11 @@ expect 0 '"acceptance": 0.9375' -- "$SPECDEC" accept --draft 0.75,0.25 --target 
 expect 0 '"scheme": "rrs", "acceptance": 1' -- "$SPECDEC" accept --draft 0.75,0.25 --target 0.5,0.5 -k 2 --json
 expect 0 '0.812500000000000' -- "$SPECDEC" accept --draft 0.75,0.25 --target 0.5,0.5 -k 2 --scheme specinfer
 expect 0 '"vocab": 2, "k": 2' -- "$SPECDEC" accept --pair bernoulli:0.25,0.5 -k 2 --json
+# rrs asked for more drafts than the draft's support: it drafts the whole support (k used
+# = 2, in the table's drafts column and in the JSON), acceptance target(support) = 1
+expect 0 'rrs  *2  1.000000000000000  .*whole support' -- "$SPECDEC" accept --pair bernoulli:0.3,0.6 --scheme rrs -k 4
+expect 0 '"scheme": "rrs", "acceptance": [0-9.]*, "method": "[^"]*whole support[^"]*", "drafts": 2' -- "$SPECDEC" accept --pair bernoulli:0.3,0.6 --scheme rrs -k 4 --json
+expect 0 'rrs  *1  0.300000000000000' -- "$SPECDEC" accept --draft 0,1,0 --target 0.2,0.3,0.5 --scheme all -k 3
 expect 0 '"scheme": "otm-setlp", "acceptance": 0.9375' -- "$SPECDEC" accept --pair bernoulli:0.25,0.5 -k 2 --scheme otm,otm-lp,otm-setlp --json
 
 # the shipped pair equals its family spec, scheme for scheme

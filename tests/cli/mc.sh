@@ -18,6 +18,9 @@ b=$("$SPECDEC" mc --pair dirichlet:20,1,3 --scheme rrs -k 3 --samples 300000 --s
 [ "$a" = "$b" ] && ok || bad "mc differs between 1 and 2 threads"
 # large V: binned test
 expect 0 "binned by target probability" -- "$SPECDEC" mc --pair zipf:5000,1.1,1.5 --scheme sd --samples 200000
+# rrs with k above the draft's support drafts the whole support, and says so
+expect 0 "k used = 2: the draft's whole support" -- "$SPECDEC" mc --pair bernoulli:0.3,0.6 --scheme rrs -k 4 --samples 20000
+expect 0 '"k": 4, .*"k_used": 2' -- "$SPECDEC" mc --pair bernoulli:0.3,0.6 --scheme rrs -k 4 --samples 20000 --json
 # certify: passes a correct scheme, JSON says so
 expect 0 '"pass": true' -- "$SPECDEC" certify --scheme specinfer -k 2 --samples 300000 --seq-samples 100000 --json
 expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 2 --pair dirichlet:5,1,1 --samples 200000
