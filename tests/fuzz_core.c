@@ -486,7 +486,7 @@ int sd_fuzz_logs_run(size_t n, unsigned long seed, size_t *accepted, size_t *rej
  * same status with a message naming the input; an accepted file is read in full:
  * every value through its getter, every string of every array, every tensor row
  * dequantized and dotted (so every data pointer is dereferenced). */
-#include "gguf.h"
+#include "model/gguf.h"
 
 enum { GGUF_MAX_FIELDS = 512 };
 

@@ -1,6 +1,6 @@
 #include "support.h"
 
-#include "llama.h"
+#include "model/llama.h"
 #include "sd_error.h"
 
 #include <dirent.h>

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <gsl/gsl_rng.h>
 
-#include "llama.h"
+#include "model/llama.h"
 
 /* Fails unless |a - b| <= atol + rtol * |b| (and neither is NaN). */
 #define assert_close(a, b, rtol, atol) \

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "bpe_train.h"
-#include "gguf.h"
+#include "model/bpe_train.h"
+#include "model/gguf.h"
 #include "sd_error.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 #define KEY(k) "tokenizer.ggml." k
 #define OK(call) assert_int_equal((call), SD_OK)

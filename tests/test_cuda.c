@@ -28,12 +28,12 @@
 
 #include "support.h"
 
-#include "cuda/cuda.h"
-#include "cuda/cuda_host.h"
-#include "gguf.h"
-#include "llama.h"
+#include "model/cuda/cuda.h"
+#include "model/cuda/cuda_host.h"
+#include "model/gguf.h"
+#include "model/llama.h"
 #include "mask.h"
-#include "randmodel.h"
+#include "model/randmodel.h"
 #include "sd_error.h"
 #include "tree.h"
 

@@ -10,7 +10,7 @@
 
 #include "decode.h"
 #include "dist.h"
-#include "llama_lm.h"
+#include "model/llama_lm.h"
 #include "otm_lp.h"
 #include "planted.h"
 #include "sd_error.h"

@@ -9,8 +9,8 @@
 
 #include <gsl/gsl_randist.h>
 
-#include "gemm.h"
-#include "tensor.h"
+#include "model/gemm.h"
+#include "model/tensor.h"
 
 static float *gauss(gsl_rng *r, size_t n)
 {

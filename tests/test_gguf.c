@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "model/gguf.h"
 #include "half.h"
 #include "sd_error.h"
-#include "tensor.h"
+#include "model/tensor.h"
 
 
 static int exists(const char *path)

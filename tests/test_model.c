@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "gguf.h"
+#include "model/backend.h"
+#include "model/gguf.h"
 #include "dist.h"
-#include "llama.h"
-#include "llama_lm.h"
+#include "model/llama.h"
+#include "model/llama_lm.h"
 #include "lm.h"
 #include "mc.h"
 #include "mask.h"

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
+#include "model/gguf.h"
 #include "sd_error.h"
-#include "tokenizer.h"
-#include "unicode_data.h"
+#include "model/tokenizer.h"
+#include "model/unicode_data.h"
 
 #define VOCAB_DIR ".cache/llama.cpp/models"
 #define KEY(k) "tokenizer.ggml." k

@@ -14,10 +14,10 @@
 #include <omp.h>
 #endif
 
-#include "llama.h"
+#include "model/llama.h"
 #include "sd_error.h"
 #include "mask.h"
-#include "train.h"
+#include "model/train.h"
 
 #define assert_msg_has(needle)                                                            \
     do {                                                                                  \

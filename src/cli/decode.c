@@ -15,11 +15,11 @@
 
 #include "decode_cli.h"
 #include "dist.h"
-#include "llama.h"
-#include "llama_lm.h"
+#include "model/llama.h"
+#include "model/llama_lm.h"
 #include "mc.h"
 #include "sd_error.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 #include "tree.h"
 
 static const char *const help =

@@ -8,8 +8,8 @@
 #include "cli.h"
 #include "cost.h"
 #include "decode.h"
-#include "llama.h"
-#include "tokenizer.h"
+#include "model/llama.h"
+#include "model/tokenizer.h"
 #include "tree.h"
 
 typedef enum { BUILD_NONE, BUILD_GT, BUILD_THROUGHPUT, BUILD_DYNAMIC } build_kind;

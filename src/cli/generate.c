@@ -14,11 +14,11 @@
 
 #include "cli.h"
 #include "dist.h"
-#include "llama.h"
+#include "model/llama.h"
 #include "logs.h"
 #include "npy.h"
 #include "sd_error.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 static const char *const help =
     "usage: specdec generate --model FILE.gguf (--prompt TEXT | --prompt-file F)\n"

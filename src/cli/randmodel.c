@@ -9,7 +9,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "cli.h"
-#include "randmodel.h"
+#include "model/randmodel.h"
 #include "sd_error.h"
 
 int cmd_random_model(int argc, char **argv);

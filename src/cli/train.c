@@ -16,14 +16,14 @@
 #include <omp.h>
 #endif
 
-#include "bpe_train.h"
+#include "model/bpe_train.h"
 #include "cli.h"
-#include "gguf.h"
-#include "llama.h"
+#include "model/gguf.h"
+#include "model/llama.h"
 #include "mask.h"
 #include "sd_error.h"
-#include "tokenizer.h"
-#include "train.h"
+#include "model/tokenizer.h"
+#include "model/train.h"
 
 #ifndef SPECDEC_VERSION
 #define SPECDEC_VERSION "0.1.0"

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda.h"
-#include "llama.h"
+#include "model/cuda/cuda.h"
+#include "model/llama.h"
 #include "sd_error.h"
 
 static int cmp_double(const void *a, const void *b)

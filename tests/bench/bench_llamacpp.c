@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llama.h"
+#include "model/llama.h"
 #include "npy.h"
 #include "sd_error.h"
 

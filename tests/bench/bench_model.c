@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
-#include "llama.h"
+#include "model/gguf.h"
+#include "model/llama.h"
 #include "sd_error.h"
 
 /* Seconds of the fastest of `reps` runs of a forward pass of n tokens after `prefix`

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "llama.h"
+#include "model/llama.h"
 #include "sd_error.h"
 
 typedef struct sd_cuda_model sd_cuda_model; /* weights on the device */

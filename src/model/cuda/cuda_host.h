@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "llama.h"
+#include "model/llama.h"
 
 #define SD_CUDA_ALIGN 256 /* every tensor starts at a multiple of this in the device buffer */
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 extern "C" {
-#include "tensor.h"
+#include "model/tensor.h"
 }
 
 /* ---- device helpers ---- */

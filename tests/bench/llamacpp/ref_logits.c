@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llama.h"
+#include "model/llama.h"
 
 typedef struct {
     const char *model;
