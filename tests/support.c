@@ -2,6 +2,7 @@
 
 #include "model/llama.h"
 #include "sd_error.h"
+#include "seq.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -181,4 +182,27 @@ void sd_test_ranks_free(sd_test_ranks *f)
 {
     for (size_t p = 0; p < f->parts; p++) free(f->sums[p]);
     memset(f, 0, sizeof *f);
+}
+
+double sd_test_certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
+                       unsigned long seed, size_t length, double *eff)
+{
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse(shape, &t), SD_OK);
+    sd_seq_params sp = sd_seq_default_params();
+    sp.tree = p;
+    sp.shape = t;
+    sp.length = length;
+    sd_mc_params mp = sd_mc_default_params();
+    mp.samples = n;
+    mp.seed = seed;
+    size_t prompt[3] = {3, 8, 1};
+    sd_seq_cert c;
+    assert_int_equal(sd_seq_certify(draft, target, prompt, 3, &sp, mp, &c), SD_OK);
+    double cells = 1;
+    for (size_t i = 0; i < length; i++) cells *= (double)target->vocab;
+    assert_true(c.cells == cells);
+    *eff = c.block_efficiency;
+    sd_tree_free(t);
+    return c.min_p;
 }

@@ -10,7 +10,9 @@
 #include <cmocka.h>
 #include <gsl/gsl_rng.h>
 
+#include "lm.h"
 #include "model/llama.h"
+#include "tree.h"
 
 /* Fails unless |a - b| <= atol + rtol * |b| (and neither is NaN). */
 #define assert_close(a, b, rtol, atol) \
@@ -65,5 +67,11 @@ typedef struct {
 int sd_test_ranks_record(void *ctx, double *sums, size_t n, int status);
 int sd_test_ranks_add(void *ctx, double *sums, size_t n, int status);
 void sd_test_ranks_free(sd_test_ranks *f);
+
+/* The law of the first `length` tokens after the prompt {3, 8, 1} decoded by blocks of
+ * shape (sim/seq.h's certification, n samples): its smallest p-value; *eff gets the
+ * block efficiency. Asserts that the certification ran and covered V^length cells. */
+double sd_test_certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
+                       unsigned long seed, size_t length, double *eff);
 
 #endif

@@ -32,6 +32,8 @@
 #include "model/cuda/cuda_host.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/llama_lm.h"
+#include "planted.h"
 #include "mask.h"
 #include "model/randmodel.h"
 #include "sd_error.h"
@@ -474,6 +476,58 @@ static void test_cuda_tree_equals_paths(void **state)
     }
     sd_llama_free(m0);
 }
+/* The GPU behind the lm oracle (sd_lm_llama_params.device): its laws equal the CPU
+ * oracle's after contexts and over a tree (next_tree), greedy decoding on the GPU
+ * gives ar's tokens for a tree scheme, the law of two decoded tokens is certified for
+ * every token scheme with the GPU as both draft and target, and a planted tree bug
+ * (the bonus token drawn at the wrong node) is rejected. */
+static void test_cuda_oracle_certified(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    sd_llama_config c = tiny;
+    c.n_vocab = 12, c.n_mask = 0;
+    sd_llama *tm = sd_test_llama_random(&c, 0, 71), *dm = sd_test_llama_perturbed(tm, 0.5, 72);
+    sd_lm_llama_params p = sd_lm_llama_default_params();
+    sd_lm *cpu, *gpu, *gdraft;
+    assert_int_equal(sd_lm_llama_init(tm, 0, p, &cpu), SD_OK);
+    p.device = SD_DEVICE_CUDA;
+    assert_int_equal(sd_lm_llama_init(tm, 0, p, &gpu), SD_OK);
+    assert_int_equal(sd_lm_llama_init(dm, 0, p, &gdraft), SD_OK);
+    size_t ctx[8] = {3, 8, 1, 4, 4, 9, 0, 2}, parent[6] = {0, 0, 0, 1, 1, 3}, token[6] = {0, 5, 7, 2, 2, 11};
+    double a[6 * 12], b[6 * 12];
+    for (size_t len = 1; len <= 8; len++) {
+        assert_int_equal(sd_lm_next(gpu, ctx, len, a), SD_OK);
+        assert_int_equal(sd_lm_next(cpu, ctx, len, b), SD_OK);
+        for (size_t y = 0; y < 12; y++) assert_close(a[y], b[y], 1e-3, 1e-6);
+    }
+    assert_int_equal(sd_lm_next_tree(gpu, ctx, 5, parent, token, 6, NULL, 0, a), SD_OK);
+    assert_int_equal(sd_lm_next_tree(cpu, ctx, 5, parent, token, 6, NULL, 0, b), SD_OK);
+    for (size_t y = 0; y < 6 * 12; y++) assert_close(a[y], b[y], 1e-3, 1e-6);
+    static const struct { sd_scheme s; const char *shape; } schemes[] = {
+        {SD_SCHEME_SD, "chain:3"},        {SD_SCHEME_SPECINFER, "kconfig:2,1,1"}, {SD_SCHEME_RRS, "kconfig:2,1,1"},
+        {SD_SCHEME_KSEQ, "spectr:2,3"},   {SD_SCHEME_OTM, "spectr:2,2"},          {SD_SCHEME_RRS, "beam:2,3"},
+    };
+    for (size_t k = 0; k < sizeof schemes / sizeof *schemes; k++) {
+        sd_tree_params tp = sd_tree_default_params();
+        tp.scheme = schemes[k].s, tp.eval = SD_EVAL_TREE;
+        double eff, pv = sd_test_certify(gdraft, gpu, tp, schemes[k].shape, 4000, 900 + k, 2, &eff);
+        print_message("gpu %-10s %-16s p = %.3g, %.3f tokens per block\n", sd_scheme_name(schemes[k].s),
+                      schemes[k].shape, pv, eff);
+        if (!(pv >= 1e-6)) fail_msg("%s on %s rejected on the GPU: p = %g", sd_scheme_name(schemes[k].s), schemes[k].shape, pv);
+    }
+    for (size_t i = 0; i < sd_planted_count; i++) {
+        if (strcmp(sd_planted_bugs[i].name, "tree-bonus-wrong-node")) continue;
+        sd_tree_params tp = sd_tree_default_params();
+        tp.scheme = SD_SCHEME_RRS, tp.eval = SD_EVAL_TREE, tp.bonus = sd_planted_bugs[i].bonus;
+        double eff, pv = sd_test_certify(gdraft, gpu, tp, "kconfig:2", 10000, 950, 2, &eff);
+        print_message("gpu planted tree-bonus-wrong-node: p = %.3g\n", pv);
+        if (!(pv < 1e-6)) fail_msg("the bonus at the wrong node was not caught on the GPU: p = %g", pv);
+    }
+    sd_lm_free(gdraft), sd_lm_free(gpu), sd_lm_free(cpu);
+    sd_llama_free(dm), sd_llama_free(tm);
+}
+
 #endif
 
 int main(void)
@@ -488,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_cuda_logits_tiny),
         cmocka_unit_test(test_cuda_logits_files),
         cmocka_unit_test(test_cuda_tree_equals_paths),
+        cmocka_unit_test(test_cuda_oracle_certified),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

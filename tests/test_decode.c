@@ -118,33 +118,10 @@ static void test_decode_greedy_identity(void **state)
  * (joint, and each position's), for every scheme at temperature 1, two at 0.7 with
  * top-p 0.9, and the planted bonus at the wrong node (rejected). 13 certifications of
  * about 3 p-values at 1e-6. */
-static double certify_len(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
-                          unsigned long seed, size_t length, double *eff)
-{
-    sd_tree *t;
-    assert_int_equal(sd_tree_parse(shape, &t), SD_OK);
-    sd_seq_params sp = sd_seq_default_params();
-    sp.tree = p;
-    sp.shape = t;
-    sp.length = length;
-    sd_mc_params mp = sd_mc_default_params();
-    mp.samples = n;
-    mp.seed = seed;
-    size_t prompt[3] = {3, 8, 1};
-    sd_seq_cert c;
-    assert_int_equal(sd_seq_certify(draft, target, prompt, 3, &sp, mp, &c), SD_OK);
-    double cells = 1;
-    for (size_t i = 0; i < length; i++) cells *= (double)target->vocab;
-    assert_true(c.cells == cells);
-    *eff = c.block_efficiency;
-    sd_tree_free(t);
-    return c.min_p;
-}
-
 static double certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
                       unsigned long seed, double *eff)
 {
-    return certify_len(draft, target, p, shape, n, seed, 2, eff);
+    return sd_test_certify(draft, target, p, shape, n, seed, 2, eff);
 }
 
 static void test_decode_certified(void **state)
@@ -276,7 +253,7 @@ static void test_decode_parallel_drafter(void **state)
         p.scheme = k == 2 ? SD_SCHEME_KSEQ : cases[k].s;
         p.eval = SD_EVAL_TREE;
         const char *shape = k == 2 ? "ptree:2,1,1" : cases[k].shape;
-        double eff, pv = certify_len(par, target, p, shape, 12000, 820 + k, 4, &eff);
+        double eff, pv = sd_test_certify(par, target, p, shape, 12000, 820 + k, 4, &eff);
         print_message("%-10s %-14s 4 tokens, T=1: p = %.3g, %.3f tokens per block\n", sd_scheme_name(p.scheme),
                       shape, pv, eff);
         if (!(pv >= 1e-6)) fail_msg("%s over 4 tokens rejected: p = %g", shape, pv);
