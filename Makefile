@@ -36,6 +36,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/bench/%)
 LIB      := $(BUILD)/libspecdec.a
 BIN      := $(BUILD)/specdec
+EXEC_ADAPTER := $(BUILD)/tests/exec/adapter
 
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
@@ -43,7 +44,13 @@ ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 .PHONY: all deps test check fuzz bench bench-e2e bench-parallel figs figs-check demo models clean install help mpi bench-mpi
 .SECONDARY:
 
-all: $(BIN)
+all: $(BIN) $(EXEC_ADAPTER)
+
+# the C sampler of `specdec certify --exec` (standalone: it does not link libspecdec)
+$(EXEC_ADAPTER): tests/exec/adapter.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(SAN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -87,7 +94,7 @@ mpi:
 
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
-test: $(BIN) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
+test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # check: the same tests under AddressSanitizer + UBSan, in a separate build tree.
