@@ -2,7 +2,7 @@
 # Command-line tests of 'specdec certify --exec': the C and Python adapters that are
 # correct pass, every planted bug of tests/exec/adapter.py is rejected, and a program
 # that crashes, hangs or answers garbage ends the run with a clear error, the pairs
-# finished before it kept. About 15 s.
+# finished before it kept; and 'certify --decoder' on specdec's own generate. About 25 s.
 # usage: exec.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 . "$(dirname "$0")/lib.sh"
@@ -63,5 +63,17 @@ expect 1 "answered '7 0' to case 1: expected 'TOKEN ACCEPTED' with TOKEN in 0..5
 expect 1 "marked accepted but is none of the case's 2 drafts" -- "$SPECDEC" certify --exec "yes '1 1'" --pair "$PAIR"
 expect 1 "exited with status 127" -- "$SPECDEC" certify --exec "/nonexistent/sampler" --pair "$PAIR"
 expect 1 "after 0 of 1024 answers" -- "$SPECDEC" certify --exec "true" --pair "$PAIR"
+
+# certify --decoder: specdec's own sampler through its command line passes; the same
+# run at another temperature than claimed fails; crash, garbage and hang are named
+G="$SPECDEC generate --model data/models/target.gguf --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
+D="--target data/models/target.gguf --prompt Ishmael --samples 100"
+expect 0 "usage: specdec certify --decoder" -- "$SPECDEC" certify --decoder x --help
+expect 2 "needs --target" -- "$SPECDEC" certify --decoder x --prompt y
+expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G 2>/dev/null" $D
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G --temperature 0.6 2>/dev/null" $D
+expect 1 "seed 1 printed 'hello" -- "$SPECDEC" certify --decoder "echo hello" $D
+expect 1 "seed 4 exited with status 3" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
+expect 1 "seed 1 took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
 
 finish "cli certify --exec"
