@@ -41,7 +41,7 @@ EXEC_ADAPTER := $(BUILD)/tests/exec/adapter
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-exec bench-e2e bench-parallel figs figs-check demo models clean install help mpi bench-mpi
+.PHONY: all deps test check fuzz bench bench-exec bench-certify-llamacpp bench-e2e bench-parallel figs figs-check demo models clean install help mpi bench-mpi
 .SECONDARY:
 
 all: $(BIN) $(EXEC_ADAPTER)
@@ -139,6 +139,9 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 bench-exec: $(BIN) $(EXEC_ADAPTER)
 	sh tests/bench/exec.sh $(BUILD)
 
+bench-certify-llamacpp: $(BIN)
+	sh tests/bench/llamacpp/certify.sh $(BUILD)
+
 bench-e2e: $(BIN)
 	sh tests/bench/e2e.sh $(BUILD)
 
@@ -178,6 +181,7 @@ help:
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-exec  certify --exec: power table of the Python planted bugs, protocol throughput"
+	@echo "make bench-certify-llamacpp  certify --decoder on llama.cpp's speculative decoding (after tests/bench/llamacpp/build.sh)"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
 	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"

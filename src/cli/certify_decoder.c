@@ -60,7 +60,12 @@ static const char *const decoder_help =
     "  --draft D.gguf      also the power of the same test at the same N against a\n"
     "                      planted bug: the second token's correction drawn from the\n"
     "                      target instead of the residual (one draft from D at t2), by\n"
-    "                      R simulated runs (--power, default 200)\n"
+    "                      R simulated runs (--power, default 200); and the fit of the\n"
+    "                      observed runs to that bug's exact law\n"
+    "  --planted NAME      the bug: correction-from-target (default), or argmax-draft:\n"
+    "                      the draft's most probable token is proposed (not a draw from\n"
+    "                      the draft) but verified as if drawn, min(1, target/draft) and\n"
+    "                      residual norm(max(target - draft, 0))\n"
     "  -h, --help          this text\n";
 
 typedef struct {
@@ -68,11 +73,11 @@ typedef struct {
     double samples, temperature, top_p, alpha, timeout;
     size_t top_k, jobs, power;
     unsigned long seed;
-    int filter_first, no_bos;
+    int filter_first, no_bos, argmax; /* argmax: the planted bug is argmax-draft */
 } dec_opts;
 
 enum { D_DECODER = OPT_FIRST_FREE + 200, D_TARGET, D_DRAFT, D_PROMPT, D_SAMPLES, D_TEMP, D_TOPK,
-       D_TOPP, D_FILTER, D_SEED, D_JOBS, D_TIMEOUT, D_ALPHA, D_NOBOS, D_POWER };
+       D_TOPP, D_FILTER, D_SEED, D_JOBS, D_TIMEOUT, D_ALPHA, D_NOBOS, D_POWER, D_PLANTED };
 
 static int parse_dec(int argc, char **argv, dec_opts *o)
 {
@@ -84,7 +89,8 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
         {"filter-first", no_argument, 0, D_FILTER}, {"seed", required_argument, 0, D_SEED},
         {"jobs", required_argument, 0, D_JOBS}, {"timeout", required_argument, 0, D_TIMEOUT},
         {"alpha", required_argument, 0, D_ALPHA}, {"no-bos", no_argument, 0, D_NOBOS},
-        {"power", required_argument, 0, D_POWER}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"power", required_argument, 0, D_POWER}, {"planted", required_argument, 0, D_PLANTED},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *cmd = "certify";
     int opt;
@@ -127,6 +133,11 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
         case D_POWER:
             if (cli_parse_size(optarg, "--power", cmd, &o->power) || o->power < 1 || o->power > 100000)
                 return cli_usage(cmd, "--power must be 1 to 100000");
+            break;
+        case D_PLANTED:
+            if (!strcmp(optarg, "argmax-draft")) o->argmax = 1;
+            else if (!strcmp(optarg, "correction-from-target")) o->argmax = 0;
+            else return cli_usage(cmd, "--planted: correction-from-target or argmax-draft, not '%s'", optarg);
             break;
         case 'h': fputs(decoder_help, stdout); return -1;
         default: return cli_usage(cmd, "unknown option (certify --decoder --help lists them)");
@@ -400,13 +411,23 @@ static int exact_laws(const dec_opts *o, dec_laws *L)
             ctx[n] = (int32_t)t1;
             rc = next_law(o, m, ctx, n + 1, law2);
             if (!rc && d) rc = next_law(o, d, ctx, n + 1, dl);
-            double beta = 0;
-            for (size_t x = 0; !rc && d && x < V; x++) beta += fmin(dl[x], law2[x]);
+            double beta = 0, rmass = 0, a = 0;
+            size_t star = 0;
+            for (size_t x = 0; !rc && d && x < V; x++) {
+                beta += fmin(dl[x], law2[x]);
+                rmass += fmax(law2[x] - dl[x], 0);
+                if (dl[x] > dl[star]) star = x;
+            }
+            if (d) a = dl[star] > 0 ? fmin(1, law2[star] / dl[star]) : 0;
             for (size_t x = 0; !rc && x < V; x++) {
                 L->joint[i * V + x] = L->law1[t1] * law2[x];
-                /* planted: one draft from d, accepted with min(1, target/draft); a
-                 * rejection's correction drawn from the target, not the residual */
-                if (d) L->planted[i * V + x] = L->law1[t1] * (fmin(dl[x], law2[x]) + (1 - beta) * law2[x]);
+                if (!d) continue;
+                double q;
+                if (o->argmax) /* the draft's argmax, verified as if drawn from the draft */
+                    q = (x == star ? a : 0) + (1 - a) * (rmass > 0 ? fmax(law2[x] - dl[x], 0) / rmass : 0);
+                else /* one draft from d; a rejection's correction from the target */
+                    q = fmin(dl[x], law2[x]) + (1 - beta) * law2[x];
+                L->planted[i * V + x] = L->law1[t1] * q;
             }
             rest -= L->law1[t1];
         }
@@ -504,9 +525,14 @@ int cmd_certify_decoder(int argc, char **argv)
             double tv = 0, mp;
             for (size_t i = 0; i < L.n_first * V + 1; i++) tv += 0.5 * fabs(L.planted[i] - L.joint[i]);
             double pw = power_of(&L, (double)done, o.alpha, o.power, &mp);
-            printf("power           %.3f against the planted bug (correction from the target at t2; "
+            printf("power           %.3f against the planted bug (%s at t2; "
                    "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
-                   "%zu simulated runs of %zu\n", pw, tv, mp, o.power, done);
+                   "%zu simulated runs of %zu\n", pw, o.argmax ? "argmax draft verified as drawn" :
+                   "correction from the target", tv, mp, o.power, done);
+            sd_gof_result gp;
+            if (sd_gof_test(cj, L.bplanted, L.n_bins + 1, 5.0, &gp) == SD_OK)
+                printf("                the observed pairs against the planted bug's law: chi-square p = "
+                       "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
             double need = -1;
             for (double n2 = (double)done; need < 0 && n2 <= 4e6; n2 *= 2)
                 if (power_of(&L, n2, o.alpha, 100, &mp) >= 0.9) need = n2;
