@@ -534,9 +534,9 @@ int cmd_certify_decoder(int argc, char **argv)
                 printf("                the observed pairs against the planted bug's law: chi-square p = "
                        "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
             double need = -1;
-            for (double n2 = (double)done; need < 0 && n2 <= 4e6; n2 *= 2)
+            for (double n2 = 50; need < 0 && n2 <= 4e6; n2 *= 2)
                 if (power_of(&L, n2, o.alpha, 100, &mp) >= 0.9) need = n2;
-            if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling)\n", need);
+            if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", need);
             else printf("                power < 0.9 up to 4e6 runs\n");
         }
         printf("== %s at p >= %g\n", pass ? "PASS" : "FAIL", o.alpha);
