@@ -31,7 +31,8 @@ static const char *const decoder_help =
     "\n"
     "Runs CMD N times (/bin/sh -c; {seed} becomes S, S + 1, ..., {prompt} the prompt as\n"
     "one shell word). Each run must print on stdout the ids of the tokens it generated\n"
-    "after the prompt, separated by white space (at least 2; the rest is ignored; a\n"
+    "after the prompt, separated by white space (at least 2, or the end-of-text token\n"
+    "alone; the rest is ignored; a\n"
     "wrapper turns a program's log into that: tests/bench/llamacpp/spec_ids.sh). specdec\n"
     "computes the target's exact law of the first token after the prompt and of the\n"
     "second given the first (with its own decoder on T.gguf, the prompt tokenized by\n"
@@ -39,7 +40,7 @@ static const char *const decoder_help =
     "command uses, and tests with chi-square and G:\n"
     "  first token  the law of t1\n"
     "  pair         the joint law of (t1, t2) over the first tokens of expected count\n"
-    "               >= 5 (the others pooled), each such t1's t2 grouped into bins of\n"
+    "               >= 5 (the others and end-of-text pooled), each such t1's t2 in bins of\n"
     "               about equal target mass (one per 10 expected runs, 2 to 64): a\n"
     "               speculative decoder verifies its first draft at t2\n"
     "and exits 0 only if both p-values are >= A (default 1e-6).\n"
@@ -214,18 +215,24 @@ static int spawn(dec_run *r, const char *command)
 }
 
 /* The first two ids of a finished run's output; SD_EFORMAT naming the run. */
-static int parse_ids(const dec_run *r, size_t V, size_t *t1, size_t *t2)
+static int parse_ids(const dec_run *r, size_t V, size_t eos, size_t *t1, size_t *t2)
 {
     const char *s = r->buf;
     size_t got[2];
     for (int i = 0; i < 2; i++) {
         while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
+        if (i == 1 && !*s && got[0] == eos) { /* the end of the text came first: no t2 */
+            got[1] = eos;
+            break;
+        }
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
         if (end == s || errno || v < 0 || (size_t)v >= V || (*end && !strchr(" \n\t\r", *end)))
             return sd_error(SD_EFORMAT, "the run with seed %lu printed '%.60s': expected at least two "
-                            "token ids in 0..%zu separated by white space", r->seed, r->buf, V - 1);
+                            "token ids in 0..%zu separated by white space (one if the first is "
+                            "the end-of-text token %zd)", r->seed, r->buf, V - 1,
+                            eos < V ? (ssize_t)eos : (ssize_t)-1);
         got[i] = (size_t)v;
         s = end;
     }
@@ -234,7 +241,7 @@ static int parse_ids(const dec_run *r, size_t V, size_t *t1, size_t *t2)
 }
 
 /* Runs the N commands, J at a time; pairs[2 i], pairs[2 i + 1] for run i. */
-static int run_all(const dec_opts *o, size_t V, size_t *pairs, size_t *done)
+static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, size_t *done)
 {
     size_t N = (size_t)o->samples, next = 0, J = o->jobs;
     dec_run *runs = sd_xcalloc(J, sizeof *runs);
@@ -281,7 +288,7 @@ static int run_all(const dec_opts *o, size_t V, size_t *pairs, size_t *done)
                     rc = sd_error(SD_EIO, "the run with seed %lu %s %d", r->seed,
                                   WIFEXITED(st) ? "exited with status" : "was killed by signal",
                                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-                else if ((rc = parse_ids(r, V, &pairs[2 * *done], &pairs[2 * *done + 1])) == SD_OK)
+                else if ((rc = parse_ids(r, V, eos, &pairs[2 * *done], &pairs[2 * *done + 1])) == SD_OK)
                     ++*done;
             } else if (cli_seconds() - r->t0 > o->timeout) {
                 rc = sd_error(SD_EIO, "the run with seed %lu took over %g s (--timeout): killed",
@@ -322,6 +329,7 @@ static int law_of(const dec_opts *o, const float *logits, size_t V, double *law)
 
 typedef struct {
     size_t V, n_first;    /* first tokens kept as rows of the joint law */
+    size_t eos;           /* the end-of-text token (V: none): never a kept row */
     size_t *first;        /* their ids */
     double *law1;         /* [V] */
     double *joint;        /* [n_first * V + 1]: the last cell pools the other first tokens */
@@ -393,6 +401,8 @@ static int exact_laws(const dec_opts *o, dec_laws *L)
         rc = sd_error(SD_EINVAL, "--draft %s: %u tokens, the target %u", o->draft, d->cfg.n_vocab, m->cfg.n_vocab);
     size_t V = rc ? 0 : m->cfg.n_vocab;
     L->V = V;
+    L->eos = V;
+    if (!rc && sd_tokenizer_eos(tok) >= 0 && (size_t)sd_tokenizer_eos(tok) < V) L->eos = (size_t)sd_tokenizer_eos(tok);
     if (!rc) {
         L->law1 = sd_xmalloc(V * sizeof *L->law1);
         rc = next_law(o, m, ids, n, L->law1);
@@ -400,7 +410,7 @@ static int exact_laws(const dec_opts *o, dec_laws *L)
     if (!rc) {
         L->first = sd_xmalloc(V * sizeof *L->first);
         for (size_t t = 0; t < V; t++)
-            if (L->law1[t] * o->samples >= 5) L->first[L->n_first++] = t;
+            if (L->law1[t] * o->samples >= 5 && t != L->eos) L->first[L->n_first++] = t;
         L->joint = sd_xcalloc(L->n_first * V + 1, sizeof *L->joint);
         if (d) L->planted = sd_xcalloc(L->n_first * V + 1, sizeof *L->planted);
         int32_t *ctx = sd_xmalloc((n + 1) * sizeof *ctx);
@@ -491,7 +501,7 @@ int cmd_certify_decoder(int argc, char **argv)
     size_t N = (size_t)o.samples, V = L.V, done = 0;
     size_t *pairs = sd_xmalloc(2 * N * sizeof *pairs);
     double t0 = cli_seconds();
-    rc = run_all(&o, V, pairs, &done);
+    rc = run_all(&o, V, L.eos, pairs, &done);
     double secs = cli_seconds() - t0;
     printf("# certify --decoder: %zu of %zu runs in %.1f s (%.2f runs/s), target %s, T = %g, "
            "top-k %zu, top-p %g%s\n", done, N, secs, done / secs, o.target, o.temperature,

@@ -7,11 +7,12 @@
 # control. Each run: p-values of the first token and of the (t1, t2) pair, the power
 # of the same test against a planted bug, and the fit of the runs to that bug's law.
 #
-# usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 3000: about
-#   10 minutes a row on this 2-core machine; needs tests/bench/llamacpp/build.sh first)
+# llama.cpp runs generate -n 8 (they may stop after the first token when it is end-of-text).
+# usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: about
+#   6 minutes a llama.cpp row on this 2-core machine, loaded; needs tests/bench/llamacpp/build.sh first)
 set -u
 BUILD=${1:-build}
-N=${2:-3000}
+N=${2:-600}
 S=$BUILD/specdec
 B=${LLAMA_BUILD:-.cache/llama.cpp-build}/bin
 T=data/models/target.gguf
@@ -22,7 +23,8 @@ command -v $PY >/dev/null 2>&1 || PY=/usr/bin/python3
 for p in llama-speculative llama-speculative-simple; do
     [ -x "$B/$p" ] || { echo "certify.sh: no $B/$p: run tests/bench/llamacpp/build.sh" >&2; exit 1; }
 done
-LL="-m $T -md $D -p {prompt} -n 2 --seed {seed} -t 1 -c 128 --top-k 0 --min-p 0 -v"
+LL="-m $T -md $D -p {prompt} -n 8 --seed {seed} -t 1 -c 128 --top-k 0 --min-p 0 -v"
+SIMPLE="--spec-type draft-simple"
 GEN="$S generate --model $T --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
 
 row() { # NAME PLANTED SPECDEC-ARGS -- COMMAND
@@ -43,6 +45,6 @@ row "llama-speculative, T = 1" argmax-draft \
 row "llama-speculative, T = 0.7, top-p 0.9" argmax-draft --temperature 0.7 --top-p 0.9 --filter-first \
     --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $B/llama-speculative $LL --temp 0.7 --top-p 0.9"
 row "llama-speculative-simple, T = 1" argmax-draft \
-    --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $LL --temp 1 --top-p 1"
+    --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $SIMPLE $LL --temp 1 --top-p 1"
 row "llama-speculative-simple, T = 0.7, top-p 0.9" argmax-draft --temperature 0.7 --top-p 0.9 --filter-first \
-    --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $LL --temp 0.7 --top-p 0.9"
+    --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $SIMPLE $LL --temp 0.7 --top-p 0.9"
