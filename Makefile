@@ -41,6 +41,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/bench/%)
 LIB      := $(BUILD)/libspecdec.a
 BIN      := $(BUILD)/specdec
+EXEC_ADAPTER := $(BUILD)/tests/exec/adapter
 
 # cuda: `make cuda` sets CUDA=1 in build-cuda/: the kernels of src/model/cuda/*.cu are
 # compiled by nvcc for Ampere to Hopper (sm_80, 86, 89, 90) plus PTX for later GPUs, and
@@ -62,11 +63,17 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all deps test check fuzz bench bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda
 .SECONDARY:
 
-all: $(BIN)
+all: $(BIN) $(EXEC_ADAPTER)
+
+# the C sampler of `specdec certify --exec` (standalone: it does not link libspecdec)
+$(EXEC_ADAPTER): tests/exec/adapter.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(SAN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -131,7 +138,7 @@ bench-cuda: cuda
 
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
-test: $(BIN) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
+test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # check: the same tests under AddressSanitizer + UBSan, in a separate build tree.
@@ -173,6 +180,12 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 # bench-e2e: speculative decoding end to end on the default pair: every scheme measured
 # against its prediction, greedy identity, the GT sweep, the papers' tables in kind and
 # llama.cpp side by side (tests/bench/e2e.sh; a few minutes on 2 cores).
+bench-exec: $(BIN) $(EXEC_ADAPTER)
+	sh tests/bench/exec.sh $(BUILD)
+
+bench-certify-llamacpp: $(BIN)
+	sh tests/bench/llamacpp/certify.sh $(BUILD)
+
 bench-e2e: $(BIN)
 	sh tests/bench/e2e.sh $(BUILD)
 
@@ -216,6 +229,8 @@ help:
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
+	@echo "make bench-exec  certify --exec: power table of the Python planted bugs, protocol throughput"
+	@echo "make bench-certify-llamacpp  certify --decoder on llama.cpp's speculative decoding (after tests/bench/llamacpp/build.sh)"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
 	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
 	@echo "make cuda    specdec with the CUDA decoder in build-cuda/ (nvcc; sm_80..sm_90 + PTX); make test-cuda runs its tests"

@@ -3,8 +3,9 @@
 # fetches the test data that cannot be committed (llama.cpp's tokenizer vectors).
 # Safe to run again: it only calls apt-get when a package is missing.
 set -eu
-# libopenmpi-dev and openmpi-bin: only `make mpi` (build-mpi/specdec) and its tests use them
-PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git libopenmpi-dev openmpi-bin"
+# libopenmpi-dev and openmpi-bin: only `make mpi` (build-mpi/specdec) and its tests use them;
+# python3-numpy: the Python adapters of `specdec certify --exec` (tests/exec/adapter.py)
+PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git libopenmpi-dev openmpi-bin python3-numpy"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

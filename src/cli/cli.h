@@ -108,6 +108,10 @@ int cmd_accept(int argc, char **argv);
 int cmd_otm(int argc, char **argv);
 int cmd_mc(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
+/* certify --exec: a sampler specdec did not write, over a pipe (certify_exec.c). */
+int cmd_certify_exec(int argc, char **argv);
+/* certify --decoder: the first tokens of a whole decoder (certify_decoder.c). */
+int cmd_certify_decoder(int argc, char **argv);
 int cmd_tree(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_replay(int argc, char **argv);

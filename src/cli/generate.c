@@ -24,7 +24,7 @@ static const char *const help =
     "usage: specdec generate --model FILE.gguf (--prompt TEXT | --prompt-file F)\n"
     "                        [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "                        [--seed S] [--threads N] [--ctx N] [--no-bos] [--stop-at-eos]\n"
-    "                        [--log-logits FILE.safetensors --draft D.gguf] [--json]\n"
+    "                        [--log-logits FILE.safetensors --draft D.gguf] [--json] [--ids]\n"
     "\n"
     "Generates text with a Llama-family GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights;\n"
     "llama or gpt2 tokenizer from the file's metadata), one token per forward pass,\n"
@@ -48,13 +48,15 @@ static const char *const help =
     "                     from --draft scored on the same text, tokens); then\n"
     "                     'specdec replay --log FILE' answers every scheme's acceptance\n"
     "  --draft D.gguf     the draft model for --log-logits (same vocabulary)\n"
-    "  --json             one JSON object on stdout instead of the text\n";
+    "  --json             one JSON object on stdout instead of the text\n"
+    "  --ids              the generated token ids (space-separated) instead of the text\n"
+    "                     (what 'specdec certify --decoder' reads)\n";
 
 typedef struct {
     const char *model, *prompt, *prompt_file, *log, *draft;
     size_t max_tokens, ctx;
     cli_sampling sm;
-    int no_bos, stop_eos, json;
+    int no_bos, stop_eos, json, ids;
 } gen_opts;
 
 /* The log's rows: logits kept in memory for every generated position. */
@@ -193,7 +195,9 @@ static int generate(const gen_opts *o)
             break;
         int32_t next = (int32_t)sd_dist_sample_cdf(prob, V, rng);
         all[n_prompt + n_gen++] = next;
-        if (!o->json) {
+        if (o->ids) {
+            printf("%s%d", n_gen > 1 ? " " : "", (int)next);
+        } else if (!o->json) {
             const char *piece;
             size_t len;
             if (sd_tokenizer_piece(tok, next, &piece, &len) == SD_OK &&
@@ -258,14 +262,15 @@ int cmd_generate(int argc, char **argv)
     gen_opts o = {0};
     o.max_tokens = 64;
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
-    enum { O_MODEL = 256, O_PROMPT, O_PFILE, O_MAX, O_CTX, O_NOBOS, O_EOS, O_LOG, O_DRAFT, O_JSON };
+    enum { O_MODEL = 256, O_PROMPT, O_PFILE, O_MAX, O_CTX, O_NOBOS, O_EOS, O_LOG, O_DRAFT, O_JSON, O_IDS };
     static const struct option longopts[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"prompt-file", required_argument, 0, O_PFILE}, {"max-tokens", required_argument, 0, O_MAX},
         CLI_SAMPLING_LONGOPTS, {"ctx", required_argument, 0, O_CTX},
         {"no-bos", no_argument, 0, O_NOBOS}, {"stop-at-eos", no_argument, 0, O_EOS},
         {"log-logits", required_argument, 0, O_LOG}, {"draft", required_argument, 0, O_DRAFT},
-        {"json", no_argument, 0, O_JSON}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"json", no_argument, 0, O_JSON}, {"ids", no_argument, 0, O_IDS},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     optind = 1;
     int opt;
@@ -290,12 +295,14 @@ int cmd_generate(int argc, char **argv)
         case O_LOG: o.log = optarg; break;
         case O_DRAFT: o.draft = optarg; break;
         case O_JSON: o.json = 1; break;
+        case O_IDS: o.ids = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (!o.model) return cli_usage(cmd, "--model FILE.gguf is required");
+    if (o.ids && o.json) return cli_usage(cmd, "give one of --ids and --json");
     if (!o.prompt == !o.prompt_file) return cli_usage(cmd, "give one of --prompt TEXT and --prompt-file F");
     if (o.log && !o.draft)
         return cli_usage(cmd, "--log-logits needs --draft D.gguf: a replay log pairs the draft's logits with the target's");

@@ -86,7 +86,11 @@ static const char *const certify_help =
     "  --seed S, --threads N, --mpi, --chunks C   as for specdec mc (both levels are split\n"
     "                         over ranks)\n"
     "  --json                 one object with both levels\n"
-    "  -h, --help             this text\n";
+    "  -h, --help             this text\n"
+    "\n"
+    "specdec certify --exec CMD certifies a sampler that specdec did not write, over a\n"
+    "pipe (specdec certify --exec CMD --help); specdec certify --decoder CMD the law of\n"
+    "the first tokens a whole decoder generates (specdec certify --decoder CMD --help).\n";
 
 typedef struct {
     cli_pair pair;
@@ -431,6 +435,10 @@ static int certify_run(mc_opts o, const char *cmd)
 int cmd_certify(int argc, char **argv)
 {
     const char *cmd = "certify";
+    for (int i = 1; i < argc; i++) /* a program that specdec did not write */
+        if (!strcmp(argv[i], "--exec") || !strncmp(argv[i], "--exec=", 7)) return cmd_certify_exec(argc, argv);
+        else if (!strcmp(argv[i], "--decoder") || !strncmp(argv[i], "--decoder=", 10))
+            return cmd_certify_decoder(argc, argv);
     mc_opts o = default_opts();
     o.mp.samples = 3e6;
     int rc = parse(argc, argv, cmd, certify_help, &o);

@@ -1,0 +1,557 @@
+/* specdec certify --decoder CMD: the law of the first two tokens a whole decoder
+ * (any program) generates after a prompt, against the target's exact law computed by
+ * specdec's own decoder. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "cli.h"
+#include "dist.h"
+#include "model/gguf.h"
+#include "gof.h"
+#include "model/llama.h"
+#include "sd_error.h"
+#include "model/tokenizer.h"
+
+static const char *const decoder_help =
+    "usage: specdec certify --decoder CMD --target T.gguf --prompt TEXT [--samples N]\n"
+    "                       [--temperature T] [--top-k K] [--top-p P] [--filter-first]\n"
+    "                       [--seed S] [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
+    "                       [--draft D.gguf [--power R]]\n"
+    "\n"
+    "Runs CMD N times (/bin/sh -c; {seed} becomes S, S + 1, ..., {prompt} the prompt as\n"
+    "one shell word). Each run must print on stdout the ids of the tokens it generated\n"
+    "after the prompt, separated by white space (at least 2, or the end-of-text token\n"
+    "alone; the rest is ignored; a\n"
+    "wrapper turns a program's log into that: tests/bench/llamacpp/spec_ids.sh). specdec\n"
+    "computes the target's exact law of the first token after the prompt and of the\n"
+    "second given the first (with its own decoder on T.gguf, the prompt tokenized by\n"
+    "the GGUF's tokenizer, BOS added unless --no-bos) at the sampling settings the\n"
+    "command uses, and tests with chi-square and G:\n"
+    "  first token  the law of t1\n"
+    "  pair         the joint law of (t1, t2) over the first tokens of expected count\n"
+    "               >= 5 (the others and end-of-text pooled), each such t1's t2 in bins of\n"
+    "               about equal target mass (one per 10 expected runs, 2 to 64): a\n"
+    "               speculative decoder verifies its first draft at t2\n"
+    "and exits 0 only if both p-values are >= A (default 1e-6).\n"
+    "\n"
+    "  --decoder CMD       the command template ({seed}, {prompt})\n"
+    "  --target T.gguf     the target model whose law the decoder must have\n"
+    "  --prompt TEXT       the prompt\n"
+    "  --samples N         runs (default 2000)\n"
+    "  --temperature T, --top-k K, --top-p P   the command's sampling settings (default\n"
+    "                      1, 0 = off, 1 = off)\n"
+    "  --filter-first      top-k/top-p on the untempered law, then the temperature\n"
+    "                      (llama.cpp's sampler chain); default: temperature first (specdec)\n"
+    "  --seed S            the first run's seed (default 1)\n"
+    "  --jobs J            runs at a time (default 2)\n"
+    "  --timeout S         seconds one run may take (default 120): past it the run's\n"
+    "                      process group is killed and certification stops, keeping\n"
+    "                      nothing but the message\n"
+    "  --draft D.gguf      also the power of the same test at the same N against a\n"
+    "                      planted bug: the second token's correction drawn from the\n"
+    "                      target instead of the residual (one draft from D at t2), by\n"
+    "                      R simulated runs (--power, default 200); and the fit of the\n"
+    "                      observed runs to that bug's exact law\n"
+    "  --planted NAME      the bug: correction-from-target (default), or argmax-draft:\n"
+    "                      the draft's most probable token is proposed (not a draw from\n"
+    "                      the draft) but verified as if drawn, min(1, target/draft) and\n"
+    "                      residual norm(max(target - draft, 0))\n"
+    "  -h, --help          this text\n";
+
+typedef struct {
+    const char *tmpl, *target, *draft, *prompt;
+    double samples, temperature, top_p, alpha, timeout;
+    size_t top_k, jobs, power;
+    unsigned long seed;
+    int filter_first, no_bos, argmax; /* argmax: the planted bug is argmax-draft */
+} dec_opts;
+
+enum { D_DECODER = OPT_FIRST_FREE + 200, D_TARGET, D_DRAFT, D_PROMPT, D_SAMPLES, D_TEMP, D_TOPK,
+       D_TOPP, D_FILTER, D_SEED, D_JOBS, D_TIMEOUT, D_ALPHA, D_NOBOS, D_POWER, D_PLANTED };
+
+static int parse_dec(int argc, char **argv, dec_opts *o)
+{
+    static const struct option longopts[] = {
+        {"decoder", required_argument, 0, D_DECODER}, {"target", required_argument, 0, D_TARGET},
+        {"draft", required_argument, 0, D_DRAFT}, {"prompt", required_argument, 0, D_PROMPT},
+        {"samples", required_argument, 0, D_SAMPLES}, {"temperature", required_argument, 0, D_TEMP},
+        {"top-k", required_argument, 0, D_TOPK}, {"top-p", required_argument, 0, D_TOPP},
+        {"filter-first", no_argument, 0, D_FILTER}, {"seed", required_argument, 0, D_SEED},
+        {"jobs", required_argument, 0, D_JOBS}, {"timeout", required_argument, 0, D_TIMEOUT},
+        {"alpha", required_argument, 0, D_ALPHA}, {"no-bos", no_argument, 0, D_NOBOS},
+        {"power", required_argument, 0, D_POWER}, {"planted", required_argument, 0, D_PLANTED},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *cmd = "certify";
+    int opt;
+    size_t sz;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case D_DECODER: o->tmpl = optarg; break;
+        case D_TARGET: o->target = optarg; break;
+        case D_DRAFT: o->draft = optarg; break;
+        case D_PROMPT: o->prompt = optarg; break;
+        case D_SAMPLES:
+            if (cli_parse_double(optarg, "--samples", cmd, &o->samples) || !(o->samples >= 10 && o->samples <= 1e7))
+                return cli_usage(cmd, "--samples must be 10 to 1e7");
+            break;
+        case D_TEMP:
+            if (cli_parse_double(optarg, "--temperature", cmd, &o->temperature) || !(o->temperature > 0))
+                return cli_usage(cmd, "--temperature must be > 0 (a greedy decoder has nothing to test)");
+            break;
+        case D_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &o->top_k)) return CLI_USAGE; break;
+        case D_TOPP:
+            if (cli_parse_double(optarg, "--top-p", cmd, &o->top_p) || !(o->top_p > 0 && o->top_p <= 1))
+                return cli_usage(cmd, "--top-p must be in (0, 1]");
+            break;
+        case D_FILTER: o->filter_first = 1; break;
+        case D_SEED: if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE; o->seed = sz; break;
+        case D_JOBS:
+            if (cli_parse_size(optarg, "--jobs", cmd, &o->jobs) || o->jobs < 1 || o->jobs > 64)
+                return cli_usage(cmd, "--jobs must be 1 to 64");
+            break;
+        case D_TIMEOUT:
+            if (cli_parse_double(optarg, "--timeout", cmd, &o->timeout) || !(o->timeout > 0))
+                return cli_usage(cmd, "--timeout must be a positive number of seconds");
+            break;
+        case D_ALPHA:
+            if (cli_parse_double(optarg, "--alpha", cmd, &o->alpha) || !(o->alpha > 0 && o->alpha < 1))
+                return cli_usage(cmd, "--alpha must be in (0, 1)");
+            break;
+        case D_NOBOS: o->no_bos = 1; break;
+        case D_POWER:
+            if (cli_parse_size(optarg, "--power", cmd, &o->power) || o->power < 1 || o->power > 100000)
+                return cli_usage(cmd, "--power must be 1 to 100000");
+            break;
+        case D_PLANTED:
+            if (!strcmp(optarg, "argmax-draft")) o->argmax = 1;
+            else if (!strcmp(optarg, "correction-from-target")) o->argmax = 0;
+            else return cli_usage(cmd, "--planted: correction-from-target or argmax-draft, not '%s'", optarg);
+            break;
+        case 'h': fputs(decoder_help, stdout); return -1;
+        default: return cli_usage(cmd, "unknown option (certify --decoder --help lists them)");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o->tmpl || !*o->tmpl) return cli_usage(cmd, "--decoder needs a command");
+    if (!o->target) return cli_usage(cmd, "--decoder needs --target T.gguf (the law to hold it to)");
+    if (!o->prompt) return cli_usage(cmd, "--decoder needs --prompt TEXT");
+    return 0;
+}
+
+/* The command of run `seed`: {seed} and {prompt} (single-quoted) substituted. */
+static char *expand(const char *tmpl, unsigned long seed, const char *prompt)
+{
+    size_t cap = strlen(tmpl) + 64, n = 0;
+    char *out = sd_xmalloc(cap);
+    for (const char *s = tmpl; *s;) {
+        char buf[32];
+        const char *ins = NULL;
+        size_t skip = 1;
+        if (!strncmp(s, "{seed}", 6)) snprintf(buf, sizeof buf, "%lu", seed), ins = buf, skip = 6;
+        else if (!strncmp(s, "{prompt}", 8)) ins = prompt, skip = 8;
+        size_t need = ins ? 4 * strlen(ins) + 3 : 1;
+        if (n + need + 1 > cap) cap = 2 * (n + need + 1), out = sd_xrealloc(out, cap);
+        if (!ins) out[n++] = *s;
+        else if (ins == buf) n += (size_t)sprintf(out + n, "%s", buf);
+        else {
+            out[n++] = '\'';
+            for (const char *p = ins; *p; p++) {
+                if (*p == '\'') memcpy(out + n, "'\\''", 4), n += 4;
+                else out[n++] = *p;
+            }
+            out[n++] = '\'';
+        }
+        s += skip;
+    }
+    out[n] = 0;
+    return out;
+}
+
+typedef struct {
+    pid_t pid;
+    int fd;
+    unsigned long seed;
+    double t0;
+    char *buf;
+    size_t len, cap;
+} dec_run;
+
+static int spawn(dec_run *r, const char *command)
+{
+    int p[2];
+    if (pipe(p)) return sd_error(SD_EIO, "pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]), close(p[1]);
+        return sd_error(SD_EIO, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(p[1], 1);
+        close(p[0]), close(p[1]);
+        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(p[1]);
+    r->pid = pid, r->fd = p[0], r->len = 0, r->t0 = sd_seconds();
+    return SD_OK;
+}
+
+/* The first two ids of a finished run's output; SD_EFORMAT naming the run. */
+static int parse_ids(const dec_run *r, size_t V, size_t eos, size_t *t1, size_t *t2)
+{
+    const char *s = r->buf;
+    size_t got[2];
+    for (int i = 0; i < 2; i++) {
+        while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
+        if (i == 1 && !*s && got[0] == eos) { /* the end of the text came first: no t2 */
+            got[1] = eos;
+            break;
+        }
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || errno || v < 0 || (size_t)v >= V || (*end && !strchr(" \n\t\r", *end)))
+            return sd_error(SD_EFORMAT, "the run with seed %lu printed '%.60s': expected at least two "
+                            "token ids in 0..%zu separated by white space (one if the first is "
+                            "the end-of-text token %zd)", r->seed, r->buf, V - 1,
+                            eos < V ? (ssize_t)eos : (ssize_t)-1);
+        got[i] = (size_t)v;
+        s = end;
+    }
+    *t1 = got[0], *t2 = got[1];
+    return SD_OK;
+}
+
+/* Runs the N commands, J at a time; pairs[2 i], pairs[2 i + 1] for run i. */
+static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, size_t *done)
+{
+    size_t N = (size_t)o->samples, next = 0, J = o->jobs;
+    dec_run *runs = sd_xcalloc(J, sizeof *runs);
+    for (size_t j = 0; j < J; j++) runs[j].pid = -1;
+    int rc = SD_OK;
+    size_t live = 0;
+    *done = 0;
+    while (rc == SD_OK && (*done < N)) {
+        for (size_t j = 0; j < J && next < N; j++)
+            if (runs[j].pid < 0) {
+                char *c = expand(o->tmpl, o->seed + next, o->prompt);
+                runs[j].seed = o->seed + next;
+                rc = spawn(&runs[j], c);
+                free(c);
+                if (rc) break;
+                next++, live++;
+            }
+        if (rc) break;
+        struct pollfd fds[64];
+        size_t map[64], nf = 0;
+        double now = sd_seconds(), wait = o->timeout;
+        for (size_t j = 0; j < J; j++)
+            if (runs[j].pid >= 0) {
+                fds[nf].fd = runs[j].fd, fds[nf].events = POLLIN, fds[nf].revents = 0, map[nf++] = j;
+                double left = o->timeout - (now - runs[j].t0);
+                if (left < wait) wait = left;
+            }
+        if (wait < 0) wait = 0;
+        int pr = poll(fds, nf, (int)(wait * 1000) + 1);
+        if (pr < 0 && errno != EINTR) { rc = sd_error(SD_EIO, "poll: %s", strerror(errno)); break; }
+        for (size_t f = 0; f < nf && rc == SD_OK; f++) {
+            dec_run *r = &runs[map[f]];
+            if (fds[f].revents) {
+                if (r->len + 4096 + 1 > r->cap) r->cap = 2 * (r->len + 4096 + 1), r->buf = sd_xrealloc(r->buf, r->cap);
+                ssize_t n = read(r->fd, r->buf + r->len, r->cap - r->len - 1);
+                if (n > 0) { r->len += (size_t)n; continue; }
+                if (n < 0 && errno == EINTR) continue;
+                r->buf[r->len] = 0;
+                close(r->fd);
+                int st;
+                waitpid(r->pid, &st, 0);
+                r->pid = -1, live--;
+                if (!WIFEXITED(st) || WEXITSTATUS(st))
+                    rc = sd_error(SD_EIO, "the run with seed %lu %s %d", r->seed,
+                                  WIFEXITED(st) ? "exited with status" : "was killed by signal",
+                                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                else if ((rc = parse_ids(r, V, eos, &pairs[2 * *done], &pairs[2 * *done + 1])) == SD_OK)
+                    ++*done;
+            } else if (sd_seconds() - r->t0 > o->timeout) {
+                rc = sd_error(SD_EIO, "the run with seed %lu took over %g s (--timeout): killed",
+                              r->seed, o->timeout);
+            }
+        }
+    }
+    for (size_t j = 0; j < J; j++) {
+        if (runs[j].pid >= 0) {
+            kill(-runs[j].pid, SIGKILL);
+            close(runs[j].fd);
+            waitpid(runs[j].pid, NULL, 0);
+        }
+        free(runs[j].buf);
+    }
+    free(runs);
+    return rc;
+}
+
+/* The sampling law from logits: specdec's order (temperature, then top-k/top-p) or
+ * llama.cpp's (top-k/top-p on the untempered law, then the temperature). */
+static int law_of(const dec_opts *o, const float *logits, size_t V, double *law)
+{
+    double *lg = sd_xmalloc(V * sizeof *lg);
+    for (size_t i = 0; i < V; i++) lg[i] = logits[i];
+    int rc;
+    if (!o->filter_first) {
+        rc = sd_dist_from_logits(lg, V, o->temperature, o->top_k, o->top_p, law, "logits");
+    } else if (!(rc = sd_dist_from_logits(lg, V, 1.0, o->top_k, o->top_p, law, "logits"))) {
+        double mx = -INFINITY, sum = 0;
+        for (size_t i = 0; i < V; i++) if (law[i] > 0 && lg[i] > mx) mx = lg[i];
+        for (size_t i = 0; i < V; i++) sum += law[i] = law[i] > 0 ? exp((lg[i] - mx) / o->temperature) : 0;
+        for (size_t i = 0; i < V; i++) law[i] /= sum;
+    }
+    free(lg);
+    return rc;
+}
+
+typedef struct {
+    size_t V, n_first;    /* first tokens kept as rows of the joint law */
+    size_t eos;           /* the end-of-text token (V: none): never a kept row */
+    size_t *first;        /* their ids */
+    double *law1;         /* [V] */
+    double *joint;        /* [n_first * V + 1]: the last cell pools the other first tokens */
+    double *planted;      /* the same under the planted bug, or NULL */
+    size_t *bin;          /* [n_first * V]: cell of (t1, t2) after binning; rest: n_bins */
+    size_t n_bins;        /* cells of kept rows; cell n_bins pools the other first tokens */
+    double *bjoint, *bplanted; /* [n_bins + 1] */
+} dec_laws;
+
+/* Bins each kept row's tokens by target probability into groups of about equal mass,
+ * about one bin per 10 expected runs (2 to 64 a row): the test keeps its power where
+ * the mass is instead of pooling the row's long tail into one cell. */
+static void bin_rows(dec_laws *L, double N)
+{
+    size_t V = L->V, *idx = sd_xmalloc(V * sizeof *idx);
+    L->bin = sd_xmalloc((L->n_first * V + 1) * sizeof *L->bin);
+    L->n_bins = 0;
+    for (size_t i = 0; i < L->n_first; i++) {
+        const double *row = L->joint + i * V;
+        double mass = 0, cum = 0;
+        for (size_t x = 0; x < V; x++) idx[x] = x, mass += row[x];
+        sd_sort_by_key(idx, V, row);
+        double e = N * mass / 10;
+        size_t nb = e < 2 ? 2 : e > 64 ? 64 : (size_t)e;
+        for (size_t j = V; j-- > 0;) { /* most probable first */
+            size_t b = mass > 0 ? (size_t)(cum / mass * (double)nb) : 0;
+            L->bin[i * V + idx[j]] = L->n_bins + (b < nb ? b : nb - 1);
+            cum += row[idx[j]];
+        }
+        L->n_bins += nb;
+    }
+    free(idx);
+    L->bjoint = sd_xcalloc(L->n_bins + 1, sizeof *L->bjoint);
+    L->bplanted = sd_xcalloc(L->n_bins + 1, sizeof *L->bplanted);
+    for (size_t c = 0; c < L->n_first * V; c++) {
+        L->bjoint[L->bin[c]] += L->joint[c];
+        if (L->planted) L->bplanted[L->bin[c]] += L->planted[c];
+    }
+    L->bjoint[L->n_bins] = L->joint[L->n_first * V];
+    L->bplanted[L->n_bins] = L->planted ? L->planted[L->n_first * V] : 0;
+}
+
+/* law of the next token of model m after ids (n of them) */
+static int next_law(const dec_opts *o, const sd_llama *m, const int32_t *ids, size_t n, double *law)
+{
+    size_t V = m->cfg.n_vocab;
+    sd_kv *kv;
+    int rc = sd_kv_alloc(m, n, &kv);
+    float *lg = rc ? NULL : sd_xmalloc(n * V * sizeof *lg);
+    if (!rc) rc = sd_llama_forward(m, kv, ids, n, NULL, NULL, lg, NULL);
+    if (!rc) rc = law_of(o, lg + (n - 1) * V, V, law);
+    free(lg);
+    sd_kv_free(kv);
+    return rc;
+}
+
+static int exact_laws(const dec_opts *o, dec_laws *L)
+{
+    sd_llama *m = NULL, *d = NULL;
+    sd_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = sd_llama_load(o->target, &m);
+    if (!rc) rc = sd_tokenizer_from_gguf(m->file, &tok);
+    if (!rc) rc = sd_tokenizer_encode(tok, o->prompt, strlen(o->prompt), o->no_bos ? 0 : SD_TOK_ADD_SPECIAL, &ids, &n);
+    if (!rc && n == 0) rc = sd_error(SD_EINVAL, "--prompt: no tokens (and no BOS)");
+    if (!rc && o->draft) rc = sd_llama_load(o->draft, &d);
+    if (!rc && d && d->cfg.n_vocab != m->cfg.n_vocab)
+        rc = sd_error(SD_EINVAL, "--draft %s: %u tokens, the target %u", o->draft, d->cfg.n_vocab, m->cfg.n_vocab);
+    size_t V = rc ? 0 : m->cfg.n_vocab;
+    L->V = V;
+    L->eos = V;
+    if (!rc && sd_tokenizer_eos(tok) >= 0 && (size_t)sd_tokenizer_eos(tok) < V) L->eos = (size_t)sd_tokenizer_eos(tok);
+    if (!rc) {
+        L->law1 = sd_xmalloc(V * sizeof *L->law1);
+        rc = next_law(o, m, ids, n, L->law1);
+    }
+    if (!rc) {
+        L->first = sd_xmalloc(V * sizeof *L->first);
+        for (size_t t = 0; t < V; t++)
+            if (L->law1[t] * o->samples >= 5 && t != L->eos) L->first[L->n_first++] = t;
+        L->joint = sd_xcalloc(L->n_first * V + 1, sizeof *L->joint);
+        if (d) L->planted = sd_xcalloc(L->n_first * V + 1, sizeof *L->planted);
+        int32_t *ctx = sd_xmalloc((n + 1) * sizeof *ctx);
+        memcpy(ctx, ids, n * sizeof *ids);
+        double *law2 = sd_xmalloc(V * sizeof *law2), *dl = sd_xmalloc(V * sizeof *dl), rest = 1;
+        for (size_t i = 0; !rc && i < L->n_first; i++) {
+            size_t t1 = L->first[i];
+            ctx[n] = (int32_t)t1;
+            rc = next_law(o, m, ctx, n + 1, law2);
+            if (!rc && d) rc = next_law(o, d, ctx, n + 1, dl);
+            double beta = 0, rmass = 0, a = 0;
+            size_t star = 0;
+            for (size_t x = 0; !rc && d && x < V; x++) {
+                beta += fmin(dl[x], law2[x]);
+                rmass += fmax(law2[x] - dl[x], 0);
+                if (dl[x] > dl[star]) star = x;
+            }
+            if (d) a = dl[star] > 0 ? fmin(1, law2[star] / dl[star]) : 0;
+            for (size_t x = 0; !rc && x < V; x++) {
+                L->joint[i * V + x] = L->law1[t1] * law2[x];
+                if (!d) continue;
+                double q;
+                if (o->argmax) /* the draft's argmax, verified as if drawn from the draft */
+                    q = (x == star ? a : 0) + (1 - a) * (rmass > 0 ? fmax(law2[x] - dl[x], 0) / rmass : 0);
+                else /* one draft from d; a rejection's correction from the target */
+                    q = fmin(dl[x], law2[x]) + (1 - beta) * law2[x];
+                L->planted[i * V + x] = L->law1[t1] * q;
+            }
+            rest -= L->law1[t1];
+        }
+        L->joint[L->n_first * V] = rest > 0 ? rest : 0;
+        if (d) L->planted[L->n_first * V] = L->joint[L->n_first * V];
+        free(ctx), free(law2), free(dl);
+    }
+    free(ids);
+    sd_tokenizer_free(tok);
+    sd_llama_free(m);
+    sd_llama_free(d);
+    return rc;
+}
+
+static void dec_laws_free(dec_laws *L)
+{
+    free(L->first), free(L->law1), free(L->joint), free(L->planted);
+    free(L->bin), free(L->bjoint), free(L->bplanted);
+}
+
+/* Fraction of R simulated runs of N samples from the planted joint law whose pair test
+ * rejects at alpha. */
+static double power_of(const dec_laws *L, double N, double alpha, size_t R, double *mean_p)
+{
+    size_t cells = L->n_bins + 1, hits = 0;
+    unsigned int *c = sd_xmalloc(cells * sizeof *c);
+    double *counts = sd_xmalloc(cells * sizeof *counts), logsum = 0;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(rng, 2385);
+    for (size_t r = 0; r < R; r++) {
+        gsl_ran_multinomial(rng, cells, (unsigned int)N, L->bplanted, c);
+        for (size_t i = 0; i < cells; i++) counts[i] = c[i];
+        sd_gof_result g;
+        if (sd_gof_test(counts, L->bjoint, cells, 5.0, &g) == SD_OK) {
+            hits += g.min_p < alpha;
+            logsum += log10(fmax(g.min_p, 1e-300));
+        }
+    }
+    gsl_rng_free(rng);
+    free(c), free(counts);
+    *mean_p = pow(10, logsum / (double)R);
+    return (double)hits / (double)R;
+}
+
+int cmd_certify_decoder(int argc, char **argv)
+{
+    dec_opts o;
+    memset(&o, 0, sizeof o);
+    o.samples = 2000, o.temperature = 1, o.top_p = 1, o.alpha = 1e-6, o.timeout = 120;
+    o.jobs = 2, o.seed = 1, o.power = 200;
+    int rc = parse_dec(argc, argv, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    dec_laws L;
+    memset(&L, 0, sizeof L);
+    if (exact_laws(&o, &L)) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", sd_errmsg());
+        dec_laws_free(&L);
+        return cli_fail("certify", msg);
+    }
+    size_t N = (size_t)o.samples, V = L.V, done = 0;
+    size_t *pairs = sd_xmalloc(2 * N * sizeof *pairs);
+    double t0 = sd_seconds();
+    rc = run_all(&o, V, L.eos, pairs, &done);
+    double secs = sd_seconds() - t0;
+    printf("# certify --decoder: %zu of %zu runs in %.1f s (%.2f runs/s), target %s, T = %g, "
+           "top-k %zu, top-p %g%s\n", done, N, secs, done / secs, o.target, o.temperature,
+           o.top_k, o.top_p, o.filter_first ? " (filters first, then temperature)" : "");
+    if (rc) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "--decoder: %s (after %zu good runs)", sd_errmsg(), done);
+        free(pairs), dec_laws_free(&L);
+        return cli_fail("certify", msg);
+    }
+    bin_rows(&L, (double)done);
+    double *c1 = sd_xcalloc(V, sizeof *c1), *cj = sd_xcalloc(L.n_bins + 1, sizeof *cj);
+    size_t *row = sd_xmalloc(V * sizeof *row);
+    for (size_t t = 0; t < V; t++) row[t] = L.n_first;
+    for (size_t i = 0; i < L.n_first; i++) row[L.first[i]] = i;
+    for (size_t i = 0; i < done; i++) {
+        size_t t1 = pairs[2 * i], t2 = pairs[2 * i + 1];
+        c1[t1] += 1;
+        cj[row[t1] < L.n_first ? L.bin[row[t1] * V + t2] : L.n_bins] += 1;
+    }
+    sd_gof_result g1, gj;
+    rc = sd_gof_test(c1, L.law1, V, 5.0, &g1) || sd_gof_test(cj, L.bjoint, L.n_bins + 1, 5.0, &gj);
+    int pass = !rc && g1.min_p >= o.alpha && gj.min_p >= o.alpha;
+    if (!rc) {
+        printf("first token     %zu cells, chi-square p = %.4g, G p = %.4g%s\n", g1.cells, g1.chi2_p,
+               g1.g_p, g1.impossible ? " (a token of target probability 0 was generated)" : "");
+        printf("pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, %zu cells, chi-square p = %.4g, "
+               "G p = %.4g%s\n", L.n_first, L.n_bins, gj.cells, gj.chi2_p, gj.g_p,
+               gj.impossible ? " (a pair of target probability 0 was generated)" : "");
+        if (L.planted) {
+            double tv = 0, mp;
+            for (size_t i = 0; i < L.n_first * V + 1; i++) tv += 0.5 * fabs(L.planted[i] - L.joint[i]);
+            double pw = power_of(&L, (double)done, o.alpha, o.power, &mp);
+            printf("power           %.3f against the planted bug (%s at t2; "
+                   "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
+                   "%zu simulated runs of %zu\n", pw, o.argmax ? "argmax draft verified as drawn" :
+                   "correction from the target", tv, mp, o.power, done);
+            sd_gof_result gp;
+            if (sd_gof_test(cj, L.bplanted, L.n_bins + 1, 5.0, &gp) == SD_OK)
+                printf("                the observed pairs against the planted bug's law: chi-square p = "
+                       "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
+            double need = -1;
+            for (double n2 = 50; need < 0 && n2 <= 4e6; n2 *= 2)
+                if (power_of(&L, n2, o.alpha, 100, &mp) >= 0.9) need = n2;
+            if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", need);
+            else printf("                power < 0.9 up to 4e6 runs\n");
+        }
+        printf("== %s at p >= %g\n", pass ? "PASS" : "FAIL", o.alpha);
+    }
+    free(c1), free(cj), free(row), free(pairs), dec_laws_free(&L);
+    if (rc) return cli_fail("certify", sd_errmsg());
+    return pass ? CLI_OK : CLI_FAIL;
+}

@@ -1,0 +1,430 @@
+/* specdec certify --exec CMD: black-box token-level certification of a speculative
+ * sampler that specdec did not write, spoken to over the protocol of sim/exec.h. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cdf.h>
+
+#include "accept.h"
+#include "cli.h"
+#include "dist.h"
+#include "exec.h"
+#include "family.h"
+#include "gof.h"
+#include "logs.h"
+#include "mc.h"
+#include "sd_error.h"
+
+static const char *const exec_help =
+    "usage: specdec certify --exec CMD [--scheme NAME|none] [--pair SPEC]... [-k K[,K...]]\n"
+    "                       [--log FILE.safetensors [--rows R[,R...]] [--temperature T]]\n"
+    "                       [--samples N] [--seed S] [--alpha A] [--timeout S] [--batch B]\n"
+    "                       [--without-replacement]\n"
+    "\n"
+    "Certifies a speculative sampler that specdec did not write. specdec starts CMD\n"
+    "(/bin/sh -c), sends it each draft/target pair and N cases of k drafts sampled as the\n"
+    "scheme samples them, reads its answers (output token, draft accepted or not) over\n"
+    "the protocol of the README (\"certify --exec: the protocol\"), and tests for each\n"
+    "pair and k:\n"
+    "  output law   chi-square and G tests of the output tokens against the target\n"
+    "               (above 256 tokens, 64 bins of equal target mass)\n"
+    "  acceptance   the rate of accepted drafts against the exact acceptance of --scheme\n"
+    "               (a two-sided normal test; none: not tested)\n"
+    "A test fails when its p-value is below A (default 1e-6, as specdec certify: a correct\n"
+    "sampler fails one pair's two tests with probability about 3e-6). Exits 0 only if\n"
+    "every pair passes; on failure it names the pair, V and k, the worst tokens and a\n"
+    "command that reproduces the run. A program that crashes, hangs past the time limit\n"
+    "or answers garbage ends the run with exit 1, a message naming the case, and the\n"
+    "pairs finished before it.\n"
+    "\n"
+    "  --exec CMD             the sampler (a shell command line)\n"
+    "  --scheme NAME          sd, specinfer, rrs, kseq, otm, or none (default): the scheme\n"
+    "                         the program claims to implement; it decides how the drafts\n"
+    "                         are drawn (rrs: without replacement, others i.i.d.; sd: k = 1)\n"
+    "                         and the exact acceptance the program is held to\n"
+    "  --pair SPEC            a synthetic pair (repeatable; family.h: bernoulli:P,Q,\n"
+    "                         uniform:V,R, dirichlet:V,ALPHA,SEED, zipf:V,S,T[,K]); default:\n"
+    "                         dirichlet:6,1,2385, zipf:50,1.2,0.7 and bernoulli:0.3,0.6\n"
+    "  --log FILE             logged logits (.safetensors, data/logs/FORMAT.md): each row of\n"
+    "                         --rows (default 0) is a pair, softmax at --temperature (def. 1)\n"
+    "  -k, --k K[,K...]       drafts per case (default 2); a pair with fewer tokens of\n"
+    "                         positive draft mass than rrs needs is skipped, with a note\n"
+    "  --samples N            cases per pair and k (default 2e5)\n"
+    "  --seed S               seed (default 2385); each pair's drafts and the seed sent to\n"
+    "                         the program depend only on (S, pair, k)\n"
+    "  --alpha A              p-value threshold (default 1e-6)\n"
+    "  --timeout S            seconds the program may take for one answer (default 10)\n"
+    "  --batch B              cases per flush (default 1024)\n"
+    "  --without-replacement  with --scheme none: draw the k drafts without replacement\n"
+    "  -h, --help             this text\n";
+
+#define MAX_PAIRS 64
+#define MAX_KS 16
+
+typedef struct {
+    const char *command, *log;
+    int have_scheme, wor;
+    sd_scheme scheme;
+    const char *pairs[MAX_PAIRS];
+    size_t n_pairs, ks[MAX_KS], n_ks, rows[MAX_PAIRS], n_rows, batch;
+    double samples, alpha, timeout, temperature;
+    unsigned long seed;
+} exec_opts;
+
+enum { X_EXEC = OPT_FIRST_FREE + 100, X_SCHEME, X_PAIR, X_LOG, X_ROWS, X_TEMP, X_SAMPLES,
+       X_SEED, X_ALPHA, X_TIMEOUT, X_BATCH, X_WOR };
+
+/* "1,2,3" into out (at most max); -1 after a usage message. */
+static int parse_list(const char *s, const char *what, size_t *out, size_t max, size_t *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (*n == max) return cli_usage("certify", "%s: at most %zu values", what, max), -1;
+        if (cli_parse_size(tok, what, "certify", &out[(*n)++])) return -1;
+    }
+    if (*n == 0) return cli_usage("certify", "%s: empty list", what), -1;
+    return 0;
+}
+
+static int parse_exec(int argc, char **argv, exec_opts *o)
+{
+    static const struct option longopts[] = {
+        {"exec", required_argument, 0, X_EXEC},
+        {"scheme", required_argument, 0, X_SCHEME},
+        {"pair", required_argument, 0, X_PAIR},
+        {"log", required_argument, 0, X_LOG},
+        {"rows", required_argument, 0, X_ROWS},
+        {"temperature", required_argument, 0, X_TEMP},
+        {"k", required_argument, 0, 'k'},
+        {"samples", required_argument, 0, X_SAMPLES},
+        {"seed", required_argument, 0, X_SEED},
+        {"alpha", required_argument, 0, X_ALPHA},
+        {"timeout", required_argument, 0, X_TIMEOUT},
+        {"batch", required_argument, 0, X_BATCH},
+        {"without-replacement", no_argument, 0, X_WOR},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *cmd = "certify";
+    int opt;
+    size_t sz;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case X_EXEC: o->command = optarg; break;
+        case X_SCHEME:
+            if (!strcmp(optarg, "none")) { o->have_scheme = 0; break; }
+            if (sd_scheme_parse(optarg, &o->scheme)) return cli_usage(cmd, "%s (or none)", sd_errmsg());
+            o->have_scheme = 1;
+            break;
+        case X_PAIR:
+            if (o->n_pairs == MAX_PAIRS) return cli_usage(cmd, "at most %d --pair", MAX_PAIRS);
+            o->pairs[o->n_pairs++] = optarg;
+            break;
+        case X_LOG: o->log = optarg; break;
+        case X_ROWS: if (parse_list(optarg, "--rows", o->rows, MAX_PAIRS, &o->n_rows)) return CLI_USAGE; break;
+        case 'k': if (parse_list(optarg, "-k", o->ks, MAX_KS, &o->n_ks)) return CLI_USAGE; break;
+        case X_TEMP:
+            if (cli_parse_double(optarg, "--temperature", cmd, &o->temperature)) return CLI_USAGE;
+            if (!(o->temperature > 0)) return cli_usage(cmd, "--temperature must be > 0");
+            break;
+        case X_SAMPLES:
+            if (cli_parse_double(optarg, "--samples", cmd, &o->samples)) return CLI_USAGE;
+            if (!(o->samples >= 1 && o->samples <= 1e12)) return cli_usage(cmd, "--samples must be 1 to 1e12");
+            break;
+        case X_SEED:
+            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
+            o->seed = (unsigned long)sz;
+            break;
+        case X_ALPHA:
+            if (cli_parse_double(optarg, "--alpha", cmd, &o->alpha) || !(o->alpha > 0 && o->alpha < 1))
+                return cli_usage(cmd, "--alpha must be in (0, 1)");
+            break;
+        case X_TIMEOUT:
+            if (cli_parse_double(optarg, "--timeout", cmd, &o->timeout) || !(o->timeout > 0))
+                return cli_usage(cmd, "--timeout must be a positive number of seconds");
+            break;
+        case X_BATCH:
+            if (cli_parse_size(optarg, "--batch", cmd, &o->batch) || o->batch < 1 || o->batch > 65536)
+                return cli_usage(cmd, "--batch must be 1 to 65536");
+            break;
+        case X_WOR: o->wor = 1; break;
+        case 'h': fputs(exec_help, stdout); return -1;
+        default: return cli_usage(cmd, "unknown option (certify --exec --help lists them)");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o->command || !*o->command) return cli_usage(cmd, "--exec needs a command");
+    for (size_t i = 0; i < o->n_ks; i++)
+        if (o->ks[i] < 1 || o->ks[i] > 64) return cli_usage(cmd, "-k must be 1 to 64");
+    if (o->n_rows && !o->log) return cli_usage(cmd, "--rows needs --log");
+    return 0;
+}
+
+/* One pair to certify: a family spec or a log row. */
+typedef struct {
+    char name[300];
+    double *draft, *target;
+    size_t vocab;
+} exec_pair;
+
+static unsigned long pair_seed(unsigned long seed, const char *name, size_t k)
+{
+    unsigned long long h = 1469598103934665603ull; /* FNV-1a of the pair's name and k */
+    for (const char *s = name; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h = (h ^ k) * 1099511628211ull;
+    return (unsigned long)((h ^ (unsigned long long)seed * 0x9E3779B97F4A7C15ull) & 0x7fffffffu);
+}
+
+/* The shell word for s, single-quoted. */
+static void print_quoted(const char *s)
+{
+    putchar('\'');
+    for (; *s; s++) {
+        if (*s == '\'') fputs("'\\''", stdout);
+        else putchar(*s);
+    }
+    putchar('\'');
+}
+
+typedef struct {
+    size_t k, vocab;
+    double cases, accepted, exact, z, acc_p, seconds, draw_seconds;
+    double *counts;
+    sd_gof_result gof;
+    int binned, pass, skipped;
+    char note[200];
+} exec_result;
+
+static void print_reproduce(const exec_opts *o, const exec_pair *p, size_t k)
+{
+    printf("  reproduce: specdec certify --exec ");
+    print_quoted(o->command);
+    printf(" --scheme %s", o->have_scheme ? sd_scheme_name(o->scheme) : "none");
+    if (!strncmp(p->name, "log:", 4)) {
+        printf(" --log ");
+        print_quoted(o->log);
+        printf(" --rows %s --temperature %g", strrchr(p->name, '@') + 1, o->temperature);
+    } else {
+        printf(" --pair %s", p->name);
+    }
+    printf(" -k %zu --samples %.0f --seed %lu%s\n", k, o->samples, o->seed,
+           o->wor && !o->have_scheme ? " --without-replacement" : "");
+}
+
+/* The five tokens whose counts are furthest from the target's, in standard errors. */
+static void print_worst(const exec_result *r, const double *target)
+{
+    size_t worst[5], n = 0;
+    double used_z[5];
+    for (size_t m = 0; m < 5; m++) {
+        double best = -1;
+        size_t bi = 0;
+        for (size_t i = 0; i < r->vocab; i++) {
+            double e = r->cases * target[i], o = r->counts[i];
+            double z = e > 0 ? fabs(o - e) / sqrt(e) : (o > 0 ? INFINITY : 0);
+            int used = 0;
+            for (size_t j = 0; j < n; j++) used |= worst[j] == i;
+            if (!used && z > best) best = z, bi = i;
+        }
+        if (best <= 0) break;
+        worst[n] = bi, used_z[n++] = best;
+    }
+    printf("  worst tokens:");
+    for (size_t j = 0; j < n; j++)
+        printf("%s %zu (observed %.5f, target %.5f, %+.1f se)", j ? "," : "", worst[j],
+               r->counts[worst[j]] / r->cases, target[worst[j]],
+               (r->counts[worst[j]] >= r->cases * target[worst[j]] ? 1 : -1) * used_z[j]);
+    printf("\n");
+}
+
+/* Runs one pair at one k through the program: the cases, then the tests. */
+static int run_one(sd_exec *x, const exec_opts *o, const exec_pair *p, size_t k, exec_result *r)
+{
+    sd_scheme draw = o->have_scheme ? o->scheme : o->wor ? SD_SCHEME_RRS : SD_SCHEME_SPECINFER;
+    if (draw == SD_SCHEME_OTM || draw == SD_SCHEME_KSEQ || draw == SD_SCHEME_SD)
+        draw = SD_SCHEME_SPECINFER; /* i.i.d. drafts; sd: k = 1 below */
+    if (o->have_scheme) k = sd_scheme_drafts(o->scheme, k);
+    memset(r, 0, sizeof *r);
+    r->k = k, r->vocab = p->vocab, r->exact = NAN;
+    sd_verifier *v;
+    if (sd_verifier_alloc(&v, draw, p->draft, p->target, p->vocab, k, sd_verify_default_params())) {
+        r->skipped = 1;
+        snprintf(r->note, sizeof r->note, "%s", sd_errmsg());
+        return SD_OK;
+    }
+    if (o->have_scheme) {
+        sd_accept_result ex;
+        if (sd_accept_exact(o->scheme, p->draft, p->target, p->vocab, k, sd_verify_default_params(), &ex) == SD_OK)
+            r->exact = ex.acceptance;
+    }
+    unsigned long ps = pair_seed(o->seed, p->name, k);
+    gsl_rng *rng = sd_mc_chunk_rng(ps, 0);
+    size_t B = o->batch;
+    size_t *drafts = sd_xmalloc(B * k * sizeof *drafts), *tokens = sd_xmalloc(B * sizeof *tokens);
+    unsigned char *acc = sd_xmalloc(B);
+    r->counts = sd_xcalloc(p->vocab, sizeof *r->counts);
+    sd_exec_pair(x, p->vocab, k, o->have_scheme ? sd_scheme_name(o->scheme) : "none", ps,
+                 p->draft, p->target);
+    double t0 = sd_seconds();
+    int rc = SD_OK;
+    while (rc == SD_OK && r->cases < o->samples) {
+        size_t n = o->samples - r->cases < (double)B ? (size_t)(o->samples - r->cases) : B, done;
+        double d0 = sd_seconds();
+        for (size_t c = 0; c < n; c++) sd_verifier_draft(v, rng, drafts + c * k);
+        r->draw_seconds += sd_seconds() - d0;
+        rc = sd_exec_cases(x, drafts, n, tokens, acc, &done);
+        for (size_t c = 0; c < done; c++) r->counts[tokens[c]] += 1, r->accepted += acc[c];
+        r->cases += (double)done;
+    }
+    r->seconds = sd_seconds() - t0;
+    free(drafts), free(tokens), free(acc);
+    gsl_rng_free(rng);
+    sd_verifier_free(v);
+    if (rc) return rc;
+    r->binned = p->vocab > 256;
+    int g = r->binned ? sd_gof_binned(r->counts, p->target, p->vocab, 64, 5.0, &r->gof)
+                      : sd_gof_test(r->counts, p->target, p->vocab, 5.0, &r->gof);
+    if (g) return g;
+    r->acc_p = 1;
+    if (isfinite(r->exact)) {
+        double se = sqrt(r->exact * (1 - r->exact) / r->cases), rate = r->accepted / r->cases;
+        r->z = se > 0 ? (rate - r->exact) / se : (fabs(rate - r->exact) > 1e-12 ? INFINITY : 0);
+        r->acc_p = 2 * gsl_cdf_ugaussian_Q(fabs(r->z));
+    }
+    r->pass = r->gof.min_p >= o->alpha && r->acc_p >= o->alpha;
+    return SD_OK;
+}
+
+static void print_row(const exec_pair *p, const exec_result *r)
+{
+    if (r->skipped) {
+        printf("%-28s %6zu %3zu  skipped: %s\n", p->name, p->vocab, r->k, r->note);
+        return;
+    }
+    printf("%-28s %6zu %3zu %9.0f %9.6f ", p->name, p->vocab, r->k, r->cases, r->accepted / r->cases);
+    if (isfinite(r->exact)) printf("%9.6f %+7.2f ", r->exact, r->z);
+    else printf("%9s %7s ", "-", "-");
+    printf("%10.3g %10.3g %9.0f  %s\n", r->gof.chi2_p, r->gof.g_p, r->cases / r->seconds,
+           r->pass ? "PASS" : "FAIL");
+}
+
+/* The pairs to certify: --pair specs, --log rows, or the default families. */
+static int load_pairs(const exec_opts *o, exec_pair *pairs, size_t *n)
+{
+    static const char *const defaults[] = {"dirichlet:6,1,2385", "zipf:50,1.2,0.7", "bernoulli:0.3,0.6"};
+    size_t np = o->n_pairs;
+    const char *const *specs = o->pairs;
+    if (!np && !o->log) specs = defaults, np = 3;
+    *n = 0;
+    for (size_t i = 0; i < np; i++) {
+        exec_pair *p = &pairs[(*n)++];
+        snprintf(p->name, sizeof p->name, "%s", specs[i]);
+        if (sd_family_make(specs[i], &p->draft, &p->target, &p->vocab)) return cli_fail("certify", sd_errmsg());
+    }
+    if (!o->log) return CLI_OK;
+    sd_log *log;
+    if (sd_log_open_safetensors(o->log, &log)) return cli_fail("certify", sd_errmsg());
+    size_t V = sd_log_vocab_target(log), rows0[1] = {0};
+    const size_t *rows = o->n_rows ? o->rows : rows0, nr = o->n_rows ? o->n_rows : 1;
+    int rc = CLI_OK;
+    if (sd_log_vocab_draft(log) != V)
+        rc = cli_usage("certify", "--log %s: draft and target vocabularies differ (%zu, %zu)",
+                       o->log, sd_log_vocab_draft(log), V);
+    for (size_t i = 0; rc == CLI_OK && i < nr && *n < MAX_PAIRS; i++) {
+        exec_pair *p = &pairs[*n];
+        if (rows[i] >= sd_log_positions(log)) {
+            rc = cli_usage("certify", "--rows: %s has %zu rows, no row %zu", o->log,
+                           sd_log_positions(log), rows[i]);
+            break;
+        }
+        p->draft = sd_xmalloc(V * sizeof *p->draft);
+        p->target = sd_xmalloc(V * sizeof *p->target);
+        p->vocab = V;
+        ++*n;
+        snprintf(p->name, sizeof p->name, "log:row@%zu", rows[i]);
+        if (sd_log_row(log, rows[i], p->draft, p->target) ||
+            sd_dist_from_logits(p->draft, V, o->temperature, 0, 1.0, p->draft, "draft logits") ||
+            sd_dist_from_logits(p->target, V, o->temperature, 0, 1.0, p->target, "target logits"))
+            rc = cli_fail("certify", sd_errmsg());
+    }
+    sd_log_close(log);
+    return rc;
+}
+
+int cmd_certify_exec(int argc, char **argv)
+{
+    exec_opts o;
+    memset(&o, 0, sizeof o);
+    o.ks[0] = 2, o.n_ks = 1, o.batch = 1024, o.samples = 2e5, o.alpha = 1e-6, o.timeout = 10;
+    o.temperature = 1, o.seed = 2385;
+    int rc = parse_exec(argc, argv, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    exec_pair pairs[MAX_PAIRS];
+    size_t np = 0;
+    memset(pairs, 0, sizeof pairs);
+    rc = load_pairs(&o, pairs, &np);
+    sd_exec *x = NULL;
+    if (rc == CLI_OK && sd_exec_start(&x, o.command, o.timeout)) rc = cli_fail("certify", sd_errmsg());
+    if (rc == CLI_OK) {
+        printf("# certify --exec ");
+        print_quoted(o.command);
+        printf(": scheme %s, %.0f cases per pair and k, alpha %g, seed %lu\n",
+               o.have_scheme ? sd_scheme_name(o.scheme) : "none", o.samples, o.alpha, o.seed);
+        printf("%-28s %6s %3s %9s %9s %9s %7s %10s %10s %9s  %s\n", "pair", "V", "k", "cases",
+               "accept", "exact", "z", "chi2 p", "G p", "cases/s", "verdict");
+    }
+    size_t passed = 0, failed = 0, skipped = 0;
+    double cases = 0, seconds = 0, draw_seconds = 0;
+    exec_result res[MAX_PAIRS * MAX_KS];
+    size_t nres = 0;
+    for (size_t i = 0; rc == CLI_OK && i < np; i++)
+        for (size_t j = 0; rc == CLI_OK && j < o.n_ks; j++) {
+            exec_result *r = &res[nres];
+            if (run_one(x, &o, &pairs[i], o.ks[j], r)) {
+                printf("%-28s %6zu %3zu  ERROR after %.0f cases\n", pairs[i].name, pairs[i].vocab,
+                       r->k, r->cases);
+                char msg[600];
+                snprintf(msg, sizeof msg, "--exec: pair %.100s, V = %zu, k = %zu: %.400s", pairs[i].name,
+                         pairs[i].vocab, r->k, sd_errmsg());
+                free(r->counts);
+                fflush(stdout);
+                rc = cli_fail("certify", msg);
+                break;
+            }
+            nres++;
+            print_row(&pairs[i], r);
+            if (r->skipped) { skipped++; continue; }
+            cases += r->cases, seconds += r->seconds, draw_seconds += r->draw_seconds;
+            if (r->pass) { passed++; continue; }
+            failed++;
+            printf("FAIL %s, V = %zu, k = %zu:", pairs[i].name, r->vocab, r->k);
+            if (r->gof.min_p < o.alpha)
+                printf(" output law (chi-square p = %.3g, G p = %.3g%s)", r->gof.chi2_p, r->gof.g_p,
+                       r->gof.impossible ? ", a token of target probability 0 was output" : "");
+            if (r->acc_p < o.alpha)
+                printf(" acceptance %.6f, exact %.6f for %s (z = %+.1f)", r->accepted / r->cases,
+                       r->exact, sd_scheme_name(o.scheme), r->z);
+            printf("\n");
+            print_worst(r, pairs[i].target);
+            print_reproduce(&o, &pairs[i], o.ks[j]);
+        }
+    sd_exec_stop(x);
+    for (size_t i = 0; i < nres; i++) free(res[i].counts);
+    for (size_t i = 0; i < MAX_PAIRS; i++) free(pairs[i].draft), free(pairs[i].target);
+    if (cases > 0)
+        printf("# %.0f cases in %.3f s: %.0f cases/s, %.2f us per case (%.2f us of it drawing the "
+               "drafts in specdec)\n", cases, seconds, cases / seconds, 1e6 * seconds / cases,
+               1e6 * draw_seconds / cases);
+    if (rc) {
+        printf("== ERROR: %zu passed, %zu failed before the program stopped answering\n", passed, failed);
+        return rc;
+    }
+    printf("== %s: %zu passed, %zu failed, %zu skipped at p >= %g\n", failed ? "FAIL" : "PASS",
+           passed, failed, skipped, o.alpha);
+    return failed || passed == 0 ? CLI_FAIL : CLI_OK;
+}

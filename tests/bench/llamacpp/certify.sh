@@ -1,0 +1,50 @@
+#!/bin/sh
+# make bench-certify-llamacpp: does llama.cpp's speculative decoding preserve the
+# target's law? `specdec certify --decoder` on llama-speculative (draft tree, stochastic
+# verification) and llama-speculative-simple (greedy draft chain, target sampling) on
+# the shipped pair, at temperature 1 and at 0.7 with top-p 0.9 (llama.cpp filters
+# before the temperature: --filter-first), beside specdec's own generate as the
+# control. Each run: p-values of the first token and of the (t1, t2) pair, the power
+# of the same test against a planted bug, and the fit of the runs to that bug's law.
+#
+# llama.cpp runs generate -n 8 (they may stop after the first token when it is end-of-text).
+# usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: about
+#   6 minutes a llama.cpp row on this 2-core machine, loaded; needs tests/bench/llamacpp/build.sh first)
+set -u
+BUILD=${1:-build}
+N=${2:-600}
+S=$BUILD/specdec
+B=${LLAMA_BUILD:-.cache/llama.cpp-build}/bin
+T=data/models/target.gguf
+D=data/models/draft.gguf
+PROMPT=${PROMPT:-"Call me Ishmael."}
+PY=python3
+command -v $PY >/dev/null 2>&1 || PY=/usr/bin/python3
+for p in llama-speculative llama-speculative-simple; do
+    [ -x "$B/$p" ] || { echo "certify.sh: no $B/$p: run tests/bench/llamacpp/build.sh" >&2; exit 1; }
+done
+LL="-m $T -md $D -p {prompt} -n 8 --seed {seed} -t 1 -c 128 --top-k 0 --min-p 0 -v"
+SIMPLE="--spec-type draft-simple"
+GEN="$S generate --model $T --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
+
+row() { # NAME PLANTED SPECDEC-ARGS -- COMMAND
+    name=$1; planted=$2; shift 2
+    echo "== $name"
+    # shellcheck disable=SC2086
+    "$S" certify --target $T --draft $D --planted $planted --prompt "$PROMPT" --samples $N "$@"
+    echo "(exit $?)"
+}
+
+echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (two tests a row)"
+row "specdec generate, T = 1 (control)" correction-from-target \
+    --decoder "$GEN 2>/dev/null"
+row "specdec generate, T = 0.7, top-p 0.9 (control)" correction-from-target \
+    --temperature 0.7 --top-p 0.9 --decoder "$GEN --temperature 0.7 --top-p 0.9 2>/dev/null"
+row "llama-speculative, T = 1" argmax-draft \
+    --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $B/llama-speculative $LL --temp 1 --top-p 1"
+row "llama-speculative, T = 0.7, top-p 0.9" argmax-draft --temperature 0.7 --top-p 0.9 --filter-first \
+    --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $B/llama-speculative $LL --temp 0.7 --top-p 0.9"
+row "llama-speculative-simple, T = 1" argmax-draft \
+    --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $SIMPLE $LL --temp 1 --top-p 1"
+row "llama-speculative-simple, T = 0.7, top-p 0.9" argmax-draft --temperature 0.7 --top-p 0.9 --filter-first \
+    --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $SIMPLE $LL --temp 0.7 --top-p 0.9"

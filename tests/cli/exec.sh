@@ -1,0 +1,82 @@
+#!/bin/sh
+# Command-line tests of 'specdec certify --exec': the C and Python adapters that are
+# correct pass, every planted bug of tests/exec/adapter.py is rejected, and a program
+# that crashes, hangs or answers garbage ends the run with a clear error, the pairs
+# finished before it kept; and 'certify --decoder' on specdec's own generate. About 25 s.
+# usage: exec.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+. "$(dirname "$0")/lib.sh"
+ADAPTER=$(dirname "$SPECDEC")/tests/exec/adapter
+PAIR=dirichlet:6,1,2385
+
+expect 0 "usage: specdec certify --exec" -- "$SPECDEC" certify --exec x --help
+expect 0 "certify --exec CMD" -- "$SPECDEC" certify --help
+expect 2 "needs a command" -- "$SPECDEC" certify --exec ""
+expect 2 "needs --log" -- "$SPECDEC" certify --exec true --rows 1
+expect 2 "unknown scheme" -- "$SPECDEC" certify --exec true --scheme nope
+expect 1 "dirichlet" -- "$SPECDEC" certify --exec true --pair dirichlet:0,1,1
+
+# the C adapter (standalone), default pairs and logged rows
+if [ -x "$ADAPTER" ]; then
+    expect 0 "== PASS: 6 passed" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer -k 1,3 --samples 100000
+    expect 0 "== PASS: 3 passed" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --samples 100000
+    expect 0 "log:row@5 .*PASS" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer --log data/logs/sample.safetensors --rows 0,5 --samples 50000
+    # the right law but another scheme's acceptance: specinfer's verifier claimed as K-SEQ
+    expect 1 "FAIL dirichlet:6,1,2385, V = 6, k = 3: acceptance 0.81.* for kseq" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme kseq -k 3 --pair "$PAIR" --samples 100000
+else
+    bad "no C adapter at $ADAPTER (make builds it)"
+fi
+
+# Python adapters (NumPy: Debian's python3-numpy, which install-deps.sh installs)
+PY=""
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
+done
+if [ -z "$PY" ]; then
+    bad "no python3 with numpy (sh install-deps.sh installs python3-numpy)"
+else
+    A="$PY tests/exec/adapter.py"
+    for s in sd specinfer rrs kseq; do
+        expect 0 "== PASS: 2 passed" -- "$SPECDEC" certify --exec "$A $s" --scheme $s -k 3 --pair "$PAIR" --pair zipf:50,1.2,0.7 --samples 30000
+    done
+    # every planted bug rejected (samples: a few times what make bench-exec finds each needs)
+    for b in rrs-remove-first:rrs:8000 ratio-inverted:specinfer:8000 residual-unnormalised:specinfer:8000 \
+             correction-from-target:specinfer:8000 kseq-low-gamma:kseq:8000 specinfer-last-round:specinfer:60000; do
+        bug=${b%%:*}; rest=${b#*:}; s=${rest%%:*}; n=${rest#*:}
+        expect 1 "reproduce: specdec certify --exec .*--bug $bug' --scheme $s --pair $PAIR -k 3" -- \
+            "$SPECDEC" certify --exec "$A $s --bug $bug" --scheme $s -k 3 --pair "$PAIR" --samples $n
+    done
+    # a crash after the first pair: its row is kept, the error names the pair and the exit
+    out=$("$SPECDEC" certify --exec "$A specinfer --die-after 2500" --scheme specinfer --pair "$PAIR" --pair zipf:50,1.2,0.7 --samples 2000 2>&1); rc=$?
+    [ $rc = 1 ] && ok || bad "crash: exit $rc"
+    printf '%s' "$out" | grep -q "^dirichlet:6,1,2385 .*PASS" && ok || bad "crash: first pair's row lost: $out"
+    printf '%s' "$out" | grep -q "pair zipf:50,1.2,0.7, V = 50, k = 2: the program closed its output after 500 of 1024 answers (exited with status 3)" \
+        && ok || bad "crash: message: $out"
+    # a hang: killed at the time limit, not waited for
+    t0=$(date +%s)
+    expect 1 "no answer for 1 s .* after 100 of 1024 answers: killed" -- timeout 30 "$SPECDEC" certify --exec "$A sd --hang-after 100" --scheme sd --timeout 1
+    [ $(( $(date +%s) - t0 )) -lt 10 ] && ok || bad "hang: the run took $(( $(date +%s) - t0 )) s"
+fi
+# garbage, impossible answers, a program that is not there or does not read
+expect 1 "answered 'hello' to case 1: expected 'TOKEN ACCEPTED'" -- "$SPECDEC" certify --exec "yes hello" --pair "$PAIR"
+expect 1 "answered '7 0' to case 1: expected 'TOKEN ACCEPTED' with TOKEN in 0..5" -- "$SPECDEC" certify --exec "yes '7 0'" --pair "$PAIR"
+expect 1 "marked accepted but is none of the case's 2 drafts" -- "$SPECDEC" certify --exec "yes '1 1'" --pair "$PAIR"
+expect 1 "exited with status 127" -- "$SPECDEC" certify --exec "/nonexistent/sampler" --pair "$PAIR"
+expect 1 "after 0 of 1024 answers" -- "$SPECDEC" certify --exec "true" --pair "$PAIR"
+
+# certify --decoder: specdec's own sampler through its command line passes; the same
+# run at another temperature than claimed fails; crash, garbage and hang are named
+G="$SPECDEC generate --model data/models/target.gguf --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
+D="--target data/models/target.gguf --prompt Ishmael --samples 100"
+expect 0 "usage: specdec certify --decoder" -- "$SPECDEC" certify --decoder x --help
+expect 2 "needs --target" -- "$SPECDEC" certify --decoder x --prompt y
+expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G 2>/dev/null" $D
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G --temperature 0.6 2>/dev/null" $D
+# the power against a planted bug, from the exact laws (a decoder that always says "0 0")
+expect 1 "power           1.000 against the planted bug (argmax draft verified as drawn at t2" -- \
+    "$SPECDEC" certify --decoder "echo 0 0" $D --draft data/models/draft.gguf --planted argmax-draft --samples 1000 --power 20
+expect 1 "seed 1 printed 'hello" -- "$SPECDEC" certify --decoder "echo hello" $D
+expect 1 "seed 4 exited with status 3" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
+expect 1 "seed 1 took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
+
+finish "cli certify --exec"
