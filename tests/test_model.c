@@ -584,6 +584,16 @@ static void test_model_oracle_tree(void **state)
     sd_lm_llama_stats(lm, &passes1, &tokens1);
     assert_int_equal(passes1 - passes0, 3);
     assert_int_equal(tokens1 - tokens0, 3);
+    /* wanted siblings of one token, alone in the tree (K-SEQ's i.i.d. sequences drawing the
+     * same first token): one evaluation, every wanted row gets its law */
+    parent[1] = 0, token[1] = 5, parent[2] = 0, token[2] = 5;
+    size_t twins[2] = {1, 2};
+    memcpy(path, ctx, len * sizeof *ctx);
+    path[len] = 5;
+    assert_int_equal(sd_lm_next(ref, path, len + 1, law), SD_OK);
+    assert_int_equal(sd_lm_next_tree(lm, ctx, len, parent, token, 3, twins, 2, got), SD_OK);
+    for (size_t i = 0; i < 2; i++)
+        for (size_t t = 0; t < 48; t++) assert_close(got[i * 48 + t], law[t], 1e-5, 1e-7);
     /* the mask helper: a forest's rows, and a parent after its child refused */
     size_t fp[5] = {SD_TREE_NONE, 0, 0, SD_TREE_NONE, 1}, fd[5];
     unsigned char mask[25];

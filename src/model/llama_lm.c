@@ -305,7 +305,10 @@ static int llama_next_tree(sd_lm *lm, const size_t *ctx, size_t len, const size_
         size_t upto = a == SD_TREE_NONE ? len : len + tl + 1;
         if (a != SD_TREE_NONE) flat[len + tl] = token[last];
         if ((rc = check_context(o, flat, upto)) || (rc = extend(o, l, flat, upto, 1))) return rc;
-        return to_law(o, l->logits, out);
+        /* every wanted node is that one (siblings of one token share it) */
+        if ((rc = to_law(o, l->logits, out))) return rc;
+        for (size_t i = 1; i < n_want; i++) memcpy(out + i * V, out, V * sizeof *out);
+        return SD_OK;
     }
     if ((rc = check_context(o, flat, plen ? plen : 1)) || (rc = extend(o, l, flat, plen, 0))) return rc;
     if ((rc = run_tree(o, l, m))) return rc;
