@@ -595,6 +595,30 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
     return rc;
 }
 
+/* --ids: the first prompt decoded once by the one scheme, its token ids on stdout. No
+ * calibration: a shape built from one (gt, throughput, gt-dynamic) is refused. */
+static int ids_run(const dec_opts *o, session *s, entry *e)
+{
+    sd_tree_params p = entry_params(e);
+    sd_tree_ws *ws;
+    int rc = sd_tree_ws_alloc(&ws, e->tree, &p, s->target->vocab);
+    if (rc) return prefixed(rc, e->name);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(rng, o->sm.seed);
+    sd_decode_params dp = sd_decode_default_params();
+    dp.eos = o->stop_eos ? (size_t)sd_tokenizer_eos(s->tok) : SD_DECODE_NO_EOS;
+    dp.max_tokens = s->budget[0];
+    size_t *buf = sd_xmalloc((o->max_tokens + 1) * sizeof *buf), n = 0;
+    sd_decode_stats st;
+    memset(&st, 0, sizeof st);
+    rc = sd_decode_spec(ws, draft_for(s, e->tree), s->target, s->prompt[0], s->plen[0], &dp, rng, buf, &n, &st);
+    for (size_t i = 0; !rc && i < n; i++) printf("%zu%c", buf[i], i + 1 < n ? ' ' : '\n');
+    free(buf);
+    gsl_rng_free(rng);
+    sd_tree_ws_free(ws);
+    return rc ? prefixed(rc, e->name) : SD_OK;
+}
+
 static int decode(const dec_opts *o)
 {
     session s;
@@ -603,7 +627,17 @@ static int decode(const dec_opts *o)
     entry *es = sd_xcalloc(MAX_ENTRIES, sizeof *es);
     size_t ne = 0;
     int rc = make_entries(o, es, &ne), ret = CLI_OK;
+    if (!rc && o->ids && (ne != 1 || es[0].build != BUILD_NONE))
+        rc = sd_error(SD_EINVAL, "--ids runs one scheme of fixed shape (not %s): its tree may not depend "
+                      "on a calibration", ne != 1 ? "a list" : es[0].name);
     if (!rc) rc = set_up(o, &s, es, ne);
+    if (!rc && o->ids) {
+        if ((rc = ids_run(o, &s, &es[0]))) ret = fail_msg("%s", sd_errmsg());
+        sd_tree_free(es[0].tree);
+        free(es);
+        session_free(&s);
+        return ret;
+    }
     if (!rc) rc = measure(o, &s);
     if (!rc) rc = calibrate(o, &s, es, ne, &probe);
     if (!rc) rc = measured_runs(o, &s, es, ne);
@@ -636,7 +670,7 @@ int cmd_decode(int argc, char **argv)
     o.pdraft = "data/models/parallel.gguf";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
-           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL };
+           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS };
     static const struct option longopts[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
@@ -648,7 +682,7 @@ int cmd_decode(int argc, char **argv)
         {"max-depth", required_argument, 0, O_DEPTH}, {"max-rank", required_argument, 0, O_RANK},
         {"level", required_argument, 0, O_LEVEL}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS},
-        {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON},
+        {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON}, {"ids", no_argument, 0, O_IDS},
         {"tsv", required_argument, 0, O_TSV}, {"parallel-draft", required_argument, 0, O_PDRAFT},
         {"parallel-sweep", required_argument, 0, O_PSWEEP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
@@ -697,6 +731,7 @@ int cmd_decode(int argc, char **argv)
         case O_NOBOS: o.no_bos = 1; break;
         case O_QUIET: o.quiet = 1; break;
         case O_JSON: o.json = 1; break;
+        case O_IDS: o.ids = 1; break;
         case O_TSV: o.tsv = optarg; break;
         case O_PDRAFT: o.pdraft = optarg; break;
         case O_PSWEEP: {
@@ -719,6 +754,8 @@ int cmd_decode(int argc, char **argv)
     if ((o.sweep || o.par_hi) && (o.schemes || o.shape || o.optimize))
         return cli_usage(cmd, "--%s picks its own schemes: no --scheme, --shape or --optimize",
                          o.sweep ? "gt-sweep" : "parallel-sweep");
+    if (o.ids && (o.sweep || o.par_hi || o.check || o.json || o.tsv))
+        return cli_usage(cmd, "--ids decodes once: no --gt-sweep, --parallel-sweep, --check, --json or --tsv");
     if (o.sweep && o.par_hi) return cli_usage(cmd, "--gt-sweep and --parallel-sweep exclude each other");
     if (o.calibrate == 0) return cli_usage(cmd, "--calibrate needs at least 1 prompt");
     if (o.budget == 0 || o.max_depth == 0 || o.max_rank == 0 || o.max_rank > SD_TREE_MAX_CHILDREN)

@@ -23,6 +23,7 @@ typedef struct {
     cli_sampling sm;
     double draft_temp, threshold, level;
     int no_bos, stop_eos, check, json, quiet;
+    int ids;                             /* --ids: one scheme, one prompt, its token ids */
 } dec_opts;
 
 typedef struct {
