@@ -33,7 +33,7 @@ static const char *const decoder_help =
     "one shell word). Each run must print on stdout the ids of the tokens it generated\n"
     "after the prompt, separated by white space (at least 2, or the end-of-text token\n"
     "alone; the rest is ignored; a\n"
-    "wrapper turns a program's log into that: tests/bench/llamacpp/spec_ids.sh). specdec\n"
+    "wrapper turns a program's log into that: tests/bench/llamacpp/spec_ids.py). specdec\n"
     "computes the target's exact law of the first token after the prompt and of the\n"
     "second given the first (with its own decoder on T.gguf, the prompt tokenized by\n"
     "the GGUF's tokenizer, BOS added unless --no-bos) at the sampling settings the\n"
@@ -56,8 +56,9 @@ static const char *const decoder_help =
     "  --seed S            the first run's seed (default 1)\n"
     "  --jobs J            runs at a time (default 2)\n"
     "  --timeout S         seconds one run may take (default 120): past it the run's\n"
-    "                      process group is killed and certification stops, keeping\n"
-    "                      nothing but the message\n"
+    "                      process group is killed and certification stops; a run that\n"
+    "                      crashes, hangs or prints garbage is named, and the runs done\n"
+    "                      before it are still tested (marked INCOMPLETE, exit 1)\n"
     "  --draft D.gguf      also the power of the same test at the same N against a\n"
     "                      planted bug: the second token's correction drawn from the\n"
     "                      target instead of the residual (one draft from D at t2), by\n"
@@ -482,6 +483,57 @@ static double power_of(const dec_laws *L, double N, double alpha, size_t R, doub
     return (double)hits / (double)R;
 }
 
+/* The tests on the first `done` runs (all of them, or those before a run failed). */
+static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, size_t done, int complete, int *pass_out)
+{
+    size_t V = L->V;
+    bin_rows(L, (double)done);
+    double *c1 = sd_xcalloc(V, sizeof *c1), *cj = sd_xcalloc(L->n_bins + 1, sizeof *cj);
+    size_t *row = sd_xmalloc(V * sizeof *row);
+    for (size_t t = 0; t < V; t++) row[t] = L->n_first;
+    for (size_t i = 0; i < L->n_first; i++) row[L->first[i]] = i;
+    for (size_t i = 0; i < done; i++) {
+        size_t t1 = pairs[2 * i], t2 = pairs[2 * i + 1];
+        c1[t1] += 1;
+        cj[row[t1] < L->n_first ? L->bin[row[t1] * V + t2] : L->n_bins] += 1;
+    }
+    sd_gof_result g1, gj;
+    int rc = sd_gof_test(c1, L->law1, V, 5.0, &g1);
+    if (!rc) rc = sd_gof_test(cj, L->bjoint, L->n_bins + 1, 5.0, &gj);
+    int pass = !rc && g1.min_p >= o->alpha && gj.min_p >= o->alpha;
+    if (!rc) {
+        printf("first token     %zu cells, chi-square p = %.4g, G p = %.4g%s\n", g1.cells, g1.chi2_p,
+               g1.g_p, g1.impossible ? " (a token of target probability 0 was generated)" : "");
+        printf("pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, %zu cells, chi-square p = %.4g, "
+               "G p = %.4g%s\n", L->n_first, L->n_bins, gj.cells, gj.chi2_p, gj.g_p,
+               gj.impossible ? " (a pair of target probability 0 was generated)" : "");
+        if (L->planted) {
+            double tv = 0, mp;
+            for (size_t i = 0; i < L->n_first * V + 1; i++) tv += 0.5 * fabs(L->planted[i] - L->joint[i]);
+            double pw = power_of(L, (double)done, o->alpha, o->power, &mp);
+            printf("power           %.3f against the planted bug (%s at t2; "
+                   "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
+                   "%zu simulated runs of %zu\n", pw, o->argmax ? "argmax draft verified as drawn" :
+                   "correction from the target", tv, mp, o->power, done);
+            sd_gof_result gp;
+            if (sd_gof_test(cj, L->bplanted, L->n_bins + 1, 5.0, &gp) == SD_OK)
+                printf("                the observed pairs against the planted bug's law: chi-square p = "
+                       "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
+            double need = -1;
+            for (double n2 = 50; need < 0 && n2 <= 4e6; n2 *= 2)
+                if (power_of(L, n2, o->alpha, 100, &mp) >= 0.9) need = n2;
+            if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", need);
+            else printf("                power < 0.9 up to 4e6 runs\n");
+        }
+        if (complete) printf("== %s at p >= %g\n", pass ? "PASS" : "FAIL", o->alpha);
+        else printf("== INCOMPLETE: %zu of %.0f runs (%s at p >= %g on those)\n", done, o->samples,
+                    pass ? "pass" : "fail", o->alpha);
+    }
+    *pass_out = pass;
+    free(c1), free(cj), free(row);
+    return rc;
+}
+
 int cmd_certify_decoder(int argc, char **argv)
 {
     dec_opts o;
@@ -506,52 +558,14 @@ int cmd_certify_decoder(int argc, char **argv)
     printf("# certify --decoder: %zu of %zu runs in %.1f s (%.2f runs/s), target %s, T = %g, "
            "top-k %zu, top-p %g%s\n", done, N, secs, done / secs, o.target, o.temperature,
            o.top_k, o.top_p, o.filter_first ? " (filters first, then temperature)" : "");
-    if (rc) {
-        char msg[1024];
+    char msg[1024] = "";
+    if (rc) { /* the runs done are still tested: a partial result, and the reason it is one */
         snprintf(msg, sizeof msg, "--decoder: %s (after %zu good runs)", sd_errmsg(), done);
-        free(pairs), dec_laws_free(&L);
-        return cli_fail("certify", msg);
+        if (done) printf("# INCOMPLETE: %s; the tests below are of the %zu runs before it\n", msg, done);
     }
-    bin_rows(&L, (double)done);
-    double *c1 = sd_xcalloc(V, sizeof *c1), *cj = sd_xcalloc(L.n_bins + 1, sizeof *cj);
-    size_t *row = sd_xmalloc(V * sizeof *row);
-    for (size_t t = 0; t < V; t++) row[t] = L.n_first;
-    for (size_t i = 0; i < L.n_first; i++) row[L.first[i]] = i;
-    for (size_t i = 0; i < done; i++) {
-        size_t t1 = pairs[2 * i], t2 = pairs[2 * i + 1];
-        c1[t1] += 1;
-        cj[row[t1] < L.n_first ? L.bin[row[t1] * V + t2] : L.n_bins] += 1;
-    }
-    sd_gof_result g1, gj;
-    rc = sd_gof_test(c1, L.law1, V, 5.0, &g1) || sd_gof_test(cj, L.bjoint, L.n_bins + 1, 5.0, &gj);
-    int pass = !rc && g1.min_p >= o.alpha && gj.min_p >= o.alpha;
-    if (!rc) {
-        printf("first token     %zu cells, chi-square p = %.4g, G p = %.4g%s\n", g1.cells, g1.chi2_p,
-               g1.g_p, g1.impossible ? " (a token of target probability 0 was generated)" : "");
-        printf("pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, %zu cells, chi-square p = %.4g, "
-               "G p = %.4g%s\n", L.n_first, L.n_bins, gj.cells, gj.chi2_p, gj.g_p,
-               gj.impossible ? " (a pair of target probability 0 was generated)" : "");
-        if (L.planted) {
-            double tv = 0, mp;
-            for (size_t i = 0; i < L.n_first * V + 1; i++) tv += 0.5 * fabs(L.planted[i] - L.joint[i]);
-            double pw = power_of(&L, (double)done, o.alpha, o.power, &mp);
-            printf("power           %.3f against the planted bug (%s at t2; "
-                   "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
-                   "%zu simulated runs of %zu\n", pw, o.argmax ? "argmax draft verified as drawn" :
-                   "correction from the target", tv, mp, o.power, done);
-            sd_gof_result gp;
-            if (sd_gof_test(cj, L.bplanted, L.n_bins + 1, 5.0, &gp) == SD_OK)
-                printf("                the observed pairs against the planted bug's law: chi-square p = "
-                       "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
-            double need = -1;
-            for (double n2 = 50; need < 0 && n2 <= 4e6; n2 *= 2)
-                if (power_of(&L, n2, o.alpha, 100, &mp) >= 0.9) need = n2;
-            if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", need);
-            else printf("                power < 0.9 up to 4e6 runs\n");
-        }
-        printf("== %s at p >= %g\n", pass ? "PASS" : "FAIL", o.alpha);
-    }
-    free(c1), free(cj), free(row), free(pairs), dec_laws_free(&L);
-    if (rc) return cli_fail("certify", sd_errmsg());
+    int pass = 0, trc = done ? report(&o, &L, pairs, done, !rc, &pass) : SD_OK;
+    if (!rc && trc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
+    free(pairs), dec_laws_free(&L);
+    if (rc || trc) return cli_fail("certify", msg);
     return pass ? CLI_OK : CLI_FAIL;
 }

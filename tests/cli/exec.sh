@@ -72,11 +72,18 @@ expect 0 "usage: specdec certify --decoder" -- "$SPECDEC" certify --decoder x --
 expect 2 "needs --target" -- "$SPECDEC" certify --decoder x --prompt y
 expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G 2>/dev/null" $D
 expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G --temperature 0.6 2>/dev/null" $D
+# specdec's speculative decoder (K-SEQ trees: its sequences may share their first token)
+S="$SPECDEC decode --target data/models/target.gguf --draft data/models/draft.gguf --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1 --quiet"
+expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$S --scheme spectr" $D
+expect 2 "--ids decodes once" -- "$SPECDEC" decode --target x --draft y --ids --json
+expect 1 "--ids runs one scheme of fixed shape (not gt)" -- \
+    "$SPECDEC" decode --target data/models/target.gguf --draft data/models/draft.gguf --scheme gt --ids
 # the power against a planted bug, from the exact laws (a decoder that always says "0 0")
 expect 1 "power           1.000 against the planted bug (argmax draft verified as drawn at t2" -- \
     "$SPECDEC" certify --decoder "echo 0 0" $D --draft data/models/draft.gguf --planted argmax-draft --samples 1000 --power 20
 expect 1 "seed 1 printed 'hello" -- "$SPECDEC" certify --decoder "echo hello" $D
 expect 1 "seed 4 exited with status 3" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
+expect 1 "== INCOMPLETE: 3 of 100 runs" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
 expect 1 "seed 1 took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
 
 finish "cli certify --exec"
