@@ -3,9 +3,10 @@
 # target's law? `specdec certify --decoder` on llama-speculative (draft tree, stochastic
 # verification) and llama-speculative-simple (greedy draft chain, target sampling) on
 # the shipped pair, at temperature 1 and at 0.7 with top-p 0.9 (llama.cpp filters
-# before the temperature: --filter-first), beside specdec's own generate as the
-# control. Each run: p-values of the first token and of the (t1, t2) pair, the power
-# of the same test against a planted bug, and the fit of the runs to that bug's law.
+# before the temperature: --filter-first), beside specdec's own generate and its
+# speculative decode (sd, spectr) as controls. Each run: p-values of the first token
+# and of the (t1, t2) pair, the power of the same test against a planted bug, and the
+# fit of the runs to that bug's law.
 #
 # llama.cpp runs generate -n 8 (they may stop after the first token when it is end-of-text).
 # usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: about
@@ -40,6 +41,11 @@ row "specdec generate, T = 1 (control)" correction-from-target \
     --decoder "$GEN 2>/dev/null"
 row "specdec generate, T = 0.7, top-p 0.9 (control)" correction-from-target \
     --temperature 0.7 --top-p 0.9 --decoder "$GEN --temperature 0.7 --top-p 0.9 2>/dev/null"
+DEC="$S decode --target $T --draft $D --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1 --quiet"
+row "specdec decode --scheme sd (speculative control), T = 1" argmax-draft \
+    --decoder "$DEC --scheme sd"
+row "specdec decode --scheme spectr (speculative control), T = 0.7, top-p 0.9" argmax-draft \
+    --temperature 0.7 --top-p 0.9 --decoder "$DEC --scheme spectr --temperature 0.7 --top-p 0.9"
 row "llama-speculative, T = 1" argmax-draft \
     --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $B/llama-speculative $LL --temp 1 --top-p 1"
 row "llama-speculative, T = 0.7, top-p 0.9" argmax-draft --temperature 0.7 --top-p 0.9 --filter-first \
