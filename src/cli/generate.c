@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "dist.h"
+#include "model/backend.h"
 #include "model/llama.h"
 #include "logs.h"
 #include "npy.h"
@@ -39,6 +40,7 @@ static const char *const help =
     "  --top-p P          keep the smallest set reaching mass P (default 1: off)\n"
     "  --seed S           sampling seed (default 2385): same seed, same text\n"
     "  --threads N        OpenMP threads (default: all)\n"
+    CLI_DEVICE_HELP
     "  --ctx N            KV-cache positions (default: prompt + max-tokens); never past\n"
     "                     the model's context length (llama.context_length)\n"
     "  --no-bos           do not add the tokenizer's BOS token\n"
@@ -91,19 +93,21 @@ static int draft_logits(const gen_opts *o, const sd_llama *target, const int32_t
         return rc;
     }
     size_t V = d->cfg.n_vocab, n = n_prompt + n_gen - 1;
-    sd_kv *kv;
-    if ((rc = sd_kv_alloc(d, n, &kv))) {
+    sd_backend *be;
+    void *kv = NULL;
+    if ((rc = sd_backend_open(d, o->sm.device, &be))) {
         sd_llama_free(d);
         return rc;
     }
     float *lg = sd_xmalloc(n * V * sizeof *lg);
-    rc = sd_llama_forward(d, kv, all, n, NULL, NULL, lg, NULL);
+    if (!(rc = be->kv_alloc(be, n, &kv))) rc = be->forward(be, kv, all, n, NULL, NULL, NULL, n, lg);
     if (!rc) {
         *out = sd_xmalloc(n_gen * V * sizeof **out);
         memcpy(*out, lg + (n_prompt - 1) * V, n_gen * V * sizeof **out);
     }
     free(lg);
-    sd_kv_free(kv);
+    if (kv) be->kv_free(kv);
+    sd_backend_close(be);
     sd_llama_free(d);
     return rc;
 }
@@ -113,7 +117,8 @@ static int generate(const gen_opts *o)
     const char *cmd = "generate";
     sd_llama *m = NULL;
     sd_tokenizer *tok = NULL;
-    sd_kv *kv = NULL;
+    sd_backend *be = NULL;
+    void *kv = NULL;
     char *ptext = NULL;
     size_t plen = 0;
     int32_t *ids = NULL;
@@ -162,12 +167,14 @@ static int generate(const gen_opts *o)
                  ctx, m->cfg.ctx_len);
         fail = 1;
     }
-    if (!fail && (rc = sd_kv_alloc(m, ctx, &kv))) {
+    if (!fail && ((rc = sd_backend_open(m, o->sm.device, &be)) || (rc = be->kv_alloc(be, ctx, &kv)))) {
         snprintf(msg, sizeof msg, "%s", sd_errmsg());
         fail = 1;
     }
     if (fail) {
         free(ptext), free(ids);
+        if (kv) be->kv_free(kv);
+        sd_backend_close(be);
         sd_tokenizer_free(tok);
         sd_llama_free(m);
         return cli_fail(cmd, msg);
@@ -182,9 +189,10 @@ static int generate(const gen_opts *o)
     gsl_rng_set(rng, o->sm.seed);
 
     double t0 = sd_seconds();
-    rc = sd_llama_forward(m, kv, all, n_prompt, NULL, NULL, lg, NULL);
+    size_t last_row = n_prompt - 1; /* the prompt's last logits only */
+    rc = be->forward(be, kv, all, n_prompt, NULL, NULL, &last_row, 1, lg);
     double t_prompt = sd_seconds() - t0;
-    const float *last = lg + (n_prompt - 1) * V;
+    const float *last = lg;
     size_t n_gen = 0;
     double t1 = sd_seconds();
     float *step = sd_xmalloc(V * sizeof *step);
@@ -206,7 +214,7 @@ static int generate(const gen_opts *o)
         }
         if (o->stop_eos && next == sd_tokenizer_eos(tok)) break;
         if (n_gen == o->max_tokens) break;
-        if ((rc = sd_llama_forward(m, kv, &next, 1, NULL, NULL, step, NULL))) break;
+        if ((rc = be->forward(be, kv, &next, 1, NULL, NULL, NULL, 1, step))) break;
         last = step;
     }
     double t_gen = sd_seconds() - t1;
@@ -250,7 +258,8 @@ static int generate(const gen_opts *o)
     }
     free(step), free(prob), free(glog), free(lg), free(all), free(ids), free(ptext);
     gsl_rng_free(rng);
-    sd_kv_free(kv);
+    be->kv_free(kv);
+    sd_backend_close(be);
     sd_tokenizer_free(tok);
     sd_llama_free(m);
     return rc ? cli_fail(cmd, msg) : CLI_OK;
