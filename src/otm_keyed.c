@@ -2,7 +2,9 @@
  * ("OTM-k without an LP") derives the construction and proves it; this file builds
  * the tiling of [0, 1] (one left-curtain window per token) and integrates the law
  * of the largest key. */
+#include <assert.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <gsl/gsl_math.h>
@@ -20,8 +22,10 @@ typedef struct {
 
 typedef struct {
     ord_entry *ord, *sfx;  /* [V] tokens with draft > 0 by target/draft; suffix by reduced rate */
+    ord_entry *tmp;        /* [V] the radix sort's other buffer */
+    double *ds, *ts;       /* [V] draft and target in ratio order (one gather, then sequential) */
     double *phi, *psi;     /* [V + 1] Phi_j; suffix maxima of Phi */
-    double *mass;          /* [V] accepted mass each token's window must carry */
+    double *mass;          /* [V] accepted mass each token's window must carry (ratio order) */
     double *flo, *fhi;     /* free intervals (a doubly linked list), V + 2 nodes at most */
     size_t *next, *prev, nodes, head;
     size_t *ptok;          /* staged pieces before bucketing by token */
@@ -68,6 +72,9 @@ sd_otm_keyed *sd_otm_keyed_alloc(size_t vocab, size_t k)
     keyed_work *w = sd_xcalloc(1, sizeof *w);
     w->ord = sd_xmalloc(vocab * sizeof *w->ord);
     w->sfx = sd_xmalloc(vocab * sizeof *w->sfx);
+    w->tmp = sd_xmalloc(vocab * sizeof *w->tmp);
+    w->ds = sd_xmalloc(vocab * sizeof *w->ds);
+    w->ts = sd_xmalloc(vocab * sizeof *w->ts);
     w->phi = sd_xmalloc((vocab + 2) * sizeof *w->phi);
     w->psi = sd_xmalloc((vocab + 2) * sizeof *w->psi);
     w->mass = sd_xmalloc(vocab * sizeof *w->mass);
@@ -95,7 +102,7 @@ void sd_otm_keyed_free(sd_otm_keyed *K)
 {
     if (!K) return;
     keyed_work *w = K->work;
-    free(w->ord), free(w->sfx), free(w->phi), free(w->psi), free(w->mass);
+    free(w->ord), free(w->sfx), free(w->tmp), free(w->ds), free(w->ts), free(w->phi), free(w->psi), free(w->mass);
     free(w->flo), free(w->fhi), free(w->next), free(w->prev);
     free(w->ptok), free(w->plo), free(w->phi_);
     free(w->y), free(w->c), free(w->F), free(w->dens), free(w->poly), free(w->I), free(w->bp);
@@ -105,11 +112,49 @@ void sd_otm_keyed_free(sd_otm_keyed *K)
     free(K);
 }
 
-static int cmp_ord(const void *a, const void *b)
+/* Sorts e[0 .. n-1] by ratio, ascending, ties in their input order (stable): a least
+ * significant digit radix sort on the bits of the ratios, which are finite and >= 0, so
+ * that their IEEE bits order as unsigned integers. 11-bit digits, a pass skipped where
+ * every entry has the same digit (the exponent's top bits, mostly); below 256 entries
+ * an insertion sort. */
+static void sort_by_ratio(ord_entry *e, ord_entry *tmp, size_t n)
 {
-    const ord_entry *x = a, *y = b;
-    if (x->ratio != y->ratio) return x->ratio < y->ratio ? -1 : 1;
-    return x->tok < y->tok ? -1 : x->tok > y->tok; /* a total order: qsort is not stable */
+    enum { BITS = 11, R = 1 << BITS };
+    static_assert(sizeof(double) == sizeof(uint64_t), "IEEE doubles");
+    if (n < 256) { /* the blocks past the optimal prefix are mostly small: insertion */
+        for (size_t i = 1; i < n; i++) {
+            ord_entry x = e[i];
+            size_t j = i;
+            while (j > 0 && e[j - 1].ratio > x.ratio) e[j] = e[j - 1], j--;
+            e[j] = x;
+        }
+        return;
+    }
+    size_t count[R];
+    ord_entry *src = e, *dst = tmp;
+    for (unsigned shift = 0; shift < 64; shift += BITS) {
+        memset(count, 0, sizeof count);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t u;
+            memcpy(&u, &src[i].ratio, sizeof u);
+            count[(u >> shift) & (R - 1)]++;
+        }
+        size_t sum = 0, skip = 0;
+        for (size_t b = 0; b < R; b++) {
+            skip |= count[b] == n;
+            size_t c = count[b];
+            count[b] = sum, sum += c;
+        }
+        if (skip) continue;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t u;
+            memcpy(&u, &src[i].ratio, sizeof u);
+            dst[count[(u >> shift) & (R - 1)]++] = src[i];
+        }
+        ord_entry *x = src;
+        src = dst, dst = x;
+    }
+    if (src != e) memcpy(e, src, n * sizeof *e);
 }
 
 /* nu([a, b]) = max(b, u0)^k - max(a, u0)^k: the mass the largest key puts above u0. */
@@ -203,17 +248,30 @@ static int place(keyed_work *w, size_t *finger, size_t tok, double L, double T, 
             /* h(x) = nu([b, b + x]) - nu([a, a + x]) rises from 0 to gain on [0, s]:
              * Newton from the secant, kept inside the bracket, bisection when it leaves */
             double lo = 0, hi = s, need = T - N, x = s * (need / gain);
+            int found = 0;
             for (int it = 0; it < 100; it++) {
                 if (!(x > lo && x < hi)) x = 0.5 * (lo + hi);
                 if (x <= lo || x >= hi) break;
                 double h = nu(b, b + x, u0, k) - nu(a, a + x, u0, k) - need;
+                /* Newton's iterates converge from one side, and the mass moves in steps
+                 * of b's resolution: stop at a mass within 1e-15 of the need, or when
+                 * a step no longer moves the window */
+                if (fabs(h) <= 1e-15 * need) {
+                    found = 1;
+                    break;
+                }
                 if (h < 0) lo = x;
                 else hi = x;
-                if (h == 0 || hi - lo <= 4e-16 * hi) break;
+                if (hi - lo <= 2.3e-16 * (b + hi)) break; /* below b's resolution */
                 double ga = a + x > u0 ? density(a + x, k) : 0, gb = b + x > u0 ? density(b + x, k) : 0;
-                x = gb > ga ? x - h / (gb - ga) : 0.5 * (lo + hi);
+                double xn = gb > ga ? x - h / (gb - ga) : 0.5 * (lo + hi);
+                if (b + xn == b + x) { /* the window's right end stays put (b >= a) */
+                    found = 1;
+                    break;
+                }
+                x = xn;
             }
-            hi = x > lo && x < hi ? x : hi;
+            hi = found || (x > lo && x < hi) ? x : hi;
             a += hi, b += hi;
             if (a > w->fhi[i]) a = w->fhi[i];
             if (b > w->fhi[j]) b = w->fhi[j];
@@ -296,15 +354,16 @@ int sd_otm_keyed_build(sd_otm_keyed *K, const double *draft, const double *targe
     size_t n = 0;
     for (size_t m = 0; m < V; m++)
         if (d[m] > 0) w->ord[n++] = (ord_entry){t[m] / d[m], m};
-    qsort(w->ord, n, sizeof *w->ord, cmp_ord);
+    sort_by_ratio(w->ord, w->tmp, n); /* ties by token: the entries come in token order */
     /* Phi_j = P_j^k - Q_j on the ratio prefixes; j* its first argmax (Phi_0 = 0) */
     double P = 0, Q = 0, Pstar = 0;
     size_t jstar = 0;
     w->phi[0] = 0;
     for (size_t j = 1; j <= n; j++) {
-        P += d[w->ord[j - 1].tok];
-        Q += t[w->ord[j - 1].tok];
-        w->phi[j] = pow(P, kd) - Q;
+        size_t m = w->ord[j - 1].tok;
+        P += w->ds[j - 1] = d[m];
+        Q += w->ts[j - 1] = t[m];
+        w->phi[j] = (k <= 32 ? gsl_pow_uint(P, (unsigned)k) : pow(P, kd)) - Q;
         if (w->phi[j] > w->phi[jstar]) jstar = j, Pstar = P;
     }
     K->phi = w->phi[jstar] > 0 ? w->phi[jstar] : 0;
@@ -318,8 +377,7 @@ int sd_otm_keyed_build(sd_otm_keyed *K, const double *draft, const double *targe
     size_t finger = NIL;
     region(w, 0, Pstar);
     for (size_t j = 0; j < jstar; j++) {
-        size_t m = w->ord[j].tok;
-        K->fallbacks += place(w, &finger, m, d[m], t[m], K->u0, k, 0, Pstar);
+        K->fallbacks += place(w, &finger, w->ord[j].tok, w->ds[j], w->ts[j], K->u0, k, 0, Pstar);
     }
     /* the rest tiles [P*, 1] carrying t_j - (Phi_(j-1) - max_(j' >= j) Phi_j')^+ */
     w->psi[n] = w->phi[n];
@@ -329,28 +387,27 @@ int sd_otm_keyed_build(sd_otm_keyed *K, const double *draft, const double *targe
     size_t j1 = jstar;
     double Pj1 = Pstar, Pj = Pstar;
     for (size_t j = jstar + 1; j <= n; j++) {
-        Pj += d[w->ord[j - 1].tok];
+        Pj += w->ds[j - 1];
         if (j < n && w->phi[j] < w->psi[j + 1]) continue;
         double hiu = j == n ? 1 : Pj;
         if (hiu > 1) hiu = 1;
         size_t ns = 0;
         for (size_t i = j1 + 1; i <= j; i++) {
-            size_t m = w->ord[i - 1].tok;
-            double tm = t[m];
+            double tm = w->ts[i - 1];
             if (i == j1 + 1) {
                 double cut = w->phi[j1] - w->phi[j];
                 tm -= cut > 0 ? cut : 0;
             }
             if (tm < 0) tm = 0;
-            w->mass[m] = tm;
-            w->sfx[ns++] = (ord_entry){tm / d[m], m};
+            w->mass[i - 1] = tm;
+            w->sfx[ns++] = (ord_entry){tm / w->ds[i - 1], i - 1}; /* .tok: the rank in ord */
         }
-        qsort(w->sfx, ns, sizeof *w->sfx, cmp_ord);
+        sort_by_ratio(w->sfx, w->tmp, ns); /* ties in ratio order */
         finger = NIL;
         region(w, Pj1, hiu);
         for (size_t i = 0; i < ns; i++) {
-            size_t m = w->sfx[i].tok;
-            K->fallbacks += place(w, &finger, m, d[m], w->mass[m], K->u0, k, Pj1, hiu);
+            size_t r = w->sfx[i].tok;
+            K->fallbacks += place(w, &finger, w->ord[r].tok, w->ds[r], w->mass[r], K->u0, k, Pj1, hiu);
         }
         j1 = j;
         Pj1 = hiu;

@@ -137,12 +137,20 @@ static void bench_lps(gsl_rng *rng)
 /* The keyed sampler: per-position set-up (sort, Phi, tiling) at V = 32000 and 150000,
  * k = 2, 4, 8 (goals 5 ms and 30 ms), and the per-draw cost of the selection integral
  * (k i.i.d. drafts, best of 3 runs of 20000 draws). */
+/* the thread's CPU time: on a shared machine the wall clock also counts the waits */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void bench_keyed(gsl_rng *rng)
 {
     static const size_t Vs[2] = {32000, 150000};
     static const double goal[2] = {5e-3, 30e-3};
     printf("\n# keyed OTM-k sampler, Dirichlet(0.1) pairs, best of 3 set-ups\n");
-    printf("%7s %3s %12s %8s %9s %9s %14s %12s\n", "V", "k", "setup ms", "goal", "pieces",
+    printf("%7s %3s %12s %8s %8s %9s %9s %14s %12s\n", "V", "k", "setup ms", "cpu ms", "goal", "pieces",
            "max/tok", "acc - closed", "us/draw");
     for (int vi = 0; vi < 2; vi++) {
         size_t V = Vs[vi];
@@ -151,15 +159,16 @@ static void bench_keyed(gsl_rng *rng)
         dirichlet(rng, 0.1, V, target);
         for (size_t k = 2; k <= 8; k *= 2) {
             sd_otm_keyed *K = sd_otm_keyed_alloc(V, k);
-            double best = INFINITY;
+            double best = INFINITY, best_cpu = INFINITY;
             for (int rep = 0; rep < 3; rep++) {
-                double t0 = sd_seconds();
+                double t0 = sd_seconds(), c0 = cpu_seconds();
                 if (sd_otm_keyed_build(K, draft, target)) {
                     fprintf(stderr, "bench_otm: %s\n", sd_errmsg());
                     return;
                 }
-                double t = sd_seconds() - t0;
+                double t = sd_seconds() - t0, c = cpu_seconds() - c0;
                 if (t < best) best = t;
+                if (c < best_cpu) best_cpu = c;
             }
             enum { DRAWS = 20000 };
             size_t *tok = malloc(DRAWS * k * sizeof *tok);
@@ -176,8 +185,8 @@ static void bench_keyed(gsl_rng *rng)
             }
             free(tok);
             double closed = sd_otm_acceptance(draft, target, V, k);
-            printf("%7zu %3zu %12.3f %8s %9zu %9zu %14.2e %12.2f%s\n", V, k, 1e3 * best,
-                   best < goal[vi] ? "yes" : "NO", K->npieces, K->max_pieces,
+            printf("%7zu %3zu %12.3f %8.3f %8s %9zu %9zu %14.2e %12.2f%s\n", V, k, 1e3 * best,
+                   1e3 * best_cpu, best < goal[vi] ? "yes" : best_cpu < goal[vi] ? "cpu" : "NO", K->npieces, K->max_pieces,
                    K->acceptance - closed, 1e6 * draw, sink < 0 ? "!" : "");
             sd_otm_keyed_free(K);
         }
@@ -185,6 +194,7 @@ static void bench_keyed(gsl_rng *rng)
         free(target);
     }
     printf("# us/draw: the selection integral for k drafted tokens (drafts drawn beforehand)\n");
+    printf("# goal 'cpu': met in the thread's CPU time, not in wall time (a busy machine)\n");
 }
 
 int main(void)
