@@ -123,7 +123,7 @@ mpi:
 
 # cuda: specdec and the CUDA tests and benchmark built with nvcc in build-cuda/ (needs the
 # CUDA toolkit; a GPU only to run them). test-cuda runs tests/test_cuda, which checks the
-# GPU decoder against the CPU one, then tests/cli/cuda-generate.sh (generate --device cuda
+# GPU decoder against the CPU one, then tests/cuda_generate.sh (generate --device cuda
 # greedy = the CPU's, 20 prompts x 64 tokens); both say "skipped: no CUDA device" without a GPU.
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
 CUDA_BUILD = $(MAKE) --no-print-directory BUILD=build-cuda CUDA=1 SAN=
@@ -132,7 +132,7 @@ cuda:
 	+$(Q)$(CUDA_BUILD) build-cuda/specdec build-cuda/tests/test_cuda build-cuda/tests/bench/bench_cuda
 test-cuda: cuda
 	build-cuda/tests/test_cuda
-	sh tests/cli/cuda-generate.sh build-cuda
+	sh tests/cuda_generate.sh build-cuda
 # bench-cuda: single-token pass bandwidth against the device's copy bandwidth, and
 # M_T(n)/M_T(1) for n = 1..64 on a 1B-class random model (tests/bench/cuda.sh; needs a GPU).
 bench-cuda: cuda
