@@ -155,6 +155,10 @@ mkdir -p "$T/sub/build-mpi"
 ln -s "$REPO/paper-figs" "$T/sub/paper-figs"
 ln -s "$MPISPECDEC" "$T/sub/build-mpi/specdec"
 
+# the jobs' temporary files (the sweep's workers keep a running cell's output there)
+mkdir "$T/jobtmp"
+export TMPDIR="$T/jobtmp"
+
 readme() { # readme 'sbatch ...': the README shows this line as written; submits it from $T/sub
     grep -qxF "    $1" "$REPO/README.md" && ok || bad "the README does not show: $1"
     (cd "$T/sub" && eval "$1") > "$T/submit" 2>&1
@@ -215,6 +219,10 @@ if [ -n "$first" ]; then
     echo "cli slurm: sweep job $first $(field "$first" JobState) with $before of 12 cells written"
     [ "$(field "$first" JobState)" = CANCELLED ] && [ "$before" -ge 2 ] && [ "$before" -lt 12 ] && ok ||
         bad "the sweep was not cancelled in the middle ($(field "$first" JobState), $before cells)"
+    # the worker stopped its cell on SIGTERM: not written, its temporary files removed
+    [ -z "$(ls -A "$T/jobtmp")" ] && [ "$(ls "$T/sub/out/slurm" | grep -c try)" = 1 ] && ok ||
+        bad "files left by the cancelled sweep: $(ls "$T/jobtmp" "$T/sub/out/slurm")"
+    if grep -q -v '"rc": 0,' "$T/sub/out/slurm/try.jsonl"; then bad "a cell cut by the cancel was written"; else ok; fi
 fi
 readme 'sbatch -N1 --ntasks-per-node=2 paper-figs/slurm.sbatch sweep paper-figs/try.grid out/slurm/try.jsonl'
 if [ -n "$job" ] && finished "$job"; then
