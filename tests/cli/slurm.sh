@@ -230,7 +230,7 @@ if [ -n "$job" ] && finished "$job"; then
     r="$T/sub/out/slurm/try.jsonl"
     n=$(grep -c '^{"cell": ' "$r")
     u=$(sed -n 's/^{"cell": \([0-9]*\),.*/\1/p' "$r" | sort -n | uniq | wc -l)
-    echo "cli slurm: resumed as job $job: $n lines, $u distinct cells; $(grep -c 'skipped as done' "$T/sub/specdec-$job.out") summary: $(grep 'skipped as done' "$T/sub/specdec-$job.out" | tr '\r' '\n' | tail -1)"
+    echo "cli slurm: resumed as job $job: $n lines, $u distinct cells; $(tr '\r' '\n' < "$T/sub/specdec-$job.out" | grep 'skipped as done' | tail -1)"
     [ "$n" = 12 ] && [ "$u" = 12 ] && ok || bad "after scancel and resubmit: $n lines, $u distinct cells (want 12)"
     strip() { sed 's/, "stderr": .*}$/}/; s/"seconds": [0-9.e+-]*//g; s/\\"rate\\": [0-9.e+-]*//g' "$1" | sort; }
     "$SPECDEC" sweep paper-figs/try.grid --out "$T/ref.jsonl" --jobs 1 --quiet || bad "the plain sweep failed"
