@@ -64,7 +64,7 @@ $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLA
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
 .PHONY: all deps test check fuzz bench bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
-        cuda test-cuda bench-cuda
+        cuda test-cuda bench-cuda test-slurm
 .SECONDARY:
 
 all: $(BIN) $(EXEC_ADAPTER)
@@ -142,6 +142,12 @@ bench-cuda: cuda
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
 test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
+
+# test-slurm: tests/cli/slurm.sh alone (make test runs it too): paper-figs/slurm.sbatch
+# submitted to a private one-node Slurm cluster it starts on the loopback and tears down
+# (needs sh install-deps.sh --slurm; without Slurm it says "skipped: no Slurm").
+test-slurm: $(BIN) $(if $(HAVE_MPI),mpi)
+	sh tests/cli/slurm.sh $(BIN) build-mpi/specdec
 
 # check: the same tests under AddressSanitizer + UBSan, in a separate build tree.
 # The MPI runs of tests/cli/mpi.sh stay in `make test`: build-mpi/specdec is not sanitized,
@@ -226,6 +232,7 @@ help:
 	@echo "make         build $(BIN)"
 	@echo "make demo    run the main job on the shipped default pair"
 	@echo "make test    run the cmocka tests and the command-line tests"
+	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
