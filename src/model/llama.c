@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
 #include "gguf.h"
 #include "sd_error.h"
 
@@ -277,22 +276,13 @@ void sd_llama_acts_free(sd_llama_acts *a)
 
 /* ---- kernels ---- */
 
-/* Below this many tokens a batch reads each weight row once and dots it with every
- * token (memory-bound, like one token); from it on the blocked product of gemm.h
- * (compute-bound). Measured with bench_model: the tree sizes of speculative decoding
- * (2-16 tokens) cost little more than one token this way. */
-#define MATMUL_GEMM_FROM 16
-
 /* Work space of the matrix products, carved from the cache's scratch: activations as
- * Q8 blocks, one expanded row per thread, and a block of expanded rows for gemm. */
+ * Q8 blocks, and one row's worth of floats per thread. */
 typedef struct {
     float *scale;  /* [n][cols / 32] */
     int8_t *q;     /* [n][cols] */
     float *rows;   /* [threads][cols] */
-    float *block;  /* [MATMUL_BLOCK][cols] */
 } mm_scratch;
-
-enum { MATMUL_BLOCK = 256 };
 
 /* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads.
  * Q8_0 and Q4_0 weights multiply activations rounded to Q8 blocks, in integers, as
@@ -313,31 +303,19 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
         }
         return;
     }
-    if (n < MATMUL_GEMM_FROM) {
+    /* Float weights, any n: each thread a contiguous range of rows (a multiple of 8),
+     * the tokens together (sd_dot_rows_tokens: compute-bound from a few tokens on, and
+     * every token's outputs those of the single-token dot product, bit for bit: a
+     * token's logits do not depend on the batch or the tree it is verified in). */
 #pragma omp parallel if (rows * cols * n > 32768)
-        {
-            float *buf = s->rows + (size_t)omp_get_thread_num() * cols;
-#pragma omp for schedule(static)
-            for (size_t r = 0; r < rows; r++) {
-                const char *row = base + r * rb;
-                if (n == 1) {
-                    y[r] = sd_dot_row(w->type, row, x, cols);
-                    continue;
-                }
-                sd_dot_row_tokens(w->type, row, x, cols, n, y + r, rows, buf);
-            }
-        }
-        return;
-    }
-    if (w->type == SD_T_F32) {
-        sd_gemm_f32(n, rows, cols, x, cols, 1, (const float *)base, 1, cols, y, rows, 0);
-        return;
-    }
-    for (size_t r0 = 0; r0 < rows; r0 += MATMUL_BLOCK) {
-        size_t nr = rows - r0 < MATMUL_BLOCK ? rows - r0 : MATMUL_BLOCK;
-#pragma omp parallel for schedule(static) if (nr * cols > 32768)
-        for (size_t r = 0; r < nr; r++) sd_dequant_row(w->type, base + (r0 + r) * rb, s->block + r * cols, cols);
-        sd_gemm_f32(n, nr, cols, x, cols, 1, s->block, 1, cols, y + r0, rows, 0);
+    {
+        size_t th = (size_t)omp_get_thread_num(), nth = (size_t)omp_get_num_threads();
+        size_t r0 = rows * th / nth / 8 * 8, r1 = th + 1 == nth ? rows : rows * (th + 1) / nth / 8 * 8;
+        float *buf = s->rows + th * cols;
+        if (n == 1)
+            for (size_t r = r0; r < r1; r++) y[r] = sd_dot_row(w->type, base + r * rb, x, cols);
+        else if (r1 > r0)
+            sd_dot_rows_tokens(w->type, base + r0 * rb, r1 - r0, x, cols, n, y + r0, rows, buf);
     }
 }
 
@@ -435,7 +413,7 @@ static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int rec
             TAKE(w->up, n * F), TAKE(w->att, n * nh * ctx);
         }
         TAKE(w->ms.scale, n * (cmax / SD_QK + 1)), TAKE(w->ms.q, n * cmax);
-        TAKE(w->ms.rows, (size_t)threads * cmax), TAKE(w->ms.block, (size_t)MATMUL_BLOCK * cmax);
+        TAKE(w->ms.rows, (size_t)threads * sd_dot_rows_ws(cmax));
 #undef TAKE
         if (!pass && at > kv->scratch_bytes) {
             free(kv->scratch);
