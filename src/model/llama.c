@@ -287,6 +287,14 @@ typedef struct {
     float *rows;   /* [threads][cols] */
 } mm_scratch;
 
+/* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
+ * (every matrix of a 5.5M-parameter model but the output, for one token) waking a
+ * second thread costs more than it saves, and each parallel region is a point where
+ * a thread the OS has preempted holds up the other. Measured with bench_model, 2
+ * threads, OMP_WAIT_POLICY=passive, on the shared 2-core machine: generation 640 t/s
+ * with a limit of 32768, 2130 with 2^18 (1 thread: 1400). */
+enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
+
 /* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads.
  * Q8_0 and Q4_0 weights multiply activations rounded to Q8 blocks, in integers, as
  * llama.cpp does, for every n: a token's logits are then the same bit for bit
@@ -299,26 +307,30 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
     if (w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0) {
         size_t nb = cols / SD_QK;
         for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, s->scale + t * nb, s->q + t * cols);
-#pragma omp parallel for schedule(static) if (rows * cols * n > 32768)
+#pragma omp parallel for schedule(static) if (rows * cols * n >= MATMUL_PAR_MIN)
         for (size_t r = 0; r < rows; r++) {
             if (n == 1) y[r] = sd_dot_row_act(w->type, base + r * rb, s->scale, s->q, cols);
             else sd_dot_row_act_tokens(w->type, base + r * rb, s->scale, s->q, cols, n, y + r, rows);
         }
         return;
     }
-    /* Float weights, any n: each thread a contiguous range of rows (a multiple of 8),
-     * the tokens together (sd_dot_rows_tokens: compute-bound from a few tokens on, and
-     * every token's outputs those of the single-token dot product, bit for bit: a
-     * token's logits do not depend on the batch or the tree it is verified in). */
-#pragma omp parallel if (rows * cols * n > 32768)
+    /* Float weights, any n: chunks of MATMUL_CHUNK rows handed out as threads come for
+     * them (a thread the OS has taken away holds up at most one chunk), the tokens
+     * together (sd_dot_rows_tokens: compute-bound from a few tokens on, and every
+     * token's outputs those of the single-token dot product, bit for bit: a token's
+     * logits do not depend on the batch or the tree it is verified in). */
+    size_t chunks = (rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
+#pragma omp parallel if (rows * cols * n >= MATMUL_PAR_MIN)
     {
-        size_t th = (size_t)omp_get_thread_num(), nth = (size_t)omp_get_num_threads();
-        size_t r0 = rows * th / nth / 8 * 8, r1 = th + 1 == nth ? rows : rows * (th + 1) / nth / 8 * 8;
-        float *buf = s->rows + th * cols;
-        if (n == 1)
-            for (size_t r = r0; r < r1; r++) y[r] = sd_dot_row(w->type, base + r * rb, x, cols);
-        else if (r1 > r0)
-            sd_dot_rows_tokens(w->type, base + r0 * rb, r1 - r0, x, cols, n, y + r0, rows, buf);
+        float *buf = s->rows + (size_t)omp_get_thread_num() * sd_dot_rows_ws(cols);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t c = 0; c < chunks; c++) {
+            size_t r0 = c * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
+            if (n == 1)
+                for (size_t r = r0; r < r0 + nr; r++) y[r] = sd_dot_row(w->type, base + r * rb, x, cols);
+            else
+                sd_dot_rows_tokens(w->type, base + r0 * rb, nr, x, cols, n, y + r0, rows, buf);
+        }
     }
 }
 

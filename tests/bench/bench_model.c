@@ -10,16 +10,22 @@
  *        shapes and n = 1..64 tokens, beside this machine's FMA peak (its own
  *        micro-kernel): "blocks" is the decoder's kernel (sd_dot_rows_tokens), "rows"
  *        and "gemm" the two it replaced (below and from 16 tokens)
+ *        --load K: K busy processes (endless loops) run beside the benchmark, as other
+ *        jobs on a shared machine would (tests/bench/load.sh compares 1 and 2 threads)
  *        bench_model --write PREFIX --vocab-from VOCAB.gguf
  *        writes the random model (vocabulary and tokenizer of VOCAB.gguf, one of
  *        llama.cpp's vocab-only files) as PREFIX-f32.gguf and PREFIX-q8_0.gguf, so that
  *        llama.cpp and specdec can be timed on the same files (tests/bench/llamacpp/bench.sh) */
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "model/gemm.h"
 #include "model/gguf.h"
@@ -216,21 +222,45 @@ static int write_models(sd_llama *m, const char *prefix, const char *vocab_path)
     return rc;
 }
 
+/* K children that spin until the benchmark ends (they die with it). */
+static pid_t busy[64];
+static int n_busy;
+
+static void stop_load(void)
+{
+    for (int i = 0; i < n_busy; i++) kill(busy[i], SIGKILL);
+}
+
+static void start_load(int k)
+{
+    for (int i = 0; i < k && i < 64; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            for (volatile unsigned long x = 0;; x++) {}
+        }
+        if (p > 0) busy[n_busy++] = p;
+    }
+    atexit(stop_load);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = NULL, *write = NULL, *vocab = NULL;
-    int kernels = 0;
+    int kernels = 0, load = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_set_num_threads(atoi(argv[++i]));
         else if (!strcmp(argv[i], "--write") && i + 1 < argc) write = argv[++i];
         else if (!strcmp(argv[i], "--vocab-from") && i + 1 < argc) vocab = argv[++i];
         else if (!strcmp(argv[i], "--kernels")) kernels = 1;
+        else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = atoi(argv[++i]);
         else path = argv[i];
     }
     if (write && !vocab) {
         fprintf(stderr, "bench_model: --write needs --vocab-from VOCAB.gguf\n");
         return 2;
     }
+    if (load > 0) start_load(load);
     sd_llama *m;
     if (path) {
         if (sd_llama_load(path, &m)) {
@@ -268,8 +298,9 @@ int main(int argc, char **argv)
     }
     const sd_llama_config *c = &m->cfg;
     printf("# bench_model: %s: %.1fM parameters (dim %u, %u layers, %u/%u heads, ffn %u, vocab %u), "
-           "%d threads\n", path ? path : "random model", sd_llama_params(m) / 1e6, c->dim, c->n_layer,
-           c->n_head, c->n_head_kv, c->ffn_dim, c->n_vocab, omp_get_max_threads());
+           "%d threads%s\n", path ? path : "random model", sd_llama_params(m) / 1e6, c->dim, c->n_layer,
+           c->n_head, c->n_head_kv, c->ffn_dim, c->n_vocab, omp_get_max_threads(),
+           load ? ", beside busy processes" : "");
     printf("# prompt: 64 tokens in one pass (best of 10); generation: 64 single-token passes after it (best of 5);\n"
            "# M_T(n)/M_T(1): one pass of n tree tokens after the 64-token prompt\n");
     printf("%-6s %13s %12s %12s   M_T(n)/M_T(1) for n = 2 4 8 16 32 64\n", "type", "weights", "prompt t/s",
