@@ -63,7 +63,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda test-slurm
 .SECONDARY:
 
@@ -167,6 +167,10 @@ bench: $(BENCH_BIN)
 	@for b in $(filter-out %/bench_llamacpp %/bench_cuda,$(BENCH_BIN)); do echo "== $$b"; $$b || exit 1; done
 	@echo "== llama.cpp side by side"; sh tests/bench/llamacpp/bench.sh $(BUILD)
 
+# bench-kernels: the CPU kernels and threads on the shipped target, beside llama-bench.
+bench-kernels: $(BUILD)/tests/bench/bench_model
+	sh tests/bench/kernels.sh $(BUILD)
+
 # demo: the main job on the shipped default pair (README's first command).
 demo: $(BIN)
 	$(BIN) decode --target data/models/target.gguf --draft data/models/draft.gguf \
@@ -236,6 +240,7 @@ help:
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
+	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-exec  certify --exec: power table of the Python planted bugs, protocol throughput"
