@@ -166,8 +166,20 @@ if [ "${1:-}" = --step ]; then
             awk -v i=$i '/decoded/ { for (k = 1; k <= NF; k++) { if ($k == "decoded") n = $(k + 1); if ($k == "in") s = $(k + 1) } }
                  END { printf "speculative\t%d\t%d\t%.6f\n", i, n, s }' "$T/ll.txt" >> "$R/llamacpp.tsv"
         done < "$T/prompts.txt"
-        awk -F'\t' '!/^#/ && NR > 1 && $4 > 0 { n[$1] += $3; s[$1] += $4 }
+        awk -F'\t' '!/^#/ && $1 != "program" && $4 > 0 { n[$1] += $3; s[$1] += $4 }
              END { for (k in n) printf "llama.cpp %-20s %8.1f tokens/s\n", k, n[k] / s[k] }' "$R/llamacpp.tsv"
+        # issue 21's goals, when the decode step left specdec's rates
+        [ -s "$R/e2e-predicted.tsv" ] && awk -F'\t' '
+            f != 2 && !/^#/ && $1 != "program" && $4 > 0 { n[$1] += $3; s[$1] += $4; next }
+            f == 2 && !/^#/ { r[$1] = $6; if ($1 != "ar" && $6 > best) { best = $6; bn = $1 } }
+            END {
+                if (!("completion" in n) || !(r["ar"] > 0)) exit
+                lar = n["completion"] / s["completion"]; lb = 0
+                for (k in n) if (k != "completion" && n[k] / s[k] > lb) lb = n[k] / s[k]
+                if (!(lb > 0)) exit
+                printf "specdec best %s %.1f t/s, llama.cpp best speculative %.1f t/s: %.2fx (goal >= 1.3)\n", bn, best, lb, best / lb
+                printf "SD/AR: specdec %.3f, llama.cpp best speculative/AR %.3f (goal: specdec >= llama.cpp)\n", r["sd"] / r["ar"], lb / lar
+            }' "$R/llamacpp.tsv" f=2 "$R/e2e-predicted.tsv" | tee "$R/llamacpp-goals.txt" || true
         ;;
     *) echo "gpu-study: unknown step '$STEP'" >&2; exit 2 ;;
     esac
@@ -260,7 +272,7 @@ echo "# gpu-study: $DEVICE; $E2E_PROMPTS prompts x $E2E_TOKENS tokens, $E2E_THRE
 limit() {
     case $1 in
     decode) echo 240 ;; check) echo 180 ;; gt) echo 420 ;; parallel) echo 300 ;;
-    predict) echo 480 ;; whatif) echo 420 ;; llamacpp) echo 300 ;;
+    predict) echo 480 ;; whatif) echo 300 ;; llamacpp) echo 240 ;;
     esac
 }
 failed=0
