@@ -63,8 +63,8 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
-        cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry
+.PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
+        cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry test-slurm
 .SECONDARY:
 
 all: $(BIN) $(EXEC_ADAPTER)
@@ -123,7 +123,7 @@ mpi:
 
 # cuda: specdec and the CUDA tests and benchmark built with nvcc in build-cuda/ (needs the
 # CUDA toolkit; a GPU only to run them). test-cuda runs tests/test_cuda, which checks the
-# GPU decoder against the CPU one, then tests/cli/cuda-generate.sh (generate --device cuda
+# GPU decoder against the CPU one, then tests/cuda_generate.sh (generate --device cuda
 # greedy = the CPU's, 20 prompts x 64 tokens); both say "skipped: no CUDA device" without a GPU.
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
 CUDA_BUILD = $(MAKE) --no-print-directory BUILD=build-cuda CUDA=1 SAN=
@@ -132,7 +132,7 @@ cuda:
 	+$(Q)$(CUDA_BUILD) build-cuda/specdec build-cuda/tests/test_cuda build-cuda/tests/bench/bench_cuda
 test-cuda: cuda
 	build-cuda/tests/test_cuda
-	sh tests/cli/cuda-generate.sh build-cuda
+	sh tests/cuda_generate.sh build-cuda
 # bench-cuda: single-token pass bandwidth against the device's copy bandwidth, and
 # M_T(n)/M_T(1) for n = 1..64 on a 1B-class random model (tests/bench/cuda.sh; needs a GPU).
 bench-cuda: cuda
@@ -157,6 +157,12 @@ bench-e2e-cuda-dry: $(BIN)
 test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
+# test-slurm: tests/cli/slurm.sh alone (make test runs it too): paper-figs/slurm.sbatch
+# submitted to a private one-node Slurm cluster it starts on the loopback and tears down
+# (needs sh install-deps.sh --slurm; without Slurm it says "skipped: no Slurm").
+test-slurm: $(BIN) $(if $(HAVE_MPI),mpi)
+	sh tests/cli/slurm.sh $(BIN) build-mpi/specdec
+
 # check: the same tests under AddressSanitizer + UBSan, in a separate build tree.
 # The MPI runs of tests/cli/mpi.sh stay in `make test`: build-mpi/specdec is not sanitized,
 # so a second pass would only repeat them (SPECDEC_MPI=skip).
@@ -174,6 +180,10 @@ fuzz:
 bench: $(BENCH_BIN)
 	@for b in $(filter-out %/bench_llamacpp %/bench_cuda,$(BENCH_BIN)); do echo "== $$b"; $$b || exit 1; done
 	@echo "== llama.cpp side by side"; sh tests/bench/llamacpp/bench.sh $(BUILD)
+
+# bench-kernels: the CPU kernels and threads on the shipped target, beside llama-bench.
+bench-kernels: $(BUILD)/tests/bench/bench_model
+	sh tests/bench/kernels.sh $(BUILD)
 
 # demo: the main job on the shipped default pair (README's first command).
 demo: $(BIN)
@@ -243,9 +253,11 @@ help:
 	@echo "make         build $(BIN)"
 	@echo "make demo    run the main job on the shipped default pair"
 	@echo "make test    run the cmocka tests and the command-line tests"
+	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
+	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-exec  certify --exec: power table of the Python planted bugs, protocol throughput"

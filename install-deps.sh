@@ -2,10 +2,19 @@
 # Installs the Debian packages specdec needs to build, test and draw figures, and
 # fetches the test data that cannot be committed (llama.cpp's tokenizer vectors).
 # Safe to run again: it only calls apt-get when a package is missing.
+# usage: sh install-deps.sh [--slurm]
+#   --slurm  also Slurm and munge (slurm-wlm, munge), for `make test-slurm`, which starts a
+#            private one-node cluster to run paper-figs/slurm.sbatch; the plain set-up
+#            does without them
 set -eu
 # libopenmpi-dev and openmpi-bin: only `make mpi` (build-mpi/specdec) and its tests use them;
 # python3-numpy: the Python adapters of `specdec certify --exec` (tests/exec/adapter.py)
 PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git libopenmpi-dev openmpi-bin python3-numpy"
+case "${1:-}" in
+    "") ;;
+    --slurm) PKGS="$PKGS slurm-wlm munge" ;;
+    *) echo "usage: sh install-deps.sh [--slurm]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

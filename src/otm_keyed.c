@@ -192,7 +192,9 @@ static double rate_point(double rate, double u0, size_t k, double rlo, double rh
     if (!(rate > 0)) u = rlo;
     else if (k == 1) u = u0;
     else {
-        u = pow(rate / (double)k, 1.0 / (double)(k - 1));
+        double x = rate / (double)k; /* u = x^(1/(k-1)): the common k without pow */
+        u = k == 2 ? x : k == 3 ? sqrt(x) : k == 4 ? cbrt(x) : k == 5 ? sqrt(sqrt(x))
+                                                              : pow(x, 1.0 / (double)(k - 1));
         if (u < u0) u = u0;
     }
     return u < rlo ? rlo : u > rhi ? rhi : u;

@@ -122,6 +122,43 @@ static void test_gemm_dot_tokens_bitwise(void **state)
     gsl_rng_free(r);
 }
 
+/* The batched product of the decoder (rows in blocks, tokens in chunks of 16): every
+ * token x row equals the single-token dot product bit for bit, F32 and F16 rows, any
+ * batch (partial chunks and groups of 4 tokens), depths with and without a tail past
+ * the lanes. */
+static void test_gemm_dot_rows_tokens_bitwise(void **state)
+{
+    (void)state;
+    gsl_rng *r = sd_test_rng(13);
+    static const size_t cols[] = {16, 37, 128, 256, 704};
+    static const size_t ns[] = {1, 2, 3, 5, 16, 19, 71};
+    for (size_t c = 0; c < 5; c++)
+        for (size_t k = 0; k < 7; k++)
+            for (int f16 = 0; f16 < 2; f16++) {
+                size_t C = cols[c], n = ns[k], rows = 70, ys = rows + 2;
+                float *w = gauss(r, rows * C), *x = gauss(r, n * C), *y = malloc(n * ys * sizeof *y);
+                float *ws = malloc(sd_dot_rows_ws(C) * sizeof *ws);
+                uint16_t *h = malloc(rows * C * sizeof *h);
+                sd_quantize_row(SD_T_F16, w, h, rows * C);
+                sd_ttype t = f16 ? SD_T_F16 : SD_T_F32;
+                const char *wt = f16 ? (const char *)h : (const char *)w;
+                size_t rb = sd_ttype_row_bytes(t, C);
+                for (size_t i = 0; i < n * ys; i++) y[i] = -7.0f;
+                sd_dot_rows_tokens(t, wt, rows, x, C, n, y, ys, ws);
+                for (size_t tk = 0; tk < n; tk++) {
+                    for (size_t o = 0; o < rows; o++) {
+                        float one = sd_dot_row(t, wt + o * rb, x + tk * C, C);
+                        if (memcmp(&one, &y[tk * ys + o], sizeof one))
+                            fail_msg("%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
+                                     f16 ? "F16" : "F32", C, n, tk, o, y[tk * ys + o], one);
+                    }
+                    assert_true(y[tk * ys + rows] == -7.0f && y[tk * ys + rows + 1] == -7.0f);
+                }
+                free(w), free(x), free(y), free(ws), free(h);
+            }
+    gsl_rng_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -129,6 +166,7 @@ int main(void)
         cmocka_unit_test(test_gemm_zero_depth),
         cmocka_unit_test(test_gemm_linear_layer_forms),
         cmocka_unit_test(test_gemm_dot_tokens_bitwise),
+        cmocka_unit_test(test_gemm_dot_rows_tokens_bitwise),
     };
     return cmocka_run_group_tests_name("gemm", tests, NULL, NULL);
 }

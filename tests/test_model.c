@@ -684,6 +684,33 @@ static void test_model_errors(void **state)
     sd_llama_free(m);
 }
 
+/* A prompt-sized batch (past the 16 tokens where the decoder once changed kernels)
+ * gives every token the logits of one-token passes, bit for bit, F32 and F16. */
+static void test_model_long_batch_bitwise(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 0, 5);
+    enum { N = 37 };
+    int32_t seq[N];
+    for (size_t i = 0; i < N; i++) seq[i] = (int32_t)((i * 7 + 3) % 48);
+    static float got[N * 48], one[N * 48];
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(m, N, &kv), SD_OK);
+    for (int f16 = 0; f16 < 2; f16++) {
+        sd_llama *q = m;
+        if (f16) assert_int_equal(sd_llama_convert(m, SD_T_F16, &q), SD_OK);
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward(q, kv, seq, N, NULL, NULL, got, NULL), SD_OK);
+        sd_kv_truncate(kv, 0);
+        for (size_t t = 0; t < N; t++)
+            assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, one + t * 48, NULL), SD_OK);
+        assert_memory_equal(one, got, sizeof got);
+        if (q != m) sd_llama_free(q);
+    }
+    sd_kv_free(kv);
+    sd_llama_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -694,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_model_backend),
         cmocka_unit_test(test_model_oracle_blocks),
         cmocka_unit_test(test_model_errors),
+        cmocka_unit_test(test_model_long_batch_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

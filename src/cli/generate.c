@@ -30,7 +30,9 @@ static const char *const help =
     "Generates text with a Llama-family GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights;\n"
     "llama or gpt2 tokenizer from the file's metadata), one token per forward pass,\n"
     "and prints it on stdout as it comes. On stderr (or in --json): prompt and\n"
-    "generated tokens, and tokens per second for each phase.\n"
+    "generated tokens, and tokens per second for each phase, timed in the forward\n"
+    "passes alone after a first one-token pass (thread start, first reads of the\n"
+    "weights), which is reported apart; generation also with sampling and output.\n"
     "\n"
     "  --model FILE       the model (GGUF v3, llama architecture)\n"
     "  --prompt TEXT      the prompt; --prompt-file F reads it from a file\n"
@@ -112,157 +114,175 @@ static int draft_logits(const gen_opts *o, const sd_llama *target, const int32_t
     return rc;
 }
 
-static int generate(const gen_opts *o)
+/* One generation: the model and its cache, the prompt, the tokens and the timings. */
+typedef struct {
+    sd_llama *m;
+    sd_tokenizer *tok;
+    sd_backend *be;
+    void *kv;
+    int32_t *all;            /* prompt, then the generated tokens */
+    size_t n_prompt, n_gen, V;
+    float *glog;             /* --log-logits: the logits at each generated position */
+    double t_first, t_prompt, t_pass, t_gen;
+} gen_run;
+
+/* Step 1: the prompt's text, the model, its tokenizer, the prompt's tokens, the context
+ * and the cache on the device. */
+static int gen_open(const gen_opts *o, gen_run *g)
 {
-    const char *cmd = "generate";
-    sd_llama *m = NULL;
-    sd_tokenizer *tok = NULL;
-    sd_backend *be = NULL;
-    void *kv = NULL;
     char *ptext = NULL;
-    size_t plen = 0;
+    size_t plen = 0, n = 0;
     int32_t *ids = NULL;
-    size_t n_prompt = 0;
     int rc;
     if (o->prompt_file) {
-        if ((rc = cli_read_file(o->prompt_file, &ptext, &plen))) return cli_fail(cmd, sd_errmsg());
+        if ((rc = cli_read_file(o->prompt_file, &ptext, &plen))) return rc;
     } else {
         plen = strlen(o->prompt);
-        ptext = sd_xmalloc(plen + 1);
-        memcpy(ptext, o->prompt, plen + 1);
+        ptext = sd_xstrdup(o->prompt);
     }
-    if ((rc = sd_llama_load(o->model, &m)) || (rc = sd_tokenizer_from_gguf(m->file, &tok))) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", sd_errmsg());
-        free(ptext);
-        sd_llama_free(m);
-        return cli_fail(cmd, msg);
+    if (!(rc = sd_llama_load(o->model, &g->m))) rc = sd_tokenizer_from_gguf(g->m->file, &g->tok);
+    if (!rc) g->V = g->m->cfg.n_vocab;
+    if (!rc && sd_tokenizer_n_vocab(g->tok) > g->V)
+        rc = sd_error(SD_EFORMAT, "%s: the tokenizer has %zu tokens, the output layer %zu", o->model,
+                      sd_tokenizer_n_vocab(g->tok), g->V);
+    if (!rc && sd_tokenizer_encode(g->tok, ptext, plen, o->no_bos ? 0 : SD_TOK_ADD_SPECIAL, &ids, &n))
+        rc = sd_error(SD_EINVAL, "prompt: %s", sd_errmsg());
+    free(ptext);
+    if (!rc && n == 0) rc = sd_error(SD_EINVAL, "the prompt is empty and the tokenizer adds no BOS: nothing to start from");
+    size_t ctx = o->ctx ? o->ctx : n + o->max_tokens, cap = rc ? 0 : g->m->cfg.ctx_len;
+    if (!rc && o->ctx > cap)
+        rc = sd_error(SD_EINVAL, "--ctx %zu: past the model's context length of %zu (%s)", o->ctx, cap, o->model);
+    if (ctx > cap) ctx = cap;
+    if (!rc && n + o->max_tokens > ctx)
+        rc = sd_error(SD_EINVAL, "the prompt (%zu tokens) and --max-tokens %zu need %zu positions; the context "
+                      "is %zu (the model's %zu)", n, o->max_tokens, n + o->max_tokens, ctx, cap);
+    if (!rc && !(rc = sd_backend_open(g->m, o->sm.device, &g->be))) rc = g->be->kv_alloc(g->be, ctx, &g->kv);
+    if (!rc) {
+        g->n_prompt = n;
+        g->all = sd_xmalloc((n + o->max_tokens + 1) * sizeof *g->all);
+        memcpy(g->all, ids, n * sizeof *ids);
     }
-    int fail = 0;
-    char msg[1200] = "";
-    size_t V = m->cfg.n_vocab;
-    if (sd_tokenizer_n_vocab(tok) > V) {
-        snprintf(msg, sizeof msg, "%s: the tokenizer has %zu tokens, the output layer %zu", o->model,
-                 sd_tokenizer_n_vocab(tok), V);
-        fail = 1;
-    }
-    if (!fail && sd_tokenizer_encode(tok, ptext, plen, o->no_bos ? 0 : SD_TOK_ADD_SPECIAL, &ids, &n_prompt)) {
-        snprintf(msg, sizeof msg, "prompt: %s", sd_errmsg());
-        fail = 1;
-    }
-    if (!fail && n_prompt == 0) {
-        snprintf(msg, sizeof msg, "the prompt is empty and the tokenizer adds no BOS: nothing to start from");
-        fail = 1;
-    }
-    size_t ctx = o->ctx ? o->ctx : n_prompt + o->max_tokens;
-    if (!fail && o->ctx > m->cfg.ctx_len) {
-        snprintf(msg, sizeof msg, "--ctx %zu: past the model's context length of %u (%s)", o->ctx,
-                 m->cfg.ctx_len, o->model);
-        fail = 1;
-    }
-    if (!fail && ctx > m->cfg.ctx_len) ctx = m->cfg.ctx_len;
-    if (!fail && n_prompt + o->max_tokens > ctx) {
-        snprintf(msg, sizeof msg, "the prompt (%zu tokens) and --max-tokens %zu need %zu positions; "
-                 "the context is %zu (the model's %u)", n_prompt, o->max_tokens, n_prompt + o->max_tokens,
-                 ctx, m->cfg.ctx_len);
-        fail = 1;
-    }
-    if (!fail && ((rc = sd_backend_open(m, o->sm.device, &be)) || (rc = be->kv_alloc(be, ctx, &kv)))) {
-        snprintf(msg, sizeof msg, "%s", sd_errmsg());
-        fail = 1;
-    }
-    if (fail) {
-        free(ptext), free(ids);
-        if (kv) be->kv_free(kv);
-        sd_backend_close(be);
-        sd_tokenizer_free(tok);
-        sd_llama_free(m);
-        return cli_fail(cmd, msg);
-    }
+    free(ids);
+    return rc;
+}
 
-    int32_t *all = sd_xmalloc((n_prompt + o->max_tokens + 1) * sizeof *all);
-    memcpy(all, ids, n_prompt * sizeof *ids);
-    float *lg = sd_xmalloc(n_prompt * V * sizeof *lg);
-    float *glog = o->log ? sd_xmalloc((o->max_tokens + 1) * V * sizeof *glog) : NULL;
+/* Step 2: the prompt's pass, then one token a pass: sampled, printed as it comes (text
+ * or ids), its logits kept for the log.
+ * The first pass pays for starting the threads and for the first reads of the weights
+ * (page faults of the mapped file): one token of the prompt, timed apart and dropped
+ * from the cache; then the prompt and each generated token are timed in their forward
+ * passes alone (steady state, what bench_model measures). */
+static int gen_tokens(const gen_opts *o, gen_run *g)
+{
+    size_t V = g->V, np = g->n_prompt, last_row = np - 1; /* the prompt's last logits only */
+    float *lg = sd_xmalloc(np * V * sizeof *lg), *step = sd_xmalloc(V * sizeof *step);
     double *prob = sd_xmalloc(V * sizeof *prob);
+    if (o->log) g->glog = sd_xmalloc((o->max_tokens + 1) * V * sizeof *g->glog);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
     gsl_rng_set(rng, o->sm.seed);
-
+    sd_backend *be = g->be;
     double t0 = sd_seconds();
-    size_t last_row = n_prompt - 1; /* the prompt's last logits only */
-    rc = be->forward(be, kv, all, n_prompt, NULL, NULL, &last_row, 1, lg);
-    double t_prompt = sd_seconds() - t0;
+    int rc = be->forward(be, g->kv, g->all, 1, NULL, NULL, NULL, 1, lg);
+    g->t_first = sd_seconds() - t0;
+    be->kv_truncate(g->kv, 0);
+    t0 = sd_seconds();
+    if (!rc) rc = be->forward(be, g->kv, g->all, np, NULL, NULL, &last_row, 1, lg);
+    g->t_prompt = sd_seconds() - t0;
     const float *last = lg;
-    size_t n_gen = 0;
     double t1 = sd_seconds();
-    float *step = sd_xmalloc(V * sizeof *step);
-    while (!rc && n_gen < o->max_tokens) {
-        if (glog) memcpy(glog + n_gen * V, last, V * sizeof *glog);
+    while (!rc && g->n_gen < o->max_tokens) {
+        if (g->glog) memcpy(g->glog + g->n_gen * V, last, V * sizeof *g->glog);
         for (size_t t = 0; t < V; t++) prob[t] = last[t];
         if ((rc = sd_dist_from_logits(prob, V, o->sm.temperature, o->sm.top_k, o->sm.top_p, prob, "logits")))
             break;
         int32_t next = (int32_t)sd_dist_sample_cdf(prob, V, rng);
-        all[n_prompt + n_gen++] = next;
+        g->all[np + g->n_gen++] = next;
         if (o->ids) {
-            printf("%s%d", n_gen > 1 ? " " : "", (int)next);
+            printf("%s%d", g->n_gen > 1 ? " " : "", (int)next);
         } else if (!o->json) {
             const char *piece;
             size_t len;
-            if (sd_tokenizer_piece(tok, next, &piece, &len) == SD_OK &&
-                sd_tokenizer_type(tok, next) != SD_TOKEN_CONTROL)
+            if (sd_tokenizer_piece(g->tok, next, &piece, &len) == SD_OK &&
+                sd_tokenizer_type(g->tok, next) != SD_TOKEN_CONTROL)
                 fwrite(piece, 1, len, stdout), fflush(stdout);
         }
-        if (o->stop_eos && next == sd_tokenizer_eos(tok)) break;
-        if (n_gen == o->max_tokens) break;
-        if ((rc = be->forward(be, kv, &next, 1, NULL, NULL, NULL, 1, step))) break;
+        if (o->stop_eos && next == sd_tokenizer_eos(g->tok)) break;
+        if (g->n_gen == o->max_tokens) break;
+        double tp = sd_seconds();
+        if ((rc = be->forward(be, g->kv, &next, 1, NULL, NULL, NULL, 1, step))) break;
+        g->t_pass += sd_seconds() - tp;
         last = step;
     }
-    double t_gen = sd_seconds() - t1;
+    g->t_gen = sd_seconds() - t1;
     if (!o->json) fputc('\n', stdout);
-
-    if (!rc && glog && n_gen) {
-        float *dl = NULL;
-        if (!(rc = draft_logits(o, m, all, n_prompt, n_gen, &dl))) {
-            log_rows rows = {glog, dl, all + n_prompt, V};
-            const char *meta[] = {"target_model", o->model, "draft_model", o->draft, "source", "specdec generate", NULL};
-            rc = sd_log_write(o->log, SD_NPY_F32, 1, n_gen, V, log_row, &rows, meta);
-        }
-        free(dl);
-    }
-    if (rc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
-    else {
-        double pr = (double)n_prompt / t_prompt, gr = n_gen > 1 ? (double)(n_gen - 1) / t_gen : 0;
-        if (o->json) {
-            char *text = NULL;
-            size_t len = 0;
-            sd_tokenizer_decode(tok, all + n_prompt, n_gen, 0, &text, &len);
-            printf("{\"model\": \"%s\", \"prompt_tokens\": %zu, \"generated_tokens\": %zu, "
-                   "\"prompt_seconds\": %.6f, \"prompt_tokens_per_second\": %.3f, "
-                   "\"generation_seconds\": %.6f, \"generation_tokens_per_second\": %.3f, "
-                   "\"threads\": %d, \"text\": \"",
-                   o->model, n_prompt, n_gen, t_prompt, pr, t_gen, gr, omp_get_max_threads());
-            for (size_t i = 0; text && i < len; i++) {
-                unsigned char ch = (unsigned char)text[i];
-                if (ch == '"' || ch == '\\') printf("\\%c", ch);
-                else if (ch < 0x20) printf("\\u%04x", ch);
-                else putchar(ch);
-            }
-            printf("\"}\n");
-            free(text);
-        } else {
-            fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s), generated %zu "
-                    "tokens in %.3f s (%.1f tokens/s), %d threads\n", n_prompt, t_prompt, pr, n_gen,
-                    t_gen, gr, omp_get_max_threads());
-            if (o->log) fprintf(stderr, "generate: logits of %zu positions in %s\n", n_gen, o->log);
-        }
-    }
-    free(step), free(prob), free(glog), free(lg), free(all), free(ids), free(ptext);
+    free(step), free(prob), free(lg);
     gsl_rng_free(rng);
-    be->kv_free(kv);
-    sd_backend_close(be);
-    sd_tokenizer_free(tok);
-    sd_llama_free(m);
-    return rc ? cli_fail(cmd, msg) : CLI_OK;
+    return rc;
+}
+
+/* Step 3 (--log-logits): the draft scores the text, both models' logits into the log. */
+static int gen_log(const gen_opts *o, const gen_run *g)
+{
+    if (!g->glog || !g->n_gen) return SD_OK;
+    float *dl = NULL;
+    int rc = draft_logits(o, g->m, g->all, g->n_prompt, g->n_gen, &dl);
+    if (!rc) {
+        log_rows rows = {g->glog, dl, g->all + g->n_prompt, g->V};
+        const char *meta[] = {"target_model", o->model, "draft_model", o->draft, "source", "specdec generate", NULL};
+        rc = sd_log_write(o->log, SD_NPY_F32, 1, g->n_gen, g->V, log_row, &rows, meta);
+    }
+    free(dl);
+    return rc;
+}
+
+/* Step 4: the rates, in JSON on stdout or one line on stderr. n_gen tokens were
+ * sampled in n_gen - 1 passes (the last token needs none). */
+static void gen_report(const gen_opts *o, const gen_run *g)
+{
+    size_t passes = g->n_gen ? g->n_gen - 1 : 0;
+    double pr = (double)g->n_prompt / g->t_prompt, gr = passes ? (double)passes / g->t_pass : 0;
+    double wr = passes ? (double)passes / g->t_gen : 0;
+    if (o->json) {
+        char *text = NULL;
+        size_t len = 0;
+        sd_tokenizer_decode(g->tok, g->all + g->n_prompt, g->n_gen, 0, &text, &len);
+        printf("{\"model\": ");
+        cli_json_string(stdout, o->model);
+        printf(", \"prompt_tokens\": %zu, \"generated_tokens\": %zu, "
+               "\"prompt_seconds\": %.6f, \"prompt_tokens_per_second\": %.3f, "
+               "\"first_pass_seconds\": %.6f, \"generation_passes\": %zu, "
+               "\"generation_seconds\": %.6f, \"generation_tokens_per_second\": %.3f, "
+               "\"generation_wall_seconds\": %.6f, \"generation_wall_tokens_per_second\": %.3f, "
+               "\"threads\": %d, \"device\": \"%s\", \"text\": ",
+               g->n_prompt, g->n_gen, g->t_prompt, pr, g->t_first, passes, g->t_pass, gr, g->t_gen, wr,
+               omp_get_max_threads(), sd_device_name(o->sm.device));
+        cli_json_string(stdout, text ? text : "");
+        printf("}\n");
+        free(text);
+        return;
+    }
+    fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s), generated %zu tokens, %.3f s in "
+            "forward passes (%.1f tokens/s; %.1f with sampling and output), first pass %.3f s, %d threads%s\n",
+            g->n_prompt, g->t_prompt, pr, g->n_gen, g->t_pass, gr, wr, g->t_first, omp_get_max_threads(),
+            o->sm.device == SD_DEVICE_CUDA ? ", on the GPU" : "");
+    if (o->log) fprintf(stderr, "generate: logits of %zu positions in %s\n", g->n_gen, o->log);
+}
+
+static int generate(const gen_opts *o)
+{
+    gen_run g;
+    memset(&g, 0, sizeof g);
+    int rc = gen_open(o, &g);
+    if (!rc) rc = gen_tokens(o, &g);
+    if (!rc) rc = gen_log(o, &g);
+    if (!rc) gen_report(o, &g);
+    int ret = rc ? cli_fail("generate", sd_errmsg()) : CLI_OK;
+    free(g.all), free(g.glog);
+    if (g.kv) g.be->kv_free(g.kv);
+    sd_backend_close(g.be);
+    sd_tokenizer_free(g.tok);
+    sd_llama_free(g.m);
+    return ret;
 }
 
 int cmd_generate(int argc, char **argv)

@@ -76,14 +76,17 @@ int main(int argc, char **argv)
         printf("specdec %s\n", SPECDEC_VERSION);
         return CLI_OK;
     }
-    /* The decoder's passes are short (well under a millisecond for small models):
-     * OpenMP workers that go to sleep between them cost a wake-up each time (decode
-     * measured 1.15x faster spinning on 2 cores). The policy is read when the runtime
-     * starts, before main: set it and start again, unless the user chose one. */
+    /* The decoder's passes are short (well under a millisecond for small models), and
+     * OpenMP workers that spin between them (OMP_WAIT_POLICY=active, or libgomp's
+     * default spin before sleeping) collapse when another process wants a core: the
+     * spinning thread holds it while its partner waits to run. On the shared 2-core
+     * machine bench_model's generation at 2 threads ran at 130-330 t/s spinning and
+     * 2100 t/s sleeping (passive; 1 thread: 1100-1400). The policy is read when the
+     * runtime starts, before main: set it and start again, unless the user chose one. */
     char self[4096];
     ssize_t len;
     if ((!strcmp(cmd, "decode") || !strcmp(cmd, "generate")) && !getenv("OMP_WAIT_POLICY") &&
-        (len = readlink("/proc/self/exe", self, sizeof self - 1)) > 0 && !setenv("OMP_WAIT_POLICY", "active", 1)) {
+        (len = readlink("/proc/self/exe", self, sizeof self - 1)) > 0 && !setenv("OMP_WAIT_POLICY", "passive", 1)) {
         self[len] = 0;
         execv(self, argv); /* returns only on failure: go on as we are */
     }

@@ -30,9 +30,12 @@ static const char *const help =
     "  {\"cell\": 7, \"values\": {\"V\": \"16\", ...}, \"rc\": 0, \"seconds\": 0.31,\n"
     "   \"output\": \"...the command's stdout...\", \"stderr\": \"...\"}\n"
     "Started again with the same GRID and RESULTS, it skips the cells already written: a\n"
-    "killed sweep loses at most the cells in flight (a cut last line is dropped; their\n"
-    "workers' RESULTS.PID.cellN.out/.err files may be left beside it). One sweep at a\n"
-    "time writes a RESULTS file: a second waits for the first (a lock on the file).\n"
+    "killed sweep loses at most the cells in flight (a cut last line is dropped; after\n"
+    "SIGKILL their workers' RESULTS.PID.cellN.out/.err files may be left beside it).\n"
+    "SIGTERM, SIGINT or SIGHUP (scancel, a time limit, Ctrl-C) stop it cleanly: the cells\n"
+    "in flight are stopped and not written, their files removed, exit status 128 + the\n"
+    "signal. One sweep at a time writes a RESULTS file: a second waits for the first (a\n"
+    "lock on the file).\n"
     "\n"
     "GRID is a text file:\n"
     "  # comment\n"
@@ -328,6 +331,32 @@ typedef struct {
     size_t *cells;
 } tally;
 
+/* SIGTERM, SIGINT or SIGHUP (scancel, a time limit, mpirun or Ctrl-C passing one on): the
+ * runner and the worker ranks stop their cells, remove the cells' temporary files, and
+ * leave the results file as a resume wants it, without writing a cell the signal cut. */
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig) { stop_sig = sig; }
+
+static void catch_stop(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop; /* no SA_RESTART: a blocking wait() returns at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* A cell ended by one of those signals was stopped from outside (the signal reaches the
+ * cells too, maybe before this process): not a result to write, the sweep stops. */
+static int cut_by_signal(int status)
+{
+    return WIFSIGNALED(status) &&
+           (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGHUP);
+}
+
 static void nap(void)
 {
     struct timespec ts = {0, 1000000}; /* 1 ms: nothing to notice beside a cell */
@@ -375,6 +404,10 @@ static pid_t reap(int *status, pid_t ppid0, const slot *slots, size_t jobs)
     for (;;) {
         pid_t pid = waitpid(-1, status, WNOHANG);
         if (pid != 0) return pid;
+        if (stop_sig) {
+            errno = EINTR;
+            return -1;
+        }
         if (getppid() != ppid0) {
             for (size_t w = 0; w < jobs; w++)
                 if (slots[w].pid) kill(slots[w].pid, SIGKILL);
@@ -392,7 +425,9 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
     size_t next = 0, running = 0, todo = g->cells - r->ndone;
     double t0 = sd_seconds(), last_note = t0;
     int rc = CLI_OK;
+    catch_stop();
     for (;;) {
+        if (stop_sig) break;
         /* fill the free workers with the next cells not done */
         for (size_t w = 0; w < jobs && rc == CLI_OK; w++) {
             if (slots[w].pid) continue;
@@ -422,6 +457,7 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
         int status;
         pid_t pid = reap(&status, ppid0, slots, jobs);
         if (pid < 0) {
+            if (stop_sig) break;
             if (errno == EINTR) continue;
             rc = cli_fail("sweep", "lost track of the worker processes");
             break;
@@ -432,6 +468,11 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
         slot *s = &slots[w];
         s->pid = 0;
         running--;
+        if (stop_sig || cut_by_signal(status)) { /* stopped: this cell is not a result */
+            remove(s->out), remove(s->err);
+            if (!stop_sig) stop_sig = WTERMSIG(status);
+            break;
+        }
         double secs = sd_seconds() - s->t0;
         int code = exit_code(status);
         char *o = slurp_and_remove(s->out), *e = slurp_and_remove(s->err);
@@ -453,7 +494,11 @@ static int run_local(const grid *g, results *r, const char *self, const char *ou
         }
     }
     for (size_t w = 0; w < jobs; w++)
-        if (slots[w].pid) kill(slots[w].pid, SIGTERM), waitpid(slots[w].pid, NULL, 0);
+        if (slots[w].pid) {
+            kill(slots[w].pid, SIGTERM), waitpid(slots[w].pid, NULL, 0);
+            remove(slots[w].out), remove(slots[w].err);
+        }
+    if (stop_sig && rc == CLI_OK) rc = 128 + stop_sig;
     t->wall = sd_seconds() - t0;
     free(slots);
     return rc;
@@ -477,12 +522,14 @@ static int worker(cli_mpi *m, const char *self, pid_t ppid0)
 {
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
+    catch_stop();
     if (cli_mpi_send(m, 0, TAG_READY, "", 0)) die(m, sd_errmsg());
     for (;;) {
         int src, tag;
         size_t len;
         while (!cli_mpi_poll(m, 0, &src, &tag, &len)) {
             if (getppid() != ppid0) _exit(1); /* the launcher is gone */
+            if (stop_sig) _exit(128 + stop_sig);
             nap();
         }
         char *msg = sd_xmalloc(len + 1), *line;
@@ -501,12 +548,17 @@ static int worker(cli_mpi *m, const char *self, pid_t ppid0)
         double t0 = sd_seconds();
         pid_t pid = fo >= 0 && fe >= 0 ? spawn(self, av, fo, fe) : -1;
         while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
-            if (getppid() != ppid0) {
+            if (getppid() != ppid0 || stop_sig) {
                 kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
                 unlink(po), unlink(pe);
-                _exit(1);
+                _exit(stop_sig ? 128 + stop_sig : 1);
             }
             nap();
+        }
+        if (stop_sig || (pid > 0 && cut_by_signal(status))) { /* not a result: stop */
+            unlink(po), unlink(pe);
+            _exit(128 + (stop_sig ? stop_sig : WTERMSIG(status)));
         }
         if (pid > 0) code = exit_code(status);
         double secs = sd_seconds() - t0;
@@ -744,6 +796,12 @@ int cmd_sweep(int argc, char **argv)
     size_t skipped = r.ndone;
     rc = ranks ? coordinate(&m, &g, &r, stop_after, quiet, ppid0, &t)
                : run_local(&g, &r, self, out, jobs, stop_after, quiet, ppid0, &t);
+    if (stop_sig) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "stopped by signal %d after %zu cells (the same command resumes)",
+                 (int)stop_sig, t.written);
+        cli_fail(cmd, msg);
+    }
     if (!quiet && rc == CLI_OK) {
         double busy = 0;
         for (size_t w = 0; w < t.workers; w++) busy += t.busy[w];

@@ -11,9 +11,9 @@
  *     input grad dX = dY W   sd_gemm_f32(n, cols, rows, dY, rows, 1, W, cols, 1, dX, cols, 0)
  *     weight grad dW += dY^T X   sd_gemm_f32(rows, cols, n, dY, 1, rows, X, cols, 1, dW, cols, 1)
  *
- * Blocked like a BLAS: panels of B (KC x 16) are packed per task, tiles of 6 x 16
- * are computed in registers (AVX2+FMA when the CPU has them, chosen at run time;
- * plain C elsewhere). OpenMP over tasks of C; every element of C is summed in the
+ * Blocked like a BLAS: panels of B (KC x 32 with AVX-512, KC x 16 otherwise) are
+ * packed per task, tiles of 6 x 32 (AVX-512) or 6 x 16 (AVX2+FMA) are computed in
+ * registers, the instruction set chosen at run time; plain C elsewhere. OpenMP over tasks of C; every element of C is summed in the
  * same order whatever the thread count or schedule, so results are reproducible.
  * Not for n = 1 (a matrix-vector product is memory-bound: use sd_dot_row).
  */

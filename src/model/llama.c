@@ -4,6 +4,9 @@
 
 #include <math.h>
 #include <omp.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,22 +280,22 @@ void sd_llama_acts_free(sd_llama_acts *a)
 
 /* ---- kernels ---- */
 
-/* Below this many tokens a batch reads each weight row once and dots it with every
- * token (memory-bound, like one token); from it on the blocked product of gemm.h
- * (compute-bound). Measured with bench_model: the tree sizes of speculative decoding
- * (2-16 tokens) cost little more than one token this way. */
-#define MATMUL_GEMM_FROM 16
-
 /* Work space of the matrix products, carved from the cache's scratch: activations as
- * Q8 blocks, one expanded row per thread, and a block of expanded rows for gemm. */
+ * Q8 blocks, and one row's worth of floats per thread. */
 typedef struct {
     float *scale;  /* [n][cols / 32] */
     int8_t *q;     /* [n][cols] */
     float *rows;   /* [threads][cols] */
-    float *block;  /* [MATMUL_BLOCK][cols] */
+    int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
 } mm_scratch;
 
-enum { MATMUL_BLOCK = 256 };
+/* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
+ * (every matrix of a 5.5M-parameter model but the output, for one token) waking a
+ * second thread costs more than it saves, and each parallel region is a point where
+ * a thread the OS has preempted holds up the other. Measured with bench_model, 2
+ * threads, OMP_WAIT_POLICY=passive, on the shared 2-core machine: generation 640 t/s
+ * with a limit of 32768, 2130 with 2^18 (1 thread: 1400). */
+enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
 
 /* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads.
  * Q8_0 and Q4_0 weights multiply activations rounded to Q8 blocks, in integers, as
@@ -306,38 +309,38 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
     if (w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0) {
         size_t nb = cols / SD_QK;
         for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, s->scale + t * nb, s->q + t * cols);
-#pragma omp parallel for schedule(static) if (rows * cols * n > 32768)
+#pragma omp parallel for schedule(static) if (rows * cols * n >= MATMUL_PAR_MIN)
         for (size_t r = 0; r < rows; r++) {
             if (n == 1) y[r] = sd_dot_row_act(w->type, base + r * rb, s->scale, s->q, cols);
             else sd_dot_row_act_tokens(w->type, base + r * rb, s->scale, s->q, cols, n, y + r, rows);
         }
         return;
     }
-    if (n < MATMUL_GEMM_FROM) {
-#pragma omp parallel if (rows * cols * n > 32768)
-        {
-            float *buf = s->rows + (size_t)omp_get_thread_num() * cols;
-#pragma omp for schedule(static)
-            for (size_t r = 0; r < rows; r++) {
-                const char *row = base + r * rb;
-                if (n == 1) {
-                    y[r] = sd_dot_row(w->type, row, x, cols);
-                    continue;
-                }
-                sd_dot_row_tokens(w->type, row, x, cols, n, y + r, rows, buf);
-            }
-        }
-        return;
-    }
-    if (w->type == SD_T_F32) {
+    /* The trainer's passes (long sequences, F32 weights): gemm.h's register tiles, 2-3x
+     * the rate of the kernel below at 256 tokens (165-190 against 55-65 GFLOP/s a
+     * core, one thread), reproducible but not summed in sd_dot_row's lanes. Inference
+     * never comes here: its logits stay those of one-token passes, bit for bit. */
+    if (s->gemm && w->type == SD_T_F32) {
         sd_gemm_f32(n, rows, cols, x, cols, 1, (const float *)base, 1, cols, y, rows, 0);
         return;
     }
-    for (size_t r0 = 0; r0 < rows; r0 += MATMUL_BLOCK) {
-        size_t nr = rows - r0 < MATMUL_BLOCK ? rows - r0 : MATMUL_BLOCK;
-#pragma omp parallel for schedule(static) if (nr * cols > 32768)
-        for (size_t r = 0; r < nr; r++) sd_dequant_row(w->type, base + (r0 + r) * rb, s->block + r * cols, cols);
-        sd_gemm_f32(n, nr, cols, x, cols, 1, s->block, 1, cols, y + r0, rows, 0);
+    /* Float weights, any n: chunks of MATMUL_CHUNK rows handed out as threads come for
+     * them (a thread the OS has taken away holds up at most one chunk), the tokens
+     * together (sd_dot_rows_tokens: compute-bound from a few tokens on, and every
+     * token's outputs those of the single-token dot product, bit for bit: a token's
+     * logits do not depend on the batch or the tree it is verified in). */
+    size_t chunks = (rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
+#pragma omp parallel if (rows * cols * n >= MATMUL_PAR_MIN)
+    {
+        float *buf = s->rows + (size_t)omp_get_thread_num() * sd_dot_rows_ws(cols);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t c = 0; c < chunks; c++) {
+            size_t r0 = c * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
+            if (n == 1)
+                for (size_t r = r0; r < r0 + nr; r++) y[r] = sd_dot_row(w->type, base + r * rb, x, cols);
+            else
+                sd_dot_rows_tokens(w->type, base + r0 * rb, nr, x, cols, n, y + r0, rows, buf);
+        }
     }
 }
 
@@ -435,7 +438,7 @@ static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int rec
             TAKE(w->up, n * F), TAKE(w->att, n * nh * ctx);
         }
         TAKE(w->ms.scale, n * (cmax / SD_QK + 1)), TAKE(w->ms.q, n * cmax);
-        TAKE(w->ms.rows, (size_t)threads * cmax), TAKE(w->ms.block, (size_t)MATMUL_BLOCK * cmax);
+        TAKE(w->ms.rows, (size_t)threads * sd_dot_rows_ws(cmax));
 #undef TAKE
         if (!pass && at > kv->scratch_bytes) {
             free(kv->scratch);
@@ -480,6 +483,29 @@ static void norm_rows(float *out, const float *x, const float *weight, size_t n,
     }
 }
 
+/* o[e] = sum_j p[j] v[j kw + e] for e < hd, over the j with p[j] != 0 (the masked
+ * keys are skipped, so a token's output is the same in any batch), in the order of
+ * j: 16 dimensions at a time in a vector register where the build has AVX-512. */
+static void weighted_values(float *restrict o, const float *restrict p, const float *restrict v, size_t kw,
+                            size_t ctx, size_t hd)
+{
+    size_t e0 = 0;
+#if defined(__AVX512F__)
+    for (; e0 + 16 <= hd; e0 += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (size_t j = 0; j < ctx; j++)
+            if (p[j] != 0) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + j * kw + e0), acc);
+        _mm512_storeu_ps(o + e0, acc);
+    }
+#endif
+    for (size_t e = e0; e < hd; e++) {
+        float acc = 0;
+        for (size_t j = 0; j < ctx; j++)
+            if (p[j] != 0) acc += p[j] * v[j * kw + e];
+        o[e] = acc;
+    }
+}
+
 /* ao = softmax(q K^T / sqrt(hd) + mask) V for every token and head, over the cached
  * keys (all visible) and the n new ones (the mask, or causal). att keeps the
  * probabilities: [head][i][j] over the n keys in a record, else [i][head][j]. */
@@ -497,28 +523,26 @@ static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t 
             float *p = record ? att + (hh * n + i) * n : att + (i * nh + hh) * ctx;
             const float *qi = q + i * qw + hh * hd;
             size_t kvh = hh / group;
+            /* causal: the keys past the token's own are masked, their probability 0 */
+            size_t jend = mask ? ctx : base + i + 1;
             float mx = -INFINITY;
-            for (size_t j = 0; j < ctx; j++) {
-                int vis = j < base || (mask ? mask[i * n + (j - base)] != 0 : j - base <= i);
+            for (size_t j = 0; j < jend; j++) {
+                int vis = j < base || !mask || mask[i * n + (j - base)] != 0;
                 float sc = -INFINITY;
                 if (vis) sc = sd_dot_short(qi, K + j * kw + kvh * hd, hd) * scale;
                 p[j] = sc;
                 if (sc > mx) mx = sc;
             }
             double z = 0;
-            for (size_t j = 0; j < ctx; j++) {
+            for (size_t j = 0; j < jend; j++) {
                 float e = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
                 p[j] = e;
                 z += e;
             }
-            float *o = ao + i * qw + hh * hd;
-            memset(o, 0, hd * sizeof *o);
-            for (size_t j = 0; j < ctx; j++) {
-                p[j] = (float)(p[j] / z);
-                if (p[j] == 0) continue;
-                const float *vj = Vv + j * kw + kvh * hd;
-                for (size_t e = 0; e < hd; e++) o[e] += p[j] * vj[e];
-            }
+            float inv = (float)(1.0 / z);
+            for (size_t j = 0; j < jend; j++) p[j] *= inv;
+            for (size_t j = jend; j < ctx; j++) p[j] = 0;
+            weighted_values(ao + i * qw + hh * hd, p, Vv + kvh * hd, kw, jend, hd);
         }
 }
 
@@ -601,6 +625,7 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
     if (rc) return rc;
     fwd_ws w;
     forward_carve(&m->cfg, kv, n, acts != NULL, &w);
+    w.ms.gemm = acts != NULL && n >= 16;
     forward_embed(m, kv, tokens, n, pos, w.x);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++)
         layer_forward(m, kv, l, n, mask, &w, acts ? &acts->layer[l] : NULL);

@@ -70,6 +70,13 @@ float sd_dot_short(const float *a, const float *b, size_t n);
  * AVX-512) F16 rows are read in place, others expanded once into buf (cols floats). */
 void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols, size_t n, float *y,
                        size_t stride, float *buf);
+/* y[t ys + r] = sd_dot_row(t, row r of w, x + t cols, cols) bit for bit, for the nrows
+ * rows of w (consecutive, of type t) and n tokens: the batched matrix product (rows in
+ * blocks, tokens in chunks that stay in the L1 cache). ws: sd_dot_rows_ws(cols)
+ * floats of work space (one per thread). */
+size_t sd_dot_rows_ws(size_t cols);
+void sd_dot_rows_tokens(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                        float *y, size_t ys, float *ws);
 /* Activations for the integer kernels (llama.cpp's arithmetic for Q8_0 and Q4_0
  * weights): per block of 32, q = x * 127 / max|x| rounded to the nearest integer
  * (ties to even) and scale[b] = max|x| / 127 rounded to f16. n a multiple of 32;

@@ -5,19 +5,32 @@
  *
  * usage: bench_model [MODEL.gguf] [--threads N]   (default: a random 15.7M-parameter
  *        model: dim 384, 6 layers, 6 heads, 2 key/value heads, ffn 1024, vocab 8192)
+ *        bench_model [MODEL.gguf] --kernels
+ *        the matrix products alone, one thread, GFLOP/s for each of the model's weight
+ *        shapes and n = 1..64 tokens, beside this machine's FMA peak (its own
+ *        micro-kernel): "blocks" is the decoder's kernel (sd_dot_rows_tokens), "rows"
+ *        and "gemm" the two it replaced (below and from 16 tokens)
+ *        --load K: K busy processes (endless loops) run beside the benchmark, as other
+ *        jobs on a shared machine would (tests/bench/load.sh compares 1 and 2 threads)
  *        bench_model --write PREFIX --vocab-from VOCAB.gguf
  *        writes the random model (vocabulary and tokenizer of VOCAB.gguf, one of
  *        llama.cpp's vocab-only files) as PREFIX-f32.gguf and PREFIX-q8_0.gguf, so that
  *        llama.cpp and specdec can be timed on the same files (tests/bench/llamacpp/bench.sh) */
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <unistd.h>
 
+#include "model/gemm.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/tensor.h"
 #include "sd_error.h"
 
 /* Seconds of the fastest of `reps` runs of a forward pass of n tokens after `prefix`
@@ -48,9 +61,9 @@ static void bench(const sd_llama *m, const char *what)
     if (sd_kv_alloc(m, PROMPT + GEN + 64, &kv)) exit(1);
     float *logits = malloc((size_t)64 * V * sizeof *logits);
     /* prompt: 64 tokens in one pass; generation: 64 passes of one token */
-    double tp = time_forward(m, kv, 0, PROMPT, 3, logits);
+    double tp = time_forward(m, kv, 0, PROMPT, 10, logits);
     double best_gen = INFINITY;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 5; r++) {
         sd_kv_truncate(kv, PROMPT);
         double t0 = sd_seconds();
         for (size_t i = 0; i < GEN; i++) {
@@ -67,11 +80,122 @@ static void bench(const sd_llama *m, const char *what)
     int32_t p[PROMPT];
     for (size_t i = 0; i < PROMPT; i++) p[i] = (int32_t)(i % V);
     if (sd_llama_forward(m, kv, p, PROMPT, NULL, NULL, NULL, NULL)) exit(1);
-    double t1 = time_forward(m, kv, PROMPT, 1, 9, logits);
-    for (size_t n = 2; n <= 64; n *= 2) printf(" %5.2f", time_forward(m, kv, PROMPT, n, 5, logits) / t1);
+    double t1 = time_forward(m, kv, PROMPT, 1, 30, logits);
+    for (size_t n = 2; n <= 64; n *= 2) printf(" %5.2f", time_forward(m, kv, PROMPT, n, 15, logits) / t1);
     printf("\n");
     free(logits);
     sd_kv_free(kv);
+}
+
+/* ---- kernels alone, one thread: the machine's FMA peak and each product's rate */
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+/* GFLOP/s of independent FMA chains in registers (12 of them: more than latency x
+ * ports), the widest vectors this build has: the ceiling of any float kernel. */
+static double fma_peak(void)
+{
+    double best = INFINITY;
+    const long iters = 20000; /* short runs, many of them: the best one ran undisturbed */
+    float out[16];
+    int width = 1;
+    for (int rep = 0; rep < 300; rep++) {
+        double t0 = sd_seconds();
+#if defined(__AVX512F__)
+        width = 16;
+        __m512 a[12], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+        for (int k = 0; k < 12; k++) a[k] = _mm512_set1_ps((float)k);
+        for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+            for (int k = 0; k < 12; k++) a[k] = _mm512_fmadd_ps(a[k], m, c);
+        for (int k = 1; k < 12; k++) a[0] = _mm512_add_ps(a[0], a[k]);
+        _mm512_storeu_ps(out, a[0]);
+#elif defined(__AVX2__) && defined(__FMA__)
+        width = 8;
+        __m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+        for (int k = 0; k < 12; k++) a[k] = _mm256_set1_ps((float)k);
+        for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+            for (int k = 0; k < 12; k++) a[k] = _mm256_fmadd_ps(a[k], m, c);
+        for (int k = 1; k < 12; k++) a[0] = _mm256_add_ps(a[0], a[k]);
+        _mm256_storeu_ps(out, a[0]);
+#else
+        float a[12] = {0};
+        for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+            for (int k = 0; k < 12; k++) a[k] = a[k] * 0.999999f + 1e-7f;
+        out[0] = a[0];
+#endif
+        double dt = sd_seconds() - t0;
+        if (dt < best) best = dt;
+    }
+    if (out[0] == 12345.0f) printf(" ");  /* keeps the chains live */
+    return 2.0 * width * 12 * (double)iters / best / 1e9;
+}
+
+/* The best of reps runs of fn over the product (rows x cols of type t, n tokens). */
+enum { K_TILES, K_ROWS, K_GEMM };
+static double kernel_rate(int kind, sd_ttype t, size_t rows, size_t cols, size_t n, int reps)
+{
+    size_t rb = sd_ttype_row_bytes(t, cols);
+    char *w = malloc(rows * rb);
+    float *row = malloc(cols * sizeof *row), *x = malloc(n * cols * sizeof *x), *y = malloc(n * rows * sizeof *y);
+    float *ws = malloc((sd_dot_rows_ws(cols) + rows * cols) * sizeof *ws);
+    unsigned long s = 7;
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t c = 0; c < cols; c++) {
+            s = s * 6364136223846793005ul + 1442695040888963407ul;
+            row[c] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+        }
+        sd_quantize_row(t, row, w + r * rb, cols);
+    }
+    for (size_t i = 0; i < n * cols; i++) x[i] = (float)((double)(i % 97) / 97.0 - 0.5);
+    double best = INFINITY;
+    for (int rep = 0; rep < reps; rep++) {
+        double t0 = sd_seconds();
+        if (kind == K_TILES) sd_dot_rows_tokens(t, w, rows, x, cols, n, y, rows, ws);
+        else if (kind == K_ROWS)
+            for (size_t r = 0; r < rows; r++) sd_dot_row_tokens(t, w + r * rb, x, cols, n, y + r, rows, ws);
+        else {
+            for (size_t r = 0; r < rows; r++) sd_dequant_row(t, w + r * rb, ws + r * cols, cols);
+            sd_gemm_f32(n, rows, cols, x, cols, 1, ws, 1, cols, y, rows, 0);
+        }
+        double dt = sd_seconds() - t0;
+        if (dt < best) best = dt;
+    }
+    free(w), free(row), free(x), free(y), free(ws);
+    return 2.0 * (double)rows * (double)cols * (double)n / best / 1e9;
+}
+
+/* GFLOP/s of the model's matrix shapes, one thread (the best of many runs: other
+ * jobs on the machine only slow some of them). */
+static void bench_kernels(const sd_llama *m)
+{
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const sd_llama_config *c = &m->cfg;
+    sd_ttype t = m->layer[0].wq.type;
+    size_t qw = (size_t)c->n_head * c->head_dim, kw = (size_t)c->n_head_kv * c->head_dim;
+    struct { const char *name; size_t rows, cols; } shapes[] = {
+        {"q/o", qw, c->dim}, {"k/v", kw, c->dim}, {"gate/up", c->ffn_dim, c->dim},
+        {"down", c->dim, c->ffn_dim}, {"output", c->n_vocab, c->dim}};
+    printf("# kernels, one thread, %s weights: GFLOP/s (FMA peak of this build's vectors: %.1f)\n",
+           sd_ttype_name(t), fma_peak());
+    printf("%-8s %11s %-6s %8s %8s %8s %8s %8s %8s %8s\n", "matrix", "rows x cols", "kernel", "n=1", "2", "4",
+           "8", "16", "32", "64");
+    static const char *const kn[3] = {"blocks", "rows", "gemm"};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int k = 0; k < 3; k++) {
+            printf("%-8s %5zu x %-5zu %-6s", shapes[i].name, shapes[i].rows, shapes[i].cols, kn[k]);
+            for (size_t n = 1; n <= 64; n *= 2) {
+                int reps = (int)(2e7 / (2.0 * shapes[i].rows * shapes[i].cols * n)) + 5;
+                printf(" %8.1f", kernel_rate(k, t, shapes[i].rows, shapes[i].cols, n, reps));
+            }
+            printf("\n");
+        }
+    omp_set_num_threads(saved);
 }
 
 /* The random model with the vocabulary and tokenizer of a vocab-only GGUF. */
@@ -98,19 +222,45 @@ static int write_models(sd_llama *m, const char *prefix, const char *vocab_path)
     return rc;
 }
 
+/* K children that spin until the benchmark ends (they die with it). */
+static pid_t busy[64];
+static int n_busy;
+
+static void stop_load(void)
+{
+    for (int i = 0; i < n_busy; i++) kill(busy[i], SIGKILL);
+}
+
+static void start_load(int k)
+{
+    for (int i = 0; i < k && i < 64; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            for (volatile unsigned long x = 0;; x++) {}
+        }
+        if (p > 0) busy[n_busy++] = p;
+    }
+    atexit(stop_load);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = NULL, *write = NULL, *vocab = NULL;
+    int kernels = 0, load = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_set_num_threads(atoi(argv[++i]));
         else if (!strcmp(argv[i], "--write") && i + 1 < argc) write = argv[++i];
         else if (!strcmp(argv[i], "--vocab-from") && i + 1 < argc) vocab = argv[++i];
+        else if (!strcmp(argv[i], "--kernels")) kernels = 1;
+        else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = atoi(argv[++i]);
         else path = argv[i];
     }
     if (write && !vocab) {
         fprintf(stderr, "bench_model: --write needs --vocab-from VOCAB.gguf\n");
         return 2;
     }
+    if (load > 0) start_load(load);
     sd_llama *m;
     if (path) {
         if (sd_llama_load(path, &m)) {
@@ -148,12 +298,18 @@ int main(int argc, char **argv)
     }
     const sd_llama_config *c = &m->cfg;
     printf("# bench_model: %s: %.1fM parameters (dim %u, %u layers, %u/%u heads, ffn %u, vocab %u), "
-           "%d threads\n", path ? path : "random model", sd_llama_params(m) / 1e6, c->dim, c->n_layer,
-           c->n_head, c->n_head_kv, c->ffn_dim, c->n_vocab, omp_get_max_threads());
-    printf("# prompt: 64 tokens in one pass; generation: 64 single-token passes after it (best of 3);\n"
+           "%d threads%s\n", path ? path : "random model", sd_llama_params(m) / 1e6, c->dim, c->n_layer,
+           c->n_head, c->n_head_kv, c->ffn_dim, c->n_vocab, omp_get_max_threads(),
+           load ? ", beside busy processes" : "");
+    printf("# prompt: 64 tokens in one pass (best of 10); generation: 64 single-token passes after it (best of 5);\n"
            "# M_T(n)/M_T(1): one pass of n tree tokens after the 64-token prompt\n");
     printf("%-6s %13s %12s %12s   M_T(n)/M_T(1) for n = 2 4 8 16 32 64\n", "type", "weights", "prompt t/s",
            "gen t/s");
+    if (kernels) {
+        bench_kernels(m);
+        sd_llama_free(m);
+        return 0;
+    }
     if (path) {
         bench(m, sd_ttype_name(m->layer[0].wq.type));
     } else {

@@ -61,6 +61,25 @@ cells_once "$T/k.jsonl" 6 && ok || bad "after kill -9 and resume: not each cell 
 strip() { sed 's/, "stderr": .*}$/}/; s/"seconds": [0-9.e+-]*//g; s/\\"seconds\\": [0-9.e+-]*//g; s/\\"rate\\": [0-9.e+-]*//g' "$1" | sort; }
 [ "$(strip "$T/k.jsonl")" = "$(strip "$T/k1.jsonl")" ] && ok || bad "killed-and-resumed results differ from a one-worker run"
 
+# SIGTERM (scancel, a time limit) to the runner, and SIGINT to it and its cells at once
+# (Ctrl-C): exit 128 + the signal, the cells in flight not written, their files removed;
+# the resume completes the grid with the same outputs
+"$SPECDEC" sweep "$T/slow.txt" --out "$T/t.jsonl" --jobs 2 --quiet 2>"$T/err" &
+pid=$!
+sleep 0.6
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 143 ] && grep -q "stopped by signal 15" "$T/err" && ok || bad "SIGTERM: rc $rc"
+ls "$T"/t.jsonl.* >/dev/null 2>&1 && bad "SIGTERM: the cells' files are left" || ok
+grep -q -v '"rc": 0,' "$T/t.jsonl" 2>/dev/null && bad "SIGTERM: a cut cell was written" || ok
+setsid sh -c '"$0" sweep "$1" --out "$2" --jobs 2 --quiet 2>/dev/null & sleep 0.6; kill -INT -$$; wait' \
+    "$SPECDEC" "$T/slow.txt" "$T/t.jsonl" 2>/dev/null
+grep -q -v '"rc": 0,' "$T/t.jsonl" 2>/dev/null && bad "SIGINT: a cut cell was written" || ok
+"$SPECDEC" sweep "$T/slow.txt" --out "$T/t.jsonl" --jobs 2 --quiet && cells_once "$T/t.jsonl" 6 &&
+    [ "$(strip "$T/t.jsonl")" = "$(strip "$T/k1.jsonl")" ] && ok || bad "resume after SIGTERM and SIGINT"
+ls "$T"/t.jsonl.* >/dev/null 2>&1 && bad "SIGINT: the cells' files are left" || ok
+
 # failing cells and bad grids
 cat > "$T/bad.txt" <<'EOF'
 axis k 1 0

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/llama.h"
+#include "llama.h" /* llama.cpp's (-I its include/), not specdec's model/llama.h */
 
 typedef struct {
     const char *model;

@@ -5,7 +5,7 @@
 # within that rounding) and for the shipped target (F16 weights: the same rounding on
 # both sides; a flip there is reported with its position, not failed, since both
 # decoders round differently inside a pass). Says "skipped: no CUDA device" without one.
-# usage: tests/cli/cuda-generate.sh [BUILD-CUDA] [N-PROMPTS] [TOKENS]
+# usage: tests/cuda_generate.sh [BUILD-CUDA] [N-PROMPTS] [TOKENS]
 set -u
 B=${1:-build-cuda}
 NP=${2:-20}
