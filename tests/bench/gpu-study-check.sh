@@ -5,7 +5,7 @@
 # (device, driver, commit, command, date) and its rows (ar and the ten schemes of
 # --scheme all, both GT temperatures, L = 1..2 parallel and sequential, every what-if
 # scheme), each step ok in steps.tsv, and the figures draw (when gnuplot is here).
-# usage: tests/bench/gpu-study-check.sh [BUILD_DIR]   (a few minutes on 2 busy cores)
+# usage: tests/bench/gpu-study-check.sh [BUILD_DIR]   (19 s on 2 idle cores, minutes on busy ones)
 set -eu
 cd "$(dirname "$0")/../.."
 R=out/gpu-study-dry
