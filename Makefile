@@ -64,7 +64,7 @@ $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLA
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
 .PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
-        cuda test-cuda bench-cuda test-slurm
+        cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry test-slurm
 .SECONDARY:
 
 all: $(BIN) $(EXEC_ADAPTER)
@@ -138,6 +138,20 @@ test-cuda: cuda
 bench-cuda: cuda
 	sh tests/bench/cuda.sh
 
+# bench-e2e-cuda: the end-to-end study on a GPU in one command (tests/bench/gpu-study.sh:
+# every scheme vs predicted, greedy identity, GT sweep at T = 0, 0.7, 1, the parallel L
+# sweep, bench-predict, the 1B what-if table, llama.cpp's CUDA speculative programs), each
+# step under its own time limit; about 20 minutes of device time. RECORD=1 writes the
+# results into paper-figs/gpu/ (which make figs draws), else out/gpu-study/. It runs the
+# build-cuda/ there is (make cuda first, or carry the bundle of tests/bench/cuda-bundle.sh)
+# and stops with "needs an NVIDIA GPU" on a machine without one.
+bench-e2e-cuda:
+	sh tests/bench/gpu-study.sh $(if $(RECORD),--record)
+# bench-e2e-cuda-dry: the same steps on the CPU build with tiny sizes, and a check of every
+# TSV, header and figure they leave (tests/bench/gpu-study-check.sh; minutes, not in make test)
+bench-e2e-cuda-dry: $(BIN)
+	sh tests/bench/gpu-study-check.sh $(BUILD)
+
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
 test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
@@ -187,6 +201,9 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	$(FIGS_SWEEP) paper-figs/figs.grid --out out/figs/sweep.jsonl,$(BIN) figs --out out/figs) && \
 	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv && \
 	sh plots/draw.sh out/figs --thumbs paper-figs/img && \
+	if ls paper-figs/gpu/*.tsv >/dev/null 2>&1; then \
+	  sh plots/draw.sh paper-figs/gpu --into out/figs/gpu --thumbs paper-figs/img/gpu --recipes-only; \
+	else echo "figs: no GPU results in paper-figs/gpu/ (make bench-e2e-cuda RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
 	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
 
 # bench-e2e: speculative decoding end to end on the default pair: every scheme measured
@@ -248,6 +265,7 @@ help:
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
 	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
 	@echo "make cuda    specdec with the CUDA decoder in build-cuda/ (nvcc; sm_80..sm_90 + PTX); make test-cuda runs its tests"
+	@echo "make bench-e2e-cuda  the end-to-end study on a GPU, one command, ~20 device minutes (RECORD=1: into paper-figs/gpu/); -dry: its plumbing on the CPU"
 	@echo "make bench-cuda  the CUDA decoder's bandwidth and M_T(n)/M_T(1) on a 1B-class random model (needs a GPU)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"
 	@echo "make figs-check  only check the figures' reference values"

@@ -6,7 +6,8 @@
 # Data: make bench-parallel (specdec decode --parallel-sweep 1-8 --tsv).
 load 'plots/style.gp'
 eval setterm(1200, 420)
-set multiplot layout 1, 3 title "Parallel vs sequential drafter on the default pair (specdec decode --parallel-sweep 1-8)"
+on = exists("label") ? " on ".label : ""
+set multiplot layout 1, 3 title "Parallel vs sequential drafter on the default pair (specdec decode --parallel-sweep 1-8)".on
 set xlabel "draft length L"
 set xrange [0.5:8.5]
 set xtics 1

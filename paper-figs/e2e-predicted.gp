@@ -4,11 +4,17 @@
 # cancel the machine's speed, which wanders by tens of percent on a shared VM (the
 # token rates themselves are in the data file). Data: make bench-e2e.
 load 'plots/style.gp'
-set title "End to end: measured against predicted speedup (specdec decode --scheme all)"
+on = exists("label") ? " on ".label : ""
+set title "End to end: measured against predicted speedup (specdec decode --scheme all)".on
 set xlabel "predicted speedup over ar"
 set ylabel "measured speedup over ar"
 set key left top
-hi = 1.15
+# 1.15, or past the largest speedup (a GPU's)
+stats datafile using 8 nooutput
+m8 = STATS_max
+stats datafile using 9 nooutput
+hi = 1.1 * (m8 > STATS_max ? m8 : STATS_max)
+hi = hi > 1.15 ? hi : 1.15
 set xrange [0:hi]
 set yrange [0:hi]
 set style fill transparent solid 0.15 noborder

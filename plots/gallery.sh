@@ -44,6 +44,21 @@ if [ -f "$DIR/beyond-planted.tsv" ]; then
     echo "| ![beyond-planted](img/beyond-planted.png) | \`beyond-planted\` | B | samples the certification needs to catch each planted bug (tests/bench/bench_planted --tsv) | in no paper: how much evidence a broken verifier leaves | measured |"
 fi
 echo
+echo "## End to end on a GPU"
+echo
+if ls paper-figs/gpu/*.tsv >/dev/null 2>&1; then
+    echo "Measured on $(sed -n 's/^# device: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1) ($(sed -n 's/^# driver: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1)),"
+    echo "commit $(sed -n 's/^# commit: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1), $(sed -n 's/^# date: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1), by \`make bench-e2e-cuda RECORD=1\`; the data is"
+    echo "committed in \`paper-figs/gpu/\` (a GPU is needed to regenerate it); the panels above are the CPU's."
+    echo
+    for name in e2e-predicted e2e-gt-sweep e2e-parallel; do
+        [ -f "paper-figs/img/gpu/$name.png" ] && echo "![$name on the GPU](img/gpu/$name.png)"
+    done
+else
+    echo "No GPU results yet: \`make bench-e2e-cuda RECORD=1\` on a machine with an NVIDIA GPU writes"
+    echo "them into \`paper-figs/gpu/\`, and \`make figs\` then draws them here (README: the GPU section)."
+fi
+echo
 echo "## Where a paper's text and its own math disagree"
 echo
 echo "- RSD App. D.3.2 lists three fixed-budget RSD-C shapes one level short (budgets 14,"

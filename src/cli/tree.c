@@ -401,7 +401,8 @@ static const char *const compare_help =
     "  --length L         fixed-length table for L in {2, 3, 4, 5}\n"
     "  --shapes FILE      the shape table (default data/rsd_shapes.tsv)\n"
     "  --samples N        blocks per tree (default 1e5)\n"
-    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --json: as for tree\n";
+    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --json: as for tree\n"
+    CLI_DEVICE_HELP;
 
 /* One row of the shape table as a tree spec and its verifier. */
 static int row_spec(const char *method, const char *shape, char *spec, size_t cap, sd_scheme *s)
@@ -428,7 +429,7 @@ int cmd_compare(int argc, char **argv)
         {"length", required_argument, 0, C_LENGTH}, {"shapes", required_argument, 0, C_SHAPES},
         {"samples", required_argument, 0, C_SAMPLES}, {"cost-draft", required_argument, 0, C_CD},
         {"cost-target", required_argument, 0, C_CT}, {"size-ratio", required_argument, 0, C_SIZE},
-        {"seed", required_argument, 0, C_SEED}, {"json", no_argument, 0, C_JSON},
+        {"seed", required_argument, 0, C_SEED}, {"json", no_argument, 0, C_JSON}, CLI_DEVICE_LONGOPT,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     tree_opts o;
@@ -462,6 +463,9 @@ int cmd_compare(int argc, char **argv)
             o.mp.seed = (unsigned long)sz;
             break;
         case C_JSON: o.json = 1; break;
+        case OPT_S_DEVICE:
+            if (cli_device_option(optarg, cmd, &o.device)) return CLI_USAGE;
+            break;
         case 'h': fputs(compare_help, stdout); return CLI_OK;
         default: return cli_usage(cmd, "unknown option");
         }
@@ -480,7 +484,7 @@ int cmd_compare(int argc, char **argv)
     sd_cost_curve *curve = NULL;
     sd_lm *draft = NULL, *target = NULL;
     int rc = CLI_OK, rows = 0;
-    if (sd_cost_curve_parse(o.cost_target, &curve) || sd_lm_pair_parse(o.lm, &draft, &target)) {
+    if (sd_cost_curve_parse(o.cost_target, &curve) || sd_lm_pair_parse_on(o.lm, o.device, &draft, &target)) {
         rc = cli_fail(cmd, sd_errmsg());
         goto out;
     }

@@ -1,6 +1,9 @@
-# Sourced by the end-to-end benchmarks (e2e.sh, parallel.sh) after `BUILD=${1:-build}`:
-# the repository root as the working folder, the binary, the run's size and the shipped
-# files. env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2).
+# Sourced by the end-to-end benchmarks (e2e.sh, parallel.sh, predict.sh) after
+# `BUILD=${1:-build}`: the repository root as the working folder, the binary, the run's
+# size, the device, the output folder and the shipped files.
+# env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2), E2E_DEVICE (cpu, or
+#      cuda with a `make cuda` build: passed as --device to every decode, tree and compare
+#      call), E2E_OUT (out/figs: where the TSVs and figures go).
 cd "$(dirname "$0")/../.."
 SD=$BUILD/specdec
 N=${E2E_PROMPTS:-20}
@@ -9,5 +12,14 @@ TH=${E2E_THREADS:-2}
 TM=data/models/target.gguf
 DM=data/models/draft.gguf
 PM=data/models/parallel.gguf
-OUT=out/figs
+OUT=${E2E_OUT:-out/figs}
+# DEV: nothing on the CPU (the commands stay as they were), else --device NAME
+DEV=""
+case "${E2E_DEVICE:-cpu}" in
+    cpu) ;;
+    cuda) DEV="--device cuda" ;;
+    *) echo "E2E_DEVICE=$E2E_DEVICE: expected cpu or cuda" >&2; exit 2 ;;
+esac
+# a bundle from tests/bench/cuda-bundle.sh carries its libraries
+[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$OUT"

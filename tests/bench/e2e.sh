@@ -13,11 +13,12 @@
 #      (tests/bench/parallel.sh, also make bench-parallel)
 # Figures: out/figs/e2e-predicted.{tsv,png,svg} and e2e-gt-sweep.* (paper-figs/*.gp).
 # usage: tests/bench/e2e.sh [BUILD_DIR]
-#   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2)
+#   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2), E2E_DEVICE (cpu),
+#        E2E_OUT (out/figs); see e2e-env.sh
 set -eu
 BUILD=${1:-build}
 . "$(dirname "$0")/e2e-env.sh"
-PAIR="--target $TM --draft $DM --n-prompts $N --max-tokens $TOK --threads $TH"
+PAIR="--target $TM --draft $DM --n-prompts $N --max-tokens $TOK --threads $TH $DEV"
 echo "# bench-e2e: $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
 
 echo
@@ -26,7 +27,7 @@ echo "== 1. every scheme, measured against predicted (temperature 1)"
 
 echo
 echo "== 2. greedy identity on the shipped pair (temperature 0, every scheme's tokens against ar's)"
-"$SD" decode --target $TM --draft $DM --n-prompts "$N" --max-tokens 32 --threads "$TH" \
+"$SD" decode --target $TM --draft $DM --n-prompts "$N" --max-tokens 32 --threads "$TH" $DEV \
     --scheme sd,spectr,mcsd,mcsd-wor,rsd-c,rsd-s,gt,gt-dynamic,throughput --check --quiet | grep '^check:'
 
 echo
@@ -61,14 +62,14 @@ LM="gguf:$DM,$TM"
 C=$(awk -F'\t' '/c = M_D\/M_T/ { sub(/.*c = M_D\/M_T = /, ""); print; exit }' "$OUT/e2e-predicted.tsv")
 MT=$(awk '/^# cost-target / { print $3; exit }' "$OUT/e2e-predicted.tsv")
 echo "-- RSD fixed length 3 (block efficiency, token rate and MBSU at M_D = c = $C and the measured M_T(n))"
-"$SD" compare --lm "$LM" --length 3 --samples 300 --cost-draft "$C" --cost-target "$MT"
+"$SD" compare --lm "$LM" --length 3 --samples 300 --cost-draft "$C" --cost-target "$MT" $DEV
 echo "-- RSD fixed budget 10"
-"$SD" compare --lm "$LM" --budget 10 --samples 300 --cost-draft "$C" --cost-target "$MT"
+"$SD" compare --lm "$LM" --budget 10 --samples 300 --cost-draft "$C" --cost-target "$MT" $DEV
 echo "-- MCSD k-configurations (i.i.d. and without replacement) and SpecTr K x L"
 for spec in "specinfer 2,1,1" "rrs 2,1,1" "specinfer 4,2,1" "rrs 4,2,1" "kseq spectr:2,3" "kseq spectr:4,3"; do
     set -- $spec
     "$SD" tree --lm "$LM" --scheme "$1" --shape "$2" --samples 300 --no-exact --cost-draft "$C" --cost-target "$MT" \
-        --threads "$TH" 2>/dev/null |
+        --threads "$TH" $DEV 2>/dev/null |
         awk -v s="$1 $2" '/block efficiency/ { be = $3 } /speedup/ { for (i = 1; i <= NF; i++) if ($i == "speedup") sp = $(i + 1) }
                           END { printf "%-22s block efficiency %s, predicted speedup %s\n", s, be, sp }'
 done

@@ -6,11 +6,12 @@
 # the cost ratio above which the parallel drafter wins, token-tree verification, and
 # greedy identity. Figure: out/figs/e2e-parallel.{tsv,png,svg} (paper-figs/e2e-parallel.gp).
 # usage: tests/bench/parallel.sh [BUILD_DIR]
-#   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2)
+#   env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2), E2E_DEVICE (cpu),
+#        E2E_OUT (out/figs); see e2e-env.sh
 set -eu
 BUILD=${1:-build}
 . "$(dirname "$0")/e2e-env.sh"
-PAIR="--target $TM --draft $DM --parallel-draft $PM --n-prompts $N --max-tokens $TOK --threads $TH --quiet"
+PAIR="--target $TM --draft $DM --parallel-draft $PM --n-prompts $N --max-tokens $TOK --threads $TH $DEV --quiet"
 echo "# bench-parallel: $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
 for temp in 1 0; do
     echo

@@ -8,7 +8,8 @@
 # <= 5%, coverage >= 90% of (scheme, run) pairs.
 # usage: tests/bench/predict.sh [BUILD_DIR]
 #   env: PREDICT_RUNS (default 5), E2E_PROMPTS (20), E2E_TOKENS (64), E2E_THREADS (2),
-#        PREDICT_ARGS (more decode options, e.g. "--calibrate 8" or "--temperature 0.7")
+#        PREDICT_ARGS (more decode options, e.g. "--calibrate 8" or "--temperature 0.7"),
+#        E2E_DEVICE (cpu), E2E_OUT (out/figs); see e2e-env.sh
 set -eu
 BUILD=${1:-build}
 . "$(dirname "$0")/e2e-env.sh"
@@ -21,7 +22,7 @@ r=1
 while [ "$r" -le "$RUNS" ]; do
     # shellcheck disable=SC2086
     "$SD" decode --target "$TM" --draft "$DM" --n-prompts "$N" --max-tokens "$TOK" --threads "$TH" \
-        --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --quiet $ARGS > /dev/null
+        --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --quiet $DEV $ARGS > /dev/null
     grep -v '^#' "$OUT/predict-run.tsv" | awk -v r="$r" '{ print r "\t" $0 }' >> "$OUT/predict-runs.tsv"
     echo "run $r of $RUNS done"
     r=$((r + 1))

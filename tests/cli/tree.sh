@@ -26,6 +26,8 @@ expect 0 '"method": "spectr"' -- "$SPECDEC" compare --lm markov:4,1,0.5,7,0.5 --
 # bad input
 expect 1 "make cuda" -- "$SPECDEC" tree --lm gguf:data/models/draft.gguf,data/models/target.gguf --device cuda --scheme chain --shape 2
 expect 2 "expected cpu or cuda" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape 2 --device gpu
+expect 1 "make cuda" -- "$SPECDEC" compare --lm gguf:data/models/draft.gguf,data/models/target.gguf --length 3 --samples 10 --device cuda
+expect 2 "expected cpu or cuda" -- "$SPECDEC" compare --lm const:0.8 --length 3 --device gpu
 expect 1 "depth 0" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape chain:0
 expect 1 "0 children" -- "$SPECDEC" tree --lm const:0.8 --scheme mcsd --shape kconfig:2,0
 expect 1 "limit" -- "$SPECDEC" tree --lm const:0.8 --scheme mcsd --shape kconfig:64,64,64

@@ -5,10 +5,16 @@
 # tests/fetch-llama-cpp.sh put in .cache/llama.cpp, then ref_logits.c against
 # that libllama. Reference only: nothing of specdec links with it.
 #
-# usage: tests/bench/llamacpp/build.sh [--force]
+# usage: tests/bench/llamacpp/build.sh [--force] [--cuda]
+#   --cuda      on a GPU machine: only llama-bench, llama-completion, llama-speculative
+#               and llama-speculative-simple, with GGML_CUDA=ON for CUDA_ARCH (default 90:
+#               H100/H200), into .cache/llama.cpp-build-cuda; the sources are
+#               .cache/llama.cpp, else .cache/llama.cpp-src, unpacked first from
+#               out/llama.cpp-src.tar.xz (tests/bench/llamacpp/pack.sh) when absent.
+#               No ref_logits. Needs cmake and nvcc there.
 #   env: LLAMA_SRC   (default .cache/llama.cpp)
-#        LLAMA_BUILD (default .cache/llama.cpp-build)
-#        JOBS        (default 2: the build machine has 2 cores, shared)
+#        LLAMA_BUILD (default .cache/llama.cpp-build; --cuda: .cache/llama.cpp-build-cuda)
+#        JOBS        (default 2: the build machine has 2 cores, shared; --cuda: all cores)
 # Idempotent: the CMake step is skipped when every binary is already there, and
 # ref_logits is relinked only when ref_logits.c is newer. --force rebuilds both
 # (an incremental CMake build: only what changed is compiled again).
@@ -16,18 +22,66 @@ set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 cd "$ROOT"
+FORCE=0 CUDA=0
+for a in "$@"; do
+    case "$a" in
+        --force) FORCE=1 ;;
+        --cuda) CUDA=1 ;;
+        -h|--help) sed -n '2,/^# (an incremental CMake build/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "build.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+log() { echo "llamacpp: $*" >&2; }
+
+if [ $CUDA = 1 ]; then
+    SRC=${LLAMA_SRC:-}
+    if [ -z "$SRC" ]; then
+        SRC=.cache/llama.cpp
+        [ -f "$SRC/include/llama.h" ] || SRC=.cache/llama.cpp-src
+    fi
+    if [ ! -f "$SRC/include/llama.h" ] && [ "$SRC" = .cache/llama.cpp-src ] && [ -f out/llama.cpp-src.tar.xz ]; then
+        log "unpacking out/llama.cpp-src.tar.xz into .cache/"
+        mkdir -p .cache && tar -xJf out/llama.cpp-src.tar.xz -C .cache
+    fi
+    [ -f "$SRC/include/llama.h" ] || {
+        log "no llama.cpp sources in $SRC (here: sh tests/bench/llamacpp/pack.sh, then carry out/llama.cpp-src.tar.xz)"; exit 1; }
+    command -v cmake >/dev/null 2>&1 || { log "cmake is not installed on this machine: the CUDA build needs it"; exit 1; }
+    command -v "${NVCC:-nvcc}" >/dev/null 2>&1 || { log "nvcc not found: the CUDA build needs the CUDA toolkit"; exit 1; }
+    BUILD=${LLAMA_BUILD:-.cache/llama.cpp-build-cuda}
+    JOBS=${JOBS:-$(nproc)}
+    TARGETS="llama-bench llama-completion llama-speculative llama-speculative-simple"
+    missing=0
+    for t in $TARGETS; do [ -x "$BUILD/bin/$t" ] || missing=1; done
+    if [ $missing = 0 ] && [ $FORCE = 0 ]; then
+        log "llama.cpp CUDA tools present in $BUILD/bin (--force to rebuild)"; exit 0
+    fi
+    if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+        log "configuring $SRC into $BUILD (CUDA for sm_${CUDA_ARCH:-90}, Release, native CPU)"
+        cmake -S "$SRC" -B "$BUILD" \
+            -DCMAKE_BUILD_TYPE=Release \
+            -DBUILD_SHARED_LIBS=ON \
+            -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DGGML_BACKEND_DL=OFF \
+            -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
+            -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_RPC=OFF -DGGML_BLAS=OFF \
+            -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+            -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
+            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+            -DLLAMA_BUILD_UI=OFF -DLLAMA_ALL_WARNINGS=OFF >"$BUILD.configure.log" 2>&1 || {
+            tail -n 20 "$BUILD.configure.log" >&2; log "cmake configure failed; see $BUILD.configure.log"; exit 1; }
+    fi
+    log "building $TARGETS with -j$JOBS (log: $BUILD.build.log)"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    cmake --build "$BUILD" --config Release -j"$JOBS" --target $TARGETS >"$BUILD.build.log" 2>&1 || {
+        tail -n 30 "$BUILD.build.log" >&2; log "build failed; see $BUILD.build.log"; exit 1; }
+    log "built in $(( $(date +%s) - start )) s: $BUILD/bin/{$(echo $TARGETS | tr ' ' ',')}"
+    exit 0
+fi
+
 SRC=${LLAMA_SRC:-.cache/llama.cpp}
 BUILD=${LLAMA_BUILD:-.cache/llama.cpp-build}
 JOBS=${JOBS:-2}
-FORCE=0
-case "${1:-}" in
-    --force) FORCE=1 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    "") ;;
-    *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
-
-log() { echo "llamacpp: $*" >&2; }
 
 # 1. sources
 if [ ! -f "$SRC/include/llama.h" ]; then

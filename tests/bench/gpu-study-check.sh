@@ -1,0 +1,41 @@
+#!/bin/sh
+# make bench-e2e-cuda-dry: the GPU study's plumbing without a GPU. Runs
+# tests/bench/gpu-study.sh --dry-run (the CPU build, 1 prompt x 8 tokens, short sweeps,
+# tiny random models) and checks what a GPU run must leave: every TSV with its header
+# (device, driver, commit, command, date) and its rows (ar and the ten schemes of
+# --scheme all, both GT temperatures, L = 1..2 parallel and sequential, every what-if
+# scheme), each step ok in steps.tsv, and the figures draw (when gnuplot is here).
+# usage: tests/bench/gpu-study-check.sh [BUILD_DIR]   (19 s on 2 idle cores, minutes on busy ones)
+set -eu
+cd "$(dirname "$0")/../.."
+R=out/gpu-study-dry
+rm -rf "$R"
+STUDY_BUILD=${1:-build} sh tests/bench/gpu-study.sh --dry-run --results "$R" --steps decode,check,gt,parallel,predict,whatif,llamacpp
+fail=0
+bad() { echo "gpu-study-check: FAIL: $*"; fail=1; }
+rows() { grep -v '^#' "$R/$1" | awk -F'\t' -v re="$2" '$1 ~ re' | wc -l; }
+for f in e2e-predicted.tsv check.tsv e2e-gt-sweep.tsv e2e-parallel.tsv parallel-t0.tsv predict-runs.tsv whatif.tsv steps.tsv; do
+    [ -s "$R/$f" ] || { bad "$f missing"; continue; }
+    for k in device driver commit command date; do
+        head -5 "$R/$f" | grep -q "^# $k: ." || bad "$f: no '# $k:' line in its header"
+    done
+done
+[ "$(rows e2e-predicted.tsv '.')" = 11 ] || bad "e2e-predicted.tsv: $(rows e2e-predicted.tsv '.') rows, want ar + 10 schemes"
+[ "$(rows check.tsv '.')" = 12 ] || bad "check.tsv: $(rows check.tsv '.') rows, want ar + 11 schemes"
+grep -q '^check: PASS' "$R/check.txt" || bad "check.txt: no 'check: PASS'"
+for t in 0 1; do
+    n=$(grep -v '^#' "$R/e2e-gt-sweep.tsv" | awk -F'\t' -v t=$t '$4 == t && $1 ~ /^gt/' | wc -l)
+    [ "$n" = 4 ] || bad "e2e-gt-sweep.tsv: $n GT rows at temperature $t, want 4 (static and dynamic x 2 thresholds)"
+done
+[ "$(rows e2e-parallel.tsv '^(parallel|sequential) L=')" = 4 ] || bad "e2e-parallel.tsv: want parallel and sequential at L = 1, 2"
+[ "$(rows predict-runs.tsv '.')" = 11 ] || bad "predict-runs.tsv: $(rows predict-runs.tsv '.') rows, want 11 (1 run)"
+[ "$(rows whatif.tsv '^(sd|spectr|mcsd|mcsd-wor|rsd-c|rsd-s|gt-dynamic|gt|throughput)$')" -ge 9 ] ||
+    bad "whatif.tsv: not every scheme has a row"
+awk -F'\t' '!/^#/ && NR > 1 && $1 != "step" && $2 != "ok" { exit 1 }' "$R/steps.tsv" || bad "steps.tsv: a step is not ok"
+grep -q 'skipped' "$R/steps.tsv" 2>/dev/null || true
+if command -v gnuplot >/dev/null 2>&1; then
+    sh plots/draw.sh "$R" --recipes-only > "$R/draw.txt" 2>&1 || bad "plots/draw.sh $R failed: $(tail -1 "$R/draw.txt")"
+    for f in e2e-predicted e2e-gt-sweep e2e-parallel; do [ -s "$R/$f.png" ] || bad "$f.png not drawn"; done
+fi
+[ $fail = 0 ] && echo "gpu-study-check: PASS: every step, TSV and header of the dry run ($R)"
+exit $fail
