@@ -180,11 +180,12 @@ static double tree_draft_calls(const sd_tree *t)
 
 /* Draft nodes the target verifies: a static shape's own; a beam (at most W L) or a
  * dynamic tree is built per block, charged its mean size over the Monte-Carlo blocks
- * (without them: its bound). */
+ * (without them, mc_mean < 0: its bound). A mean of 0 is a tree that never grew (no
+ * node passed the threshold at this context), charged nothing. */
 static double tree_cost_nodes(const sd_tree *t, double mc_mean)
 {
     int built = t->walk == SD_WALK_BEAM || t->walk == SD_WALK_DYNAMIC;
-    return built && mc_mean > 0 ? mc_mean : (double)sd_tree_max_nodes(t);
+    return built && mc_mean >= 0 ? mc_mean : (double)sd_tree_max_nodes(t);
 }
 
 typedef struct {
@@ -198,6 +199,7 @@ static int evaluate(const tree_opts *o, sd_lm *draft, sd_lm *target, const sd_tr
 {
     size_t ctx[1] = {0};
     memset(e, 0, sizeof *e);
+    e->nodes = -1; /* no Monte-Carlo mean yet */
     if (o->exact >= 0) {
         int rc = sd_tree_block_efficiency(t, &o->tp, draft, target, ctx, 1, 2e7, &e->exact);
         if (rc == SD_OK) e->have_exact = 1;

@@ -24,6 +24,10 @@ expect 0 "Monte Carlo" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme rsd
 expect 0 "rsd-s" -- "$SPECDEC" compare --lm markov:4,1,0.5,7,0.5 --budget 6 --samples 2000
 expect 0 '"method": "spectr"' -- "$SPECDEC" compare --lm markov:4,1,0.5,7,0.5 --length 2 --samples 2000 --json
 # bad input
+# a dynamic tree that never grows at this context (the draft's top token after token 0
+# has 0.04 < 0.05) is charged no nodes, not its bound
+expect 0 "built per block, 0.00 draft nodes on average" -- "$SPECDEC" tree --lm gguf:data/models/draft.gguf,data/models/target.gguf \
+    --scheme rrs --shape dynamic:0.05,16,6,4 --samples 10 --no-exact --threads 1
 expect 1 "make cuda" -- "$SPECDEC" tree --lm gguf:data/models/draft.gguf,data/models/target.gguf --device cuda --scheme chain --shape 2
 expect 2 "expected cpu or cuda" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape 2 --device gpu
 expect 1 "make cuda" -- "$SPECDEC" compare --lm gguf:data/models/draft.gguf,data/models/target.gguf --length 3 --samples 10 --device cuda
