@@ -1,5 +1,5 @@
 #!/bin/sh
-# make bench-e2e-cuda: the end-to-end study of `specdec decode` on an NVIDIA GPU (issue 21)
+# make bench-e2e-cuda: the end-to-end study of `specdec decode` on an NVIDIA GPU
 # in one command. Each step runs under its own time limit; a step that fails or runs out
 # of time is recorded in steps.tsv and the next one runs, so what was measured is kept.
 #   decode    decode --scheme all at temperature 1 (every scheme against its prediction)
@@ -168,7 +168,7 @@ if [ "${1:-}" = --step ]; then
         done < "$T/prompts.txt"
         awk -F'\t' '!/^#/ && $1 != "program" && $4 > 0 { n[$1] += $3; s[$1] += $4 }
              END { for (k in n) printf "llama.cpp %-20s %8.1f tokens/s\n", k, n[k] / s[k] }' "$R/llamacpp.tsv"
-        # issue 21's goals, when the decode step left specdec's rates
+        # the study's goals (specdec best >= 1.3x llama.cpp best, SD/AR >= llama.cpp's), when the decode step left specdec's rates
         [ -s "$R/e2e-predicted.tsv" ] && awk -F'\t' '
             f != 2 && !/^#/ && $1 != "program" && $4 > 0 { n[$1] += $3; s[$1] += $4; next }
             f == 2 && !/^#/ { r[$1] = $6; if ($1 != "ar" && $6 > best) { best = $6; bn = $1 } }
