@@ -389,8 +389,9 @@ static int build_tree(const dec_opts *o, session *s, entry *e, const entry *prob
     double c = (isnan(o->threshold) ? s->c : o->threshold) * e->mult;
     e->threshold = c;
     size_t R = probe->nranks;
-    if (e->build == BUILD_DYNAMIC) {
-        snprintf(e->shape, sizeof e->shape, "dynamic:%.6g,%zu,%zu,%zu", c < 1 ? c : 0.999, o->budget,
+    if (e->build == BUILD_DYNAMIC) { /* a threshold is a probability: 1 or more grows nothing */
+        e->threshold = c = c < 1 ? c : 0.999;
+        snprintf(e->shape, sizeof e->shape, "dynamic:%.6g,%zu,%zu,%zu", c, o->budget,
                  o->max_depth, o->max_rank);
         return sd_tree_parse(e->shape, &e->tree);
     }
