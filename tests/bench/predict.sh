@@ -22,12 +22,14 @@ r=1
 while [ "$r" -le "$RUNS" ]; do
     # shellcheck disable=SC2086
     "$SD" decode --target "$TM" --draft "$DM" --n-prompts "$N" --max-tokens "$TOK" --threads "$TH" \
-        --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --quiet $DEV $ARGS > /dev/null
+        --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --quiet $DEV $ARGS > "$OUT/predict-run.txt"
     grep -v '^#' "$OUT/predict-run.tsv" | awk -v r="$r" '{ print r "\t" $0 }' >> "$OUT/predict-runs.tsv"
+    # a built tree where no node pays at this run's costs has no row: say so
+    grep ' skipped: ' "$OUT/predict-run.txt" | sed "s/^/run $r: /" || true
     echo "run $r of $RUNS done"
     r=$((r + 1))
 done
-rm -f "$OUT/predict-run.tsv"
+rm -f "$OUT/predict-run.tsv" "$OUT/predict-run.txt"
 # columns of predict-runs.tsv: run, then decode's TSV (scheme $2, speedup $9, pred_speedup $10,
 # block_eff $11, pred_block_eff $12, draft_ms $14, pred_draft_ms $15, pred_speedup_lo $16,
 # pred_speedup_hi $17, target_ms $22, pred_target_ms $23, overhead_ms $24, pred_overhead_ms $25;
