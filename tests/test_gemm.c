@@ -104,8 +104,8 @@ static void test_gemm_dot_tokens_bitwise(void **state)
 {
     (void)state;
     gsl_rng *r = sd_test_rng(12);
-    static const size_t cols[] = {16, 37, 256, 704};
-    for (size_t c = 0; c < 4; c++)
+    static const size_t cols[] = {16, 37, 48, 96, 256, 704}; /* 48, 96: all or half tail */
+    for (size_t c = 0; c < 6; c++)
         for (size_t n = 1; n <= 13; n++) {
             size_t C = cols[c];
             float *w = malloc(C * sizeof *w), *x = malloc(n * C * sizeof *x), y[2 * 13];
@@ -116,6 +116,10 @@ static void test_gemm_dot_tokens_bitwise(void **state)
                 float one = sd_dot_row(SD_T_F32, w, x + t * C, C);
                 if (memcmp(&one, &y[2 * t], sizeof one))
                     fail_msg("cols %zu, %zu tokens: token %zu gives %.9g, alone %.9g", C, n, t, y[2 * t], one);
+                double ref = 0, mag = 0; /* and the sum itself, tail included, against doubles */
+                for (size_t i = 0; i < C; i++) ref += (double)w[i] * x[t * C + i], mag += fabs((double)w[i] * x[t * C + i]);
+                if (fabs(one - ref) > 1e-6 * mag)
+                    fail_msg("cols %zu: the dot product %.9g, in doubles %.9g", C, one, ref);
             }
             free(w), free(x);
         }
@@ -130,9 +134,9 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
 {
     (void)state;
     gsl_rng *r = sd_test_rng(13);
-    static const size_t cols[] = {16, 37, 128, 256, 704};
+    static const size_t cols[] = {16, 37, 48, 128, 256, 704};
     static const size_t ns[] = {1, 2, 3, 5, 16, 19, 71};
-    for (size_t c = 0; c < 5; c++)
+    for (size_t c = 0; c < 6; c++)
         for (size_t k = 0; k < 7; k++)
             for (int f16 = 0; f16 < 2; f16++) {
                 size_t C = cols[c], n = ns[k], rows = 70, ys = rows + 2;

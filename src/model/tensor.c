@@ -250,13 +250,32 @@ static inline void dot_lanes(const float *restrict w, const float *restrict x, s
 
 #if defined(__AVX512F__)
 /* The four 16-wide chains folded lane-wise ((a0 + a1) + (a2 + a3)), summed across in
- * the compiler's fixed reduction, then the tail (elements past the last full 64). */
+ * the compiler's fixed reduction, then the tail (elements past the last full 64: one
+ * more 16-wide chain, its last step masked, summed across the same way). A row of 48
+ * is all tail: summed one element at a time it made a 0.22M-parameter draft's pass
+ * (4096 rows of 48) slower than the 5.5M target's. */
 static inline float finish512(__m512 a0, __m512 a1, __m512 a2, __m512 a3, const float *restrict w,
                               const float *restrict x, size_t n_tail)
 {
-    float tail = 0;
-    for (size_t i = 0; i < n_tail; i++) tail += w[i] * x[i];
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) + tail;
+    __m512 t = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n_tail; i += 16) t = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), t);
+    if (i < n_tail) {
+        __mmask16 m = (__mmask16)((1u << (n_tail - i)) - 1);
+        t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), t);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) +
+           _mm512_reduce_add_ps(t);
+}
+
+/* The tail of an F16 row (n < NACC elements) as floats, converted 16 at a time in
+ * registers (exact, as the body's conversion). */
+static inline void f16_tail(const uint16_t *restrict h, size_t n, float *restrict out)
+{
+    uint16_t pad[NACC] = {0};
+    memcpy(pad, h, n * sizeof *h);
+    for (size_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pad + i))));
 }
 
 static inline float dot_finish(const float *a, const float *restrict w, const float *restrict x,
@@ -363,7 +382,7 @@ void sd_dot_row_tokens(sd_ttype type, const void *row, const float *x, size_t co
     if (type == SD_T_F16) { /* converted in registers, the row read once per 4 tokens */
         size_t body = cols / NACC * NACC, t = 0;
         float tail[NACC];
-        for (size_t i = body; i < cols; i++) tail[i - body] = sd_half_to_float(((const uint16_t *)row)[i]);
+        f16_tail((const uint16_t *)row + body, cols - body, tail);
         for (; t + 4 <= n; t += 4) dot4_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
         for (; t < n; t++) dot1_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
         return;
@@ -397,7 +416,7 @@ static float dot_f16(const void *restrict row, const float *restrict x, size_t n
 {
     size_t body = n / NACC * NACC;
     float tail[NACC], y;
-    for (size_t i = body; i < n; i++) tail[i - body] = sd_half_to_float(((const uint16_t *)row)[i]);
+    f16_tail((const uint16_t *)row + body, n - body, tail);
     dot1_f16(row, tail, x, n, body, &y, 1);
     return y;
 }
