@@ -238,7 +238,7 @@ bench-parallel: $(BIN)
 # bench-ladder: the draft's size measured: per draft of the ladder (make models-ladder) and
 # the shipped one, its size, loss, KL, replayed sd acceptance, c = M_D/M_T, every scheme's
 # predicted and measured speedup, and SpecTr's Table 4 in kind (tests/bench/ladder.sh;
-# ~25 minutes on 2 cores; RECORD=1 writes paper-figs/ladder/, which make figs draws).
+# ~4 minutes on 2 cores; RECORD=1 writes paper-figs/ladder/, which make figs draws).
 bench-ladder: $(BIN)
 	sh tests/bench/ladder.sh $(BUILD)
 

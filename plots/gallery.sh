@@ -59,6 +59,21 @@ else
     echo "them into \`paper-figs/gpu/\`, and \`make figs\` then draws them here (README: the GPU section)."
 fi
 echo
+echo "## The draft's size on real drafts"
+echo
+if ls paper-figs/ladder/*.tsv >/dev/null 2>&1; then
+    echo "The draft ladder against the shipped target ($(sed -n 's/^# device: //p' paper-figs/ladder/ladder.tsv | head -1),"
+    echo "commit $(sed -n 's/^# commit: //p' paper-figs/ladder/ladder.tsv | head -1), $(sed -n 's/^# date: //p' paper-figs/ladder/ladder.tsv | head -1), by \`RECORD=1 make bench-ladder\`;"
+    echo "the data is in \`paper-figs/ladder/\`, the table in the README's \"The draft's size\"). SpecTr Table 4 in kind on"
+    echo "distilled drafts, beside the paper's, and per draft its acceptance, cost and speedup:"
+    echo
+    for name in ladder-table4 ladder; do
+        [ -f "paper-figs/img/ladder/$name.png" ] && echo "![$name](img/ladder/$name.png)"
+    done
+else
+    echo "No ladder results yet: \`RECORD=1 make bench-ladder\` writes them into \`paper-figs/ladder/\`."
+fi
+echo
 echo "## Where a paper's text and its own math disagree"
 echo
 echo "- RSD App. D.3.2 lists three fixed-budget RSD-C shapes one level short (budgets 14,"

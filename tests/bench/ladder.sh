@@ -21,7 +21,7 @@
 #   env: LADDER_PROMPTS (10), LADDER_TOKENS (48), LADDER_THREADS (2), LADDER_POSITIONS
 #        (replayed positions per sequence, 200; 4 sequences), LADDER_DRAFTS (names in
 #        data/models/ without .gguf), LADDER_OUT (the results folder)
-# About 25 minutes on 2 idle cores. Timings wander by tens of percent on a shared machine:
+# About 4 minutes on 2 idle cores. Timings wander by tens of percent on a shared machine:
 # decode interleaves its runs prompt by prompt, and prints M_T(1) before and after.
 set -eu
 cd "$(dirname "$0")/../.."
