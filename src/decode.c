@@ -208,16 +208,21 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     out->draft_s = sd_decode_predict_draft(c, t, scheme, cal);
     out->overhead_s = (cal->seconds - cal->draft_s - cal->target_s) / blocks;
     if (out->overhead_s < 0) out->overhead_s = 0;
-    double ar_over = (ar->seconds - ar->target_s) / (double)(ar->tokens ? ar->tokens : 1);
-    if (!(ar_over >= 0)) ar_over = 0;
     sd_cost_model m = {0, c->target, out->overhead_s, NULL};
     double tree = fixed ? (double)sd_tree_nodes(t) : nodes;
     sd_speed s;
-    int rc = sd_cost_speed_at(&m, out->efficiency, out->draft_s, tree, sd_cost_curve_eval(c->target, 1) + ar_over, &s);
+    int rc = sd_cost_speed_at(&m, out->efficiency, out->draft_s, tree, sd_decode_ar_token_seconds(c, ar), &s);
     if (rc) return rc;
     out->target_s = sd_cost_curve_eval(c->target, tree + 1);
     out->rate = s.token_rate, out->speedup = s.speedup;
     return SD_OK;
+}
+
+double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar)
+{
+    if (ar->tokens && ar->seconds > 0) return ar->seconds / (double)ar->tokens;
+    double over = ar->tokens ? (ar->seconds - ar->target_s) / (double)ar->tokens : 0;
+    return sd_cost_curve_eval(c->target, 1) + (over >= 0 ? over : 0);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -227,12 +227,12 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
     fprintf(f, "\n");
-    double ar_pred = 1 / (MT(s, 1) + (s->ar_cal.seconds - s->ar_cal.target_s) /
-                                        (double)(s->ar_cal.tokens ? s->ar_cal.tokens : 1));
+    double ar_pred = 1 / sd_decode_ar_token_seconds(&s->costs, &s->ar_cal);
+    double ar_pred_target = s->ar_cal.tokens ? s->ar_cal.target_s / (double)s->ar_cal.tokens : MT(s, 1);
     double ar_tok = (double)(a->tokens ? a->tokens : 1);
     fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\t%.6g\t%.6g\t%.6g\t%.6g\n",
-            o->sm.temperature, rate(a), ar_pred, ar_pred, ar_pred, a->target_s / ar_tok * 1e3, MT(s, 1) * 1e3,
-            (a->seconds - a->target_s) / ar_tok * 1e3, (1 / ar_pred - MT(s, 1)) * 1e3);
+            o->sm.temperature, rate(a), ar_pred, ar_pred, ar_pred, a->target_s / ar_tok * 1e3, ar_pred_target * 1e3,
+            (a->seconds - a->target_s) / ar_tok * 1e3, (1 / ar_pred - ar_pred_target) * 1e3);
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         if (e->skipped) continue;
