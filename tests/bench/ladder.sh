@@ -55,7 +55,7 @@ done
 PAIR="--target $M/target.gguf --n-prompts $LADDER_PROMPTS --max-tokens $LADDER_TOKENS --threads $LADDER_THREADS $CAL"
 hdr() {
     echo "# device: cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
-    echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo -)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
+    echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo -)$(git diff --quiet -- . ":(exclude)$R" 2>/dev/null || echo ' (modified)')"
     echo "# command: sh tests/bench/ladder.sh $* (LADDER_PROMPTS=$LADDER_PROMPTS LADDER_TOKENS=$LADDER_TOKENS LADDER_THREADS=$LADDER_THREADS)"
     echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 }
