@@ -208,10 +208,29 @@ static int build_beam(sd_tree_ws *ws, sd_lm *draft, const size_t *ctx, size_t le
                 if (ws->cand_t[nc] > z) z = ws->cand_t[nc];
                 nc++;
             }
-            for (size_t i = first; i < nc; i++) { /* truncate at the parent's value G */
-                double g = ws->cand_t[i];
-                ws->cand_t[i] = g >= z ? G : G - log1pexp(G - g + log(-expm1(g - z)));
+            /* Only this node's W largest can be among the level's W largest: truncation
+             * is increasing in g. Keep those (moved to the front of the node's run) and
+             * truncate at the parent's value G; the other V - W are never truncated
+             * (each costs a log1p, an exp and a log: most of a beam node's time). */
+            size_t own = nc - first < W ? nc - first : W, best[SD_TREE_MAX_CHILDREN], got = 0;
+            for (size_t i = first; i < nc; i++) {
+                if (got == own && ws->cand_t[i] <= ws->cand_t[best[own - 1]]) continue;
+                size_t s = got < own ? got++ : own - 1;
+                while (s > 0 && ws->cand_t[best[s - 1]] < ws->cand_t[i]) best[s] = best[s - 1], s--;
+                best[s] = i;
             }
+            double bt[SD_TREE_MAX_CHILDREN], bphi[SD_TREE_MAX_CHILDREN];
+            size_t btok[SD_TREE_MAX_CHILDREN];
+            for (size_t k = 0; k < own; k++) {
+                double g = ws->cand_t[best[k]];
+                bt[k] = g >= z ? G : G - log1pexp(G - g + log(-expm1(g - z)));
+                bphi[k] = ws->cand_phi[best[k]], btok[k] = ws->cand_tok[best[k]];
+            }
+            for (size_t k = 0; k < own; k++) {
+                ws->cand_t[first + k] = bt[k], ws->cand_phi[first + k] = bphi[k];
+                ws->cand_tok[first + k] = btok[k], ws->cand_node[first + k] = node;
+            }
+            nc = first + own;
         }
         /* the W largest truncated values: partial selection by insertion */
         size_t keep = nc < W ? nc : W, *top = ws->beam_top;
