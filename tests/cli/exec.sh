@@ -85,6 +85,6 @@ expect 1 "power           1.000 against the planted bug (argmax draft verified a
 expect 1 "seed [12] printed 'hello" -- "$SPECDEC" certify --decoder "echo hello" $D
 expect 1 "seed 4 exited with status 3" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
 expect 1 "== INCOMPLETE: 3 of 100 runs" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
-expect 1 "seed 1 took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
+expect 1 "seed [12] took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
 
 finish "cli certify --exec"
