@@ -220,9 +220,7 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
 
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar)
 {
-    if (ar->tokens && ar->seconds > 0) return ar->seconds / (double)ar->tokens;
-    double over = ar->tokens ? (ar->seconds - ar->target_s) / (double)ar->tokens : 0;
-    return sd_cost_curve_eval(c->target, 1) + (over >= 0 ? over : 0);
+    return ar->tokens && ar->seconds > 0 ? ar->seconds / (double)ar->tokens : sd_cost_curve_eval(c->target, 1);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -119,8 +119,8 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
 /* The autoregressive token's predicted time, the denominator of every predicted speedup:
  * the calibration's own ar run, time per token (its target passes ran back to back, as
  * the measured ar run's do; the cost ladder's M_T(1), timed between passes of other
- * widths, read 5-7% slower and made every speedup look that much better); M_T(1) and
- * ar's time beside the target's calls when the calibration has no tokens. */
+ * widths, read 5-7% slower and made every speedup look that much better); M_T(1) when
+ * the calibration has no tokens. */
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar);
 
 /* The interval of a prediction (p, filled by sd_decode_predict): the central `level`
