@@ -257,6 +257,8 @@ static inline void dot_lanes(const float *restrict w, const float *restrict x, s
 static inline float finish512(__m512 a0, __m512 a1, __m512 a2, __m512 a3, const float *restrict w,
                               const float *restrict x, size_t n_tail)
 {
+    __m512 sum = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    if (!n_tail) return _mm512_reduce_add_ps(sum); /* most rows: no second reduction */
     __m512 t = _mm512_setzero_ps();
     size_t i = 0;
     for (; i + 16 <= n_tail; i += 16) t = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), t);
@@ -264,14 +266,14 @@ static inline float finish512(__m512 a0, __m512 a1, __m512 a2, __m512 a3, const 
         __mmask16 m = (__mmask16)((1u << (n_tail - i)) - 1);
         t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), t);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) +
-           _mm512_reduce_add_ps(t);
+    return _mm512_reduce_add_ps(sum) + _mm512_reduce_add_ps(t);
 }
 
 /* The tail of an F16 row (n < NACC elements) as floats, converted 16 at a time in
  * registers (exact, as the body's conversion). */
 static inline void f16_tail(const uint16_t *restrict h, size_t n, float *restrict out)
 {
+    if (!n) return;
     uint16_t pad[NACC] = {0};
     memcpy(pad, h, n * sizeof *h);
     for (size_t i = 0; i < n; i += 16)
