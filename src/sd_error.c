@@ -48,6 +48,13 @@ void *sd_xmalloc(size_t size)
     return p;
 }
 
+void *sd_xmalloc_aligned(size_t size)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size ? size : 1)) sd_oom(size);
+    return p;
+}
+
 void *sd_xcalloc(size_t count, size_t size)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);

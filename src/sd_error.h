@@ -32,6 +32,10 @@ void sd_error_clear(void);
 
 /* Allocation that never returns NULL: out of memory aborts here, in one place. */
 void *sd_xmalloc(size_t size);
+/* 64-byte aligned (a cache line; freed with free): vector loads of buffers carved
+ * from it at multiples of 64 never straddle two lines, which costs a kernel fed
+ * from malloc's 16-byte alignment a third of its speed. */
+void *sd_xmalloc_aligned(size_t size);
 void *sd_xcalloc(size_t count, size_t size);
 void *sd_xrealloc(void *ptr, size_t size);
 /* A NUL-terminated copy of the n bytes at s (sd_xstrdup: of the string s). */

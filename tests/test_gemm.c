@@ -127,7 +127,7 @@ static void test_gemm_dot_tokens_bitwise(void **state)
 }
 
 /* The batched product of the decoder (rows in blocks, tokens in chunks of 16): every
- * token x row equals the single-token dot product bit for bit, F32 and F16 rows, any
+ * token x row equals the single-token dot product bit for bit, F32, F16 and BF16 rows, any
  * batch (partial chunks and groups of 4 tokens), depths with and without a tail past
  * the lanes. */
 static void test_gemm_dot_rows_tokens_bitwise(void **state)
@@ -138,13 +138,13 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
     static const size_t ns[] = {1, 2, 3, 5, 16, 19, 71};
     for (size_t c = 0; c < 6; c++)
         for (size_t k = 0; k < 7; k++)
-            for (int f16 = 0; f16 < 2; f16++) {
+            for (int f16 = 0; f16 < 3; f16++) { /* F32, F16, BF16 (expanded rows) */
                 size_t C = cols[c], n = ns[k], rows = 70, ys = rows + 2;
                 float *w = gauss(r, rows * C), *x = gauss(r, n * C), *y = malloc(n * ys * sizeof *y);
                 float *ws = malloc(sd_dot_rows_ws(C) * sizeof *ws);
                 uint16_t *h = malloc(rows * C * sizeof *h);
-                sd_quantize_row(SD_T_F16, w, h, rows * C);
-                sd_ttype t = f16 ? SD_T_F16 : SD_T_F32;
+                sd_ttype t = f16 == 2 ? SD_T_BF16 : f16 ? SD_T_F16 : SD_T_F32;
+                if (f16) sd_quantize_row(t, w, h, rows * C);
                 const char *wt = f16 ? (const char *)h : (const char *)w;
                 size_t rb = sd_ttype_row_bytes(t, C);
                 for (size_t i = 0; i < n * ys; i++) y[i] = -7.0f;
@@ -154,12 +154,38 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
                         float one = sd_dot_row(t, wt + o * rb, x + tk * C, C);
                         if (memcmp(&one, &y[tk * ys + o], sizeof one))
                             fail_msg("%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
-                                     f16 ? "F16" : "F32", C, n, tk, o, y[tk * ys + o], one);
+                                     sd_ttype_name(t), C, n, tk, o, y[tk * ys + o], one);
                     }
                     assert_true(y[tk * ys + rows] == -7.0f && y[tk * ys + rows + 1] == -7.0f);
                 }
                 free(w), free(x), free(y), free(ws), free(h);
             }
+    gsl_rng_free(r);
+}
+
+/* Attention's scores of one query against m keys at once (sixteen keys' sums folded
+ * together) equal the one-key dot products bit for bit, for head sizes with and
+ * without the vector path and key counts around the fold's sixteen. */
+static void test_gemm_dot_short_rows_bitwise(void **state)
+{
+    (void)state;
+    gsl_rng *r = sd_test_rng(17);
+    static const size_t hds[] = {16, 20, 32, 64, 128};
+    static const size_t ms[] = {1, 15, 16, 17, 40, 129};
+    for (size_t h = 0; h < 5; h++)
+        for (size_t k = 0; k < 6; k++) {
+            size_t hd = hds[h], m = ms[k], bs = hd * 3 + 1; /* keys of other heads between */
+            float *q = gauss(r, hd), *K = gauss(r, m * bs), *out = malloc((m + 1) * sizeof *out);
+            out[m] = -7.0f;
+            sd_dot_short_rows(q, K, bs, hd, m, out);
+            for (size_t j = 0; j < m; j++) {
+                float one = sd_dot_short(q, K + j * bs, hd);
+                if (memcmp(&one, &out[j], sizeof one))
+                    fail_msg("head %zu, %zu keys: key %zu gives %.9g, alone %.9g", hd, m, j, out[j], one);
+            }
+            assert_true(out[m] == -7.0f);
+            free(q), free(K), free(out);
+        }
     gsl_rng_free(r);
 }
 
@@ -171,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_gemm_linear_layer_forms),
         cmocka_unit_test(test_gemm_dot_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_rows_tokens_bitwise),
+        cmocka_unit_test(test_gemm_dot_short_rows_bitwise),
     };
     return cmocka_run_group_tests_name("gemm", tests, NULL, NULL);
 }

@@ -336,10 +336,7 @@ static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_
 #pragma omp for schedule(dynamic, 1)
         for (size_t c = 0; c < chunks; c++) {
             size_t r0 = c * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
-            if (n == 1)
-                for (size_t r = r0; r < r0 + nr; r++) y[r] = sd_dot_row(w->type, base + r * rb, x, cols);
-            else
-                sd_dot_rows_tokens(w->type, base + r0 * rb, nr, x, cols, n, y + r0, rows, buf);
+            sd_dot_rows_tokens(w->type, base + r0 * rb, nr, x, cols, n, y + r0, rows, buf);
         }
     }
 }
@@ -442,7 +439,7 @@ static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int rec
 #undef TAKE
         if (!pass && at > kv->scratch_bytes) {
             free(kv->scratch);
-            kv->scratch = sd_xmalloc(at);
+            kv->scratch = sd_xmalloc_aligned(at);
             kv->scratch_bytes = at;
         }
     }
@@ -483,6 +480,49 @@ static void norm_rows(float *out, const float *x, const float *weight, size_t n,
     }
 }
 
+#if defined(__AVX512F__)
+/* e^x for x <= 0, sixteen at a time: n = round(x log2 e), r = x - n ln 2 (in two
+ * parts, |r| <= ln 2 / 2), e^r by its Taylor polynomial to r^7 (truncation under 1e-8
+ * relative), times 2^n; below -87.3 (and -inf) 0, NaN kept. The same formula for every
+ * element (a row's last few masked, not a scalar loop), so a score's weight does not
+ * depend on where it sits in its row: a token's logits stay the same alone or in a tree. */
+static inline __m512 exp512_nonpos(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.3f);
+    __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
+    x = _mm512_max_ps(lo, x); /* NaN stays NaN */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    static const float c[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+    __m512 q = _mm512_set1_ps(c[0]);
+    for (int k = 1; k < 8; k++) q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(c[k]));
+    return _mm512_maskz_scalef_ps(live, q, n);
+}
+#endif
+
+/* p[j] = e^(p[j] - mx) for j < m (0 for -inf), their sum in double, in order. */
+static double exp_shifted(float *p, size_t m, float mx)
+{
+    double z = 0;
+#if defined(__AVX512F__)
+    const __m512 vmx = _mm512_set1_ps(mx);
+    for (size_t j = 0; j < m; j += 16) {
+        __mmask16 k = m - j < 16 ? (__mmask16)((1u << (m - j)) - 1) : (__mmask16)0xFFFF;
+        _mm512_mask_storeu_ps(p + j, k, exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p + j), vmx)));
+    }
+    for (size_t j = 0; j < m; j++) z += p[j];
+#else
+    for (size_t j = 0; j < m; j++) {
+        float e = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
+        p[j] = e;
+        z += e;
+    }
+#endif
+    return z;
+}
+
 /* o[e] = sum_j p[j] v[j kw + e] for e < hd, over the j with p[j] != 0 (the masked
  * keys are skipped, so a token's output is the same in any batch), in the order of
  * j: 16 dimensions at a time in a vector register where the build has AVX-512. */
@@ -491,6 +531,16 @@ static void weighted_values(float *restrict o, const float *restrict p, const fl
 {
     size_t e0 = 0;
 #if defined(__AVX512F__)
+    for (; e0 + 32 <= hd; e0 += 32) { /* two chains at once: the same sums, half the latency */
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        for (size_t j = 0; j < ctx; j++)
+            if (p[j] != 0) {
+                __m512 pj = _mm512_set1_ps(p[j]);
+                a0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + j * kw + e0), a0);
+                a1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + j * kw + e0 + 16), a1);
+            }
+        _mm512_storeu_ps(o + e0, a0), _mm512_storeu_ps(o + e0 + 16, a1);
+    }
     for (; e0 + 16 <= hd; e0 += 16) {
         __m512 acc = _mm512_setzero_ps();
         for (size_t j = 0; j < ctx; j++)
@@ -526,19 +576,14 @@ static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t 
             /* causal: the keys past the token's own are masked, their probability 0 */
             size_t jend = mask ? ctx : base + i + 1;
             float mx = -INFINITY;
+            sd_dot_short_rows(qi, K + kvh * hd, kw, hd, jend, p);
             for (size_t j = 0; j < jend; j++) {
                 int vis = j < base || !mask || mask[i * n + (j - base)] != 0;
-                float sc = -INFINITY;
-                if (vis) sc = sd_dot_short(qi, K + j * kw + kvh * hd, hd) * scale;
+                float sc = vis ? p[j] * scale : -INFINITY;
                 p[j] = sc;
                 if (sc > mx) mx = sc;
             }
-            double z = 0;
-            for (size_t j = 0; j < jend; j++) {
-                float e = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
-                p[j] = e;
-                z += e;
-            }
+            double z = exp_shifted(p, jend, mx);
             float inv = (float)(1.0 / z);
             for (size_t j = 0; j < jend; j++) p[j] *= inv;
             for (size_t j = jend; j < ctx; j++) p[j] = 0;

@@ -66,14 +66,18 @@ void sd_dot_f32_tokens(const float *w, const float *x, size_t cols, size_t n, fl
 /* A short dot product (attention scores over a head, n of 16 to 256): one chain,
  * then a horizontal sum; the same sums wherever it is called. */
 float sd_dot_short(const float *a, const float *b, size_t n);
+/* out[j] = sd_dot_short(a, b + j bs, n) for j < m, bit for bit (attention's scores of
+ * one query against m keys: with AVX-512 sixteen keys' sums are folded at once). */
+void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out);
 /* The same for a row of any type, bit for bit sd_dot_row per token: F32 and (with
  * AVX-512) F16 rows are read in place, others expanded once into buf (cols floats). */
 void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols, size_t n, float *y,
                        size_t stride, float *buf);
 /* y[t ys + r] = sd_dot_row(t, row r of w, x + t cols, cols) bit for bit, for the nrows
- * rows of w (consecutive, of type t) and n tokens: the batched matrix product (rows in
- * blocks, tokens in chunks that stay in the L1 cache). ws: sd_dot_rows_ws(cols)
- * floats of work space (one per thread). */
+ * rows of w (consecutive, of type t) and n >= 1 tokens: the matrix product of every
+ * forward pass (register tiles of rows x tokens, tokens in chunks that stay in the L1
+ * cache; x 64-byte aligned runs fastest). ws: sd_dot_rows_ws(cols) floats of work
+ * space (one per thread). */
 size_t sd_dot_rows_ws(size_t cols);
 void sd_dot_rows_tokens(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                         float *y, size_t ys, float *ws);

@@ -171,6 +171,9 @@ static double kernel_rate(int kind, sd_ttype t, size_t rows, size_t cols, size_t
 
 /* GFLOP/s of the model's matrix shapes, one thread (the best of many runs: other
  * jobs on the machine only slow some of them). */
+#ifndef REPS_FLOP
+#define REPS_FLOP 2e7
+#endif
 static void bench_kernels(const sd_llama *m)
 {
     int saved = omp_get_max_threads();
@@ -190,7 +193,7 @@ static void bench_kernels(const sd_llama *m)
         for (int k = 0; k < 3; k++) {
             printf("%-8s %5zu x %-5zu %-6s", shapes[i].name, shapes[i].rows, shapes[i].cols, kn[k]);
             for (size_t n = 1; n <= 64; n *= 2) {
-                int reps = (int)(2e7 / (2.0 * shapes[i].rows * shapes[i].cols * n)) + 5;
+                int reps = (int)(REPS_FLOP / (2.0 * shapes[i].rows * shapes[i].cols * n)) + 5;
                 printf(" %8.1f", kernel_rate(k, t, shapes[i].rows, shapes[i].cols, n, reps));
             }
             printf("\n");
@@ -301,8 +304,9 @@ int main(int argc, char **argv)
            "%d threads%s\n", path ? path : "random model", sd_llama_params(m) / 1e6, c->dim, c->n_layer,
            c->n_head, c->n_head_kv, c->ffn_dim, c->n_vocab, omp_get_max_threads(),
            load ? ", beside busy processes" : "");
-    printf("# prompt: 64 tokens in one pass (best of 10); generation: 64 single-token passes after it (best of 5);\n"
-           "# M_T(n)/M_T(1): one pass of n tree tokens after the 64-token prompt\n");
+    printf("# prompt: 64 tokens in one pass, the last one's logits (best of 10); generation: 64 single-token\n"
+           "# passes after it (best of 5); M_T(n)/M_T(1): one pass of n tree tokens after the 64-token prompt,\n"
+           "# every token's logits (llama-bench's pp n computes the last one's only)\n");
     printf("%-6s %13s %12s %12s   M_T(n)/M_T(1) for n = 2 4 8 16 32 64\n", "type", "weights", "prompt t/s",
            "gen t/s");
     if (kernels) {
