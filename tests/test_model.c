@@ -685,7 +685,8 @@ static void test_model_errors(void **state)
 }
 
 /* A prompt-sized batch (past the 16 tokens where the decoder once changed kernels)
- * gives every token the logits of one-token passes, bit for bit, F32 and F16. */
+ * gives every token the logits of one-token passes, bit for bit, F32 and F16; asking
+ * for some rows' logits only gives those rows' bits. */
 static void test_model_long_batch_bitwise(void **state)
 {
     (void)state;
@@ -705,6 +706,16 @@ static void test_model_long_batch_bitwise(void **state)
         for (size_t t = 0; t < N; t++)
             assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, one + t * 48, NULL), SD_OK);
         assert_memory_equal(one, got, sizeof got);
+        /* a subset of the rows (a prompt's last token, a tree's leaves): the same bits */
+        static const size_t rows[] = {0, 5, 6, 20, N - 1};
+        static float sub[5 * 48];
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, rows, 5, sub), SD_OK);
+        for (size_t i = 0; i < 5; i++) assert_memory_equal(sub + i * 48, got + rows[i] * 48, 48 * sizeof *sub);
+        static const size_t bad[] = {3, 3};
+        sd_kv_truncate(kv, 0);
+        assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, bad, 2, sub), SD_EINVAL);
+        assert_non_null(strstr(sd_errmsg(), "out of order"));
         if (q != m) sd_llama_free(q);
     }
     sd_kv_free(kv);

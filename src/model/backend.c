@@ -31,12 +31,7 @@ static int cpu_kv_keep(void *kv, size_t base, const size_t *keep, size_t nkeep)
 static int cpu_forward(sd_backend *b, void *kv, const int32_t *tok, size_t n, const size_t *pos,
                        const unsigned char *mask, const size_t *rows, size_t n_rows, float *out)
 {
-    int rc = sd_llama_forward(b->m, kv, tok, n, pos, mask, out, NULL);
-    if (rc || !out || !rows) return rc;
-    size_t V = b->m->cfg.n_vocab;
-    for (size_t i = 0; i < n_rows; i++) /* rows increase: row i moves down, never over a later one */
-        if (rows[i] != i) memmove(out + i * V, out + rows[i] * V, V * sizeof *out);
-    return SD_OK;
+    return sd_llama_forward_rows(b->m, kv, tok, n, pos, mask, rows, n_rows, out);
 }
 
 /* ---- an NVIDIA GPU: cuda/cuda.h (its functions say why they cannot run in a plain build) ----

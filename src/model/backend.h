@@ -39,7 +39,7 @@ struct sd_backend {
     /* n tokens after the cache (pos and mask as sd_llama_forward's), appended to it; the
      * logits of rows[0 .. n_rows-1] (increasing; rows NULL: all n) into out, one row
      * after another (out NULL: the cache only). out has room for n rows whatever
-     * n_rows is (the CPU computes every row, then moves the wanted ones down). */
+     * n_rows is. Only the wanted rows are projected onto the vocabulary. */
     int (*forward)(sd_backend *b, void *kv, const int32_t *tok, size_t n, const size_t *pos,
                    const unsigned char *mask, const size_t *rows, size_t n_rows, float *out);
 };

@@ -648,33 +648,59 @@ static void layer_forward(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     mlp_block(m, l, n, w, &b, A);
 }
 
-/* The final norm and, if logits is set, the output projection. */
-static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, float *logits,
-                           sd_llama_acts *acts)
+/* The final norm and, if logits is set, the output projection: of every token, or of
+ * rows[0 .. n_rows-1] only (increasing; their states moved down first). */
+static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, const size_t *rows, size_t n_rows,
+                           float *logits, sd_llama_acts *acts)
 {
     const sd_llama_config *c = &m->cfg;
     size_t d = c->dim;
     float *xf = acts ? acts->xfn : w->xn;
     sd_dequant_row(m->out_norm.type, m->out_norm.data, w->wbuf + 2 * d, d);
     if (acts) memcpy(acts->xf, w->x, n * d * sizeof *w->x);
+    if (rows && !acts) {
+        for (size_t i = 0; i < n_rows; i++)
+            if (rows[i] != i) memmove(w->x + i * d, w->x + rows[i] * d, d * sizeof *w->x);
+        n = n_rows;
+    }
     norm_rows(xf, w->x, w->wbuf + 2 * d, n, d, c->rms_eps, acts ? acts->rmsf : NULL);
     if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
+}
+
+int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
+                          const size_t *pos, const unsigned char *mask, const size_t *rows,
+                          size_t n_rows, float *logits)
+{
+    if (!n) return SD_OK;
+    int rc = forward_check(m, kv, tokens, n, pos, mask, NULL);
+    if (rc) return rc;
+    for (size_t i = 0; rows && i < n_rows; i++)
+        if (rows[i] >= n || (i && rows[i] <= rows[i - 1]))
+            return sd_error(SD_EINVAL, "logit rows: entry %zu (%zu) is out of order or past the %zu tokens", i,
+                            rows[i], n);
+    fwd_ws w;
+    forward_carve(&m->cfg, kv, n, 0, &w);
+    forward_embed(m, kv, tokens, n, pos, w.x);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
+    kv->n += n;
+    forward_output(m, n, &w, rows, n_rows, logits, NULL);
+    return SD_OK;
 }
 
 int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
                      const size_t *pos, const unsigned char *mask, float *logits,
                      sd_llama_acts *acts)
 {
+    if (!acts) return sd_llama_forward_rows(m, kv, tokens, n, pos, mask, NULL, n, logits);
     if (!n) return SD_OK;
     int rc = forward_check(m, kv, tokens, n, pos, mask, acts);
     if (rc) return rc;
     fwd_ws w;
-    forward_carve(&m->cfg, kv, n, acts != NULL, &w);
-    w.ms.gemm = acts != NULL && n >= 16;
+    forward_carve(&m->cfg, kv, n, 1, &w);
+    w.ms.gemm = n >= 16;
     forward_embed(m, kv, tokens, n, pos, w.x);
-    for (uint32_t l = 0; l < m->cfg.n_layer; l++)
-        layer_forward(m, kv, l, n, mask, &w, acts ? &acts->layer[l] : NULL);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, &acts->layer[l]);
     kv->n += n;
-    forward_output(m, n, &w, logits, acts);
+    forward_output(m, n, &w, NULL, n, logits, acts);
     return SD_OK;
 }

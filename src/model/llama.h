@@ -169,5 +169,12 @@ void sd_llama_acts_free(sd_llama_acts *a);
 int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
                      const size_t *pos, const unsigned char *mask, float *logits,
                      sd_llama_acts *acts);
+/* The same without a record, with the logits of rows[0 .. n_rows-1] only (increasing
+ * token indices; rows NULL: all n) into logits, one row after another: a prompt's
+ * pass projects only its last token onto the vocabulary. Each row's logits are those
+ * sd_llama_forward gives it, bit for bit. SD_EINVAL for rows out of order or range. */
+int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
+                          const size_t *pos, const unsigned char *mask, const size_t *rows,
+                          size_t n_rows, float *logits);
 
 #endif

@@ -34,16 +34,20 @@
 #include "sd_error.h"
 
 /* Seconds of the fastest of `reps` runs of a forward pass of n tokens after `prefix`
- * cached ones (chain mask; a tree of n nodes costs the same work). */
-static double time_forward(const sd_llama *m, sd_kv *kv, size_t prefix, size_t n, int reps, float *logits)
+ * cached ones (chain mask; a tree of n nodes costs the same work): every token's
+ * logits (a tree's verification), or with last_only the last token's (a prompt, as
+ * generate and llama-bench's pp run it). */
+static double time_forward(const sd_llama *m, sd_kv *kv, size_t prefix, size_t n, int reps, float *logits,
+                           int last_only)
 {
+    size_t last = n - 1;
     int32_t tok[64];
     for (size_t i = 0; i < n; i++) tok[i] = (int32_t)((i * 37 + 11) % m->cfg.n_vocab);
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
         sd_kv_truncate(kv, prefix);
         double t0 = sd_seconds();
-        if (sd_llama_forward(m, kv, tok, n, NULL, NULL, logits, NULL)) {
+        if (sd_llama_forward_rows(m, kv, tok, n, NULL, NULL, last_only ? &last : NULL, last_only ? 1 : n, logits)) {
             fprintf(stderr, "bench_model: %s\n", sd_errmsg());
             exit(1);
         }
@@ -61,7 +65,7 @@ static void bench(const sd_llama *m, const char *what)
     if (sd_kv_alloc(m, PROMPT + GEN + 64, &kv)) exit(1);
     float *logits = malloc((size_t)64 * V * sizeof *logits);
     /* prompt: 64 tokens in one pass; generation: 64 passes of one token */
-    double tp = time_forward(m, kv, 0, PROMPT, 10, logits);
+    double tp = time_forward(m, kv, 0, PROMPT, 10, logits, 1);
     double best_gen = INFINITY;
     for (int r = 0; r < 5; r++) {
         sd_kv_truncate(kv, PROMPT);
@@ -80,8 +84,8 @@ static void bench(const sd_llama *m, const char *what)
     int32_t p[PROMPT];
     for (size_t i = 0; i < PROMPT; i++) p[i] = (int32_t)(i % V);
     if (sd_llama_forward(m, kv, p, PROMPT, NULL, NULL, NULL, NULL)) exit(1);
-    double t1 = time_forward(m, kv, PROMPT, 1, 30, logits);
-    for (size_t n = 2; n <= 64; n *= 2) printf(" %5.2f", time_forward(m, kv, PROMPT, n, 15, logits) / t1);
+    double t1 = time_forward(m, kv, PROMPT, 1, 30, logits, 0);
+    for (size_t n = 2; n <= 64; n *= 2) printf(" %5.2f", time_forward(m, kv, PROMPT, n, 15, logits, 0) / t1);
     printf("\n");
     free(logits);
     sd_kv_free(kv);
@@ -140,8 +144,11 @@ enum { K_TILES, K_ROWS, K_GEMM };
 static double kernel_rate(int kind, sd_ttype t, size_t rows, size_t cols, size_t n, int reps)
 {
     size_t rb = sd_ttype_row_bytes(t, cols);
-    char *w = malloc(rows * rb);
-    float *row = malloc(cols * sizeof *row), *x = malloc(n * cols * sizeof *x), *y = malloc(n * rows * sizeof *y);
+    /* 64-byte aligned, as the model's activations and (GGUF's 32-byte alignment at
+     * least) its weights are: a vector load across two cache lines costs two */
+    char *w = aligned_alloc(64, (rows * rb + 63) / 64 * 64);
+    float *row = malloc(cols * sizeof *row), *y = malloc(n * rows * sizeof *y);
+    float *x = aligned_alloc(64, (n * cols * sizeof *x + 63) / 64 * 64);
     float *ws = malloc((sd_dot_rows_ws(cols) + rows * cols) * sizeof *ws);
     unsigned long s = 7;
     for (size_t r = 0; r < rows; r++) {
