@@ -366,7 +366,13 @@ static void test_dot_row_act_is_the_integer_dot(void **state)
             sd_quantize_act(x, n, scale, q);
             for (size_t b = 0; b < n / 32; b++) {
                 assert_int_equal(bits_of(scale[b]), bits_of(sd_half_to_float(sd_half_from_float(scale[b]))));
+                float amax = 0;
+                for (size_t j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+                const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+                assert_int_equal(bits_of(scale[b]), bits_of(sd_half_to_float(sd_half_from_float(amax / 127.0f))));
                 for (size_t j = 0; j < 32; j++) {
+                    /* llama.cpp's rounding exactly: x * (127 / amax) to nearest, ties to even */
+                    assert_int_equal(q[b * 32 + j], (int)nearbyintf(x[b * 32 + j] * id));
                     assert_true(q[b * 32 + j] >= -127 && q[b * 32 + j] <= 127);
                     assert_true(fabs(q[b * 32 + j] * (double)scale[b] - x[b * 32 + j]) <= 0.563 * scale[b] + 1e-30);
                 }
@@ -397,6 +403,38 @@ static void test_dot_row_act_is_the_integer_dot(void **state)
                 assert_int_equal(bits_of(y[t * 3]), bits_of(sd_dot_row_act(ts[k], row, sc + t * (L / 32), qs + t * L, L)));
         }
     }
+    /* a block of rows x tokens (tiles of 4 rows x 2 pairs, their remainders, chunks
+     * of 16 tokens): every output = the one-token, one-row kernel, to the bit */
+    enum { NR = 11, NT2 = 37 };
+    float *xb = malloc(NT2 * L * sizeof *xb), *sb = malloc(NT2 * (L / 32) * sizeof *sb);
+    float *yb = malloc(NT2 * (NR + 1) * sizeof *yb), *wb = malloc(NR * L * sizeof *wb);
+    int8_t *qb = malloc(NT2 * L);
+    unsigned char *rows = malloc(NR * L * 2);
+    for (int k = 0; k < 2; k++) {
+        size_t rb = sd_ttype_row_bytes(ts[k], L);
+        random_row(r, wb, NR * L, 2.3);
+        for (size_t o = 0; o < NR; o++) sd_quantize_row(ts[k], wb + o * L, rows + o * rb, L);
+        random_row(r, xb, NT2 * L, 1.1);
+        for (size_t t = 0; t < NT2; t++) sd_quantize_act(xb + t * L, L, sb + t * (L / 32), qb + t * L);
+        static const size_t nts[] = {1, 2, 3, 4, 5, 17, 37};
+        for (size_t i = 0; i < 7; i++) {
+            size_t ntok = nts[i];
+            for (size_t j = 0; j < NT2 * (NR + 1); j++) yb[j] = -7.0f;
+            sd_dot_rows_act_tokens(ts[k], rows, NR, sb, qb, L, ntok, yb, NR + 1);
+            for (size_t t = 0; t < ntok; t++) {
+                for (size_t o = 0; o < NR; o++) {
+                    float one = sd_dot_row_act(ts[k], rows + o * rb, sb + t * (L / 32), qb + t * L, L);
+                    if (bits_of(one) != bits_of(yb[t * (NR + 1) + o]))
+                        fail_msg("%s, %zu tokens: token %zu row %zu gives %.9g, alone %.9g", sd_ttype_name(ts[k]),
+                                 ntok, t, o, yb[t * (NR + 1) + o], one);
+                }
+                assert_true(yb[t * (NR + 1) + NR] == -7.0f);
+            }
+        }
+    }
+    sd_dot_rows_act_tokens(SD_T_F32, rows, 1, sb, qb, L, 2, yb, 1);
+    assert_true(isnan(yb[0]) && isnan(yb[1]));
+    free(xb), free(sb), free(yb), free(wb), free(qb), free(rows);
     sd_dot_row_act_tokens(SD_T_F32, row, sc, qs, L, 2, y, 1);
     assert_true(isnan(y[0]) && isnan(y[1]));
     assert_true(isnan(sd_dot_row_act(SD_T_F16, row, scale, q, 32)));

@@ -287,6 +287,7 @@ typedef struct {
     int8_t *q;     /* [n][cols] */
     float *rows;   /* [threads][cols] */
     int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
+    const float *q_of; /* the activations scale and q hold (matmul's `again`) */
 } mm_scratch;
 
 /* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
@@ -300,19 +301,23 @@ enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
 /* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads.
  * Q8_0 and Q4_0 weights multiply activations rounded to Q8 blocks, in integers, as
  * llama.cpp does, for every n: a token's logits are then the same bit for bit
- * whether it is verified alone or inside a tree. */
+ * whether it is verified alone or inside a tree. again: x is the previous product's
+ * input, unchanged since (its Q8 blocks are kept, not computed again). */
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols,
-                   const mm_scratch *s)
+                   mm_scratch *s, int again)
 {
     size_t rb = sd_ttype_row_bytes(w->type, cols);
     const char *base = w->data;
     if (w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0) {
         size_t nb = cols / SD_QK;
-        for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, s->scale + t * nb, s->q + t * cols);
-#pragma omp parallel for schedule(static) if (rows * cols * n >= MATMUL_PAR_MIN)
-        for (size_t r = 0; r < rows; r++) {
-            if (n == 1) y[r] = sd_dot_row_act(w->type, base + r * rb, s->scale, s->q, cols);
-            else sd_dot_row_act_tokens(w->type, base + r * rb, s->scale, s->q, cols, n, y + r, rows);
+        if (!again || s->q_of != x) /* q, k and v (gate and up) share their input's Q8 blocks */
+            for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, s->scale + t * nb, s->q + t * cols);
+        s->q_of = x;
+        size_t chunks = (rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
+#pragma omp parallel for schedule(dynamic, 1) if (rows * cols * n >= MATMUL_PAR_MIN)
+        for (size_t c = 0; c < chunks; c++) {
+            size_t r0 = c * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
+            sd_dot_rows_act_tokens(w->type, base + r0 * rb, nr, s->scale, s->q, cols, n, y + r0, rows);
         }
         return;
     }
@@ -602,9 +607,9 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     size_t qw = nh * hd, kw = nkv * hd;
     float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
-    matmul(b->q, b->xn, &L->wq, n, qw, d, &w->ms);
-    matmul(kc, b->xn, &L->wk, n, kw, d, &w->ms);
-    matmul(vc, b->xn, &L->wv, n, kw, d, &w->ms);
+    matmul(b->q, b->xn, &L->wq, n, qw, d, &w->ms, 0);
+    matmul(kc, b->xn, &L->wk, n, kw, d, &w->ms, 1);
+    matmul(vc, b->xn, &L->wv, n, kw, d, &w->ms, 1);
     for (size_t i = 0; i < n; i++) {
         rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq);
         rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq);
@@ -614,7 +619,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
         memcpy(A->v, vc, n * kw * sizeof *vc);
     }
     attention_heads(c, kv, l, n, mask, b->q, b->att, A != NULL, b->ao);
-    matmul(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms);
+    matmul(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms, 0);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
@@ -626,10 +631,10 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     const sd_llama_layer *L = &m->layer[l];
     size_t d = c->dim, F = c->ffn_dim;
     norm_rows(b->xn2, w->x, w->wbuf + d, n, d, c->rms_eps, A ? A->rms2 : NULL);
-    matmul(b->gate, b->xn2, &L->w_gate, n, F, d, &w->ms);
-    matmul(b->up, b->xn2, &L->w_up, n, F, d, &w->ms);
+    matmul(b->gate, b->xn2, &L->w_gate, n, F, d, &w->ms, 0);
+    matmul(b->up, b->xn2, &L->w_up, n, F, d, &w->ms, 1);
     for (size_t i = 0; i < n * F; i++) b->h[i] = silu(b->gate[i]) * b->up[i];
-    matmul(w->tmp, b->h, &L->w_down, n, d, F, &w->ms);
+    matmul(w->tmp, b->h, &L->w_down, n, d, F, &w->ms, 0);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
@@ -664,7 +669,7 @@ static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, const size_t 
         n = n_rows;
     }
     norm_rows(xf, w->x, w->wbuf + 2 * d, n, d, c->rms_eps, acts ? acts->rmsf : NULL);
-    if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
+    if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms, 0);
 }
 
 int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,

@@ -716,6 +716,22 @@ void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float 
 
 void sd_quantize_act(const float *x, size_t n, float *scale, int8_t *q)
 {
+#if defined(__AVX512F__)
+    /* the same arithmetic sixteen elements at a time: max |x| is exact in any order,
+     * and the product and the rounding (to nearest, ties to even) are per element */
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (size_t b = 0; b < n / SD_QK; b++) {
+        const float *xb = x + b * SD_QK;
+        __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        scale[b] = sd_half_to_float(sd_half_from_float(amax / 127.0f));
+        const __m512 vid = _mm512_set1_ps(id);
+        const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        _mm_storeu_si128((__m128i *)(q + b * SD_QK), _mm512_cvtepi32_epi8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, vid), r)));
+        _mm_storeu_si128((__m128i *)(q + b * SD_QK + 16), _mm512_cvtepi32_epi8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, vid), r)));
+    }
+#else
     for (size_t b = 0; b < n / SD_QK; b++) {
         const float *xb = x + b * SD_QK;
         float amax = 0;
@@ -726,6 +742,7 @@ void sd_quantize_act(const float *x, size_t n, float *scale, int8_t *q)
         scale[b] = sd_half_to_float(sd_half_from_float(amax / 127.0f));
         for (int j = 0; j < SD_QK; j++) q[b * SD_QK + j] = (int8_t)nearbyintf(xb[j] * id);
     }
+#endif
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -878,6 +895,120 @@ static void dots_act(sd_ttype t, const unsigned char *restrict row, const float 
                                    : dot_act_q4_0(row, scale + k * nb, q + k * n, nb);
 }
 #endif
+
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__)
+/* ---- AVX-512 VNNI: register tiles of rows x token pairs
+ *
+ * A 512-bit register holds one weight block twice and two tokens' blocks side by
+ * side: one multiply-add of bytes (vpdpbusd) gives both tokens' eight int32 lane
+ * sums, exactly those block_dot gives each token (integer sums are exact, however they
+ * are formed), and the float steps (scale product, conversion, fused multiply-add into
+ * eight lanes, hsum) are block_dot's callers', lane for lane. So every output equals
+ * dot_act_q8_0/q4_0's bit for bit, and llama.cpp's as before, at half the
+ * instructions per token; a tile of ACT_R rows x ACT_P pairs also reuses each loaded
+ * block across rows and tokens. */
+enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16 };
+
+#define ACT_TILE(R, P, name)                                                                          \
+    static void name(sd_ttype type, const unsigned char *restrict row, size_t rbytes,                 \
+                     const float *restrict scale, const int8_t *restrict q, size_t n, size_t t0,      \
+                     float *restrict y, size_t ys)                                                    \
+    {                                                                                                 \
+        const size_t nb = n / SD_QK, bytes = type == SD_T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;            \
+        __m512 acc[R][P];                                                                             \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                          \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) acc[r][p] = _mm512_setzero_ps();     \
+        for (size_t b = 0; b < nb; b++) {                                                             \
+            __m512i x2[P];                                                                            \
+            __m512 xs[P];                                                                             \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                     \
+                const size_t ta = t0 + 2 * (size_t)p, tb = ta + 1;                                     \
+                x2[p] = _mm512_inserti64x4(                                                           \
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + ta * n + b * SD_QK))), \
+                    _mm256_loadu_si256((const __m256i *)(q + tb * n + b * SD_QK)), 1);               \
+                xs[p] = _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(scale[ta * nb + b]),   \
+                                             _mm512_set1_ps(scale[tb * nb + b]));                     \
+            }                                                                                         \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                     \
+                const unsigned char *blk = row + (size_t)r * rbytes + b * bytes;                      \
+                const __m512i w2 = _mm512_broadcast_i64x4(load_block(type, blk));                     \
+                const __m512i aw = _mm512_abs_epi8(w2); /* sign_epi8(w, w)'s bytes */                \
+                const __mmask64 neg = _mm512_movepi8_mask(w2);                                        \
+                const __m512 dw = _mm512_set1_ps(block_scale(blk));                                   \
+                _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                 \
+                    /* x negated where w < 0 (where w = 0 the product is 0 either way) */             \
+                    __m512i sx = _mm512_mask_sub_epi8(x2[p], neg, _mm512_setzero_si512(), x2[p]);     \
+                    __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx)); \
+                    acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xs[p]), d, acc[r][p]);              \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                          \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                     \
+                const size_t ta = t0 + 2 * (size_t)p;                                                 \
+                y[ta * ys + (size_t)r] = hsum(_mm512_castps512_ps256(acc[r][p]));                     \
+                y[(ta + 1) * ys + (size_t)r] =                                                        \
+                    hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1))); \
+            }                                                                                         \
+    }
+ACT_TILE(ACT_R, ACT_P, act_tile_rp)
+ACT_TILE(ACT_R, 1, act_tile_r1)
+ACT_TILE(1, ACT_P, act_tile_1p)
+ACT_TILE(1, 1, act_tile_11)
+
+typedef void act_tile_fn(sd_ttype, const unsigned char *restrict, size_t, const float *restrict,
+                         const int8_t *restrict, size_t, size_t, float *restrict, size_t);
+
+/* R (1 or ACT_R) rows from wr against tokens [t0, t1): pairs of pairs, a pair, then the
+ * odd token by the one-token kernel. yr: the first row's outputs. */
+static void act_span(sd_ttype type, const unsigned char *wr, size_t R, size_t rbytes, const float *scale,
+                     const int8_t *q, size_t n, size_t t0, size_t t1, float *yr, size_t ys)
+{
+    act_tile_fn *tp = R == ACT_R ? act_tile_rp : act_tile_1p, *t2 = R == ACT_R ? act_tile_r1 : act_tile_11;
+    const size_t nb = n / SD_QK;
+    size_t t = t0;
+    for (; t + 2 * ACT_P <= t1; t += 2 * ACT_P) tp(type, wr, rbytes, scale, q, n, t, yr, ys);
+    for (; t + 2 <= t1; t += 2) t2(type, wr, rbytes, scale, q, n, t, yr, ys);
+    for (; t < t1; t++)
+        for (size_t j = 0; j < R; j++)
+            yr[t * ys + j] = type == SD_T_Q8_0 ? dot_act_q8_0(wr + j * rbytes, scale + t * nb, q + t * n, nb)
+                                               : dot_act_q4_0(wr + j * rbytes, scale + t * nb, q + t * n, nb);
+}
+
+static void rows_act512(sd_ttype type, const unsigned char *w, size_t nrows, const float *scale,
+                        const int8_t *q, size_t n, size_t ntok, float *y, size_t ys)
+{
+    const size_t rbytes = sd_ttype_row_bytes(type, n);
+    for (size_t t0 = 0; t0 < ntok; t0 += ACT_TB) { /* a chunk of tokens stays in L1 */
+        size_t t1 = ntok - t0 < ACT_TB ? ntok : t0 + ACT_TB;
+        for (size_t r = 0; r < nrows;) {
+            size_t R = nrows - r >= ACT_R ? ACT_R : 1;
+            act_span(type, w + r * rbytes, R, rbytes, scale, q, n, t0, t1, y + r, ys);
+            r += R;
+        }
+    }
+}
+#endif
+
+void sd_dot_rows_act_tokens(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
+                            size_t n, size_t ntok, float *y, size_t ys)
+{
+    if (t != SD_T_Q8_0 && t != SD_T_Q4_0) {
+        for (size_t k = 0; k < ntok; k++)
+            for (size_t r = 0; r < nrows; r++) y[k * ys + r] = NAN;
+        return;
+    }
+    size_t rbytes = sd_ttype_row_bytes(t, n);
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX2__) && defined(__FMA__)
+    if (ntok > 1) {
+        rows_act512(t, w, nrows, scale, q, n, ntok, y, ys);
+        return;
+    }
+#endif
+    for (size_t r = 0; r < nrows; r++)
+        if (ntok == 1) y[r] = sd_dot_row_act(t, (const char *)w + r * rbytes, scale, q, n);
+        else sd_dot_row_act_tokens(t, (const char *)w + r * rbytes, scale, q, n, ntok, y + r, ys);
+}
 
 void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, const int8_t *q,
                            size_t n, size_t ntok, float *y, size_t ystride)

@@ -94,6 +94,12 @@ float sd_dot_row_act(sd_ttype t, const void *row, const float *scale, const int8
  * and every result equals sd_dot_row_act's bit for bit. */
 void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, const int8_t *q,
                            size_t n, size_t ntok, float *y, size_t ystride);
+/* y[k ys + r] = sd_dot_row_act(t, row r of w, token k's blocks) bit for bit, for the
+ * nrows rows of w (consecutive Q8_0 or Q4_0 rows of n elements) and ntok tokens (NaN
+ * for another type): the quantized matrix product (register tiles of rows x token
+ * pairs with AVX-512 VNNI). */
+void sd_dot_rows_act_tokens(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
+                            size_t n, size_t ntok, float *y, size_t ys);
 /* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16), as ggml does. */
 void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n);
 
