@@ -287,7 +287,6 @@ typedef struct {
     int8_t *q;     /* [n][cols] */
     float *rows;   /* [threads][cols] */
     int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
-    const float *q_of; /* the activations scale and q hold (matmul's `again`) */
 } mm_scratch;
 
 /* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
@@ -298,52 +297,68 @@ typedef struct {
  * with a limit of 32768, 2130 with 2^18 (1 thread: 1400). */
 enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
 
-/* y[t][r] = sum_c W[r][c] x[t][c] for n tokens; rows split over the threads.
- * Q8_0 and Q4_0 weights multiply activations rounded to Q8 blocks, in integers, as
- * llama.cpp does, for every n: a token's logits are then the same bit for bit
- * whether it is verified alone or inside a tree. again: x is the previous product's
- * input, unchanged since (its Q8 blocks are kept, not computed again). */
-static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols,
-                   mm_scratch *s, int again)
+/* One product of a group: y[t][r] = sum_c W[r][c] x[t][c] for the group's n tokens. */
+typedef struct {
+    float *y;
+    const sd_tensor *w;
+    size_t rows;
+} mm_out;
+
+static int mm_quantized(const sd_tensor *w) { return w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0; }
+
+/* The k products of one input x (n tokens of cols): q, k and v, or gate and up, in one
+ * parallel region (each region is a wake-up and a wait for every thread: with sleeping
+ * waits, 49 of them a pass cost a fifth of a 64-token prompt), their rows in chunks of
+ * MATMUL_CHUNK handed out as threads come for them (a thread the OS has taken away
+ * holds up at most one chunk).
+ * - Float weights, any n: sd_dot_rows_tokens, every token's outputs those of the
+ *   single-token dot product, bit for bit: a token's logits do not depend on the
+ *   batch or the tree it is verified in.
+ * - Q8_0 and Q4_0 weights multiply x rounded to Q8 blocks (once for the group), in
+ *   integers, as llama.cpp does, for every n: the same bits alone or in a tree.
+ * - The trainer's passes (s->gemm: long sequences, F32 weights): gemm.h's register
+ *   tiles, reproducible but not summed in sd_dot_row's lanes. Inference never comes
+ *   here: its logits stay those of one-token passes, bit for bit. */
+static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o)
 {
-    size_t rb = sd_ttype_row_bytes(w->type, cols);
-    const char *base = w->data;
-    if (w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0) {
-        size_t nb = cols / SD_QK;
-        if (!again || s->q_of != x) /* q, k and v (gate and up) share their input's Q8 blocks */
-            for (size_t t = 0; t < n; t++) sd_quantize_act(x + t * cols, cols, s->scale + t * nb, s->q + t * cols);
-        s->q_of = x;
-        size_t chunks = (rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
-#pragma omp parallel for schedule(dynamic, 1) if (rows * cols * n >= MATMUL_PAR_MIN)
-        for (size_t c = 0; c < chunks; c++) {
-            size_t r0 = c * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
-            sd_dot_rows_act_tokens(w->type, base + r0 * rb, nr, s->scale, s->q, cols, n, y + r0, rows);
+    size_t chunks = 0, work = 0;
+    int quant = 0, gemm[3] = {0};
+    for (size_t i = 0; i < k; i++) {
+        gemm[i] = s->gemm && o[i].w->type == SD_T_F32;
+        if (gemm[i]) {
+            sd_gemm_f32(n, o[i].rows, cols, x, cols, 1, o[i].w->data, 1, cols, o[i].y, o[i].rows, 0);
+            continue;
         }
-        return;
+        quant |= mm_quantized(o[i].w);
+        chunks += (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
+        work += o[i].rows * cols * n;
     }
-    /* The trainer's passes (long sequences, F32 weights): gemm.h's register tiles, 2-3x
-     * the rate of the kernel below at 256 tokens (165-190 against 55-65 GFLOP/s a
-     * core, one thread), reproducible but not summed in sd_dot_row's lanes. Inference
-     * never comes here: its logits stay those of one-token passes, bit for bit. */
-    if (s->gemm && w->type == SD_T_F32) {
-        sd_gemm_f32(n, rows, cols, x, cols, 1, (const float *)base, 1, cols, y, rows, 0);
-        return;
-    }
-    /* Float weights, any n: chunks of MATMUL_CHUNK rows handed out as threads come for
-     * them (a thread the OS has taken away holds up at most one chunk), the tokens
-     * together (sd_dot_rows_tokens: compute-bound from a few tokens on, and every
-     * token's outputs those of the single-token dot product, bit for bit: a token's
-     * logits do not depend on the batch or the tree it is verified in). */
-    size_t chunks = (rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
-#pragma omp parallel if (rows * cols * n >= MATMUL_PAR_MIN)
+    if (quant)
+        for (size_t t = 0; t < n; t++)
+            sd_quantize_act(x + t * cols, cols, s->scale + t * (cols / SD_QK), s->q + t * cols);
+#pragma omp parallel if (work >= MATMUL_PAR_MIN)
     {
         float *buf = s->rows + (size_t)omp_get_thread_num() * sd_dot_rows_ws(cols);
 #pragma omp for schedule(dynamic, 1)
         for (size_t c = 0; c < chunks; c++) {
-            size_t r0 = c * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
-            sd_dot_rows_tokens(w->type, base + r0 * rb, nr, x, cols, n, y + r0, rows, buf);
+            size_t i = 0, cc = c; /* product i, its chunk cc */
+            while (gemm[i] || cc >= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK) {
+                if (!gemm[i]) cc -= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
+                i++;
+            }
+            const sd_tensor *w = o[i].w;
+            size_t rows = o[i].rows, r0 = cc * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
+            const char *wr = (const char *)w->data + r0 * sd_ttype_row_bytes(w->type, cols);
+            if (mm_quantized(w)) sd_dot_rows_act_tokens(w->type, wr, nr, s->scale, s->q, cols, n, o[i].y + r0, rows);
+            else sd_dot_rows_tokens(w->type, wr, nr, x, cols, n, o[i].y + r0, rows, buf);
         }
     }
+}
+
+static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
+{
+    mm_out o = {y, w, rows};
+    matmul_group(x, n, cols, s, 1, &o);
 }
 
 /* out = x / rms(x) * w (w: the norm's weights as floats); returns 1 / rms(x). */
@@ -607,9 +622,8 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     size_t qw = nh * hd, kw = nkv * hd;
     float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
-    matmul(b->q, b->xn, &L->wq, n, qw, d, &w->ms, 0);
-    matmul(kc, b->xn, &L->wk, n, kw, d, &w->ms, 1);
-    matmul(vc, b->xn, &L->wv, n, kw, d, &w->ms, 1);
+    const mm_out qkv[3] = {{b->q, &L->wq, qw}, {kc, &L->wk, kw}, {vc, &L->wv, kw}};
+    matmul_group(b->xn, n, d, &w->ms, 3, qkv);
     for (size_t i = 0; i < n; i++) {
         rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq);
         rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq);
@@ -619,7 +633,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
         memcpy(A->v, vc, n * kw * sizeof *vc);
     }
     attention_heads(c, kv, l, n, mask, b->q, b->att, A != NULL, b->ao);
-    matmul(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms, 0);
+    matmul(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
@@ -631,10 +645,10 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     const sd_llama_layer *L = &m->layer[l];
     size_t d = c->dim, F = c->ffn_dim;
     norm_rows(b->xn2, w->x, w->wbuf + d, n, d, c->rms_eps, A ? A->rms2 : NULL);
-    matmul(b->gate, b->xn2, &L->w_gate, n, F, d, &w->ms, 0);
-    matmul(b->up, b->xn2, &L->w_up, n, F, d, &w->ms, 1);
+    const mm_out gate_up[2] = {{b->gate, &L->w_gate, F}, {b->up, &L->w_up, F}};
+    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up);
     for (size_t i = 0; i < n * F; i++) b->h[i] = silu(b->gate[i]) * b->up[i];
-    matmul(w->tmp, b->h, &L->w_down, n, d, F, &w->ms, 0);
+    matmul(w->tmp, b->h, &L->w_down, n, d, F, &w->ms);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
@@ -669,7 +683,7 @@ static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, const size_t 
         n = n_rows;
     }
     norm_rows(xf, w->x, w->wbuf + 2 * d, n, d, c->rms_eps, acts ? acts->rmsf : NULL);
-    if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms, 0);
+    if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
 }
 
 int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
