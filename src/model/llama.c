@@ -500,46 +500,12 @@ static void norm_rows(float *out, const float *x, const float *weight, size_t n,
     }
 }
 
-#if defined(__AVX512F__)
-/* e^x for x <= 0, sixteen at a time: n = round(x log2 e), r = x - n ln 2 (in two
- * parts, |r| <= ln 2 / 2), e^r by its Taylor polynomial to r^7 (truncation under 1e-8
- * relative), times 2^n; below -87.3 (and -inf) 0, NaN kept. The same formula for every
- * element (a row's last few masked, not a scalar loop), so a score's weight does not
- * depend on where it sits in its row: a token's logits stay the same alone or in a tree. */
-static inline __m512 exp512_nonpos(__m512 x)
-{
-    const __m512 lo = _mm512_set1_ps(-87.3f);
-    __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
-    x = _mm512_max_ps(lo, x); /* NaN stays NaN */
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    static const float c[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
-    __m512 q = _mm512_set1_ps(c[0]);
-    for (int k = 1; k < 8; k++) q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(c[k]));
-    return _mm512_maskz_scalef_ps(live, q, n);
-}
-#endif
-
 /* p[j] = e^(p[j] - mx) for j < m (0 for -inf), their sum in double, in order. */
 static double exp_shifted(float *p, size_t m, float mx)
 {
+    sd_exp_shifted(p, m, mx, 1.0f, p);
     double z = 0;
-#if defined(__AVX512F__)
-    const __m512 vmx = _mm512_set1_ps(mx);
-    for (size_t j = 0; j < m; j += 16) {
-        __mmask16 k = m - j < 16 ? (__mmask16)((1u << (m - j)) - 1) : (__mmask16)0xFFFF;
-        _mm512_mask_storeu_ps(p + j, k, exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p + j), vmx)));
-    }
     for (size_t j = 0; j < m; j++) z += p[j];
-#else
-    for (size_t j = 0; j < m; j++) {
-        float e = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
-        p[j] = e;
-        z += e;
-    }
-#endif
     return z;
 }
 

@@ -81,6 +81,11 @@ void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols,
 size_t sd_dot_rows_ws(size_t cols);
 void sd_dot_rows_tokens(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                         float *y, size_t ys, float *ws);
+/* out[j] = e^((x[j] - shift) scale) for j < n (out may be x), for arguments up to 88:
+ * below -87.3 (and -inf) 0, NaN kept. Softmax's exponential (attention, the
+ * trainer's losses): with AVX-512 a polynomial sixteen at a time, within 1e-7
+ * relative of e^x, the same formula for every element; else expf. */
+void sd_exp_shifted(const float *x, size_t n, float shift, float scale, float *out);
 /* Activations for the integer kernels (llama.cpp's arithmetic for Q8_0 and Q4_0
  * weights): per block of 32, q = x * 127 / max|x| rounded to the nearest integer
  * (ties to even) and scale[b] = max|x| / 127 rounded to f16. n a multiple of 32;

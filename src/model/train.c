@@ -226,11 +226,12 @@ static double softmax_row(const float *row, size_t V, double temp, float *out)
     float mx = row[0];
     for (size_t j = 1; j < V; j++) mx = row[j] > mx ? row[j] : mx;
     double z = 0;
-    float inv = (float)(1.0 / temp);
-    for (size_t j = 0; j < V; j++) {
-        float e = expf((row[j] - mx) * inv);
-        if (out) out[j] = e;
-        z += e;
+    float inv = (float)(1.0 / temp), buf[256];
+    for (size_t j0 = 0; j0 < V; j0 += 256) { /* sd_exp_shifted: sixteen at a time */
+        size_t m = V - j0 < 256 ? V - j0 : 256;
+        float *e = out ? out + j0 : buf;
+        sd_exp_shifted(row + j0, m, mx, inv, e);
+        for (size_t j = 0; j < m; j++) z += e[j];
     }
     if (out) {
         float iz = (float)(1.0 / z);
@@ -278,8 +279,9 @@ static void losses(sd_train *t, const sd_train_example *ex, const sd_train_param
             if (grad_scale == 0) continue;
             /* d CE / dz = softmax(z) - onehot; d T^2 KL / dz = T (softmax(z/T) - teacher_T) */
             float hard = (float)((1 - alpha) * grad_scale), soft = (float)(alpha * T * grad_scale);
+            sd_exp_shifted(row, V, (float)lse, 1.0f, row); /* softmax(z), its arguments <= about 0 */
             for (size_t j = 0; j < V; j++) {
-                float g = hard * expf((float)(row[j] - lse));
+                float g = hard * row[j];
                 if (teacher) g += soft * (ps[j] - pt[j]);
                 row[j] = g;
             }
