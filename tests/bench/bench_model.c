@@ -77,15 +77,26 @@ static void bench(const sd_llama *m, const char *what)
         double dt = sd_seconds() - t0;
         if (dt < best_gen) best_gen = dt;
     }
-    printf("%-6s %10.1f MB %12.1f %12.1f  ", what, sd_llama_weight_bytes(m) / 1e6, PROMPT / tp,
-           GEN / best_gen);
-    /* M_T(n) after the prompt, relative to n = 1 */
+    /* M_T(n) after the prompt: every token's logits (a tree's verification), and the
+     * last one's only (what llama-bench's pp n times) */
     sd_kv_truncate(kv, 0);
     int32_t p[PROMPT];
     for (size_t i = 0; i < PROMPT; i++) p[i] = (int32_t)(i % V);
     if (sd_llama_forward(m, kv, p, PROMPT, NULL, NULL, NULL, NULL)) exit(1);
-    double t1 = time_forward(m, kv, PROMPT, 1, 30, logits, 0);
-    for (size_t n = 2; n <= 64; n *= 2) printf(" %5.2f", time_forward(m, kv, PROMPT, n, 15, logits, 0) / t1);
+    double mt[2][7];
+    mt[0][0] = mt[1][0] = time_forward(m, kv, PROMPT, 1, 60, logits, 0); /* one token: the same pass */
+    for (int last = 0; last < 2; last++)
+        for (size_t k = 1, n = 2; n <= 64; n *= 2, k++) mt[last][k] = time_forward(m, kv, PROMPT, n, 15, logits, last);
+    for (int last = 0; last < 2; last++) {
+        printf("# %s M_T(n), ms, n = 1 2 4 ... 64 (%s logits):", what, last ? "the last token's" : "every token's");
+        for (int k = 0; k < 7; k++) printf(" %.3f", 1e3 * mt[last][k]);
+        printf("\n");
+    }
+    printf("# %s M_T(n)/M_T(1), the last token's logits only:", what);
+    for (int k = 1; k < 7; k++) printf(" %5.2f", mt[1][k] / mt[1][0]);
+    printf("\n");
+    printf("%-6s %10.1f MB %12.1f %12.1f  ", what, sd_llama_weight_bytes(m) / 1e6, PROMPT / tp, GEN / best_gen);
+    for (int k = 1; k < 7; k++) printf(" %5.2f", mt[0][k] / mt[0][0]);
     printf("\n");
     free(logits);
     sd_kv_free(kv);

@@ -19,15 +19,15 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/l
 echo
 echo "## the model, 2 threads: specdec (passive and active waits) and llama.cpp"
 for pol in passive active; do
-    printf '%-8s ' "$pol"
-    OMP_WAIT_POLICY=$pol "$B" "$MODEL" --threads 2 | tail -n 1
+    echo "specdec, OMP_WAIT_POLICY=$pol:"
+    OMP_WAIT_POLICY=$pol "$B" "$MODEL" --threads 2 | tail -n 4 | sed 's/^/  /'
 done
 if [ -x "$LB" ]; then
     for pol in passive active; do
         echo "llama-bench, OMP_WAIT_POLICY=$pol:"
         OMP_WAIT_POLICY=$pol "$LB" -m "$MODEL" -t 2 -p 1,2,4,8,16,32,64 -n 64 -r 5 -o csv 2>/dev/null |
             awk -F, '{ gsub(/"/, "") } NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "avg_ts") c = i; if ($i == "n_prompt") p = i; if ($i == "n_gen") g = i } next }
-                     { if ($g > 0) printf "  tg%-3s %9.1f t/s\n", $g, $c; else { printf "  pp%-3s %9.1f t/s", $p, $c; if ($p == 1) one = $c; if (one) printf "   M_T(%s)/M_T(1) = %.2f", $p, $p * one / $c; printf "\n" } }'
+                     { if ($g > 0) printf "  tg%-3s %9.1f t/s\n", $g, $c; else { printf "  pp%-3s %9.1f t/s", $p, $c; if ($p == 1) one = $c; printf "   %.3f ms a pass", 1000 * $p / $c; if (one) printf "   M_T(%s)/M_T(1) = %.2f", $p, $p * one / $c; printf "\n" } }'
     done
 else
     echo "(llama.cpp not built: sh tests/bench/llamacpp/build.sh for the side-by-side figures)"
