@@ -289,6 +289,11 @@ int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t p
             rc = time_width(lm[j], buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), chain, law, &warm);
     size_t rungs = 0;
     while (rungs < LADDER && (rungs == 0 || ladder[rungs - 1] < nmax)) rungs++;
+    /* every rung once more: a decoder that settles on a thread count per width (the CPU
+     * model does) has settled before the passes are timed */
+    for (size_t k = 0; k < rungs && !rc; k++)
+        for (size_t j = 0; j < nlm && !rc; j++)
+            rc = time_width(lm[j], buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, &warm);
     /* the ladder five times, the models alternating at every width (a machine whose speed
      * wanders moves both alike: their ratio c is what the trees are built on) */
     for (int pass = 0; pass < PASSES && !rc; pass++)

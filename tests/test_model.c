@@ -722,6 +722,55 @@ static void test_model_long_batch_bitwise(void **state)
     sd_llama_free(m);
 }
 
+/* The thread-count policy, fed made-up timings: both counts tried twice, then the
+ * faster; the slower one probed after 16, 32, 64 ... passes while the choice holds;
+ * a machine that turns busy (all threads slow) flips it within a few passes, then
+ * probes rarely; width classes keep their own choices. */
+static void test_model_threads_policy(void **state)
+{
+    (void)state;
+    sd_llama *m = random_model(&tiny, 0, 5);
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(m, 8, &kv), SD_OK);
+    double secs[2] = {2e-3, 1e-3}; /* one thread, all: all is faster */
+    int probe, which, seq[4];
+    for (int i = 0; i < 4; i++) {
+        seq[i] = sd_kv_threads_pick(kv, 8, &probe);
+        assert_false(probe);
+        sd_kv_threads_record(kv, 8, seq[i], probe, secs[seq[i]]);
+    }
+    assert_int_equal(seq[0] + seq[1] + seq[2] + seq[3], 2); /* each count twice */
+    int probes[8] = {0}, np = 0;
+    for (int call = 4; call < 4 + 16 + 1 + 32 + 1 + 64 + 1; call++) {
+        which = sd_kv_threads_pick(kv, 8, &probe);
+        if (probe) {
+            assert_int_equal(which, 0);
+            if (np < 8) probes[np++] = call;
+        } else assert_int_equal(which, 1);
+        sd_kv_threads_record(kv, 8, which, probe, secs[which]);
+    }
+    assert_int_equal(np, 3);
+    assert_int_equal(probes[0], 4 + 16);
+    assert_int_equal(probes[1], probes[0] + 1 + 32);
+    assert_int_equal(probes[2], probes[1] + 1 + 64);
+    /* another width class has its own state: its first passes alternate again */
+    assert_int_equal(sd_kv_threads_pick(kv, 1, &probe), 0);
+    assert_int_equal(sd_kv_threads_pick(kv, 1, &probe), 1);
+    /* the machine turns busy: all threads take 5 ms. Within a few passes the moving
+     * average prefers one thread; after that all threads run only as rare probes. */
+    secs[1] = 5e-3;
+    int on_all = 0;
+    for (int call = 0; call < 300; call++) {
+        which = sd_kv_threads_pick(kv, 8, &probe);
+        sd_kv_threads_record(kv, 8, which, probe, secs[which]);
+        if (call >= 5) on_all += which;
+        if (call >= 5 && which) assert_true(probe);
+    }
+    assert_true(on_all >= 1 && on_all <= 5);
+    sd_kv_free(kv);
+    sd_llama_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -733,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_model_oracle_blocks),
         cmocka_unit_test(test_model_errors),
         cmocka_unit_test(test_model_long_batch_bitwise),
+        cmocka_unit_test(test_model_threads_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

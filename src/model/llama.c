@@ -652,6 +652,29 @@ static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, const size_t 
     if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
 }
 
+/* ---- how many threads a pass gets: sd_kv_threads_pick (kv.c) ---- */
+
+static int threads_fixed(void)
+{
+    static int fixed = -1;
+    if (fixed < 0) {
+        const char *e = getenv("SPECDEC_FIXED_THREADS");
+        fixed = e && *e && strcmp(e, "0") != 0;
+    }
+    return fixed;
+}
+
+static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n, const size_t *pos,
+                         const unsigned char *mask, const size_t *rows, size_t n_rows, float *logits)
+{
+    fwd_ws w;
+    forward_carve(&m->cfg, kv, n, 0, &w);
+    forward_embed(m, kv, tokens, n, pos, w.x);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
+    kv->n += n;
+    forward_output(m, n, &w, rows, n_rows, logits, NULL);
+}
+
 int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
                           const size_t *pos, const unsigned char *mask, const size_t *rows,
                           size_t n_rows, float *logits)
@@ -663,12 +686,17 @@ int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, s
         if (rows[i] >= n || (i && rows[i] <= rows[i - 1]))
             return sd_error(SD_EINVAL, "logit rows: entry %zu (%zu) is out of order or past the %zu tokens", i,
                             rows[i], n);
-    fwd_ws w;
-    forward_carve(&m->cfg, kv, n, 0, &w);
-    forward_embed(m, kv, tokens, n, pos, w.x);
-    for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
-    kv->n += n;
-    forward_output(m, n, &w, rows, n_rows, logits, NULL);
+    int all = omp_get_max_threads();
+    if (all == 1 || omp_in_parallel() || threads_fixed()) {
+        forward_pass(m, kv, tokens, n, pos, mask, rows, n_rows, logits);
+        return SD_OK;
+    }
+    int probe, which = sd_kv_threads_pick(kv, n, &probe);
+    if (!which) omp_set_num_threads(1);
+    double t0 = sd_seconds();
+    forward_pass(m, kv, tokens, n, pos, mask, rows, n_rows, logits);
+    sd_kv_threads_record(kv, n, which, probe, sd_seconds() - t0);
+    if (!which) omp_set_num_threads(all);
     return SD_OK;
 }
 

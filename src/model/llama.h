@@ -107,6 +107,7 @@ size_t sd_llama_weight_bytes(const sd_llama *m);
  * k[l][i][n_head_kv hd]. kv->n entries are valid; a forward pass appends its tokens
  * after them, in order. Rolling back (rejected drafts) is truncation, or keeping a
  * subset of the last tokens (the accepted path of a draft tree). */
+#define SD_KV_WIDTH_CLASSES 9
 typedef struct {
     size_t cap;     /* positions it can hold */
     size_t n;       /* positions held */
@@ -116,10 +117,22 @@ typedef struct {
     size_t *pos;    /* [cap] the position id of each entry */
     char *scratch;  /* the forward pass's work space, grown to its largest call */
     size_t scratch_bytes;
+    /* the thread count of each pass (sd_kv_threads_pick): per width class (n = 1,
+     * 2, 3-4, 5-8, ...), seconds per token of recent passes on one thread and on all,
+     * the passes so far and the one at which to try the other count again */
+    double thr_secs[SD_KV_WIDTH_CLASSES][2];
+    unsigned thr_calls[SD_KV_WIDTH_CLASSES], thr_next[SD_KV_WIDTH_CLASSES], thr_period[SD_KV_WIDTH_CLASSES];
 } sd_kv;
 
 int sd_kv_alloc(const sd_llama *m, size_t cap, sd_kv **out);
 void sd_kv_free(sd_kv *kv);
+/* The thread count of a pass of n tokens on this cache (sd_llama_forward_rows asks):
+ * 0 for one thread, 1 for all the caller allows, the faster of the two as this
+ * cache's recent passes of that width class timed them; *probe when it is the slower
+ * one, tried again (periodically: the machine's load changes). Then record the pass's
+ * seconds. SPECDEC_FIXED_THREADS=1 in the environment: every pass on all threads. */
+int sd_kv_threads_pick(sd_kv *kv, size_t n, int *probe);
+void sd_kv_threads_record(sd_kv *kv, size_t n, int which, int probe, double seconds);
 /* Keeps the first n entries (n <= kv->n). */
 void sd_kv_truncate(sd_kv *kv, size_t n);
 /* Keeps entries [0, base) and then keep[0..nkeep-1] (indices >= base, increasing),
