@@ -65,7 +65,7 @@ int sd_kv_keep(sd_kv *kv, size_t base, const size_t *keep, size_t nkeep)
  * prompt 7969 against 10146 t/s); on a quiet machine, sleeping waits make a pass of a
  * few tokens on 2 threads slower than on 1 (4 tokens: 1.34 against 0.68 ms). So each
  * cache times its own passes, per width class, on one thread and on all the caller
- * allows, and runs the faster: both twice at first, then the other one again after
+ * allows, and runs the faster: both twice at first (all first), then the other one again after
  * KV_PROBE passes of the class, the wait doubling (to KV_PROBE_MAX) while the choice
  * holds, back to KV_PROBE when it flips. A machine that gets busy or quiet is noticed
  * within a period. */
@@ -83,7 +83,7 @@ int sd_kv_threads_pick(sd_kv *kv, size_t n, int *probe)
     size_t cls = width_class(n);
     unsigned k = kv->thr_calls[cls]++;
     *probe = 0;
-    if (k < 4) return (int)(k & 1);
+    if (k < 4) return !(k & 1); /* all first: a one-off wide pass (a prompt) gets them */
     int best = kv->thr_secs[cls][1] <= kv->thr_secs[cls][0];
     if (k >= kv->thr_next[cls]) {
         *probe = 1;

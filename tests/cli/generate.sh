@@ -21,7 +21,7 @@ expect 2 "--top-p 0" -- "$SPECDEC" generate --model "$T/m.gguf" --prompt a --top
 expect 2 "unexpected argument" -- "$SPECDEC" generate --model "$T/m.gguf" --prompt a extra
 
 # --- text and speed ---
-expect 0 "generated 8 tokens, .* in forward passes (.* tokens/s; .* with sampling and output), first pass" -- "$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 8
+expect 0 "generated 8 tokens, .* in forward passes (.* tokens/s; .* with sampling and output; steady, from the median pass: .*), first pass" -- "$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 8
 a=$("$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 12 --seed 5 2>/dev/null)
 b=$("$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 12 --seed 5 --threads 1 2>/dev/null)
 [ "$a" = "$b" ] && ok || bad "same seed, different text: '$a' / '$b'"
@@ -29,6 +29,7 @@ g1=$("$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 12 
 g2=$("$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 12 --temperature 0 --seed 2 2>/dev/null)
 [ "$g1" = "$g2" ] && ok || bad "greedy text depends on the seed"
 expect 0 '"generation_tokens_per_second"' -- "$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 4 --json
+expect 0 '"generation_median_pass_seconds": [0-9.]*, "generation_steady_tokens_per_second": [0-9.]*,' -- "$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 4 --json
 expect 0 '"first_pass_seconds": [0-9.]*, "generation_passes": 3,' -- "$SPECDEC" generate --model "$T/m.gguf" --prompt "Call me" --max-tokens 4 --json
 printf 'Call me Ishmael.' > "$T/p.txt"
 "$SPECDEC" generate --model "$T/m.gguf" --prompt-file "$T/p.txt" --max-tokens 2 --ctx 20 >/dev/null 2>&1 && ok || bad "--prompt-file"
