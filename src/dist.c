@@ -5,6 +5,49 @@
 
 #include "sd_error.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* e^x for eight doubles with x <= 0 (a softmax's shifted logits): n = round(x / ln 2),
+ * r = x - n ln 2 in two parts (fdlibm's split: n ln2_hi is exact), e^r by its Taylor
+ * polynomial to r^13 (truncation under 4e-18 for |r| <= ln 2 / 2), times 2^n. Within
+ * 2 ulp of exp (test_dist checks); lanes below -708 (subnormal or zero results) are
+ * left to exp itself by the caller. */
+static inline __m512d exp8_nonpos(__m512d x)
+{
+    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
+    static const double c[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+                                 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
+    __m512d q = _mm512_set1_pd(c[0]);
+    for (int k = 1; k < 14; k++) q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(c[k]));
+    return _mm512_scalef_pd(q, n);
+}
+#endif
+
+/* out[i] = e^((l[i] - max) / temperature) for i < n, their sum (in order). */
+static double exp_shifted(const double *l, size_t n, double max, double temperature, double *out)
+{
+    size_t i = 0;
+    double sum = 0;
+#if defined(__AVX512F__)
+    const __m512d vm = _mm512_set1_pd(max), vt = _mm512_set1_pd(temperature), floor = _mm512_set1_pd(-708.0);
+    for (; i + 8 <= n; i += 8) {
+        __m512d x = _mm512_div_pd(_mm512_sub_pd(_mm512_loadu_pd(l + i), vm), vt);
+        __mmask8 deep = _mm512_cmp_pd_mask(x, floor, _CMP_LT_OQ);
+        _mm512_storeu_pd(out + i, exp8_nonpos(_mm512_max_pd(x, floor)));
+        for (int k = 0; deep && k < 8; k++) /* -inf and the subnormal range: exp's own */
+            if (deep >> k & 1) out[i + k] = exp((l[i + k] - max) / temperature);
+    }
+#endif
+    for (; i < n; i++) out[i] = exp((l[i] - max) / temperature);
+    for (size_t j = 0; j < n; j++) sum += out[j];
+    return sum;
+}
+
 static int check_vocab(size_t vocab, const char *name)
 {
     if (vocab < SD_VOCAB_MIN)
@@ -153,12 +196,13 @@ int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, 
         out[arg] = 1;
         return SD_OK;
     }
-    double sum = 0;
-    for (size_t i = 0; i < vocab; i++) {
-        out[i] = exp((logits[i] - max) / temperature);
-        sum += out[i];
-    }
-    for (size_t i = 0; i < vocab; i++) out[i] /= sum;
+    double sum = exp_shifted(logits, vocab, max, temperature, out);
+    size_t i = 0;
+#if defined(__AVX512F__)
+    const __m512d vs = _mm512_set1_pd(sum); /* divisions rounded as the scalar ones, eight at a time */
+    for (; i + 8 <= vocab; i += 8) _mm512_storeu_pd(out + i, _mm512_div_pd(_mm512_loadu_pd(out + i), vs));
+#endif
+    for (; i < vocab; i++) out[i] /= sum;
     if ((rc = sd_dist_top_k(out, vocab, top_k))) return rc;
     return sd_dist_top_p(out, vocab, top_p);
 }

@@ -1,9 +1,12 @@
 /* Tests of src/dist: validation, logits, residuals, and the samplers' laws. */
 #include "support.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <gsl/gsl_randist.h>
 
 #include "dist.h"
 #include "sd_error.h"
@@ -68,6 +71,41 @@ static void test_dist_logits_softmax_topk_topp(void **state)
     assert_int_equal(sd_dist_from_logits(allinf, 2, 1.0, 0, 1.0, out, "draft"), SD_EINVAL);
     assert_int_equal(sd_dist_from_logits(logits, 4, -1.0, 0, 1.0, out, "draft"), SD_EINVAL);
     assert_int_equal(sd_dist_from_logits(logits, 4, 1.0, 0, 1.5, out, "draft"), SD_EINVAL);
+}
+
+/* A full vocabulary's softmax (the vector exponential where the build has one) against
+ * exp(), element by element: within a few ulp, at three temperatures, with -inf logits
+ * and ones so low that e^x is subnormal or 0. */
+static void test_dist_logits_softmax_full_vocab(void **state)
+{
+    (void)state;
+    enum { V = 4099 }; /* not a multiple of the vector width */
+    gsl_rng *r = sd_test_rng(31);
+    double *l = malloc(V * sizeof *l), *out = malloc(V * sizeof *out), *ref = malloc(V * sizeof *ref);
+    static const double temps[] = {0.7, 1.0, 2.0};
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < V; i++) l[i] = 12.0 * gsl_ran_gaussian(r, 1.0);
+        l[5] = -INFINITY, l[17] = -1e4, l[18] = -730.0 * temps[k], l[40] = 1e-300;
+        assert_int_equal(sd_dist_from_logits(l, V, temps[k], 0, 1.0, out, "target"), SD_OK);
+        double max = -INFINITY;
+        for (size_t i = 0; i < V; i++) max = l[i] > max ? l[i] : max;
+        double z = 0; /* summed in order, as sd_dist_from_logits does: only exp differs */
+        for (size_t i = 0; i < V; i++) z += ref[i] = exp((l[i] - max) / temps[k]);
+        double worst = 0;
+        for (size_t i = 0; i < V; i++) {
+            double want = ref[i] / z;
+            if (want < DBL_MIN) { /* zero or subnormal: absolute, to the last subnormal bit */
+                assert_true(fabs(out[i] - want) <= 2 * DBL_TRUE_MIN);
+                continue;
+            }
+            double e = fabs(out[i] - want) / want;
+            if (e > worst) worst = e;
+        }
+        if (!(worst < 1e-15)) fail_msg("temperature %g: relative error %g against exp()", temps[k], worst);
+        assert_true(out[5] == 0 && out[17] == 0);
+    }
+    free(l), free(out), free(ref);
+    gsl_rng_free(r);
 }
 
 static void test_dist_residual_and_tv(void **state)
@@ -151,6 +189,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dist_check_accepts_and_rejects),
         cmocka_unit_test(test_dist_logits_softmax_topk_topp),
+        cmocka_unit_test(test_dist_logits_softmax_full_vocab),
         cmocka_unit_test(test_dist_residual_and_tv),
         cmocka_unit_test(test_dist_alias_and_cdf_laws),
         cmocka_unit_test(test_dist_without_replacement_law),
