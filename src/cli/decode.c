@@ -78,7 +78,8 @@ static const char *const help =
     "                     for trees, whose nodes need several distinct candidates)\n"
     "  --stop-at-eos      stop a prompt at the EOS token (default: the full budget)\n"
     "  --calibrate N      prompts of the calibration run (default 4, 32 tokens each,\n"
-    "                     another seed)\n"
+    "                     ar --max-tokens: its time per token is every speedup's\n"
+    "                     denominator; another seed)\n"
     "  --budget B, --max-depth D, --max-rank R  bounds of the built trees (16, 6, 4)\n"
     "  --threshold C      GT's threshold (default: the measured c)\n"
     "  --level P          the predictions' intervals: central P of a bootstrap over the\n"
@@ -567,7 +568,10 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
     if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, cal_tokens);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2); /* the intervals' bootstrap */
     gsl_rng_set(rng, o->sm.seed + 104729);
-    int need_probe = 0, rc = run_ar(o, s, ncal, cal_tokens, seed);
+    /* ar at the run's own lengths: its time per token, the denominator of every predicted
+     * speedup, grows with the context (attention), and 32 tokens read 3.7% fast (make
+     * bench-predict); ar is the cheapest scheme to calibrate */
+    int need_probe = 0, rc = run_ar(o, s, ncal, o->max_tokens, seed);
     for (size_t i = 0; i < ne; i++) need_probe |= es[i].build == BUILD_GT || es[i].build == BUILD_THROUGHPUT;
     if (!rc && need_probe) {
         size_t R = o->max_rank, two[2] = {R, R};
