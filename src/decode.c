@@ -205,7 +205,11 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     int fixed = t->walk == SD_WALK_TREE;
     out->efficiency = fixed ? sd_tree_predicted_efficiency(t, ranks, nranks) : cal_eff;
     if (out->efficiency < 1) out->efficiency = 1; /* a calibration that made no block */
-    out->draft_s = sd_decode_predict_draft(c, t, scheme, cal);
+    /* the draft's time per block: the calibration's own blocks where it made any (a
+     * block's first call feeds what the last one accepted, and the draft's cache follows
+     * the tree: the ladder's chains of fresh calls read 2-5% short in make
+     * bench-predict), else the ladder's calls */
+    out->draft_s = cal->blocks && cal->draft_s > 0 ? cal->draft_s / blocks : sd_decode_predict_draft(c, t, scheme, cal);
     out->overhead_s = (cal->seconds - cal->draft_s - cal->target_s) / blocks;
     if (out->overhead_s < 0) out->overhead_s = 0;
     sd_cost_model m = {0, c->target, out->overhead_s, NULL};
@@ -263,7 +267,11 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         sd_decode_stats cs = *cal;
         double e = (double)cal->tokens / B + gsl_ran_gaussian(rng, tok_se), o = over + gsl_ran_gaussian(rng, over_se);
         if (!fixed) cs.tokens = (size_t)fmax(B, e * B + 0.5);
-        cs.seconds = cal->draft_s + cal->target_s + fmax(o, 0) * B;
+        /* the draft's time as the calibration measured it, moved as this pass of the
+         * ladder moves the ladder's estimate */
+        double d0 = sd_decode_predict_draft(c, t, scheme, cal), d1 = sd_decode_predict_draft(&v, t, scheme, cal);
+        if (d0 > 0 && d1 > 0) cs.draft_s = cal->draft_s * d1 / d0;
+        cs.seconds = cs.draft_s + cal->target_s + fmax(o, 0) * B;
         sd_decode_prediction q;
         rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
         eff[r] = q.efficiency, rate[r] = q.rate, speed[r] = q.speedup;

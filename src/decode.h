@@ -110,8 +110,10 @@ double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_sc
 
 /* The prediction for tree t verified by scheme: a static tree's efficiency from its
  * ranks' calibrated acceptance (sd_tree_predicted_efficiency), any other walk's from the
- * calibration; the overhead per block from the calibration (cal), the autoregressive
- * token's from ar (its time beside the target's calls). */
+ * calibration; the draft's time and the overhead per block from the calibration (cal; the
+ * draft's from the ladder, sd_decode_predict_draft, where it made no block), the
+ * target's from the ladder, the autoregressive token's from ar (its time beside the
+ * target's calls). */
 int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
                       size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
                       sd_decode_prediction *out);
@@ -130,7 +132,8 @@ double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stat
  *     calibration's mean and standard error over blocks (other walks);
  *   - the overhead per block from a normal of its mean and standard error;
  *   - the cost curves of one timing pass, drawn at random (the ladder's spread; target,
- *     draft and parallel curves of the same pass, timed side by side).
+ *     draft and parallel curves of the same pass, timed side by side; the calibration's
+ *     draft time moved by the ratio of this pass's draft estimate to the mean curves').
  * Fills p's _lo and _hi fields, widened where needed to hold p's own values (a rank
  * estimated at 0 or 1 has its posterior on one side). SD_EINVAL for a level outside (0, 1) or reps < 10. */
 int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,

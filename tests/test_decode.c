@@ -321,9 +321,11 @@ static void test_decode_stops(void **state)
 }
 
 /* The prediction by hand: chain:4 at rank acceptance 0.8 (efficiency 1 + .8 + .64 +
- * .512 + .4096), one draft call per level and an inverse-CDF draw each, M_T(5), the
- * calibration's overhead per block, the autoregressive token the calibration's ar time
- * per token (its passes ran faster than the ladder's M_T(1): 0.9 here against 1). */
+ * .512 + .4096), the draft's time per block as the calibration measured it (9 s over 10
+ * blocks; the ladder's one call per level and an inverse-CDF draw each, 0.804, where the
+ * calibration made no block), M_T(5), the calibration's overhead per block, the
+ * autoregressive token the calibration's ar time per token (its passes ran faster than
+ * the ladder's M_T(1): 0.9 here against 1). */
 static void test_decode_predict(void **state)
 {
     (void)state;
@@ -340,11 +342,15 @@ static void test_decode_predict(void **state)
     sd_decode_prediction p;
     assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
     assert_close(p.efficiency, eff, 1e-12, 0);
-    assert_close(p.draft_s, 4 * 0.2 + 4 * 0.001, 1e-12, 0);
+    assert_close(p.draft_s, 0.9, 1e-12, 0);
     assert_close(p.target_s, 1.4, 1e-12, 0);
     assert_close(p.overhead_s, 0.3, 1e-12, 0);
-    assert_close(p.rate, eff / (0.804 + 1.4 + 0.3), 1e-12, 0);
+    assert_close(p.rate, eff / (0.9 + 1.4 + 0.3), 1e-12, 0);
     assert_close(p.speedup, p.rate * 1.2, 1e-12, 0);
+    sd_decode_stats empty = {0}; /* no block: the ladder's draft, no overhead */
+    assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &empty, &ar, &p), SD_OK);
+    assert_close(p.draft_s, 4 * 0.2 + 4 * 0.001, 1e-12, 0);
+    assert_close(p.rate, eff / (0.804 + 1.4), 1e-12, 0);
     assert_close(sd_decode_ar_token_seconds(&c, &ar), 1.2, 1e-12, 0);
     sd_decode_stats none = {0}; /* no calibration: M_T(1) */
     assert_close(sd_decode_ar_token_seconds(&c, &none), 1, 1e-12, 0);
