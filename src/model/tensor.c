@@ -483,7 +483,7 @@ float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n)
  * The same operations in the same order, so each output equals sd_dot_row's bit for
  * bit at any batch size, tile or thread. bench_model --kernels, one thread, F16
  * weights at 256 columns: 165-175 GFLOP/s from 3 tokens on, of a 237 peak (80-86
- * before; a single token: 108, from 48). */
+ * before). A single token: one row at a time (RT_R1 below). */
 
 /* hsum16's tree for sixteen vectors at once: out[j] = hsum16(v[j]). */
 static inline __m512 hsum16x16(const __m512 *v)
@@ -602,10 +602,18 @@ static inline __m512 tail_chain(const float *restrict wt, const float *restrict 
     return t;
 }
 
-/* Tiles: T2R rows x T2T tokens for batches (then two tokens, then one at a time),
- * four rows of one token for a single token; tokens in chunks of at most RT_TB_FLOATS
- * floats (they stay in the L1 cache while every row block passes over them). */
-enum { RT_R1 = 4, RT_TB_FLOATS = 4096 };
+/* Tiles: T2R rows x T2T tokens for batches (then two tokens, then one at a time), one
+ * row at a time for a single token; tokens in chunks of at most RT_TB_FLOATS floats
+ * (they stay in the L1 cache while every row block passes over them).
+ * A single token is bound by memory once the weights leave the cache, and there the
+ * read order decides: four rows side by side are four streams as short as a row (24
+ * cache lines at 384 F32 columns), which the hardware prefetcher barely learns before
+ * each ends; one row after another is one stream over the whole chunk. bench_model,
+ * 34M-parameter F32 model (136 MB), one thread, generation: 140 t/s with four rows,
+ * 240-265 with one (llama.cpp: 230); rows q, q+4, q+8, q+12 together (streams of four
+ * rows): 220. In the cache four rows were 10% faster (--kernels, n = 1: 56 against 51
+ * GFLOP/s), which did not show in the shipped target's passes (M_T(1) 0.29 ms both). */
+enum { RT_R1 = 1, RT_TB_FLOATS = 4096 };
 
 static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                            float *y, size_t ys)
