@@ -224,27 +224,36 @@ int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out)
 
 /* ---- measured curves ---- */
 
-/* Seconds of a call evaluating n tree tokens after a prefix (median of reps): a chain of
- * n nodes after buf[0 .. blen-1] (sd_lm_next_tree). The last prefix token alternates so
- * that every call evaluates it afresh, as a decoder's next block does. */
-static int time_width(sd_lm *lm, size_t *buf, size_t blen, size_t n, size_t *chain, double *out,
-                      double *secs)
+/* Seconds of a call of each of the nlm oracles evaluating n tree tokens after a prefix
+ * (median of reps): a chain of n nodes after buf[0 .. blen-1] (sd_lm_next_tree). The
+ * last prefix token alternates so that every call evaluates it afresh, as a decoder's
+ * next block does, and the oracles take turns call by call, as they do in decoding: a
+ * call comes after the other model's, not after its own (timed back to back, the
+ * target's passes read 10-25% short against the decoding runs on a machine whose
+ * caches other tenants share, make bench-predict's target column). */
+static int time_width(sd_lm *const *lm, size_t nlm, size_t *buf, size_t blen, size_t n, size_t *chain,
+                      double *out, double *secs)
 {
-    size_t V = lm->vocab, reps = n <= 8 ? 7 : 3;
-    double t[7];
+    size_t reps = n <= 8 ? 7 : 3;
+    double t[3][7];
     int rc = SD_OK;
     for (size_t r = 0; r <= reps && !rc; r++) { /* rep 0 warms up */
-        buf[blen - 1] = (buf[blen - 1] + 1) % V;
-        double a = sd_seconds();
-        rc = sd_lm_next_tree(lm, buf, blen, chain, buf + blen - 1, n, NULL, 0, out);
-        if (r) t[r - 1] = sd_seconds() - a;
-    }
-    for (size_t i = 1; i < reps; i++) /* insertion sort, then the median */
-        for (size_t j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1], t[j - 1] = x;
+        for (size_t j = 0; j < nlm && !rc; j++) {
+            buf[blen - 1] = (buf[blen - 1] + 1) % lm[j]->vocab;
+            double a = sd_seconds();
+            rc = sd_lm_next_tree(lm[j], buf, blen, chain, buf + blen - 1, n, NULL, 0, out);
+            if (r) t[j][r - 1] = sd_seconds() - a;
         }
-    *secs = t[reps / 2];
+    }
+    for (size_t j = 0; j < nlm; j++) {
+        double *x = t[j];
+        for (size_t i = 1; i < reps; i++) /* insertion sort, then the median */
+            for (size_t k = i; k > 0 && x[k] < x[k - 1]; k--) {
+                double y = x[k];
+                x[k] = x[k - 1], x[k - 1] = y;
+            }
+        secs[j] = x[reps / 2];
+    }
     return rc;
 }
 
@@ -283,23 +292,22 @@ int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t p
     for (size_t i = 0; i < blen + nmax; i++) buf[i] = i < plen ? prompt[i] : (prompt[i % plen] * 7 + i) % V;
     for (size_t i = 0; i < nmax; i++) chain[i] = i ? i - 1 : SD_COST_NONE; /* node i's parent */
     int rc = SD_OK;
-    double warm, t[MODELS][LADDER][PASSES];
+    double warm[MODELS], t[MODELS][LADDER][PASSES], at[MODELS];
     for (int w = 0; w < 20 && !rc; w++)
-        for (size_t j = 0; j < nlm && !rc; j++)
-            rc = time_width(lm[j], buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), chain, law, &warm);
+        rc = time_width(lm, nlm, buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), chain, law, warm);
     size_t rungs = 0;
     while (rungs < LADDER && (rungs == 0 || ladder[rungs - 1] < nmax)) rungs++;
     /* every rung once more: a decoder that settles on a thread count per width (the CPU
      * model does) has settled before the passes are timed */
     for (size_t k = 0; k < rungs && !rc; k++)
-        for (size_t j = 0; j < nlm && !rc; j++)
-            rc = time_width(lm[j], buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, &warm);
-    /* the ladder five times, the models alternating at every width (a machine whose speed
+        rc = time_width(lm, nlm, buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, warm);
+    /* the ladder five times, the models alternating at every call (a machine whose speed
      * wanders moves both alike: their ratio c is what the trees are built on) */
     for (int pass = 0; pass < PASSES && !rc; pass++)
-        for (size_t k = 0; k < rungs && !rc; k++)
-            for (size_t j = 0; j < nlm && !rc; j++)
-                rc = time_width(lm[j], buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, &t[j][k][pass]);
+        for (size_t k = 0; k < rungs && !rc; k++) {
+            rc = time_width(lm, nlm, buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, at);
+            for (size_t j = 0; j < nlm; j++) t[j][k][pass] = at[j];
+        }
     double rung[LADDER];
     for (size_t j = 0; j < nlm && !rc; j++) {
         for (int pass = 0; passes && pass < PASSES && !rc; pass++) { /* each pass's own curve */

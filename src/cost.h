@@ -97,8 +97,9 @@ int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out);
  * lm[j] evaluating n tree tokens (a chain of n nodes after a context of about plen + 32
  * tokens made from the prompt, sd_lm_next_tree), for n = 1..nmax. A ladder of widths
  * (1, 2, 3, 4, 6, 8, 12, 16, 24, ...) is timed SD_COST_PASSES times after a warm-up, the
- * models alternating at every width so that a machine whose speed wanders moves all
- * alike; each width keeps its median, the widths between are linear, and a wider call is
+ * models taking turns call by call (as in decoding, where a target pass follows draft
+ * calls; a machine whose speed wanders moves all alike); each width keeps its median,
+ * the widths between are linear, and a wider call is
  * never cheaper. passes (NULL, or room for nlm x SD_COST_PASSES) gets each pass's own
  * curve, passes[j * SD_COST_PASSES + i]: the timing spread that prediction intervals
  * resample. cache: the oracles' context length (nmax + 2 at least). The caller frees
