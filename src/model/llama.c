@@ -306,6 +306,16 @@ typedef struct {
 
 static int mm_quantized(const sd_tensor *w) { return w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0; }
 
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* The feed-forward's h = silu(gate) * up over len elements: the input of the down
+ * product, computed in that product's parallel region (matmul_group's pre). */
+typedef struct {
+    const float *gate, *up;
+    float *h;
+    size_t len;
+} mm_swiglu;
+
 /* The k products of one input x (n tokens of cols): q, k and v, or gate and up, in one
  * parallel region (each region is a wake-up and a wait for every thread: with sleeping
  * waits, 49 of them a pass cost a fifth of a 64-token prompt), their rows in chunks of
@@ -319,10 +329,15 @@ static int mm_quantized(const sd_tensor *w) { return w->type == SD_T_Q8_0 || w->
  * - The trainer's passes (s->gemm: long sequences, F32 weights): gemm.h's register
  *   tiles, reproducible but not summed in sd_dot_row's lanes. Inference never comes
  *   here: its logits stay those of one-token passes, bit for bit. */
-static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o)
+static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
+                         const mm_swiglu *pre)
 {
     size_t chunks = 0, work = 0;
     int quant = 0, gemm[3] = {0};
+    if (pre && s->gemm) { /* the trainer's products below read x before the region */
+        for (size_t i = 0; i < pre->len; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
+        pre = NULL;
+    }
     for (size_t i = 0; i < k; i++) {
         gemm[i] = s->gemm && o[i].w->type == SD_T_F32;
         if (gemm[i]) {
@@ -333,11 +348,17 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
         chunks += (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
         work += o[i].rows * cols * n;
     }
-    if (quant)
-        for (size_t t = 0; t < n; t++)
-            sd_quantize_act(x + t * cols, cols, s->scale + t * (cols / SD_QK), s->q + t * cols);
 #pragma omp parallel if (work >= MATMUL_PAR_MIN)
     {
+        if (pre) { /* serial it was 4-5% of a 64-token pass (active waits) */
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < pre->len; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
+        }
+        if (quant) {
+#pragma omp for schedule(static)
+            for (size_t t = 0; t < n; t++)
+                sd_quantize_act(x + t * cols, cols, s->scale + t * (cols / SD_QK), s->q + t * cols);
+        }
         float *buf = s->rows + (size_t)omp_get_thread_num() * sd_dot_rows_ws(cols);
 #pragma omp for schedule(dynamic, 1)
         for (size_t c = 0; c < chunks; c++) {
@@ -358,7 +379,7 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
 {
     mm_out o = {y, w, rows};
-    matmul_group(x, n, cols, s, 1, &o);
+    matmul_group(x, n, cols, s, 1, &o, NULL);
 }
 
 /* out = x / rms(x) * w (w: the norm's weights as floats); returns 1 / rms(x). */
@@ -383,8 +404,6 @@ static void rope(float *x, size_t heads, size_t hd, size_t pos, const float *fre
         }
     }
 }
-
-static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* ---- the forward pass ----
  *
@@ -589,7 +608,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
     const mm_out qkv[3] = {{b->q, &L->wq, qw}, {kc, &L->wk, kw}, {vc, &L->wv, kw}};
-    matmul_group(b->xn, n, d, &w->ms, 3, qkv);
+    matmul_group(b->xn, n, d, &w->ms, 3, qkv, NULL);
     for (size_t i = 0; i < n; i++) {
         rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq);
         rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq);
@@ -612,9 +631,10 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     size_t d = c->dim, F = c->ffn_dim;
     norm_rows(b->xn2, w->x, w->wbuf + d, n, d, c->rms_eps, A ? A->rms2 : NULL);
     const mm_out gate_up[2] = {{b->gate, &L->w_gate, F}, {b->up, &L->w_up, F}};
-    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up);
-    for (size_t i = 0; i < n * F; i++) b->h[i] = silu(b->gate[i]) * b->up[i];
-    matmul(w->tmp, b->h, &L->w_down, n, d, F, &w->ms);
+    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL);
+    const mm_out down = {w->tmp, &L->w_down, d};
+    const mm_swiglu h = {b->gate, b->up, b->h, n * F};
+    matmul_group(b->h, n, F, &w->ms, 1, &down, &h);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
