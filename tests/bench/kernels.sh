@@ -3,7 +3,8 @@
 # run: the matrix products alone (GFLOP/s beside the machine's FMA peak), the model
 # bench at 2 threads beside llama-bench on the same file when llama.cpp is built
 # (tests/bench/llamacpp/build.sh), and 1 against 2 threads with and without a busy
-# process beside them (bench_model --load 1), under both OpenMP wait policies.
+# process beside them (bench_model --load 1), under passive, brief (the decoder
+# commands' default) and active waits.
 # Every figure is the best of several runs; on a shared machine they still move from
 # run to run: read the load average printed at the top.
 # usage: tests/bench/kernels.sh [BUILD_DIR] [MODEL.gguf]
@@ -17,10 +18,20 @@ LB=.cache/llama.cpp-build/bin/llama-bench
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 "$B" "$MODEL" --kernels
 echo
-echo "## the model, 2 threads: specdec (passive and active waits) and llama.cpp"
-for pol in passive active; do
-    echo "specdec, OMP_WAIT_POLICY=$pol:"
-    OMP_WAIT_POLICY=$pol "$B" "$MODEL" --threads 2 | tail -n 4 | sed 's/^/  /'
+# waits: OpenMP's policy, or brief: the decoder commands' default (a spin of about
+# 0.1 ms, then sleep; src/cli/main.c)
+waits() {
+    w=$1
+    shift
+    case $w in
+        brief) env OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=10000 "$@" ;;
+        *) env OMP_WAIT_POLICY="$w" "$@" ;;
+    esac
+}
+echo "## the model, 2 threads: specdec (passive, brief and active waits) and llama.cpp"
+for pol in passive brief active; do
+    echo "specdec, waits $pol:"
+    waits $pol "$B" "$MODEL" --threads 2 | tail -n 4 | sed 's/^/  /'
 done
 if [ -x "$LB" ]; then
     for pol in passive active; do
@@ -34,10 +45,10 @@ else
 fi
 echo
 echo "## 1 vs 2 threads, alone and beside one busy process (prompt t/s, generation t/s)"
-for pol in passive active; do
+for pol in passive brief active; do
     for load in 0 1; do
         for t in 1 2; do
-            r=$(OMP_WAIT_POLICY=$pol "$B" "$MODEL" --threads $t --load $load | tail -n 1)
+            r=$(waits $pol "$B" "$MODEL" --threads $t --load $load | tail -n 1)
             set -- $r
             printf '%-8s load %d  %d thread(s): prompt %9s t/s  generation %9s t/s\n' "$pol" "$load" "$t" "$4" "$5"
         done
