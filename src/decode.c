@@ -212,14 +212,24 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     out->draft_s = cal->blocks && cal->draft_s > 0 ? cal->draft_s / blocks : sd_decode_predict_draft(c, t, scheme, cal);
     out->overhead_s = (cal->seconds - cal->draft_s - cal->target_s) / blocks;
     if (out->overhead_s < 0) out->overhead_s = 0;
-    sd_cost_model m = {0, c->target, out->overhead_s, NULL};
-    double tree = fixed ? (double)sd_tree_nodes(t) : nodes;
-    sd_speed s;
-    int rc = sd_cost_speed_at(&m, out->efficiency, out->draft_s, tree, sd_decode_ar_token_seconds(c, ar), &s);
-    if (rc) return rc;
-    out->target_s = sd_cost_curve_eval(c->target, tree + 1);
-    out->rate = s.token_rate, out->speedup = s.speedup;
+    double tree = fixed ? (double)sd_tree_nodes(t) : nodes, scale = c->target_scale > 0 ? c->target_scale : 1;
+    out->target_s = sd_cost_curve_eval(c->target, tree + 1) * scale;
+    /* cost.h's speed formula (sd_cost_speed_at) with the target's time scaled */
+    double iter = out->draft_s + out->target_s + out->overhead_s, ar_token = sd_decode_ar_token_seconds(c, ar);
+    if (!(iter > 0 && isfinite(iter)) || !(ar_token > 0 && isfinite(ar_token)))
+        return sd_error(SD_EINVAL, "prediction: a block's time %g s, the autoregressive token's %g s (want "
+                        "finite > 0)", iter, ar_token);
+    out->rate = out->efficiency / iter, out->speedup = out->rate * ar_token;
     return SD_OK;
+}
+
+void sd_decode_target_scale(const sd_decode_costs *c, const sd_tree *t, const sd_decode_stats *cal,
+                            double *spent, double *ladder)
+{
+    if (!cal->blocks || !(cal->target_s > 0)) return;
+    double B = (double)cal->blocks, tree = t->walk == SD_WALK_TREE ? (double)sd_tree_nodes(t) : (double)cal->nodes / B;
+    *spent += cal->target_s;
+    *ladder += B * sd_cost_curve_eval(c->target, tree + 1);
 }
 
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar)

@@ -62,7 +62,8 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
  *
  * The measured costs (seconds) and a short calibration run give the predicted block
  * efficiency, the block's time split and the speedup over autoregressive decoding,
- * through cost.h's one speed formula:
+ * as cost.h's speed formula does (efficiency over the block's time, times the
+ * autoregressive token's time):
  *
  *   sd_decode_costs c;
  *   sd_decode_costs_measure(target, draft, NULL, prompt, plen, 17, cache, &c);
@@ -82,6 +83,9 @@ typedef struct {
     double draw_gumbel;      /* one Gumbel-top-k draw from a draft law (without replacement,
                                 a beam node's expansion) */
     double draw_cdf;         /* one inverse-CDF draw */
+    double target_scale;     /* a run's target pass over the ladder's (0: 1): what the
+                                calibration's blocks spent on the target against M_T
+                                of their trees (sd_decode_target_scale) */
 } sd_decode_costs;
 
 /* Measures the curves (sd_cost_measure: the models alternating at every width) and the
@@ -117,6 +121,16 @@ double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_sc
 int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
                       size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
                       sd_decode_prediction *out);
+
+/* The target's time per block that the calibration spent (cal, a run of tree t) and
+ * that the ladder's M_T predicts for it, added to *spent and *ladder: their ratio over
+ * every calibrated scheme is sd_decode_costs.target_scale. A pass's time depends on
+ * what ran before it (the OpenMP workers' brief spin ends during a block's draft calls
+ * and draws, so a run's target passes start with a wake-up; the ladder's, a draft call
+ * apart, mostly do not: make bench-predict's target column read 10-21% short), and one
+ * ratio pooled over all the schemes' blocks is steadier than each scheme's own few. */
+void sd_decode_target_scale(const sd_decode_costs *c, const sd_tree *t, const sd_decode_stats *cal,
+                            double *spent, double *ladder);
 
 /* The autoregressive token's predicted time, the denominator of every predicted speedup:
  * the calibration's own ar run, time per token (its target passes ran back to back, as

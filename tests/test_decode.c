@@ -347,6 +347,17 @@ static void test_decode_predict(void **state)
     assert_close(p.overhead_s, 0.3, 1e-12, 0);
     assert_close(p.rate, eff / (0.9 + 1.4 + 0.3), 1e-12, 0);
     assert_close(p.speedup, p.rate * 1.2, 1e-12, 0);
+    /* the target's time scaled as the calibrations' blocks spent it: 28 s over 10 blocks
+     * of M_T(5) = 1.4 is twice the ladder; the prediction's target pass 2.8 */
+    double spent = 0, ladder = 0;
+    sd_decode_target_scale(&c, t, &cal, &spent, &ladder);
+    assert_close(spent, 28, 1e-12, 0);
+    assert_close(ladder, 14, 1e-12, 0);
+    c.target_scale = spent / ladder;
+    assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+    assert_close(p.target_s, 2.8, 1e-12, 0);
+    assert_close(p.rate, eff / (0.9 + 2.8 + 0.3), 1e-12, 0);
+    c.target_scale = 0; /* unset: 1 */
     sd_decode_stats empty = {0}; /* no block: the ladder's draft, no overhead */
     assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &empty, &ar, &p), SD_OK);
     assert_close(p.draft_s, 4 * 0.2 + 4 * 0.001, 1e-12, 0);

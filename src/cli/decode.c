@@ -579,6 +579,8 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
         probe->scheme = SD_SCHEME_RRS;
         if (!(rc = sd_tree_kconfig(two, 2, &probe->tree))) rc = run_spec(o, s, probe, ncal, cal_tokens, seed);
     }
+    double spent = 0, ladder = 0; /* the target's time in the calibration's blocks */
+    if (!rc && need_probe) sd_decode_target_scale(&s->costs, probe->tree, &probe->cal, &spent, &ladder);
     for (size_t i = 0; i < ne && !rc; i++) {
         entry *e = &es[i];
         sd_error_clear();
@@ -588,12 +590,17 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
         } else if (run_spec(o, s, e, ncal, cal_tokens, seed)) { /* an LP too large, ... */
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
-        } else if ((rc = sd_decode_predict(&s->costs, e->tree, e->scheme, e->ranks, e->nranks, &e->cal, &s->ar_cal,
-                                           &e->pred)) ||
-                   (rc = sd_decode_predict_interval(&s->costs, e->tree, e->scheme, e->tried, e->won, e->nranks,
-                                                    &e->cal, &s->ar_cal, o->level, 400, rng, &e->pred))) {
+        } else sd_decode_target_scale(&s->costs, e->tree, &e->cal, &spent, &ladder);
+    }
+    s->costs.target_scale = ladder > 0 ? spent / ladder : 1;
+    for (size_t i = 0; i < ne && !rc; i++) {
+        entry *e = &es[i];
+        if (e->skipped) continue;
+        if ((rc = sd_decode_predict(&s->costs, e->tree, e->scheme, e->ranks, e->nranks, &e->cal, &s->ar_cal,
+                                    &e->pred)) ||
+            (rc = sd_decode_predict_interval(&s->costs, e->tree, e->scheme, e->tried, e->won, e->nranks, &e->cal,
+                                             &s->ar_cal, o->level, 400, rng, &e->pred)))
             rc = prefixed(rc, e->name);
-        }
     }
     gsl_rng_free(rng);
     sd_decode_threshold_interval(&s->costs, &s->c_lo, &s->c_hi);
