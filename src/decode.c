@@ -191,6 +191,15 @@ double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_sc
     return sum;
 }
 
+/* M_T for one block of tree t: M_T(nodes + 1), a walk that grows its own trees at the
+ * calibration's mean. */
+static double ladder_target(const sd_decode_costs *c, const sd_tree *t, const sd_decode_stats *cal)
+{
+    double tree = t->walk == SD_WALK_TREE ? (double)sd_tree_nodes(t)
+                                          : (double)cal->nodes / (double)(cal->blocks ? cal->blocks : 1);
+    return sd_cost_curve_eval(c->target, tree + 1);
+}
+
 int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
                       size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
                       sd_decode_prediction *out)
@@ -199,7 +208,7 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     out->efficiency_lo = out->efficiency_hi = out->rate_lo = out->rate_hi = NAN;
     out->speedup_lo = out->speedup_hi = NAN;
     double blocks = cal->blocks ? (double)cal->blocks : 1;
-    double cal_eff = (double)cal->tokens / blocks, nodes = (double)cal->nodes / blocks;
+    double cal_eff = (double)cal->tokens / blocks;
     /* a parallel drafter's acceptance falls with the depth (position i's law ignores the
      * tokens before it), which a rank does not see: the calibration's own efficiency */
     int fixed = t->walk == SD_WALK_TREE;
@@ -212,8 +221,8 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     out->draft_s = cal->blocks && cal->draft_s > 0 ? cal->draft_s / blocks : sd_decode_predict_draft(c, t, scheme, cal);
     out->overhead_s = (cal->seconds - cal->draft_s - cal->target_s) / blocks;
     if (out->overhead_s < 0) out->overhead_s = 0;
-    double tree = fixed ? (double)sd_tree_nodes(t) : nodes, scale = c->target_scale > 0 ? c->target_scale : 1;
-    out->target_s = sd_cost_curve_eval(c->target, tree + 1) * scale;
+    double scale = c->target_scale > 0 ? c->target_scale : 1;
+    out->target_s = ladder_target(c, t, cal) * scale;
     /* cost.h's speed formula (sd_cost_speed_at) with the target's time scaled */
     double iter = out->draft_s + out->target_s + out->overhead_s, ar_token = sd_decode_ar_token_seconds(c, ar);
     if (!(iter > 0 && isfinite(iter)) || !(ar_token > 0 && isfinite(ar_token)))
@@ -227,9 +236,8 @@ void sd_decode_target_scale(const sd_decode_costs *c, const sd_tree *t, const sd
                             double *spent, double *ladder)
 {
     if (!cal->blocks || !(cal->target_s > 0)) return;
-    double B = (double)cal->blocks, tree = t->walk == SD_WALK_TREE ? (double)sd_tree_nodes(t) : (double)cal->nodes / B;
     *spent += cal->target_s;
-    *ladder += B * sd_cost_curve_eval(c->target, tree + 1);
+    *ladder += (double)cal->blocks * ladder_target(c, t, cal);
 }
 
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar)
@@ -271,6 +279,9 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         sd_decode_costs v = *c;
         if (c->pass[0][pass]) v.target = c->pass[0][pass], v.draft = c->pass[1][pass];
         if (c->pass[2][pass]) v.parallel = c->pass[2][pass];
+        if (c->target_scale_sd > 0) /* at least a tenth of the pooled ratio */
+            v.target_scale = (c->target_scale > 0 ? c->target_scale : 1) *
+                             fmax(0.1, 1 + gsl_ran_gaussian(rng, c->target_scale_sd));
         for (size_t k = 0; k < nranks; k++)
             ranks[k] = tried[k] > 0 ? gsl_ran_beta(rng, won[k] + 0.5, tried[k] - won[k] + 0.5) : 0;
         /* the calibration's totals with this replicate's efficiency and overhead */

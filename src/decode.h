@@ -86,6 +86,8 @@ typedef struct {
     double target_scale;     /* a run's target pass over the ladder's (0: 1): what the
                                 calibration's blocks spent on the target against M_T
                                 of their trees (sd_decode_target_scale) */
+    double target_scale_sd;  /* a scheme's own ratio about it, relative standard
+                                deviation (the prediction intervals draw from it) */
 } sd_decode_costs;
 
 /* Measures the curves (sd_cost_measure: the models alternating at every width) and the
@@ -145,6 +147,8 @@ double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stat
  *     (the calibration's counts; a static tree), or the efficiency from a normal of the
  *     calibration's mean and standard error over blocks (other walks);
  *   - the overhead per block from a normal of its mean and standard error;
+ *   - the target scale from a normal of relative spread c->target_scale_sd (a scheme's
+ *     own pass time against the pooled ratio);
  *   - the cost curves of one timing pass, drawn at random (the ladder's spread; target,
  *     draft and parallel curves of the same pass, timed side by side; the calibration's
  *     draft time moved by the ratio of this pass's draft estimate to the mean curves').

@@ -402,6 +402,21 @@ static void test_decode_predict(void **state)
         width[k] = p.efficiency_hi - p.efficiency_lo;
     }
     assert_true(width[0] > 5 * width[1]); /* sqrt(100) = 10 times narrower, give or take */
+    /* a scheme's own target ratio spread about the pooled one (20%) widens the speedup's
+     * interval about as much as a 20% spread of the target's time does, and holds the
+     * point prediction */
+    double sw[2];
+    for (int k = 0; k < 2; k++) {
+        c.target_scale_sd = k ? 0.2 : 0;
+        assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+        double point = p.speedup;
+        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
+        assert_true(p.speedup_lo <= point && point <= p.speedup_hi);
+        sw[k] = (p.speedup_hi - p.speedup_lo) / point;
+    }
+    /* the target is 1.4 of a 2.6 block: +-1.645 x 20% of it moves the speedup by about +-17% */
+    assert_true(sw[1] > sw[0] + 0.2 && sw[1] < sw[0] + 0.5);
+    c.target_scale_sd = 0;
     assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 1.5, 400, r, &p), SD_EINVAL);
     double clo, chi;
     sd_decode_threshold_interval(&c, &clo, &chi);

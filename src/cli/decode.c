@@ -579,8 +579,10 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
         probe->scheme = SD_SCHEME_RRS;
         if (!(rc = sd_tree_kconfig(two, 2, &probe->tree))) rc = run_spec(o, s, probe, ncal, cal_tokens, seed);
     }
-    double spent = 0, ladder = 0; /* the target's time in the calibration's blocks */
-    if (!rc && need_probe) sd_decode_target_scale(&s->costs, probe->tree, &probe->cal, &spent, &ladder);
+    /* the target's time in the calibration's blocks against the ladder's: per scheme
+     * (and the probe), then pooled */
+    double *spent = sd_xcalloc(2 * (ne + 1), sizeof *spent), *ladder = spent + ne + 1;
+    if (!rc && need_probe) sd_decode_target_scale(&s->costs, probe->tree, &probe->cal, &spent[ne], &ladder[ne]);
     for (size_t i = 0; i < ne && !rc; i++) {
         entry *e = &es[i];
         sd_error_clear();
@@ -590,9 +592,19 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
         } else if (run_spec(o, s, e, ncal, cal_tokens, seed)) { /* an LP too large, ... */
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
-        } else sd_decode_target_scale(&s->costs, e->tree, &e->cal, &spent, &ladder);
+        } else sd_decode_target_scale(&s->costs, e->tree, &e->cal, &spent[i], &ladder[i]);
     }
-    s->costs.target_scale = ladder > 0 ? spent / ladder : 1;
+    double sum_s = 0, sum_l = 0, sq = 0;
+    size_t k = 0;
+    for (size_t i = 0; i <= ne; i++) sum_s += spent[i], sum_l += ladder[i];
+    s->costs.target_scale = sum_l > 0 ? sum_s / sum_l : 1;
+    for (size_t i = 0; i <= ne; i++)
+        if (ladder[i] > 0) {
+            double d = spent[i] / ladder[i] / s->costs.target_scale - 1;
+            sq += d * d, k++;
+        }
+    s->costs.target_scale_sd = k > 1 ? sqrt(sq / (double)(k - 1)) : 0;
+    free(spent);
     for (size_t i = 0; i < ne && !rc; i++) {
         entry *e = &es[i];
         if (e->skipped) continue;
