@@ -949,7 +949,10 @@ static void dots_act(sd_ttype t, const unsigned char *restrict row, const float 
  * A 512-bit register holds one weight block twice and two tokens' blocks side by
  * side: one multiply-add of bytes (vpdpbusd) gives both tokens' eight int32 lane
  * sums, exactly those block_dot gives each token (integer sums are exact, however they
- * are formed), and the float steps (scale product, conversion, fused multiply-add into
+ * are formed: the tokens' bytes enter as x + 128, unsigned, against the signed
+ * weights, and each lane starts at -128 x its four weights, computed once per row and
+ * block instead of flipping the tokens' signs for every row; at most 255 x 128 x 4 in
+ * a lane), and the float steps (scale product, conversion, fused multiply-add into
  * eight lanes, hsum) are block_dot's callers', lane for lane. So every output equals
  * dot_act_q8_0/q4_0's bit for bit, and llama.cpp's as before, at half the
  * instructions per token; a tile of ACT_R rows x ACT_P pairs also reuses each loaded
@@ -962,6 +965,7 @@ enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16 };
                      float *restrict y, size_t ys)                                                    \
     {                                                                                                 \
         const size_t nb = n / SD_QK, bytes = type == SD_T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;            \
+        const __m512i bias = _mm512_set1_epi8((char)0x80);                                            \
         __m512 acc[R][P];                                                                             \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                          \
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) acc[r][p] = _mm512_setzero_ps();     \
@@ -970,22 +974,21 @@ enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16 };
             __m512 xs[P];                                                                             \
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                     \
                 const size_t ta = t0 + 2 * (size_t)p, tb = ta + 1;                                     \
-                x2[p] = _mm512_inserti64x4(                                                           \
+                x2[p] = _mm512_xor_si512(_mm512_inserti64x4(                                          \
                     _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + ta * n + b * SD_QK))), \
-                    _mm256_loadu_si256((const __m256i *)(q + tb * n + b * SD_QK)), 1);               \
+                    _mm256_loadu_si256((const __m256i *)(q + tb * n + b * SD_QK)), 1), bias);         \
                 xs[p] = _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(scale[ta * nb + b]),   \
                                              _mm512_set1_ps(scale[tb * nb + b]));                     \
             }                                                                                         \
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                     \
                 const unsigned char *blk = row + (size_t)r * rbytes + b * bytes;                      \
                 const __m512i w2 = _mm512_broadcast_i64x4(load_block(type, blk));                     \
-                const __m512i aw = _mm512_abs_epi8(w2); /* sign_epi8(w, w)'s bytes */                \
-                const __mmask64 neg = _mm512_movepi8_mask(w2);                                        \
+                /* -128 x each lane's four weights: the sums start there */                           \
+                const __m512i base = _mm512_sub_epi32(_mm512_setzero_si512(),                         \
+                                                      _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w2)); \
                 const __m512 dw = _mm512_set1_ps(block_scale(blk));                                   \
                 _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                 \
-                    /* x negated where w < 0 (where w = 0 the product is 0 either way) */             \
-                    __m512i sx = _mm512_mask_sub_epi8(x2[p], neg, _mm512_setzero_si512(), x2[p]);     \
-                    __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx)); \
+                    __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(base, x2[p], w2));              \
                     acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xs[p]), d, acc[r][p]);              \
                 }                                                                                     \
             }                                                                                         \
