@@ -274,6 +274,7 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
     double over_se = block_se(over * B, cal->overhead_sq, B);
     int fixed = t->walk == SD_WALK_TREE, rc = SD_OK;
     if (nranks > SD_TREE_MAX_CHILDREN) nranks = SD_TREE_MAX_CHILDREN;
+    double d0 = sd_decode_predict_draft(c, t, scheme, cal); /* the mean curves' draft time */
     for (size_t r = 0; r < reps && !rc; r++) {
         size_t pass = gsl_rng_uniform_int(rng, SD_COST_PASSES);
         sd_decode_costs v = *c;
@@ -290,7 +291,7 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         if (!fixed) cs.tokens = (size_t)fmax(B, e * B + 0.5);
         /* the draft's time as the calibration measured it, moved as this pass of the
          * ladder moves the ladder's estimate */
-        double d0 = sd_decode_predict_draft(c, t, scheme, cal), d1 = sd_decode_predict_draft(&v, t, scheme, cal);
+        double d1 = sd_decode_predict_draft(&v, t, scheme, cal);
         if (d0 > 0 && d1 > 0) cs.draft_s = cal->draft_s * d1 / d0;
         cs.seconds = cs.draft_s + cal->target_s + fmax(o, 0) * B;
         sd_decode_prediction q;
