@@ -191,13 +191,33 @@ double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_sc
     return sum;
 }
 
-/* M_T for one block of tree t: M_T(nodes + 1), a walk that grows its own trees at the
- * calibration's mean. */
-static double ladder_target(const sd_decode_costs *c, const sd_tree *t, const sd_decode_stats *cal)
+/* The target pass's time at width w over the ladder's M_T(w): the calibration's own
+ * (sd_decode_target_scales) where it passed that width, else the pooled ratio. */
+static double width_scale(const sd_decode_costs *c, size_t w)
 {
-    double tree = t->walk == SD_WALK_TREE ? (double)sd_tree_nodes(t)
-                                          : (double)cal->nodes / (double)(cal->blocks ? cal->blocks : 1);
-    return sd_cost_curve_eval(c->target, tree + 1);
+    if (w > SD_DECODE_WIDTHS) w = SD_DECODE_WIDTHS;
+    return c->width_scale[w] > 0 ? c->width_scale[w] : c->target_scale > 0 ? c->target_scale : 1;
+}
+
+/* The target's time for one block of tree t: a static tree's one pass of its nodes and
+ * the root, any other walk's passes as its calibration made them (cal's widths; without
+ * any, one pass at the calibration's mean), each M_T(width) x that width's scale. */
+static double block_target(const sd_decode_costs *c, const sd_tree *t, const sd_decode_stats *cal)
+{
+    if (t->walk == SD_WALK_TREE) {
+        size_t w = sd_tree_nodes(t) + 1;
+        return sd_cost_curve_eval(c->target, (double)w) * width_scale(c, w);
+    }
+    double sum = 0, blocks = (double)(cal->blocks ? cal->blocks : 1);
+    size_t calls = 0;
+    for (size_t w = 1; w <= SD_DECODE_WIDTHS; w++)
+        if (cal->calls_by_width[w]) {
+            calls += cal->calls_by_width[w];
+            sum += (double)cal->calls_by_width[w] * sd_cost_curve_eval(c->target, (double)w) * width_scale(c, w);
+        }
+    if (calls) return sum / blocks;
+    double mean = (double)cal->nodes / blocks + 1;
+    return sd_cost_curve_eval(c->target, mean) * (c->target_scale > 0 ? c->target_scale : 1);
 }
 
 int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
@@ -221,8 +241,7 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     out->draft_s = cal->blocks && cal->draft_s > 0 ? cal->draft_s / blocks : sd_decode_predict_draft(c, t, scheme, cal);
     out->overhead_s = (cal->seconds - cal->draft_s - cal->target_s) / blocks;
     if (out->overhead_s < 0) out->overhead_s = 0;
-    double scale = c->target_scale > 0 ? c->target_scale : 1;
-    out->target_s = ladder_target(c, t, cal) * scale;
+    out->target_s = block_target(c, t, cal);
     /* cost.h's speed formula (sd_cost_speed_at) with the target's time scaled */
     double iter = out->draft_s + out->target_s + out->overhead_s, ar_token = sd_decode_ar_token_seconds(c, ar);
     if (!(iter > 0 && isfinite(iter)) || !(ar_token > 0 && isfinite(ar_token)))
@@ -232,12 +251,35 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     return SD_OK;
 }
 
-void sd_decode_target_scale(const sd_decode_costs *c, const sd_tree *t, const sd_decode_stats *cal,
-                            double *spent, double *ladder)
+void sd_decode_target_scales(sd_decode_costs *c, const sd_decode_stats *const *cal, size_t n)
 {
-    if (!cal->blocks || !(cal->target_s > 0)) return;
-    *spent += cal->target_s;
-    *ladder += (double)cal->blocks * ladder_target(c, t, cal);
+    enum { PRIOR = 4 }; /* a width's ratio drawn toward the pooled one by this many calls */
+    double spent[SD_DECODE_WIDTHS + 1] = {0}, ladder[SD_DECODE_WIDTHS + 1] = {0}, calls[SD_DECODE_WIDTHS + 1] = {0};
+    double all_s = 0, all_l = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t w = 1; w <= SD_DECODE_WIDTHS; w++) {
+            double k = (double)cal[i]->calls_by_width[w], m = sd_cost_curve_eval(c->target, (double)w);
+            spent[w] += cal[i]->secs_by_width[w], ladder[w] += k * m, calls[w] += k;
+            all_s += cal[i]->secs_by_width[w], all_l += k * m;
+        }
+    c->target_scale = all_l > 0 && all_s > 0 ? all_s / all_l : 0;
+    double pooled = c->target_scale > 0 ? c->target_scale : 1;
+    for (size_t w = 0; w <= SD_DECODE_WIDTHS; w++)
+        c->width_scale[w] = calls[w] > 0 && spent[w] > 0
+                                ? (spent[w] + PRIOR * pooled * ladder[w] / calls[w]) / (ladder[w] + PRIOR * ladder[w] / calls[w])
+                                : 0;
+    /* each calibration's own time against what the widths' scales make of its passes */
+    double sq = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        double own = 0, pred = 0;
+        for (size_t w = 1; w <= SD_DECODE_WIDTHS; w++) {
+            own += cal[i]->secs_by_width[w];
+            pred += (double)cal[i]->calls_by_width[w] * sd_cost_curve_eval(c->target, (double)w) * width_scale(c, w);
+        }
+        if (own > 0 && pred > 0) sq += (own / pred - 1) * (own / pred - 1), k++;
+    }
+    c->target_scale_sd = k > 1 ? sqrt(sq / (double)(k - 1)) : 0;
 }
 
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar)
@@ -280,9 +322,11 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         sd_decode_costs v = *c;
         if (c->pass[0][pass]) v.target = c->pass[0][pass], v.draft = c->pass[1][pass];
         if (c->pass[2][pass]) v.parallel = c->pass[2][pass];
-        if (c->target_scale_sd > 0) /* at least a tenth of the pooled ratio */
-            v.target_scale = (c->target_scale > 0 ? c->target_scale : 1) *
-                             fmax(0.1, 1 + gsl_ran_gaussian(rng, c->target_scale_sd));
+        if (c->target_scale_sd > 0) { /* at least a tenth of the calibrated ratios */
+            double f = fmax(0.1, 1 + gsl_ran_gaussian(rng, c->target_scale_sd));
+            v.target_scale = (c->target_scale > 0 ? c->target_scale : 1) * f;
+            for (size_t w = 0; w <= SD_DECODE_WIDTHS; w++) v.width_scale[w] *= f;
+        }
         for (size_t k = 0; k < nranks; k++)
             ranks[k] = tried[k] > 0 ? gsl_ran_beta(rng, won[k] + 0.5, tried[k] - won[k] + 0.5) : 0;
         /* the calibration's totals with this replicate's efficiency and overhead */

@@ -84,10 +84,12 @@ typedef struct {
                                 a beam node's expansion) */
     double draw_cdf;         /* one inverse-CDF draw */
     double target_scale;     /* a run's target pass over the ladder's (0: 1): what the
-                                calibration's blocks spent on the target against M_T
-                                of their trees (sd_decode_target_scale) */
-    double target_scale_sd;  /* a scheme's own ratio about it, relative standard
-                                deviation (the prediction intervals draw from it) */
+                                calibration's passes spent on the target against M_T
+                                of their widths, pooled (sd_decode_target_scales) */
+    double width_scale[SD_DECODE_WIDTHS + 1]; /* the same ratio at each width the
+                                calibration passed (0: none; target_scale stands in) */
+    double target_scale_sd;  /* a scheme's own target time against those ratios,
+                                relative standard deviation (the intervals draw from it) */
 } sd_decode_costs;
 
 /* Measures the curves (sd_cost_measure: the models alternating at every width) and the
@@ -118,21 +120,23 @@ double sd_decode_predict_draft(const sd_decode_costs *c, const sd_tree *t, sd_sc
  * ranks' calibrated acceptance (sd_tree_predicted_efficiency), any other walk's from the
  * calibration; the draft's time and the overhead per block from the calibration (cal; the
  * draft's from the ladder, sd_decode_predict_draft, where it made no block), the
- * target's from the ladder, the autoregressive token's from ar (its time beside the
+ * target's from the ladder's M_T times the calibration's ratio at each width
+ * (sd_decode_target_scales), the autoregressive token's from ar (its time beside the
  * target's calls). */
 int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
                       size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
                       sd_decode_prediction *out);
 
-/* The target's time per block that the calibration spent (cal, a run of tree t) and
- * that the ladder's M_T predicts for it, added to *spent and *ladder: their ratio over
- * every calibrated scheme is sd_decode_costs.target_scale. A pass's time depends on
- * what ran before it (the OpenMP workers' brief spin ends during a block's draft calls
- * and draws, so a run's target passes start with a wake-up; the ladder's, a draft call
- * apart, mostly do not: make bench-predict's target column read 10-21% short), and one
- * ratio pooled over all the schemes' blocks is steadier than each scheme's own few. */
-void sd_decode_target_scale(const sd_decode_costs *c, const sd_tree *t, const sd_decode_stats *cal,
-                            double *spent, double *ladder);
+/* The target's pass time against the ladder's M_T, from the calibrations (cal[0..n-1],
+ * one per scheme, run interleaved as the measured runs are): per width, the time their
+ * passes of that width spent over calls x M_T(width), pooled over the schemes and drawn
+ * toward the ratio over all widths (target_scale) by 4 calls' worth; and the relative
+ * spread of each scheme's own target time about what those ratios predict for it
+ * (target_scale_sd). The ratio depends on the width: on the 2-core CPU a run's one-token
+ * pass took 0.74-0.79 of the ladder's M_T(1), a seven-token pass 1.10-1.19 of M_T(7),
+ * so one ratio over all widths read gt-dynamic's (mostly one-token passes) 8-27% slow
+ * and the static trees' 3-8% fast in make bench-predict. */
+void sd_decode_target_scales(sd_decode_costs *c, const sd_decode_stats *const *cal, size_t n);
 
 /* The autoregressive token's predicted time, the denominator of every predicted speedup:
  * the calibration's own ar run, time per token (its target passes ran back to back, as
@@ -147,8 +151,8 @@ double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stat
  *     (the calibration's counts; a static tree), or the efficiency from a normal of the
  *     calibration's mean and standard error over blocks (other walks);
  *   - the overhead per block from a normal of its mean and standard error;
- *   - the target scale from a normal of relative spread c->target_scale_sd (a scheme's
- *     own pass time against the pooled ratio);
+ *   - the target's ratios to the ladder all moved by one factor from a normal of relative
+ *     spread c->target_scale_sd (a scheme's own target time against them);
  *   - the cost curves of one timing pass, drawn at random (the ladder's spread; target,
  *     draft and parallel curves of the same pass, timed side by side; the calibration's
  *     draft time moved by the ratio of this pass's draft estimate to the mean curves').

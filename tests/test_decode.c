@@ -347,16 +347,39 @@ static void test_decode_predict(void **state)
     assert_close(p.overhead_s, 0.3, 1e-12, 0);
     assert_close(p.rate, eff / (0.9 + 1.4 + 0.3), 1e-12, 0);
     assert_close(p.speedup, p.rate * 1.2, 1e-12, 0);
-    /* the target's time scaled as the calibrations' blocks spent it: 28 s over 10 blocks
-     * of M_T(5) = 1.4 is twice the ladder; the prediction's target pass 2.8 */
-    double spent = 0, ladder = 0;
-    sd_decode_target_scale(&c, t, &cal, &spent, &ladder);
-    assert_close(spent, 28, 1e-12, 0);
-    assert_close(ladder, 14, 1e-12, 0);
-    c.target_scale = spent / ladder;
+    /* the target's time scaled as the calibrations' passes spent it, width by width:
+     * chain:4's ten passes of 5 tokens took 28 s against 10 x M_T(5) = 14 (a ratio of
+     * 2), a dynamic tree's twenty one-token passes 10 s against 20 x M_T(1) = 20 (0.5);
+     * pooled 38 / 34; each width's own drawn toward the pooled by 4 calls' worth */
+    sd_decode_stats dyn = {0};
+    dyn.blocks = 20, dyn.tokens = 25, dyn.seconds = 30, dyn.draft_s = 12, dyn.target_s = 10;
+    dyn.calls_by_width[1] = 20, dyn.secs_by_width[1] = 10;
+    cal.calls_by_width[5] = 10, cal.secs_by_width[5] = 28;
+    const sd_decode_stats *cals[2] = {&cal, &dyn};
+    sd_decode_target_scales(&c, cals, 2);
+    double pooled = 38.0 / 34, w5 = (28 + 4 * pooled * 1.4) / (14 + 4 * 1.4), w1 = (10 + 4 * pooled) / (20 + 4);
+    assert_close(c.target_scale, pooled, 1e-12, 0);
+    assert_close(c.width_scale[5], w5, 1e-12, 0);
+    assert_close(c.width_scale[1], w1, 1e-12, 0);
+    assert_true(c.width_scale[3] == 0);
+    double da = 28 / (14 * w5) - 1, db = 10 / (20 * w1) - 1; /* each one's own against the widths' */
+    assert_close(c.target_scale_sd, sqrt(da * da + db * db), 1e-12, 0);
     assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
-    assert_close(p.target_s, 2.8, 1e-12, 0);
-    assert_close(p.rate, eff / (0.9 + 2.8 + 0.3), 1e-12, 0);
+    assert_close(p.target_s, 1.4 * w5, 1e-12, 0);
+    assert_close(p.rate, eff / (0.9 + 1.4 * w5 + 0.3), 1e-12, 0);
+    sd_tree *other; /* a width no calibration passed: the pooled ratio */
+    assert_int_equal(sd_tree_parse("chain:2", &other), SD_OK);
+    assert_int_equal(sd_decode_predict(&c, other, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+    assert_close(p.target_s, 1.2 * pooled, 1e-12, 0);
+    sd_tree_free(other);
+    /* a walk without a fixed shape: its calibration's passes, one token each, per block */
+    assert_int_equal(sd_tree_parse("dynamic:0.5,8,4,2", &other), SD_OK);
+    assert_int_equal(sd_decode_predict(&c, other, SD_SCHEME_RRS, ranks, 1, &dyn, &ar, &p), SD_OK);
+    assert_close(p.target_s, 20 * 1 * w1 / 20, 1e-12, 0);
+    assert_close(p.efficiency, 25.0 / 20, 1e-12, 0);
+    sd_tree_free(other);
+    memset(c.width_scale, 0, sizeof c.width_scale);
+    c.target_scale_sd = 0;
     c.target_scale = 0; /* unset: 1 */
     sd_decode_stats empty = {0}; /* no block: the ladder's draft, no overhead */
     assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &empty, &ar, &p), SD_OK);

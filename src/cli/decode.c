@@ -77,9 +77,10 @@ static const char *const help =
     "  --draft-temperature T  the draft's (default: T; at T = 0, 0 for chains and 0.5\n"
     "                     for trees, whose nodes need several distinct candidates)\n"
     "  --stop-at-eos      stop a prompt at the EOS token (default: the full budget)\n"
-    "  --calibrate N      prompts of the calibration run (default 4, 32 tokens each,\n"
-    "                     ar --max-tokens: its time per token is every speedup's\n"
-    "                     denominator; another seed)\n"
+    "  --calibrate N      prompts of the calibration run (default 4, another seed):\n"
+    "                     ar and the schemes take turns prompt by prompt at the run's\n"
+    "                     --max-tokens, as in the measured runs (the probe that the\n"
+    "                     gt and throughput trees are built from: 32 tokens each)\n"
     "  --budget B, --max-depth D, --max-rank R  bounds of the built trees (16, 6, 4)\n"
     "  --threshold C      GT's threshold (default: the measured c)\n"
     "  --level P          the predictions' intervals: central P of a bootstrap over the\n"
@@ -334,7 +335,15 @@ static int prefill(session *s, size_t p)
     return rc;
 }
 
-/* The calibration run of e: prompts [0, np), at most budget_cap tokens each; its
+/* A calibration's rank acceptance from its counts (e->tried, e->won, e->ranks). */
+static void keep_ranks(entry *e, const sd_tree_ws *ws)
+{
+    e->nranks = e->tree->max_children ? e->tree->max_children : 1;
+    sd_tree_ws_rank_counts(ws, e->nranks, e->tried, e->won);
+    for (size_t r = 0; r < e->nranks; r++) e->ranks[r] = e->tried[r] > 0 ? e->won[r] / e->tried[r] : 0;
+}
+
+/* The probe's calibration run (e): prompts [0, np), at most budget_cap tokens each; its
  * counts into e->cal and the rank acceptance into e->ranks. */
 static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t budget_cap,
                     unsigned long seed)
@@ -355,32 +364,10 @@ static int run_spec(const dec_opts *o, session *s, entry *e, size_t np, size_t b
         if (!(rc = prefill(s, i)))
             rc = sd_decode_spec(ws, draft, s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &e->cal);
     }
-    e->nranks = e->tree->max_children ? e->tree->max_children : 1;
-    sd_tree_ws_rank_counts(ws, e->nranks, e->tried, e->won);
-    for (size_t r = 0; r < e->nranks; r++) e->ranks[r] = e->tried[r] > 0 ? e->won[r] / e->tried[r] : 0;
+    keep_ranks(e, ws);
     free(buf);
     gsl_rng_free(rng);
     sd_tree_ws_free(ws);
-    return rc;
-}
-
-/* The calibration run of ar: its per-token overhead beside the target's call. */
-static int run_ar(const dec_opts *o, session *s, size_t np, size_t budget_cap, unsigned long seed)
-{
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
-    gsl_rng_set(rng, seed);
-    sd_decode_params dp = sd_decode_default_params();
-    dp.eos = o->stop_eos ? (size_t)sd_tokenizer_eos(s->tok) : SD_DECODE_NO_EOS;
-    size_t *buf = sd_xmalloc((o->max_tokens + 1) * sizeof *buf);
-    int rc = SD_OK;
-    for (size_t i = 0; i < np && !rc; i++) {
-        dp.max_tokens = s->budget[i] < budget_cap ? s->budget[i] : budget_cap;
-        size_t n;
-        if (!(rc = prefill(s, i)))
-            rc = sd_decode_ar(s->target, s->prompt[i], s->plen[i], &dp, rng, buf, &n, &s->ar_cal);
-    }
-    free(buf);
-    gsl_rng_free(rng);
     return rc;
 }
 
@@ -406,11 +393,19 @@ static int build_tree(const dec_opts *o, session *s, entry *e, const entry *prob
     return rc;
 }
 
-/* The measured runs, interleaved: prompt by prompt, ar and then every scheme, so that
- * a machine whose speed drifts (clocks, neighbours) slows every scheme alike. Each
- * scheme keeps its own generator, seeded as the others. --check compares each
- * scheme's tokens with ar's on the spot. */
-static int measured_runs(const dec_opts *o, session *s, entry *es, size_t ne)
+/* Prompts [0, np) in turn, each decoded by ar and then by every scheme not skipped, so
+ * that a machine whose speed drifts (clocks, neighbours) slows every scheme alike and
+ * each scheme finds the caches as the others leave them, in the calibration as in the
+ * measured runs (a calibration that ran each scheme's prompts back to back read ar 5%
+ * and the target's passes 8% fast against the runs: make bench-predict). Each scheme
+ * keeps its own generator, all seeded alike.
+ * - cal: the calibration, e->cal and s->ar_cal: ar the prompts' whole budgets, a scheme
+ *   at most cap tokens; its rank counts kept; a scheme that fails (an LP too large, ...)
+ *   is skipped with the reason and the others go on.
+ * - else the measured runs, e->run and s->ar_run; --check compares each scheme's tokens
+ *   with ar's on the spot. */
+static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne, size_t np, size_t cap,
+                            unsigned long seed, int cal)
 {
     sd_tree_ws **ws = sd_xcalloc(ne, sizeof *ws);
     gsl_rng **rng = sd_xcalloc(ne + 1, sizeof *rng);
@@ -419,33 +414,46 @@ static int measured_runs(const dec_opts *o, session *s, entry *es, size_t ne)
     double active = 1;
     for (size_t i = 0; i <= ne; i++) {
         rng[i] = gsl_rng_alloc(gsl_rng_taus2);
-        gsl_rng_set(rng[i], o->sm.seed);
+        gsl_rng_set(rng[i], seed);
     }
     for (size_t i = 0; i < ne && !rc; i++) {
-        if (es[i].skipped) continue;
-        sd_tree_params p = entry_params(&es[i]);
-        if ((rc = sd_tree_ws_alloc(&ws[i], es[i].tree, &p, s->target->vocab))) rc = prefixed(rc, es[i].name);
-        active++;
+        entry *e = &es[i];
+        if (e->skipped) continue;
+        sd_tree_params p = entry_params(e);
+        sd_error_clear();
+        if ((rc = sd_tree_ws_alloc(&ws[i], e->tree, &p, s->target->vocab))) {
+            if (!cal) rc = prefixed(rc, e->name);
+            else e->skipped = 1, snprintf(e->why, sizeof e->why, "%s", sd_errmsg()), rc = SD_OK;
+        } else active++;
     }
     sd_decode_params dp = sd_decode_default_params();
     dp.eos = o->stop_eos ? (size_t)sd_tokenizer_eos(s->tok) : SD_DECODE_NO_EOS;
     sd_progress prog;
-    sd_progress_start(&prog, !o->quiet, "decode", "runs (prompts x schemes, ar included)", (double)s->np * active);
-    for (size_t p = 0; p < s->np && !rc; p++) {
-        dp.max_tokens = s->budget[p];
+    sd_progress_start(&prog, !o->quiet, cal ? "calibration" : "decode", "runs (prompts x schemes, ar included)",
+                      (double)np * active);
+    for (size_t p = 0; p < np && !rc; p++) {
         size_t na, ns;
-        if ((rc = prefill(s, p)) || (rc = sd_decode_ar(s->target, s->prompt[p], s->plen[p], &dp, rng[ne], ar, &na, &s->ar_run))) break;
+        dp.max_tokens = s->budget[p];
+        if ((rc = prefill(s, p)) ||
+            (rc = sd_decode_ar(s->target, s->prompt[p], s->plen[p], &dp, rng[ne], ar, &na, cal ? &s->ar_cal : &s->ar_run)))
+            break;
         sd_progress_add(&prog, 1);
+        if (cal && cap < dp.max_tokens) dp.max_tokens = cap;
         for (size_t i = 0; i < ne && !rc; i++) {
             entry *e = &es[i];
             if (e->skipped) continue;
+            sd_error_clear();
             rc = sd_decode_spec(ws[i], draft_for(s, e->tree), s->target, s->prompt[p], s->plen[p], &dp, rng[i],
-                                sp, &ns, &e->run);
+                                sp, &ns, cal ? &e->cal : &e->run);
+            if (rc && cal) { /* its partial counts are not used */
+                e->skipped = 1, snprintf(e->why, sizeof e->why, "%s", sd_errmsg()), rc = SD_OK;
+                continue;
+            }
             if (rc) {
                 rc = prefixed(rc, e->name);
                 break;
             }
-            if (o->check && !e->mismatch) {
+            if (o->check && !cal && !e->mismatch) {
                 size_t k = 0, n = ns < na ? ns : na;
                 while (k < n && sp[k] == ar[k]) k++;
                 if (k < n || ns != na) e->mismatch = 1, e->mismatch_prompt = p, e->mismatch_pos = k;
@@ -454,7 +462,11 @@ static int measured_runs(const dec_opts *o, session *s, entry *es, size_t ne)
         }
     }
     sd_progress_end(&prog);
-    for (size_t i = 0; i < ne; i++) sd_tree_ws_free(ws[i]);
+    for (size_t i = 0; i < ne; i++) {
+        entry *e = &es[i];
+        if (cal && !rc && !e->skipped) keep_ranks(e, ws[i]);
+        sd_tree_ws_free(ws[i]);
+    }
     for (size_t i = 0; i <= ne; i++) gsl_rng_free(rng[i]);
     free(ws), free(rng), free(ar), free(sp);
     return rc;
@@ -557,54 +569,46 @@ static int measure(const dec_opts *o, session *s)
     return rc;
 }
 
-/* Step 3: the calibration (a few prompts, fewer tokens, another seed): ar, the probe
- * that the built trees are built from, then every scheme, and its prediction. A scheme
- * that cannot run on this pair is skipped with the reason. */
+/* Step 3: the calibration (a few prompts, another seed): the probe that the built trees
+ * are built from (32 tokens a prompt), then ar and every scheme interleaved as in the
+ * measured runs and at their lengths (a pass's time grows with the context: at 32 tokens
+ * the target's passes read 3-4% fast in make bench-predict), and each scheme's
+ * prediction. A scheme that cannot run on this pair is skipped with the reason. */
 static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry *probe)
 {
     size_t ncal = s->ncal = o->calibrate < s->np ? o->calibrate : s->np;
-    size_t cal_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
+    size_t probe_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
     unsigned long seed = o->sm.seed + 7919;
-    if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, cal_tokens);
+    if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, o->max_tokens);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2); /* the intervals' bootstrap */
     gsl_rng_set(rng, o->sm.seed + 104729);
-    /* ar at the run's own lengths: its time per token, the denominator of every predicted
-     * speedup, grows with the context (attention), and 32 tokens read 3.7% fast (make
-     * bench-predict); ar is the cheapest scheme to calibrate */
-    int need_probe = 0, rc = run_ar(o, s, ncal, o->max_tokens, seed);
+    int need_probe = 0, rc = SD_OK;
     for (size_t i = 0; i < ne; i++) need_probe |= es[i].build == BUILD_GT || es[i].build == BUILD_THROUGHPUT;
-    if (!rc && need_probe) {
+    if (need_probe) {
         size_t R = o->max_rank, two[2] = {R, R};
         snprintf(probe->name, sizeof probe->name, "probe");
         probe->scheme = SD_SCHEME_RRS;
-        if (!(rc = sd_tree_kconfig(two, 2, &probe->tree))) rc = run_spec(o, s, probe, ncal, cal_tokens, seed);
+        if (!(rc = sd_tree_kconfig(two, 2, &probe->tree))) rc = run_spec(o, s, probe, ncal, probe_tokens, seed);
     }
-    /* the target's time in the calibration's blocks against the ladder's: per scheme
-     * (and the probe), then pooled */
-    double *spent = sd_xcalloc(2 * (ne + 1), sizeof *spent), *ladder = spent + ne + 1;
-    if (!rc && need_probe) sd_decode_target_scale(&s->costs, probe->tree, &probe->cal, &spent[ne], &ladder[ne]);
     for (size_t i = 0; i < ne && !rc; i++) {
         entry *e = &es[i];
         sd_error_clear();
         if (e->build != BUILD_NONE && build_tree(o, s, e, probe)) { /* e.g. no node pays */
             e->skipped = 1;
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
-        } else if (run_spec(o, s, e, ncal, cal_tokens, seed)) { /* an LP too large, ... */
-            e->skipped = 1;
-            snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
-        } else sd_decode_target_scale(&s->costs, e->tree, &e->cal, &spent[i], &ladder[i]);
-    }
-    double sum_s = 0, sum_l = 0, sq = 0;
-    size_t k = 0;
-    for (size_t i = 0; i <= ne; i++) sum_s += spent[i], sum_l += ladder[i];
-    s->costs.target_scale = sum_l > 0 ? sum_s / sum_l : 1;
-    for (size_t i = 0; i <= ne; i++)
-        if (ladder[i] > 0) {
-            double d = spent[i] / ladder[i] / s->costs.target_scale - 1;
-            sq += d * d, k++;
         }
-    s->costs.target_scale_sd = k > 1 ? sqrt(sq / (double)(k - 1)) : 0;
-    free(spent);
+    }
+    /* ar at the run's own lengths: its time per token, the denominator of every predicted
+     * speedup, grows with the context (attention), and 32 tokens read 3.7% fast (make
+     * bench-predict); ar is the cheapest scheme to calibrate */
+    if (!rc) rc = interleaved_runs(o, s, es, ne, ncal, o->max_tokens, seed, 1);
+    /* the target's time in the calibration's passes against the ladder's, by width */
+    const sd_decode_stats **cals = sd_xcalloc(ne + 1, sizeof *cals);
+    size_t ncals = 0;
+    for (size_t i = 0; i < ne && !rc; i++)
+        if (!es[i].skipped) cals[ncals++] = &es[i].cal;
+    if (!rc) sd_decode_target_scales(&s->costs, cals, ncals);
+    free(cals);
     for (size_t i = 0; i < ne && !rc; i++) {
         entry *e = &es[i];
         if (e->skipped) continue;
@@ -664,7 +668,7 @@ static int decode(const dec_opts *o)
     }
     if (!rc) rc = measure(o, &s);
     if (!rc) rc = calibrate(o, &s, es, ne, &probe);
-    if (!rc) rc = measured_runs(o, &s, es, ne);
+    if (!rc) rc = interleaved_runs(o, &s, es, ne, s.np, o->max_tokens, o->sm.seed, 0);
     sd_cost_curve *after = NULL; /* M_T(1) again: the machine's drift over the runs */
     if (!rc && !(rc = sd_cost_measure(&s.target, 1, s.prompt[0], s.plen[0], 1, s.cache, &after, NULL)))
         s.mt1_after = sd_cost_curve_eval(after, 1);
