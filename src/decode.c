@@ -220,6 +220,29 @@ static double block_target(const sd_decode_costs *c, const sd_tree *t, const sd_
     return sd_cost_curve_eval(c->target, mean) * (c->target_scale > 0 ? c->target_scale : 1);
 }
 
+/* A static tree's tokens per block over prompts of T tokens (the calibration's mean: it
+ * ran the runs' lengths): a prompt's last block is cut at its budget, so N(T) blocks
+ * make T tokens, and for tokens per block X = 1 + the accepted nodes (integers),
+ * E[N(T)] = T / E[X] + (E[X^2] - E[X]) / (2 E[X]^2) (renewal theory; exact to 1e-3 at
+ * T = 30 for chains in test_decode). Node v accepted with probability P_v (its ranks'
+ * acceptance down its path), and two nodes only both when one is the other's ancestor,
+ * so E[X] = 1 + sum P_v and E[X^2] = 1 + sum P_v (2 depth_v + 1). Against E[X] alone,
+ * chain:4 at 64 tokens reads 2% fewer tokens per block (make bench-predict's eff column:
+ * -3 to -4% for chains). Without a calibrated length, E[X]. */
+static double budget_efficiency(const sd_tree *t, const double *ranks, size_t nranks, const sd_decode_stats *cal)
+{
+    double *p = sd_xmalloc(t->n * sizeof *p), m1 = 1, m2 = 1;
+    p[0] = 1;
+    for (size_t v = 1; v < t->n; v++) {
+        size_t r = t->rank[v];
+        p[v] = p[t->parent[v]] * (r < nranks ? ranks[r] : 0);
+        m1 += p[v], m2 += p[v] * (2 * (double)t->depth[v] + 1);
+    }
+    free(p);
+    double T = cal->sequences ? (double)cal->tokens / (double)cal->sequences : 0;
+    return T > 0 ? T / (T / m1 + (m2 - m1) / (2 * m1 * m1)) : m1;
+}
+
 int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme, const double *ranks,
                       size_t nranks, const sd_decode_stats *cal, const sd_decode_stats *ar,
                       sd_decode_prediction *out)
@@ -232,7 +255,7 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
     /* a parallel drafter's acceptance falls with the depth (position i's law ignores the
      * tokens before it), which a rank does not see: the calibration's own efficiency */
     int fixed = t->walk == SD_WALK_TREE;
-    out->efficiency = fixed ? sd_tree_predicted_efficiency(t, ranks, nranks) : cal_eff;
+    out->efficiency = fixed ? budget_efficiency(t, ranks, nranks, cal) : cal_eff;
     if (out->efficiency < 1) out->efficiency = 1; /* a calibration that made no block */
     /* the draft's time per block: the calibration's own blocks where it made any (a
      * block's first call feeds what the last one accepted, and the draft's cache follows
@@ -280,6 +303,33 @@ void sd_decode_target_scales(sd_decode_costs *c, const sd_decode_stats *const *c
         if (own > 0 && pred > 0) sq += (own / pred - 1) * (own / pred - 1), k++;
     }
     c->target_scale_sd = k > 1 ? sqrt(sq / (double)(k - 1)) : 0;
+}
+
+void sd_decode_stats_add(sd_decode_stats *a, const sd_decode_stats *b)
+{
+    a->sequences += b->sequences, a->tokens += b->tokens, a->blocks += b->blocks, a->accepted += b->accepted;
+    a->nodes += b->nodes, a->draft_calls += b->draft_calls;
+    a->seconds += b->seconds, a->draft_s += b->draft_s, a->target_s += b->target_s, a->verify_s += b->verify_s;
+    for (size_t w = 0; w <= SD_DECODE_WIDTHS; w++)
+        a->calls_by_width[w] += b->calls_by_width[w], a->secs_by_width[w] += b->secs_by_width[w];
+    for (size_t k = 0; k < 3; k++) a->stopped[k] += b->stopped[k];
+    a->tokens_sq += b->tokens_sq, a->overhead_sq += b->overhead_sq;
+}
+
+double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds)
+{
+    double sum = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < schemes; i++) {
+        double m = 0, sq = 0, k = 0;
+        for (size_t r = 0; r < rounds; r++)
+            if (sp[i * rounds + r] > 0) m += sp[i * rounds + r], sq += sp[i * rounds + r] * sp[i * rounds + r], k++;
+        if (k < 2) continue;
+        m /= k;
+        double var = (sq - k * m * m) / (k - 1);
+        sum += var > 0 ? var / (m * m) : 0, n++;
+    }
+    return n ? sqrt(sum / (double)n) : 0;
 }
 
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar)
@@ -340,7 +390,9 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         cs.seconds = cs.draft_s + cal->target_s + fmax(o, 0) * B;
         sd_decode_prediction q;
         rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
-        eff[r] = q.efficiency, rate[r] = q.rate, speed[r] = q.speedup;
+        /* the runs' own prompts against the calibration's */
+        double f = c->prompt_sd > 0 ? fmax(0.1, 1 + gsl_ran_gaussian(rng, c->prompt_sd)) : 1;
+        eff[r] = q.efficiency, rate[r] = q.rate * f, speed[r] = q.speedup * f;
     }
     if (!rc) {
         double *col[3] = {eff, rate, speed}, *lo[3] = {&p->efficiency_lo, &p->rate_lo, &p->speedup_lo};

@@ -90,6 +90,11 @@ typedef struct {
                                 calibration passed (0: none; target_scale stands in) */
     double target_scale_sd;  /* a scheme's own target time against those ratios,
                                 relative standard deviation (the intervals draw from it) */
+    double prompt_sd;        /* how far the measured runs' speedup may stand from the
+                                calibration's, relative standard deviation: the speedups'
+                                spread from prompt to prompt in the calibration
+                                (sd_decode_prompt_spread) x sqrt(1 / its prompts + 1 / the
+                                runs'); the intervals draw from it */
 } sd_decode_costs;
 
 /* Measures the curves (sd_cost_measure: the models alternating at every width) and the
@@ -138,6 +143,18 @@ int sd_decode_predict(const sd_decode_costs *c, const sd_tree *t, sd_scheme sche
  * and the static trees' 3-8% fast in make bench-predict. */
 void sd_decode_target_scales(sd_decode_costs *c, const sd_decode_stats *const *cal, size_t n);
 
+/* Adds b's counts and times to a's (a run's rounds into its total). */
+void sd_decode_stats_add(sd_decode_stats *a, const sd_decode_stats *b);
+
+/* The speedups' spread from prompt to prompt of an interleaved calibration: sp[i x rounds
+ * + r] is scheme i's speedup in round r (its tokens/s over ar's on the same prompt; 0:
+ * none). Each scheme's relative standard deviation over its rounds, pooled over the
+ * schemes as the root of their mean square (0 with fewer than 2 rounds). On the shared
+ * 2-core machine the target's passes against ar's token moved 15-21% from prompt to
+ * prompt, a block's efficiency 5-15%: the larger part of a prediction's error, which a
+ * 4-prompt calibration cannot average away (sd_decode_costs.prompt_sd). */
+double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds);
+
 /* The autoregressive token's predicted time, the denominator of every predicted speedup:
  * the calibration's own ar run, time per token (its target passes ran back to back, as
  * the measured ar run's do; the cost ladder's M_T(1), timed between passes of other
@@ -153,6 +170,8 @@ double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stat
  *   - the overhead per block from a normal of its mean and standard error;
  *   - the target's ratios to the ladder all moved by one factor from a normal of relative
  *     spread c->target_scale_sd (a scheme's own target time against them);
+ *   - the rate and the speedup moved by a factor from a normal of relative spread
+ *     c->prompt_sd (the runs' prompts are not the calibration's);
  *   - the cost curves of one timing pass, drawn at random (the ladder's spread; target,
  *     draft and parallel curves of the same pass, timed side by side; the calibration's
  *     draft time moved by the ratio of this pass's draft estimate to the mean curves').

@@ -347,6 +347,21 @@ static void test_decode_predict(void **state)
     assert_close(p.overhead_s, 0.3, 1e-12, 0);
     assert_close(p.rate, eff / (0.9 + 1.4 + 0.3), 1e-12, 0);
     assert_close(p.speedup, p.rate * 1.2, 1e-12, 0);
+    /* prompts of 30 tokens (the calibration's one sequence): a prompt's last block is cut
+     * at the budget. Renewal theory's E[N(30)] against the exact expected number of
+     * blocks, by recursion over the tokens left, E[N(t)] = 1 + sum_k P(X = k) E[N(t - k)] */
+    cal.sequences = 1;
+    assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+    double px[6] = {0, 0.2, 0.8 * 0.2, 0.64 * 0.2, 0.512 * 0.2, 0.4096}, en[31] = {0};
+    for (int left = 1; left <= 30; left++) {
+        en[left] = 1;
+        for (int k = 1; k <= 5; k++) en[left] += px[k] * en[left > k ? left - k : 0];
+    }
+    double m2 = 1 + 0.8 * 3 + 0.64 * 5 + 0.512 * 7 + 0.4096 * 9;
+    assert_close(p.efficiency, 30 / (30 / eff + (m2 - eff) / (2 * eff * eff)), 1e-12, 0);
+    assert_close(p.efficiency, 30 / en[30], 0, 1e-3);
+    assert_true(p.efficiency < eff - 0.05); /* 3.20 against 3.36 */
+    cal.sequences = 0;
     /* the target's time scaled as the calibrations' passes spent it, width by width:
      * chain:4's ten passes of 5 tokens took 28 s against 10 x M_T(5) = 14 (a ratio of
      * 2), a dynamic tree's twenty one-token passes 10 s against 20 x M_T(1) = 20 (0.5);
@@ -440,6 +455,34 @@ static void test_decode_predict(void **state)
     /* the target is 1.4 of a 2.6 block: +-1.645 x 20% of it moves the speedup by about +-17% */
     assert_true(sw[1] > sw[0] + 0.2 && sw[1] < sw[0] + 0.5);
     c.target_scale_sd = 0;
+    /* the runs' prompts against the calibration's: a 10% spread of the speedup itself
+     * widens its interval by about 2 x 1.645 x 10%, and leaves the efficiency's alone */
+    double ew[2];
+    for (int k = 0; k < 2; k++) {
+        c.prompt_sd = k ? 0.1 : 0;
+        assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+        double point = p.speedup;
+        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
+        sw[k] = (p.speedup_hi - p.speedup_lo) / point, ew[k] = p.efficiency_hi - p.efficiency_lo;
+    }
+    assert_true(sw[1] > sw[0] + 0.2 && sw[1] < sw[0] + 0.4);
+    assert_close(ew[1], ew[0], 0.3, 0);
+    c.prompt_sd = 0;
+    /* the spread pooled over schemes: scheme 0's rounds 0.4 and 0.6 (sd 0.141 about 0.5,
+     * relative 0.283), scheme 1's 1, 1, 1 (0), scheme 2's one round (not counted): the
+     * root of their mean square, 0.2 */
+    double rounds[9] = {0.4, 0.6, 0, 1, 1, 1, 0.7, 0, 0};
+    double v0 = (0.1 * 0.1 + 0.1 * 0.1) / 1 / (0.5 * 0.5); /* its variance over its mean squared */
+    assert_close(sd_decode_prompt_spread(rounds, 3, 3), sqrt(v0 / 2), 1e-12, 0);
+    assert_close(sqrt(v0 / 2), 0.2, 1e-12, 0);
+    assert_true(sd_decode_prompt_spread(rounds + 6, 1, 3) == 0);
+    /* a run's rounds add up to its total */
+    sd_decode_stats sum = {0}, parts[2] = {cal, dyn};
+    for (int k = 0; k < 2; k++) sd_decode_stats_add(&sum, &parts[k]);
+    assert_int_equal(sum.blocks, cal.blocks + dyn.blocks);
+    assert_int_equal(sum.calls_by_width[1], 20);
+    assert_close(sum.secs_by_width[5], 28, 1e-12, 0);
+    assert_close(sum.seconds, cal.seconds + dyn.seconds, 1e-12, 0);
     assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 1.5, 400, r, &p), SD_EINVAL);
     double clo, chi;
     sd_decode_threshold_interval(&c, &clo, &chi);

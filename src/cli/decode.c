@@ -401,7 +401,8 @@ static int build_tree(const dec_opts *o, session *s, entry *e, const entry *prob
  * keeps its own generator, all seeded alike.
  * - cal: the calibration, e->cal and s->ar_cal: ar the prompts' whole budgets, a scheme
  *   at most cap tokens; its rank counts kept; a scheme that fails (an LP too large, ...)
- *   is skipped with the reason and the others go on.
+ *   is skipped with the reason and the others go on; the speedups' spread from prompt
+ *   to prompt into s->costs.prompt_sd.
  * - else the measured runs, e->run and s->ar_run; --check compares each scheme's tokens
  *   with ar's on the spot. */
 static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne, size_t np, size_t cap,
@@ -410,6 +411,8 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
     sd_tree_ws **ws = sd_xcalloc(ne, sizeof *ws);
     gsl_rng **rng = sd_xcalloc(ne + 1, sizeof *rng);
     size_t *ar = sd_xmalloc((o->max_tokens + 1) * sizeof *ar), *sp = sd_xmalloc((o->max_tokens + 1) * sizeof *sp);
+    sd_decode_stats *round = sd_xmalloc((ne + 1) * sizeof *round); /* one prompt's: schemes, then ar */
+    double *speedup = sd_xcalloc(ne * np, sizeof *speedup); /* scheme i's in round p: [i np + p] */
     int rc = SD_OK;
     double active = 1;
     for (size_t i = 0; i <= ne; i++) {
@@ -434,9 +437,11 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
     for (size_t p = 0; p < np && !rc; p++) {
         size_t na, ns;
         dp.max_tokens = s->budget[p];
+        memset(round, 0, (ne + 1) * sizeof *round);
         if ((rc = prefill(s, p)) ||
-            (rc = sd_decode_ar(s->target, s->prompt[p], s->plen[p], &dp, rng[ne], ar, &na, cal ? &s->ar_cal : &s->ar_run)))
+            (rc = sd_decode_ar(s->target, s->prompt[p], s->plen[p], &dp, rng[ne], ar, &na, &round[ne])))
             break;
+        sd_decode_stats_add(cal ? &s->ar_cal : &s->ar_run, &round[ne]);
         sd_progress_add(&prog, 1);
         if (cal && cap < dp.max_tokens) dp.max_tokens = cap;
         for (size_t i = 0; i < ne && !rc; i++) {
@@ -444,7 +449,7 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
             if (e->skipped) continue;
             sd_error_clear();
             rc = sd_decode_spec(ws[i], draft_for(s, e->tree), s->target, s->prompt[p], s->plen[p], &dp, rng[i],
-                                sp, &ns, cal ? &e->cal : &e->run);
+                                sp, &ns, &round[i]);
             if (rc && cal) { /* its partial counts are not used */
                 e->skipped = 1, snprintf(e->why, sizeof e->why, "%s", sd_errmsg()), rc = SD_OK;
                 continue;
@@ -453,6 +458,10 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
                 rc = prefixed(rc, e->name);
                 break;
             }
+            sd_decode_stats_add(cal ? &e->cal : &e->run, &round[i]);
+            if (round[i].seconds > 0 && round[ne].tokens)
+                speedup[i * np + p] = (double)round[i].tokens / round[i].seconds /
+                                      ((double)round[ne].tokens / round[ne].seconds);
             if (o->check && !cal && !e->mismatch) {
                 size_t k = 0, n = ns < na ? ns : na;
                 while (k < n && sp[k] == ar[k]) k++;
@@ -462,13 +471,15 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
         }
     }
     sd_progress_end(&prog);
+    if (cal && !rc) /* the runs' prompts against these: their mean's spread */
+        s->costs.prompt_sd = sd_decode_prompt_spread(speedup, ne, np) * sqrt(1 / (double)np + 1 / (double)s->np);
     for (size_t i = 0; i < ne; i++) {
         entry *e = &es[i];
         if (cal && !rc && !e->skipped) keep_ranks(e, ws[i]);
         sd_tree_ws_free(ws[i]);
     }
     for (size_t i = 0; i <= ne; i++) gsl_rng_free(rng[i]);
-    free(ws), free(rng), free(ar), free(sp);
+    free(ws), free(rng), free(ar), free(sp), free(round), free(speedup);
     return rc;
 }
 

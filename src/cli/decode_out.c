@@ -32,9 +32,10 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
     cli_json_string(stdout, o->draft);
     printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
            "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g, \"c_interval\": [%.6g, %.6g],\n "
-           "\"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"m_t_ms\": [",
+           "\"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"prompt_sd\": %.6g, \"m_t_ms\": [",
            s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c,
-           s->c_lo, s->c_hi, s->costs.target_scale > 0 ? s->costs.target_scale : 1, s->costs.target_scale_sd);
+           s->c_lo, s->c_hi, s->costs.target_scale > 0 ? s->costs.target_scale : 1, s->costs.target_scale_sd,
+           s->costs.prompt_sd);
     for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
     printf("],\n \"m_d_ms\": [");
     for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
@@ -167,8 +168,10 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
                MP(s, 16) * 1e3);
     printf("# predicted: from a calibration run (%zu prompts) and the costs, [%g interval]; err = measured/predicted - 1,\n"
            "# in: the measured value inside the interval; the calibration's target passes took %.2fx the costs' M_T\n"
-           "# (a scheme's own ratio about it: %.0f%%)\n",
-           s->ncal, o->level, s->costs.target_scale > 0 ? s->costs.target_scale : 1, 100 * s->costs.target_scale_sd);
+           "# (a scheme's own ratio about it: %.0f%%); from the calibration's spread from prompt to prompt, the runs'\n"
+           "# speedups may stand %.1f%% from the calibration's (one standard deviation, in the intervals)\n",
+           s->ncal, o->level, s->costs.target_scale > 0 ? s->costs.target_scale : 1, 100 * s->costs.target_scale_sd,
+           100 * s->costs.prompt_sd);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
            MT(s, 1) * 1e3, s->mt1_after * 1e3);
     printf("%-16s %-22s %6s %8s %7s %-21s %6s %3s %7s %-21s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes",
