@@ -77,7 +77,7 @@ static const char *const help =
     "  --draft-temperature T  the draft's (default: T; at T = 0, 0 for chains and 0.5\n"
     "                     for trees, whose nodes need several distinct candidates)\n"
     "  --stop-at-eos      stop a prompt at the EOS token (default: the full budget)\n"
-    "  --calibrate N      prompts of the calibration run (default 4, another seed):\n"
+    "  --calibrate N      prompts of the calibration run (default 8, another seed):\n"
     "                     ar and the schemes take turns prompt by prompt at the run's\n"
     "                     --max-tokens, as in the measured runs (the probe that the\n"
     "                     gt and throughput trees are built from: 32 tokens each)\n"
@@ -707,7 +707,7 @@ int cmd_decode(int argc, char **argv)
     const char *cmd = "decode";
     dec_opts o;
     memset(&o, 0, sizeof o);
-    o.max_tokens = 64, o.calibrate = 4, o.level = 0.9;
+    o.max_tokens = 64, o.calibrate = 8, o.level = 0.9;
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
     o.budget = 16, o.max_depth = 6, o.max_rank = 4, o.draft_temp = -1, o.threshold = NAN;
     o.prompts = "data/prompts.txt";

@@ -8,7 +8,7 @@
 # <= 5%, coverage >= 90% of (scheme, run) pairs.
 # usage: tests/bench/predict.sh [BUILD_DIR]
 #   env: PREDICT_RUNS (default 5), E2E_PROMPTS (20), E2E_TOKENS (64), E2E_THREADS (2),
-#        PREDICT_ARGS (more decode options, e.g. "--calibrate 8" or "--temperature 0.7"),
+#        PREDICT_ARGS (more decode options, e.g. "--calibrate 16" or "--temperature 0.7"),
 #        E2E_DEVICE (cpu), E2E_OUT (out/figs); see e2e-env.sh
 set -eu
 BUILD=${1:-build}
