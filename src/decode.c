@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_randist.h>
 
 #include "dist.h"
@@ -330,6 +331,22 @@ double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds)
         sum += var > 0 ? var / (m * m) : 0, n++;
     }
     return n ? sqrt(sum / (double)n) : 0;
+}
+
+void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds, size_t nrun, double level,
+                               double *lo, double *hi)
+{
+    double sum = 0, sq = 0, k = 0;
+    for (size_t r = 0; r < rounds; r++)
+        if (sa[r] > 0 && sb[r] > 0) {
+            double x = log(sa[r] / sb[r]);
+            sum += x, sq += x * x, k++;
+        }
+    *lo = *hi = NAN;
+    if (k < 2 || !(level > 0 && level < 1) || !nrun) return;
+    double m = sum / k, var = (sq - k * m * m) / (k - 1), z = gsl_cdf_ugaussian_Pinv(0.5 + level / 2);
+    double w = z * sqrt((var > 0 ? var : 0) * (1 / k + 1 / (double)nrun));
+    *lo = exp(-w), *hi = exp(w);
 }
 
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar)

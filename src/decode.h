@@ -155,6 +155,19 @@ void sd_decode_stats_add(sd_decode_stats *a, const sd_decode_stats *b);
  * 4-prompt calibration cannot average away (sd_decode_costs.prompt_sd). */
 double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds);
 
+/* Scheme a's speedup over scheme b's, paired by prompt: sa[r] and sb[r] are their speedups
+ * in round r of an interleaved calibration (0: none). ar's time on the prompt and the
+ * machine's speed at that moment are common to both and cancel in their ratio; each
+ * scheme's acceptance does not (each draws its own tokens). On the shared 2 cores the
+ * best and the second scheme's 90% interval was +-8-13% (make bench-predict), where each
+ * one's own was +-15-22%. Writes the factors about the ratio of
+ * the two predictions, lo <= 1 <= hi, between which the runs' measured ratio falls at
+ * `level` (e.g. 0.9): exp(-+z s sqrt(1 / k + 1 / nrun)), z the normal quantile, s the
+ * standard deviation of log(sa[r] / sb[r]) over the k rounds both ran, nrun the runs'
+ * prompts; NAN and NAN with fewer than 2 such rounds. */
+void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds, size_t nrun, double level,
+                               double *lo, double *hi);
+
 /* The autoregressive token's predicted time, the denominator of every predicted speedup:
  * the calibration's own ar run, time per token (its target passes ran back to back, as
  * the measured ar run's do; the cost ladder's M_T(1), timed between passes of other

@@ -412,7 +412,7 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
     gsl_rng **rng = sd_xcalloc(ne + 1, sizeof *rng);
     size_t *ar = sd_xmalloc((o->max_tokens + 1) * sizeof *ar), *sp = sd_xmalloc((o->max_tokens + 1) * sizeof *sp);
     sd_decode_stats *round = sd_xmalloc((ne + 1) * sizeof *round); /* one prompt's: schemes, then ar */
-    double *speedup = sd_xcalloc(ne * np, sizeof *speedup); /* scheme i's in round p: [i np + p] */
+    double *speedup = cal ? s->cal_speedup : NULL; /* scheme i's in round p: [i np + p] */
     int rc = SD_OK;
     double active = 1;
     for (size_t i = 0; i <= ne; i++) {
@@ -459,7 +459,7 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
                 break;
             }
             sd_decode_stats_add(cal ? &e->cal : &e->run, &round[i]);
-            if (round[i].seconds > 0 && round[ne].tokens)
+            if (speedup && round[i].seconds > 0 && round[ne].tokens)
                 speedup[i * np + p] = (double)round[i].tokens / round[i].seconds /
                                       ((double)round[ne].tokens / round[ne].seconds);
             if (o->check && !cal && !e->mismatch) {
@@ -479,7 +479,7 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
         sd_tree_ws_free(ws[i]);
     }
     for (size_t i = 0; i <= ne; i++) gsl_rng_free(rng[i]);
-    free(ws), free(rng), free(ar), free(sp), free(round), free(speedup);
+    free(ws), free(rng), free(ar), free(sp), free(round);
     return rc;
 }
 
@@ -488,7 +488,7 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
 static void session_free(session *s)
 {
     for (size_t i = 0; i < s->np; i++) free(s->prompt[i]);
-    free(s->prompt), free(s->plen), free(s->budget);
+    free(s->prompt), free(s->plen), free(s->budget), free(s->cal_speedup);
     sd_decode_costs_free(&s->costs);
     sd_lm_free(s->target), sd_lm_free(s->draft), sd_lm_free(s->draft_greedy);
     sd_lm_free(s->pdraft), sd_lm_free(s->pdraft_greedy);
@@ -612,6 +612,7 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
     /* ar at the run's own lengths: its time per token, the denominator of every predicted
      * speedup, grows with the context (attention), and 32 tokens read 3.7% fast (make
      * bench-predict); ar is the cheapest scheme to calibrate */
+    s->cal_speedup = sd_xcalloc(ne * ncal + 1, sizeof *s->cal_speedup);
     if (!rc) rc = interleaved_runs(o, s, es, ne, ncal, o->max_tokens, seed, 1);
     /* the target's time in the calibration's passes against the ladder's, by width */
     const sd_decode_stats **cals = sd_xcalloc(ne + 1, sizeof *cals);
@@ -630,6 +631,17 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
             rc = prefixed(rc, e->name);
     }
     gsl_rng_free(rng);
+    /* each scheme against the predicted best, paired by prompt */
+    for (size_t i = 0; i < ne && !rc; i++)
+        if (!es[i].skipped && (!s->best || es[i].pred.speedup > s->best->pred.speedup)) s->best = &es[i];
+    for (size_t i = 0; i < ne && !rc && s->best; i++) {
+        entry *e = &es[i];
+        if (e->skipped) continue;
+        double lo, hi;
+        sd_decode_paired_interval(s->cal_speedup + i * ncal, s->cal_speedup + (size_t)(s->best - es) * ncal, ncal,
+                                  s->np, o->level, &lo, &hi);
+        e->vs_best = e->pred.speedup / s->best->pred.speedup, e->vs_best_lo = e->vs_best * lo, e->vs_best_hi = e->vs_best * hi;
+    }
     sd_decode_threshold_interval(&s->costs, &s->c_lo, &s->c_hi);
     return rc;
 }

@@ -39,6 +39,8 @@ typedef struct {
     size_t nranks;
     sd_decode_stats cal, run;
     sd_decode_prediction pred; /* made before the measured runs */
+    double vs_best, vs_best_lo, vs_best_hi; /* its predicted speedup over the predicted best
+                                               scheme's, the interval paired by prompt */
     size_t mismatch_prompt, mismatch_pos;
     int mismatch;
 } entry;
@@ -58,6 +60,8 @@ typedef struct {
     double c_lo, c_hi; /* its interval over the timing passes */
     size_t ncal;      /* prompts of the calibration run */
     sd_decode_stats ar_cal, ar_run;
+    double *cal_speedup; /* scheme i's speedup in the calibration's round (prompt) r: [i ncal + r] */
+    const entry *best;   /* the scheme of the largest predicted speedup (NULL: none ran) */
     double mt1_after; /* M_T(1) timed again after the runs: the machine's drift */
 } session;
 

@@ -78,7 +78,11 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
                e->pred.speedup_hi,
                e->pred.draft_s * 1e3, e->pred.target_s * 1e3, e->pred.overhead_s * 1e3);
         for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
-        printf("], \"target_calls_by_width\": ");
+        printf("], \"vs_best\": {\"scheme\": ");
+        cli_json_string(stdout, s->best ? s->best->name : "");
+        printf(", \"predicted\": %.6g, \"interval\": [%.6g, %.6g], \"measured\": %.6g}", e->vs_best, e->vs_best_lo,
+               e->vs_best_hi, s->best && rate(&s->best->run) > 0 ? rate(r) / rate(&s->best->run) : NAN);
+        printf(", \"target_calls_by_width\": ");
         print_widths(stdout, r);
         if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
         printf("}");
@@ -151,6 +155,28 @@ static void print_sweep_verdict(const session *s, const entry *es, size_t n)
     }
 }
 
+/* Each scheme's speedup over the predicted best's: predicted, with the interval paired
+ * by prompt (sd_decode_paired_interval), and measured. */
+static void print_vs_best(const dec_opts *o, const session *s, const entry *es, size_t n)
+{
+    size_t ran = 0;
+    for (size_t i = 0; i < n; i++) ran += !es[i].skipped;
+    if (!s->best || ran < 2) return;
+    double best = rate(&s->best->run);
+    printf("# each scheme's speedup over the predicted best's (%s, %.3f), its interval paired by prompt in the\n"
+           "# calibration [%g]: where it excludes 1, the prediction tells the two apart\n", s->best->name,
+           s->best->pred.speedup, o->level);
+    printf("%-16s %-21s %8s %3s\n", "scheme", "pred [interval]", "measured", "in");
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        if (e->skipped || e == s->best) continue;
+        double m = best > 0 ? rate(&e->run) / best : NAN;
+        char pv[40];
+        snprintf(pv, sizeof pv, "%.3f [%.3f,%.3f]", e->vs_best, e->vs_best_lo, e->vs_best_hi);
+        printf("%-16s %-21s %8.3f %3s\n", e->name, pv, m, m >= e->vs_best_lo && m <= e->vs_best_hi ? "yes" : "no");
+    }
+}
+
 void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_t n)
 {
     const sd_decode_stats *a = &s->ar_run;
@@ -201,6 +227,7 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
                100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds,
                r->draft_s / blocks * 1e3, e->pred.draft_s * 1e3);
     }
+    print_vs_best(o, s, es, n);
     if (o->par_hi) print_parallel(s, es, n);
     if (o->sweep) print_sweep_verdict(s, es, n);
     if (o->check) {
@@ -228,7 +255,7 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
                "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms"
                "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi"
-               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\n", s->np, o->max_tokens, o->sm.temperature,
+               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi\n", s->np, o->max_tokens, o->sm.temperature,
             omp_get_max_threads(), s->c);
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
@@ -236,7 +263,8 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     double ar_pred = 1 / sd_decode_ar_token_seconds(&s->costs, &s->ar_cal);
     double ar_pred_target = s->ar_cal.tokens ? s->ar_cal.target_s / (double)s->ar_cal.tokens : MT(s, 1);
     double ar_tok = (double)(a->tokens ? a->tokens : 1);
-    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\t%.6g\t%.6g\t%.6g\t%.6g\n",
+    fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\t%.6g\t%.6g\t%.6g\t%.6g"
+               "\tnan\tnan\tnan\n",
             o->sm.temperature, rate(a), ar_pred, ar_pred, ar_pred, a->target_s / ar_tok * 1e3, ar_pred_target * 1e3,
             (a->seconds - a->target_s) / ar_tok * 1e3, (1 / ar_pred - ar_pred_target) * 1e3);
     for (size_t i = 0; i < n; i++) {
@@ -245,13 +273,14 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
         const sd_decode_stats *r = &e->run;
         double blocks = r->blocks ? (double)r->blocks : 1;
         fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g"
-                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
+                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
                 e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
                 (double)r->nodes / blocks, rate(r), e->pred.rate, rate(r) / rate(a), e->pred.speedup,
                 (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
                 e->pred.draft_s * 1e3, e->pred.speedup_lo, e->pred.speedup_hi, e->pred.rate_lo, e->pred.rate_hi,
                 e->pred.efficiency_lo, e->pred.efficiency_hi, r->target_s / blocks * 1e3, e->pred.target_s * 1e3,
-                (r->seconds - r->draft_s - r->target_s) / blocks * 1e3, e->pred.overhead_s * 1e3);
+                (r->seconds - r->draft_s - r->target_s) / blocks * 1e3, e->pred.overhead_s * 1e3, e->vs_best,
+                e->vs_best_lo, e->vs_best_hi);
     }
     if (fclose(f) || rename(tmp, o->tsv)) {
         remove(tmp);

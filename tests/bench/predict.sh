@@ -32,7 +32,8 @@ done
 rm -f "$OUT/predict-run.tsv" "$OUT/predict-run.txt"
 # columns of predict-runs.tsv: run, then decode's TSV (scheme $2, speedup $9, pred_speedup $10,
 # block_eff $11, pred_block_eff $12, draft_ms $14, pred_draft_ms $15, pred_speedup_lo $16,
-# pred_speedup_hi $17, target_ms $22, pred_target_ms $23, overhead_ms $24, pred_overhead_ms $25;
+# pred_speedup_hi $17, target_ms $22, pred_target_ms $23, overhead_ms $24, pred_overhead_ms $25,
+# vs_best $26 (1: the predicted best), vs_best_lo $27, vs_best_hi $28;
 # the ar row: its ms per token, target $22 (pred $23) and the rest $24 (pred $25))
 awk -F '\t' '
 $2 == "ar" { arm[$1] = $22 + $24; arp[$1] = $23 + $25; next }
@@ -78,4 +79,32 @@ END {
         printf "%-16s %+8.1f %+8.1f %+8.1f %+9.1f %+8.1f\n", s, 100 * eff[s] / n[s], 100 * d[s] / n[s], 100 * t[s] / n[s],
                100 * o[s] / n[s], 100 * ar[s] / n[s]
     }
+}' "$OUT/predict-runs.tsv"
+echo
+echo "# each scheme against the run's predicted best, paired by prompt (decode's vs_best columns): how often"
+echo "# the measured ratio fell inside the interval, its width, and where the prediction put a scheme 10% or"
+echo "# more below the best, how often the interval told them apart (excluded 1); goal: the intervals hold and"
+echo "# separate a 10% difference"
+awk -F '\t' '
+$2 == "ar" { next }
+{ row[$1, ++k[$1]] = $0; if ($26 == 1) best[$1] = $9; if ($9 > mtop[$1]) { mtop[$1] = $9; mname[$1] = $2 } if ($26 == 1) pname[$1] = $2 }
+END {
+    for (r in k) {
+        runs++; same += pname[r] == mname[r]
+        for (i = 1; i <= k[r]; i++) {
+            split(row[r, i], f, "\t")
+            if (f[26] == 1 || f[26] == "nan" || best[r] <= 0) continue
+            m = f[9] / best[r]; n++; in_ += (m >= f[27] && m <= f[28]); w[n] = (f[28] - f[27]) / f[26]
+            if (f[26] <= 0.9) { far++; sep += f[28] < 1 }
+            if (f[26] > sv[r]) { sv[r] = f[26]; sl[r] = f[27]; sh[r] = f[28]; sn[r] = f[2]; sm[r] = m }
+        }
+        line[r] = sprintf("run %d: predicted best %s; second %s at %.3f [%.3f, %.3f] of it (%s), measured %.3f", r, pname[r],
+                          sn[r], sv[r], sl[r], sh[r], sh[r] < 1 ? "told apart" : "not told apart", sm[r])
+    }
+    for (a = 2; a <= n; a++) for (b = a; b > 1 && w[b] < w[b - 1]; b--) { t = w[b]; w[b] = w[b - 1]; w[b - 1] = t }
+    printf "paired: %d (scheme, run) pairs, covered %d (%.0f%%), median width %.1f%%; 10%% or more below the best: " \
+           "%d, told apart %d (%.0f%%); the measured best was the predicted best in %d of %d runs\n",
+           n, in_, n ? 100 * in_ / n : 0, n ? 100 * (n % 2 ? w[(n + 1) / 2] : (w[n / 2] + w[n / 2 + 1]) / 2) : 0,
+           far, sep, far ? 100 * sep / far : 0, same, runs
+    for (r = 1; r <= runs; r++) print line[r]
 }' "$OUT/predict-runs.tsv"

@@ -41,6 +41,13 @@ printf '%s' "$out" | grep -q '"predicted_interval": {"level": 0.8, "block_effici
 printf '%s' "$out" | grep -q '"c_interval": \[' && ok || bad "no c_interval"
 awk -F '\t' '!/^#/ && $1 != "ar" { n++; if (!($15 <= $9 && $9 <= $16 && $19 <= $11 && $11 <= $20)) bad++ }
     END { exit !(n == 2 && !bad) }' "$T/iv.tsv" && ok || bad "--tsv: intervals missing or not around the prediction"
+# against the predicted best, paired by prompt: the best at 1 [1, 1], the other at its
+# ratio of predictions, inside its interval (JSON, TSV and the table's footer)
+printf '%s' "$out" | grep -q '"vs_best": {"scheme": "' && ok || bad "no vs_best in the JSON"
+awk -F '\t' '!/^#/ && $1 != "ar" { n++; one += ($25 == 1 && $26 == 1 && $27 == 1)
+        other += ($25 < 1 && $26 <= $25 && $25 <= $27) || ($25 == 1 && $26 == 1 && $27 == 1 && one > 1) }
+    END { exit !(n == 2 && one >= 1 && one + other == 2) }' "$T/iv.tsv" && ok || bad "--tsv: vs_best columns wrong"
+expect 0 "speedup over the predicted best" -- "$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6
 expect 0 'pred \[interval\]' -- "$SPECDEC" decode $D --scheme sd --max-tokens 6
 expect 0 'gt sweep: gt.s measured optimum at threshold' -- "$SPECDEC" decode $D --gt-sweep 0.5,2 --max-tokens 6
 expect 2 "level 1.5" -- "$SPECDEC" decode $D --scheme sd --level 1.5
