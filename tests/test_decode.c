@@ -320,6 +320,24 @@ static void test_decode_stops(void **state)
     sd_lm_free(target);
 }
 
+/* The speedup interval's width over its point, and the efficiency interval's width, with
+ * one knob of c at 0 and then at value (set back to 0 after); the point inside each. */
+static void widths_with(sd_decode_costs *c, double *knob, double value, const sd_tree *t, const double *ranks,
+                        const double *tried, const double *won, const sd_decode_stats *cal,
+                        const sd_decode_stats *ar, gsl_rng *r, double sw[2], double ew[2])
+{
+    sd_decode_prediction p;
+    for (int k = 0; k < 2; k++) {
+        *knob = k ? value : 0;
+        assert_int_equal(sd_decode_predict(c, t, SD_SCHEME_SD, ranks, 1, cal, ar, &p), SD_OK);
+        double point = p.speedup;
+        assert_int_equal(sd_decode_predict_interval(c, t, SD_SCHEME_SD, tried, won, 1, cal, ar, 0.9, 400, r, &p), SD_OK);
+        assert_true(p.speedup_lo <= point && point <= p.speedup_hi);
+        sw[k] = (p.speedup_hi - p.speedup_lo) / point, ew[k] = p.efficiency_hi - p.efficiency_lo;
+    }
+    *knob = 0;
+}
+
 /* The prediction by hand: chain:4 at rank acceptance 0.8 (efficiency 1 + .8 + .64 +
  * .512 + .4096), the draft's time per block as the calibration measured it (9 s over 10
  * blocks; the ladder's one call per level and an inverse-CDF draw each, 0.804, where the
@@ -443,31 +461,15 @@ static void test_decode_predict(void **state)
     /* a scheme's own target ratio spread about the pooled one (20%) widens the speedup's
      * interval about as much as a 20% spread of the target's time does, and holds the
      * point prediction */
-    double sw[2];
-    for (int k = 0; k < 2; k++) {
-        c.target_scale_sd = k ? 0.2 : 0;
-        assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
-        double point = p.speedup;
-        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
-        assert_true(p.speedup_lo <= point && point <= p.speedup_hi);
-        sw[k] = (p.speedup_hi - p.speedup_lo) / point;
-    }
+    double sw[2], ew[2];
+    widths_with(&c, &c.target_scale_sd, 0.2, t, ranks, tried, won, &cal, &ar, r, sw, ew);
     /* the target is 1.4 of a 2.6 block: +-1.645 x 20% of it moves the speedup by about +-17% */
     assert_true(sw[1] > sw[0] + 0.2 && sw[1] < sw[0] + 0.5);
-    c.target_scale_sd = 0;
     /* the runs' prompts against the calibration's: a 10% spread of the speedup itself
      * widens its interval by about 2 x 1.645 x 10%, and leaves the efficiency's alone */
-    double ew[2];
-    for (int k = 0; k < 2; k++) {
-        c.prompt_sd = k ? 0.1 : 0;
-        assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
-        double point = p.speedup;
-        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
-        sw[k] = (p.speedup_hi - p.speedup_lo) / point, ew[k] = p.efficiency_hi - p.efficiency_lo;
-    }
+    widths_with(&c, &c.prompt_sd, 0.1, t, ranks, tried, won, &cal, &ar, r, sw, ew);
     assert_true(sw[1] > sw[0] + 0.2 && sw[1] < sw[0] + 0.4);
     assert_close(ew[1], ew[0], 0.3, 0);
-    c.prompt_sd = 0;
     /* the spread pooled over schemes: scheme 0's rounds 0.4 and 0.6 (sd 0.141 about 0.5,
      * relative 0.283), scheme 1's 1, 1, 1 (0), scheme 2's one round (not counted): the
      * root of their mean square, 0.2 */
