@@ -147,18 +147,20 @@ static sd_parallel_layout *parallel_example(const int32_t *w, size_t T, size_t K
 
 /* parallel: a drafter with K = 2 [MASK] tokens on T = 4 groups (12 inputs), with one
  * label ignored; else a causal sequence of 10. */
-static void gradient_check(int tied, uint32_t kv_heads, int distill, int parallel)
+static void gradient_check(int tied, uint32_t kv_heads, int distill, int parallel, size_t n)
 {
-    sd_llama_config c = tiny_config(19, 16, 2, 4, kv_heads, 20, 12);
+    size_t len = n + 2 > 12 ? n + 2 : 12;
+    sd_llama_config c = tiny_config(19, 16, 2, 4, kv_heads, 20, (uint32_t)len);
     c.n_mask = parallel ? 2 : 0;
     sd_train *t;
-    assert_int_equal(sd_train_alloc(&c, tied, 12, &t), SD_OK);
+    assert_int_equal(sd_train_alloc(&c, tied, len, &t), SD_OK);
     gsl_rng *r = sd_test_rng(2385 + (unsigned long)tied * 10 + kv_heads + 100u * (unsigned long)parallel);
     randomize(t, r, 0.3);
-    int32_t tokens[11], input[12], label[12];
-    for (size_t i = 0; i < 11; i++) tokens[i] = (int32_t)gsl_rng_uniform_int(r, c.n_vocab);
+    int32_t tokens[41], input[12], label[12];
+    assert_true(n <= 40 && (!parallel || n == 10));
+    for (size_t i = 0; i <= n; i++) tokens[i] = (int32_t)gsl_rng_uniform_int(r, c.n_vocab);
     tokens[5] = tokens[2]; /* a repeated token: its embedding gathers two gradients */
-    size_t n = 10, T = 4, K = 2, rows = parallel ? T + K : n;
+    size_t T = 4, K = 2, rows = parallel ? T + K : n;
     float *teacher = NULL;
     if (distill) {
         teacher = malloc(rows * c.n_vocab * sizeof *teacher);
@@ -189,8 +191,8 @@ static void gradient_check(int tied, uint32_t kv_heads, int distill, int paralle
     worst = fmax(worst, check_tensor(&f, &m->out_norm, r));
     if (!tied) worst = fmax(worst, check_tensor(&f, &m->output, r));
     if (parallel) worst = fmax(worst, check_tensor(&f, &m->mask_embd, r));
-    print_message("  gradient check (tied %d, kv heads %u, distill %d, parallel %d): worst relative error %.2e\n",
-                  tied, kv_heads, distill, parallel, worst);
+    print_message("  gradient check (tied %d, kv heads %u, distill %d, parallel %d, %zu tokens): worst relative "
+                  "error %.2e\n", tied, kv_heads, distill, parallel, n, worst);
     sd_parallel_layout_free(lay);
     free(teacher);
     gsl_rng_free(r);
@@ -200,19 +202,29 @@ static void gradient_check(int tied, uint32_t kv_heads, int distill, int paralle
 static void test_train_gradient_untied_gqa(void **state)
 {
     (void)state;
-    gradient_check(0, 2, 0, 0);
+    gradient_check(0, 2, 0, 0, 10);
 }
 
 static void test_train_gradient_tied_mha_distill(void **state)
 {
     (void)state;
-    gradient_check(1, 4, 1, 0);
+    gradient_check(1, 4, 1, 0, 10);
 }
 
 static void test_train_gradient_untied_mqa_distill(void **state)
 {
     (void)state;
-    gradient_check(0, 1, 1, 0);
+    gradient_check(0, 1, 1, 0, 10);
+}
+
+/* 24 tokens: the trainer's passes of 16 or more go through gemm.h's tiles and the
+ * attention in blocks of query rows (a full block and a part), not the decoder's
+ * single-token kernels that the 10-token checks take. */
+static void test_train_gradient_long_sequence(void **state)
+{
+    (void)state;
+    gradient_check(0, 2, 0, 0, 24);
+    gradient_check(1, 4, 1, 0, 24);
 }
 
 /* ParallelSpec's group-wise layout: [MASK] embeddings, positions past the input's
@@ -220,8 +232,8 @@ static void test_train_gradient_untied_mqa_distill(void **state)
 static void test_train_gradient_parallel_layout(void **state)
 {
     (void)state;
-    gradient_check(1, 2, 1, 1);
-    gradient_check(0, 4, 0, 1);
+    gradient_check(1, 2, 1, 1, 10);
+    gradient_check(0, 4, 0, 1, 10);
 }
 
 /* What the layout promises (src/mask.h): every input of a training example sees what
@@ -591,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_train_gradient_untied_gqa),
         cmocka_unit_test(test_train_gradient_tied_mha_distill),
         cmocka_unit_test(test_train_gradient_untied_mqa_distill),
+        cmocka_unit_test(test_train_gradient_long_sequence),
         cmocka_unit_test(test_train_gradient_parallel_layout),
         cmocka_unit_test(test_train_parallel_layout_matches_inference),
         cmocka_unit_test(test_train_distill_self_teacher_is_zero),
