@@ -725,14 +725,16 @@ static void test_model_long_batch_bitwise(void **state)
 /* The thread-count policy, fed made-up timings: both counts tried twice, then the
  * faster; the slower one probed after 16, 32, 64 ... passes while the choice holds;
  * a machine that turns busy (all threads slow) flips it within a few passes, then
- * probes rarely; width classes keep their own choices. */
+ * probes rarely, a probe at least 100 x (slower / faster - 1) passes after the last
+ * (about 1% of their time); width classes keep their own choices; a cold first pass
+ * does not count against its thread count. */
 static void test_model_threads_policy(void **state)
 {
     (void)state;
     sd_llama *m = random_model(&tiny, 0, 5);
     sd_kv *kv;
     assert_int_equal(sd_kv_alloc(m, 8, &kv), SD_OK);
-    double secs[2] = {2e-3, 1e-3}; /* one thread, all: all is faster */
+    double secs[2] = {1.1e-3, 1e-3}; /* one thread, all: all 10% faster (a probe costs 0.1 pass) */
     int probe, which, seq[4];
     for (int i = 0; i < 4; i++) {
         seq[i] = sd_kv_threads_pick(kv, 8, &probe);
@@ -757,16 +759,30 @@ static void test_model_threads_policy(void **state)
     assert_int_equal(sd_kv_threads_pick(kv, 1, &probe), 1); /* all threads first */
     assert_int_equal(sd_kv_threads_pick(kv, 1, &probe), 0);
     /* the machine turns busy: all threads take 5 ms. Within a few passes the moving
-     * average prefers one thread; after that all threads run only as rare probes. */
+     * average prefers one thread; after that all threads run only as probes, each
+     * 100 x (5 / 1.1 - 1) = 354 passes or more after the one before */
     secs[1] = 5e-3;
-    int on_all = 0;
-    for (int call = 0; call < 300; call++) {
+    int on_all = 0, last = -1;
+    for (int call = 0; call < 1500; call++) {
         which = sd_kv_threads_pick(kv, 8, &probe);
         sd_kv_threads_record(kv, 8, which, probe, secs[which]);
-        if (call >= 5) on_all += which;
-        if (call >= 5 && which) assert_true(probe);
+        if (call >= 5 && which) {
+            assert_true(probe);
+            if (last >= 0) assert_true(call - last >= 354);
+            last = call, on_all++;
+        }
     }
-    assert_true(on_all >= 1 && on_all <= 5);
+    assert_true(on_all >= 2 && on_all <= 4);
+    /* a cache's first pass runs cold: of the first passes each count keeps its faster,
+     * so a cold 20 ms first pass on all threads (then 1 ms, one thread 1.2 ms) neither
+     * keeps one thread nor puts the first probe off */
+    secs[0] = 1.2e-3, secs[1] = 1e-3;
+    for (int call = 0; call < 40; call++) {
+        which = sd_kv_threads_pick(kv, 64, &probe);
+        sd_kv_threads_record(kv, 64, which, probe, 64 * (call == 0 ? 20e-3 : secs[which]));
+        if (call >= 4) assert_int_equal(which, !probe);
+        if (call >= 4 && probe) assert_true(call >= 4 + 19 && call <= 4 + 20); /* 100 x (1.2 - 1) passes */
+    }
     sd_kv_free(kv);
     sd_llama_free(m);
 }

@@ -65,11 +65,17 @@ int sd_kv_keep(sd_kv *kv, size_t base, const size_t *keep, size_t nkeep)
  * prompt 7969 against 10146 t/s); on a quiet machine, sleeping waits make a pass of a
  * few tokens on 2 threads slower than on 1 (4 tokens: 1.34 against 0.68 ms). So each
  * cache times its own passes, per width class, on one thread and on all the caller
- * allows, and runs the faster: both twice at first (all first), then the other one again after
- * KV_PROBE passes of the class, the wait doubling (to KV_PROBE_MAX) while the choice
- * holds, back to KV_PROBE when it flips. A machine that gets busy or quiet is noticed
- * within a period. */
-enum { KV_PROBE = 16, KV_PROBE_MAX = 256 };
+ * allows, and runs the faster: both twice at first (all first), then the other one
+ * again after KV_PROBE passes of the class, the wait doubling (to KV_PROBE_MAX) while
+ * the choice holds, back to KV_PROBE when it flips. A machine that gets busy or quiet
+ * is noticed within a period. A probe of the slower count costs what that count loses
+ * on one pass, and beside a busy process that is a lot: one token on both threads took
+ * 6.6-7.0 ms against 0.5 ms on one (the other thread waits for a core), so a probe
+ * every 256 passes cost 5% of generation (bench_model --load 1). The wait is therefore
+ * at least 100 x (slower / faster - 1) passes (to KV_PROBE_COSTLY): a probe costs
+ * about 1% of the passes around it, and a busy machine that turns quiet is noticed
+ * within a few thousand passes. */
+enum { KV_PROBE = 16, KV_PROBE_MAX = 256, KV_PROBE_COSTLY = 4096 };
 
 static size_t width_class(size_t n)
 {
@@ -97,12 +103,19 @@ void sd_kv_threads_record(sd_kv *kv, size_t n, int which, int probe, double seco
     size_t cls = width_class(n);
     double *t = kv->thr_secs[cls], per_token = seconds / (double)(n ? n : 1);
     int before = t[1] <= t[0];
-    /* a probe replaces the other count's estimate (it is old); else a moving average */
-    t[which] = t[which] == 0 || probe ? per_token : 0.75 * t[which] + 0.25 * per_token;
+    /* the first passes keep each count's faster (the very first of a cache runs cold: a
+     * moving average kept 75% of it, and the probes' wait below grows with the gap); a
+     * probe replaces the other count's estimate (it is old); else a moving average */
+    if (t[which] == 0 || probe) t[which] = per_token;
+    else if (kv->thr_calls[cls] <= 4) t[which] = per_token < t[which] ? per_token : t[which];
+    else t[which] = 0.75 * t[which] + 0.25 * per_token;
     if (kv->thr_calls[cls] == 4 || probe) {
         unsigned *period = &kv->thr_period[cls];
         int held = probe && (t[1] <= t[0]) == before && *period;
         *period = held ? (*period * 2 > KV_PROBE_MAX ? KV_PROBE_MAX : *period * 2) : KV_PROBE;
+        double fast = t[0] < t[1] ? t[0] : t[1], slow = t[0] < t[1] ? t[1] : t[0];
+        double cost = fast > 0 ? 100 * (slow / fast - 1) : 0;
+        if (cost > *period) *period = cost < KV_PROBE_COSTLY ? (unsigned)cost : KV_PROBE_COSTLY;
         kv->thr_next[cls] = kv->thr_calls[cls] + *period;
     }
 }
