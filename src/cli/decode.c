@@ -399,14 +399,15 @@ static int build_tree(const dec_opts *o, session *s, entry *e, const entry *prob
  * measured runs (a calibration that ran each scheme's prompts back to back read ar 5%
  * and the target's passes 8% fast against the runs: make bench-predict). Each scheme
  * keeps its own generator, all seeded alike.
- * - cal: the calibration, e->cal and s->ar_cal: ar the prompts' whole budgets, a scheme
- *   at most cap tokens; its rank counts kept; a scheme that fails (an LP too large, ...)
- *   is skipped with the reason and the others go on; the speedups' spread from prompt
- *   to prompt into s->costs.prompt_sd.
+ * - cal: the calibration, e->cal and s->ar_cal, at the prompts' whole budgets (a pass's
+ *   time grows with the context: at 32 tokens ar read 3.7% and the target's passes 3-4%
+ *   fast in make bench-predict); its rank counts kept; a scheme that fails (an LP too
+ *   large, ...) is skipped with the reason and the others go on; the speedups' spread
+ *   from prompt to prompt into s->costs.prompt_sd.
  * - else the measured runs, e->run and s->ar_run; --check compares each scheme's tokens
  *   with ar's on the spot. */
-static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne, size_t np, size_t cap,
-                            unsigned long seed, int cal)
+static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne, size_t np, unsigned long seed,
+                            int cal)
 {
     sd_tree_ws **ws = sd_xcalloc(ne, sizeof *ws);
     gsl_rng **rng = sd_xcalloc(ne + 1, sizeof *rng);
@@ -443,7 +444,6 @@ static int interleaved_runs(const dec_opts *o, session *s, entry *es, size_t ne,
             break;
         sd_decode_stats_add(cal ? &s->ar_cal : &s->ar_run, &round[ne]);
         sd_progress_add(&prog, 1);
-        if (cal && cap < dp.max_tokens) dp.max_tokens = cap;
         for (size_t i = 0; i < ne && !rc; i++) {
             entry *e = &es[i];
             if (e->skipped) continue;
@@ -582,9 +582,8 @@ static int measure(const dec_opts *o, session *s)
 
 /* Step 3: the calibration (a few prompts, another seed): the probe that the built trees
  * are built from (32 tokens a prompt), then ar and every scheme interleaved as in the
- * measured runs and at their lengths (a pass's time grows with the context: at 32 tokens
- * the target's passes read 3-4% fast in make bench-predict), and each scheme's
- * prediction. A scheme that cannot run on this pair is skipped with the reason. */
+ * measured runs and at their lengths, each scheme's prediction, and each against the
+ * predicted best. A scheme that cannot run on this pair is skipped with the reason. */
 static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry *probe)
 {
     size_t ncal = s->ncal = o->calibrate < s->np ? o->calibrate : s->np;
@@ -609,11 +608,8 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
             snprintf(e->why, sizeof e->why, "%s", sd_errmsg());
         }
     }
-    /* ar at the run's own lengths: its time per token, the denominator of every predicted
-     * speedup, grows with the context (attention), and 32 tokens read 3.7% fast (make
-     * bench-predict); ar is the cheapest scheme to calibrate */
     s->cal_speedup = sd_xcalloc(ne * ncal + 1, sizeof *s->cal_speedup);
-    if (!rc) rc = interleaved_runs(o, s, es, ne, ncal, o->max_tokens, seed, 1);
+    if (!rc) rc = interleaved_runs(o, s, es, ne, ncal, seed, 1);
     /* the target's time in the calibration's passes against the ladder's, by width */
     const sd_decode_stats **cals = sd_xcalloc(ne + 1, sizeof *cals);
     size_t ncals = 0;
@@ -691,7 +687,7 @@ static int decode(const dec_opts *o)
     }
     if (!rc) rc = measure(o, &s);
     if (!rc) rc = calibrate(o, &s, es, ne, &probe);
-    if (!rc) rc = interleaved_runs(o, &s, es, ne, s.np, o->max_tokens, o->sm.seed, 0);
+    if (!rc) rc = interleaved_runs(o, &s, es, ne, s.np, o->sm.seed, 0);
     /* M_T(1) again, timed as the ladder timed it, the draft's calls between the target's:
      * the machine's drift over the runs (timed alone, back to back, it read 0.26 ms against
      * the ladder's 0.46-0.50 and looked like a drift of -45%; timed alike, 0.32-0.40 after
