@@ -225,21 +225,12 @@ static double block_target(const sd_decode_costs *c, const sd_tree *t, const sd_
  * ran the runs' lengths): a prompt's last block is cut at its budget, so N(T) blocks
  * make T tokens, and for tokens per block X = 1 + the accepted nodes (integers),
  * E[N(T)] = T / E[X] + (E[X^2] - E[X]) / (2 E[X]^2) (renewal theory; exact to 1e-3 at
- * T = 30 for chains in test_decode). Node v accepted with probability P_v (its ranks'
- * acceptance down its path), and two nodes only both when one is the other's ancestor,
- * so E[X] = 1 + sum P_v and E[X^2] = 1 + sum P_v (2 depth_v + 1). Against E[X] alone,
- * chain:4 at 64 tokens reads 2% fewer tokens per block (make bench-predict's eff column:
- * -3 to -4% for chains). Without a calibrated length, E[X]. */
+ * T = 30 for chains in test_decode; the moments from sd_tree_predicted_moments).
+ * Against E[X] alone, chain:4 at 64 tokens reads 2% fewer tokens per block (make
+ * bench-predict's eff column: -3 to -4% for chains). Without a calibrated length, E[X]. */
 static double budget_efficiency(const sd_tree *t, const double *ranks, size_t nranks, const sd_decode_stats *cal)
 {
-    double *p = sd_xmalloc(t->n * sizeof *p), m1 = 1, m2 = 1;
-    p[0] = 1;
-    for (size_t v = 1; v < t->n; v++) {
-        size_t r = t->rank[v];
-        p[v] = p[t->parent[v]] * (r < nranks ? ranks[r] : 0);
-        m1 += p[v], m2 += p[v] * (2 * (double)t->depth[v] + 1);
-    }
-    free(p);
+    double m2, m1 = sd_tree_predicted_moments(t, ranks, nranks, &m2);
     double T = cal->sequences ? (double)cal->tokens / (double)cal->sequences : 0;
     return T > 0 ? T / (T / m1 + (m2 - m1) / (2 * m1 * m1)) : m1;
 }

@@ -183,4 +183,9 @@ int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, const s
 /* Predicted block efficiency 1 + sum of node values. */
 double sd_tree_predicted_efficiency(const sd_tree *t, const double *rank_accept, size_t max_rank);
 
+/* The same, and the second moment of a block's tokens X = 1 + the accepted nodes: node v
+ * is accepted with its value P_v, and two nodes only both when one is the other's
+ * ancestor, so E[X^2] = 1 + sum P_v (2 depth_v + 1). Returns E[X], *second E[X^2]. */
+double sd_tree_predicted_moments(const sd_tree *t, const double *rank_accept, size_t max_rank, double *second);
+
 #endif

@@ -128,16 +128,22 @@ int sd_tree_build_throughput(const double *rank_accept, size_t max_rank, const s
     return rc;
 }
 
-double sd_tree_predicted_efficiency(const sd_tree *t, const double *rank_accept, size_t max_rank)
+double sd_tree_predicted_moments(const sd_tree *t, const double *rank_accept, size_t max_rank, double *second)
 {
-    double *value = sd_xmalloc(t->n * sizeof *value), sum = 1;
+    double *value = sd_xmalloc(t->n * sizeof *value), sum = 1, sq = 1;
     value[0] = 1;
     for (size_t i = 1; i < t->n; i++) {
         size_t r = t->rank[i];
         value[i] = value[t->parent[i]] * (r < max_rank ? rank_accept[r] : 0);
-        sum += value[i];
+        sum += value[i], sq += value[i] * (2 * (double)t->depth[i] + 1);
     }
     free(value);
+    if (second) *second = sq;
     return sum;
+}
+
+double sd_tree_predicted_efficiency(const sd_tree *t, const double *rank_accept, size_t max_rank)
+{
+    return sd_tree_predicted_moments(t, rank_accept, max_rank, NULL);
 }
 

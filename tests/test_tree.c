@@ -171,6 +171,18 @@ static void test_tree_gt_hand_example(void **state)
     assert_int_equal(t->max_depth, 4);
     assert_int_equal(t->nchild[0], 2);
     assert_close(sd_tree_predicted_efficiency(t, a, 2), 2.7456, 1e-12, 0);
+    /* the second moment of a block's tokens, by the paths: the walk stops at node v with
+     * probability P_v - sum of its children's P, having made 1 + depth_v tokens */
+    double m2, m1 = sd_tree_predicted_moments(t, a, 2, &m2), *pv = malloc(t->n * sizeof *pv), e1 = 0, e2 = 0;
+    for (size_t v = 0; v < t->n; v++) pv[v] = v ? pv[t->parent[v]] * a[t->rank[v]] : 1;
+    for (size_t v = 0; v < t->n; v++) {
+        double stop = pv[v], x = 1 + (double)t->depth[v];
+        for (size_t j = 0; j < t->nchild[v]; j++) stop -= pv[sd_tree_child(t, v, j)];
+        e1 += stop * x, e2 += stop * x * x;
+    }
+    assert_close(m1, e1, 1e-12, 0);
+    assert_close(m2, e2, 1e-12, 0);
+    free(pv);
     sd_tree_free(t);
     /* a budget cuts the lowest values: 3 nodes are 0.6, 0.36, 0.216 */
     assert_int_equal(sd_tree_build_gt(a, 2, 0.1, 3, 10, &t), SD_OK);
