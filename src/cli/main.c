@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "progress.h"
@@ -75,37 +74,6 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "--version")) {
         printf("specdec %s\n", SPECDEC_VERSION);
         return CLI_OK;
-    }
-    /* The decoder's passes are short (well under a millisecond for small models), and
-     * OpenMP workers that spin between them (OMP_WAIT_POLICY=active, or libgomp's
-     * default spin of about 3 ms before sleeping) collapse when another process wants a
-     * core: the spinning thread holds it while its partner waits to run. On the shared
-     * 2-core machine bench_model's generation at 2 threads ran at 130-330 t/s spinning
-     * and 2100 t/s sleeping (passive; 1 thread: 1100-1400). Sleeping at once, though,
-     * makes every parallel region of a pass a wake-up: a brief spin (GOMP_SPINCOUNT
-     * 10000, about 0.1 ms) catches the next region of the same pass and still sleeps
-     * between passes. decode --scheme sd,gt-dynamic, 2 threads, quiet machine: ar 2930
-     * -> 3090-3240 t/s, sd 980-1270 -> 1600-1650, gt-dynamic 1770-1910 -> 1920-2150;
-     * beside a busy process (yes): ar 3030-3070 -> 2860-2940, sd and gt-dynamic within
-     * the runs' spread. bench_model beside a busy process, 2 threads against 1: the same
-     * prompt rate, generation 2960-3180 against 3130-3200 t/s.
-     * The policy is read when the runtime starts, before main: set it and start again,
-     * unless the user chose one (either variable). Every command that runs the decoder
-     * gets it: decode, generate, and any other given a GGUF model (tree, mc, synth-log,
-     * compare with gguf:DRAFT,TARGET; 2 s against 0.05 s for 10 chain blocks of
-     * `tree --lm gguf:` beside one busy process with libgomp's default spin). */
-    char self[4096];
-    ssize_t len;
-    int decoder = !strcmp(cmd, "decode") || !strcmp(cmd, "generate");
-    for (int i = 2; i < argc && !decoder; i++) {
-        size_t n = strlen(argv[i]);
-        decoder = strstr(argv[i], "gguf:") || (n > 5 && !strcmp(argv[i] + n - 5, ".gguf"));
-    }
-    if (decoder && !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") &&
-        (len = readlink("/proc/self/exe", self, sizeof self - 1)) > 0 && !setenv("OMP_WAIT_POLICY", "passive", 1) &&
-        !setenv("GOMP_SPINCOUNT", "10000", 1)) {
-        self[len] = 0;
-        execv(self, argv); /* returns only on failure: go on as we are */
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);

@@ -12,6 +12,7 @@
 
 #include "gemm.h"
 #include "gguf.h"
+#include "pool.h"
 #include "sd_error.h"
 
 
@@ -286,15 +287,16 @@ typedef struct {
     float *scale;  /* [n][cols / 32] */
     int8_t *q;     /* [n][cols] */
     float *rows;   /* [threads][cols] */
+    int threads;   /* this pass's threads (sd_pool_for) */
     int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
 } mm_scratch;
 
 /* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
  * (every matrix of a 5.5M-parameter model but the output, for one token) waking a
- * second thread costs more than it saves, and each parallel region is a point where
- * a thread the OS has preempted holds up the other. Measured with bench_model, 2
- * threads, OMP_WAIT_POLICY=passive, on the shared 2-core machine: generation 640 t/s
- * with a limit of 32768, 2130 with 2^18 (1 thread: 1400). */
+ * second thread costs more than it saves. Measured with bench_model, 2 threads, on
+ * the shared 2-core machine, when the loops were OpenMP regions with sleeping waits:
+ * generation 640 t/s with a limit of 32768, 2130 with 2^18 (1 thread: 1400). With
+ * the pool's loops (pool.h), 2^15 and 2^18 measured the same within the noise. */
 enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
 
 /* One product of a group: y[t][r] = sum_c W[r][c] x[t][c] for the group's n tokens. */
@@ -317,10 +319,10 @@ typedef struct {
 } mm_swiglu;
 
 /* The k products of one input x (n tokens of cols): q, k and v, or gate and up, in one
- * parallel region (each region is a wake-up and a wait for every thread: with sleeping
- * waits, 49 of them a pass cost a fifth of a 64-token prompt), their rows in chunks of
+ * loop of the pool (each loop is a wake-up and a wait: with OpenMP's sleeping waits,
+ * 49 regions a pass cost a fifth of a 64-token prompt), their rows in chunks of
  * MATMUL_CHUNK handed out as threads come for them (a thread the OS has taken away
- * holds up at most one chunk).
+ * holds up at most one chunk, and one that has not woken is not waited for).
  * - Float weights, any n: sd_dot_rows_tokens, every token's outputs those of the
  *   single-token dot product, bit for bit: a token's logits do not depend on the
  *   batch or the tree it is verified in.
@@ -329,12 +331,58 @@ typedef struct {
  * - The trainer's passes (s->gemm: long sequences, F32 weights): gemm.h's register
  *   tiles, reproducible but not summed in sd_dot_row's lanes. Inference never comes
  *   here: its logits stay those of one-token passes, bit for bit. */
+typedef struct {
+    const float *x;
+    size_t n, cols, k;
+    const mm_scratch *s;
+    const mm_out *o;
+    const int *gemm;
+    const mm_swiglu *pre;
+} mm_job;
+
+enum { SWIGLU_CHUNK = 4096 };
+
+static void mm_swiglu_task(void *ctx, size_t c, int thread)
+{
+    const mm_swiglu *pre = ((const mm_job *)ctx)->pre;
+    size_t end = (c + 1) * SWIGLU_CHUNK < pre->len ? (c + 1) * SWIGLU_CHUNK : pre->len;
+    (void)thread;
+    for (size_t i = c * SWIGLU_CHUNK; i < end; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
+}
+
+static void mm_quant_task(void *ctx, size_t t, int thread)
+{
+    const mm_job *j = ctx;
+    (void)thread;
+    sd_quantize_act(j->x + t * j->cols, j->cols, j->s->scale + t * (j->cols / SD_QK), j->s->q + t * j->cols);
+}
+
+/* Chunk c of the rows of the group's products (the gemm ones skipped). */
+static void mm_rows_task(void *ctx, size_t c, int thread)
+{
+    const mm_job *j = ctx;
+    const mm_out *o = j->o;
+    size_t i = 0, cc = c; /* product i, its chunk cc */
+    while (j->gemm[i] || cc >= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK) {
+        if (!j->gemm[i]) cc -= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
+        i++;
+    }
+    const sd_tensor *w = o[i].w;
+    size_t rows = o[i].rows, r0 = cc * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
+    const char *wr = (const char *)w->data + r0 * sd_ttype_row_bytes(w->type, j->cols);
+    if (mm_quantized(w))
+        sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->cols, j->n, o[i].y + r0, rows);
+    else
+        sd_dot_rows_tokens(w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows,
+                           j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
+}
+
 static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
                          const mm_swiglu *pre)
 {
     size_t chunks = 0, work = 0;
     int quant = 0, gemm[3] = {0};
-    if (pre && s->gemm) { /* the trainer's products below read x before the region */
+    if (pre && s->gemm) { /* the trainer's products below read x before the loops */
         for (size_t i = 0; i < pre->len; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
         pre = NULL;
     }
@@ -348,32 +396,13 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
         chunks += (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
         work += o[i].rows * cols * n;
     }
-#pragma omp parallel if (work >= MATMUL_PAR_MIN)
-    {
-        if (pre) { /* serial it was 4-5% of a 64-token pass (active waits) */
-#pragma omp for schedule(static)
-            for (size_t i = 0; i < pre->len; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
-        }
-        if (quant) {
-#pragma omp for schedule(static)
-            for (size_t t = 0; t < n; t++)
-                sd_quantize_act(x + t * cols, cols, s->scale + t * (cols / SD_QK), s->q + t * cols);
-        }
-        float *buf = s->rows + (size_t)omp_get_thread_num() * sd_dot_rows_ws(cols);
-#pragma omp for schedule(dynamic, 1)
-        for (size_t c = 0; c < chunks; c++) {
-            size_t i = 0, cc = c; /* product i, its chunk cc */
-            while (gemm[i] || cc >= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK) {
-                if (!gemm[i]) cc -= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
-                i++;
-            }
-            const sd_tensor *w = o[i].w;
-            size_t rows = o[i].rows, r0 = cc * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
-            const char *wr = (const char *)w->data + r0 * sd_ttype_row_bytes(w->type, cols);
-            if (mm_quantized(w)) sd_dot_rows_act_tokens(w->type, wr, nr, s->scale, s->q, cols, n, o[i].y + r0, rows);
-            else sd_dot_rows_tokens(w->type, wr, nr, x, cols, n, o[i].y + r0, rows, buf);
-        }
-    }
+    if (!chunks) return;
+    mm_job j = {x, n, cols, k, s, o, gemm, pre};
+    int threads = work >= MATMUL_PAR_MIN ? s->threads : 1;
+    /* serial, h was 4-5% of a 64-token pass */
+    if (pre) sd_pool_for(threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &j);
+    if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
+    sd_pool_for(threads, chunks, mm_rows_task, &j);
 }
 
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
@@ -457,13 +486,13 @@ static int forward_check(const sd_llama *m, const sd_kv *kv, const int32_t *toke
 /* Work space from the cache's scratch (grown to the largest call, then reused: a
  * generation step allocates nothing); the trainer's record replaces the parts the
  * backward pass reads. */
-static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int record, fwd_ws *w)
+static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int record, int threads, fwd_ws *w)
 {
     size_t d = c->dim, hd = c->head_dim, nh = c->n_head, F = c->ffn_dim, qw = nh * hd;
     size_t ctx = kv->n + n, cmax = d > qw ? d : qw;
     if (F > cmax) cmax = F;
-    int threads = omp_get_max_threads();
     memset(w, 0, sizeof *w);
+    w->ms.threads = threads;
     for (int pass = 0; pass < 2; pass++) { /* pass 0 measures, pass 1 carves */
         size_t at = 0;
 #define TAKE(ptr, count) \
@@ -563,37 +592,55 @@ static void weighted_values(float *restrict o, const float *restrict p, const fl
 
 /* ao = softmax(q K^T / sqrt(hd) + mask) V for every token and head, over the cached
  * keys (all visible) and the n new ones (the mask, or causal). att keeps the
- * probabilities: [head][i][j] over the n keys in a record, else [i][head][j]. */
+ * probabilities: [head][i][j] over the n keys in a record, else [i][head][j]. One
+ * task a (token, head). */
+typedef struct {
+    const sd_llama_config *c;
+    const sd_kv *kv;
+    uint32_t l;
+    size_t n;
+    const unsigned char *mask;
+    const float *q;
+    float *att, *ao;
+    int record;
+} att_job;
+
+static void attention_task(void *ctx, size_t t, int thread)
+{
+    const att_job *a = ctx;
+    const sd_llama_config *c = a->c;
+    size_t hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, qw = nh * hd, kw = nkv * hd;
+    size_t n = a->n, base = a->kv->n, ctx_len = base + n, i = t / nh, hh = t % nh, kvh = hh / (nh / nkv);
+    const float *K = a->kv->k + (size_t)a->l * a->kv->cap * kw, *Vv = a->kv->v + (size_t)a->l * a->kv->cap * kw;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *p = a->record ? a->att + (hh * n + i) * n : a->att + (i * nh + hh) * ctx_len;
+    const float *qi = a->q + i * qw + hh * hd;
+    const unsigned char *mask = a->mask;
+    (void)thread;
+    /* causal: the keys past the token's own are masked, their probability 0 */
+    size_t jend = mask ? ctx_len : base + i + 1;
+    float mx = -INFINITY;
+    sd_dot_short_rows(qi, K + kvh * hd, kw, hd, jend, p);
+    for (size_t j = 0; j < jend; j++) {
+        int vis = j < base || !mask || mask[i * n + (j - base)] != 0;
+        float sc = vis ? p[j] * scale : -INFINITY;
+        p[j] = sc;
+        if (sc > mx) mx = sc;
+    }
+    double z = exp_shifted(p, jend, mx);
+    float inv = (float)(1.0 / z);
+    for (size_t j = 0; j < jend; j++) p[j] *= inv;
+    for (size_t j = jend; j < ctx_len; j++) p[j] = 0;
+    weighted_values(a->ao + i * qw + hh * hd, p, Vv + kvh * hd, kw, jend, hd);
+}
+
 static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t l, size_t n,
                             const unsigned char *mask, const float *q, float *att, int record,
-                            float *ao)
+                            float *ao, int threads)
 {
-    size_t hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, qw = nh * hd, kw = nkv * hd;
-    size_t base = kv->n, ctx = base + n, group = nh / nkv;
-    float scale = 1.0f / sqrtf((float)hd);
-    const float *K = kv->k + (size_t)l * kv->cap * kw, *Vv = kv->v + (size_t)l * kv->cap * kw;
-#pragma omp parallel for collapse(2) schedule(static) if (n * nh * ctx > 4096)
-    for (size_t i = 0; i < n; i++)
-        for (size_t hh = 0; hh < nh; hh++) {
-            float *p = record ? att + (hh * n + i) * n : att + (i * nh + hh) * ctx;
-            const float *qi = q + i * qw + hh * hd;
-            size_t kvh = hh / group;
-            /* causal: the keys past the token's own are masked, their probability 0 */
-            size_t jend = mask ? ctx : base + i + 1;
-            float mx = -INFINITY;
-            sd_dot_short_rows(qi, K + kvh * hd, kw, hd, jend, p);
-            for (size_t j = 0; j < jend; j++) {
-                int vis = j < base || !mask || mask[i * n + (j - base)] != 0;
-                float sc = vis ? p[j] * scale : -INFINITY;
-                p[j] = sc;
-                if (sc > mx) mx = sc;
-            }
-            double z = exp_shifted(p, jend, mx);
-            float inv = (float)(1.0 / z);
-            for (size_t j = 0; j < jend; j++) p[j] *= inv;
-            for (size_t j = jend; j < ctx; j++) p[j] = 0;
-            weighted_values(ao + i * qw + hh * hd, p, Vv + kvh * hd, kw, jend, hd);
-        }
+    att_job a = {c, kv, l, n, mask, q, att, ao, record};
+    size_t tasks = n * c->n_head;
+    sd_pool_for(tasks * (kv->n + n) > 4096 ? threads : 1, tasks, attention_task, &a);
 }
 
 /* x += wo attention(norm(x)); the new keys and values go to the cache (and the record). */
@@ -617,7 +664,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
         memcpy(A->k, kc, n * kw * sizeof *kc);
         memcpy(A->v, vc, n * kw * sizeof *vc);
     }
-    attention_heads(c, kv, l, n, mask, b->q, b->att, A != NULL, b->ao);
+    attention_heads(c, kv, l, n, mask, b->q, b->att, A != NULL, b->ao, w->ms.threads);
     matmul(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
@@ -685,10 +732,10 @@ static int threads_fixed(void)
 }
 
 static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n, const size_t *pos,
-                         const unsigned char *mask, const size_t *rows, size_t n_rows, float *logits)
+                         const unsigned char *mask, const size_t *rows, size_t n_rows, float *logits, int threads)
 {
     fwd_ws w;
-    forward_carve(&m->cfg, kv, n, 0, &w);
+    forward_carve(&m->cfg, kv, n, 0, threads, &w);
     forward_embed(m, kv, tokens, n, pos, w.x);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
     kv->n += n;
@@ -706,17 +753,15 @@ int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, s
         if (rows[i] >= n || (i && rows[i] <= rows[i - 1]))
             return sd_error(SD_EINVAL, "logit rows: entry %zu (%zu) is out of order or past the %zu tokens", i,
                             rows[i], n);
-    int all = omp_get_max_threads();
-    if (all == 1 || omp_in_parallel() || threads_fixed()) {
-        forward_pass(m, kv, tokens, n, pos, mask, rows, n_rows, logits);
+    int all = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (all == 1 || threads_fixed()) {
+        forward_pass(m, kv, tokens, n, pos, mask, rows, n_rows, logits, all);
         return SD_OK;
     }
     int probe, which = sd_kv_threads_pick(kv, n, &probe);
-    if (!which) omp_set_num_threads(1);
     double t0 = sd_seconds();
-    forward_pass(m, kv, tokens, n, pos, mask, rows, n_rows, logits);
+    forward_pass(m, kv, tokens, n, pos, mask, rows, n_rows, logits, which ? all : 1);
     sd_kv_threads_record(kv, n, which, probe, sd_seconds() - t0);
-    if (!which) omp_set_num_threads(all);
     return SD_OK;
 }
 
@@ -729,7 +774,7 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
     int rc = forward_check(m, kv, tokens, n, pos, mask, acts);
     if (rc) return rc;
     fwd_ws w;
-    forward_carve(&m->cfg, kv, n, 1, &w);
+    forward_carve(&m->cfg, kv, n, 1, omp_in_parallel() ? 1 : omp_get_max_threads(), &w);
     w.ms.gemm = n >= 16;
     forward_embed(m, kv, tokens, n, pos, w.x);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, &acts->layer[l]);

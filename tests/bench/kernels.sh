@@ -3,8 +3,8 @@
 # run: the matrix products alone (GFLOP/s beside the machine's FMA peak), the model
 # bench at 2 threads beside llama-bench on the same file when llama.cpp is built
 # (tests/bench/llamacpp/build.sh), and 1 against 2 threads with and without a busy
-# process beside them (bench_model --load 1), under passive, brief (the decoder
-# commands' default) and active waits.
+# process beside them: bench_model --load 1, and specdec generate's wall rate beside
+# `yes` (KERNELS_RUNS runs each, default 8).
 # Every figure is the best of several runs; on a shared machine they still move from
 # run to run: read the load average printed at the top.
 # usage: tests/bench/kernels.sh [BUILD_DIR] [MODEL.gguf]
@@ -18,21 +18,9 @@ LB=.cache/llama.cpp-build/bin/llama-bench
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 "$B" "$MODEL" --kernels
 echo
-# waits: OpenMP's policy, or brief: the decoder commands' default (a spin of about
-# 0.1 ms, then sleep; src/cli/main.c)
-waits() {
-    w=$1
-    shift
-    case $w in
-        brief) env OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=10000 "$@" ;;
-        *) env OMP_WAIT_POLICY="$w" "$@" ;;
-    esac
-}
-echo "## the model, 2 threads: specdec (passive, brief and active waits) and llama.cpp"
-for pol in passive brief active; do
-    echo "specdec, waits $pol:"
-    waits $pol "$B" "$MODEL" --threads 2 | tail -n 4 | sed 's/^/  /'
-done
+echo "## the model, 2 threads: specdec and llama.cpp (OpenMP's passive and active waits)"
+echo "specdec:"
+"$B" "$MODEL" --threads 2 | tail -n 4 | sed 's/^/  /'
 if [ -x "$LB" ]; then
     for pol in passive active; do
         echo "llama-bench, OMP_WAIT_POLICY=$pol:"
@@ -44,13 +32,32 @@ else
     echo "(llama.cpp not built: sh tests/bench/llamacpp/build.sh for the side-by-side figures)"
 fi
 echo
-echo "## 1 vs 2 threads, alone and beside one busy process (prompt t/s, generation t/s)"
-for pol in passive brief active; do
-    for load in 0 1; do
-        for t in 1 2; do
-            r=$(waits $pol "$B" "$MODEL" --threads $t --load $load | tail -n 1)
-            set -- $r
-            printf '%-8s load %d  %d thread(s): prompt %9s t/s  generation %9s t/s\n' "$pol" "$load" "$t" "$4" "$5"
-        done
+echo "## 1 vs 2 threads, alone and beside one busy process (bench_model: the best of its runs)"
+for load in 0 1; do
+    for t in 1 2; do
+        r=$("$B" "$MODEL" --threads $t --load $load | tail -n 1)
+        set -- $r
+        printf 'load %d  %d thread(s): prompt %9s t/s  generation %9s t/s\n' "$load" "$t" "$4" "$5"
     done
 done
+# what a user sees: specdec generate, 200 tokens, its generation's wall rate, the two
+# thread counts taking turns (the mean over the runs, and the slowest)
+SD=$BUILD/specdec
+if [ -x "$SD" ]; then
+    RUNS=${KERNELS_RUNS:-8}
+    echo
+    echo "## specdec generate --max-tokens 200, beside one busy process: 1 vs 2 threads, $RUNS runs each, taking turns"
+    yes > /dev/null &
+    busy=$!
+    trap 'kill $busy 2>/dev/null' EXIT
+    for i in $(seq "$RUNS"); do
+        for t in 1 2; do
+            "$SD" generate --model "$MODEL" --prompt "Once upon a time there was a" --max-tokens 200 \
+                --temperature 0 --json --threads $t |
+                sed -n 's/.*"generation_wall_tokens_per_second": \([0-9.]*\).*/\1/p' | sed "s/^/$t /"
+        done
+    done | awk '{ s[$1] += $2; n[$1]++; if (!($1 in lo) || $2 < lo[$1]) lo[$1] = $2; r[$1] = r[$1] sprintf(" %.0f", $2) }
+                END { for (t = 1; t <= 2; t++) printf "%d thread(s): mean %7.0f t/s, slowest %7.0f:%s\n", t, s[t] / n[t], lo[t], r[t];
+                      printf "2 threads / 1 thread: %.3f (means)\n", (s[2] / n[2]) / (s[1] / n[1]) }'
+    kill $busy 2>/dev/null
+fi
