@@ -124,9 +124,19 @@ static void pool_stop(void)
     P.n_workers = 0;
 }
 
-/* A forked child has the caller's thread only. */
-static void pool_forked(void)
+/* Around a fork the caller holds the lock (a worker going to sleep holds it for a
+ * moment, and a child would find it held forever). The child has the caller's
+ * thread only: no workers, and none asleep on the condition variable (a broadcast
+ * to the parent's sleepers waited for them forever). */
+static void pool_fork_prepare(void) { pthread_mutex_lock(&P.lock); }
+
+static void pool_fork_parent(void) { pthread_mutex_unlock(&P.lock); }
+
+static void pool_fork_child(void)
 {
+    pthread_mutex_unlock(&P.lock);
+    pthread_cond_init(&P.wake, NULL);
+    atomic_store(&P.sleepers, 0);
     P.n_workers = 0;
     atomic_flag_clear(&P.busy);
 }
@@ -137,7 +147,7 @@ static int pool_grow(int threads)
 {
     if (!P.n_workers && threads > 1) {
         atexit(pool_stop);
-        pthread_atfork(NULL, NULL, pool_forked);
+        pthread_atfork(pool_fork_prepare, pool_fork_parent, pool_fork_child);
     }
     while (P.n_workers + 1 < threads &&
            !pthread_create(&P.tid[P.n_workers], NULL, worker, (void *)(intptr_t)(P.n_workers + 1)))
