@@ -1,7 +1,10 @@
 /* gemm: blocked F32 matrix product (see gemm.h). */
 #include "gemm.h"
 
+#include <omp.h>
 #include <string.h>
+
+#include "pool.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -179,6 +182,26 @@ static void task(int simd, size_t i0, size_t i1, size_t j0, size_t nr, size_t K,
     }
 }
 
+/* One product's tasks (sd_pool_for): task t is the column block t / mt of C, rows
+ * t % mt of mc. */
+typedef struct {
+    int simd, accumulate;
+    size_t M, N, K, mt, mc, width;
+    const float *A, *B;
+    size_t a_rs, a_ks, b_rs, b_cs;
+    float *C;
+    size_t ldc;
+} gemm_job;
+
+static void gemm_task(void *ctx, size_t t, int thread)
+{
+    const gemm_job *g = ctx;
+    size_t i0 = t % g->mt * g->mc, j0 = t / g->mt * g->width;
+    size_t i1 = g->M - i0 < g->mc ? g->M : i0 + g->mc, nr = g->N - j0 < g->width ? g->N - j0 : g->width;
+    (void)thread;
+    task(g->simd, i0, i1, j0, nr, g->K, g->A, g->a_rs, g->a_ks, g->B, g->b_rs, g->b_cs, g->C, g->ldc, g->accumulate);
+}
+
 void sd_gemm_f32(size_t M, size_t N, size_t K, const float *A, size_t a_rs, size_t a_ks,
                  const float *B, size_t b_rs, size_t b_cs, float *C, size_t ldc, int accumulate)
 {
@@ -196,10 +219,7 @@ void sd_gemm_f32(size_t M, size_t N, size_t K, const float *A, size_t a_rs, size
     size_t mc = ((M + mt - 1) / mt + MR - 1) / MR * MR;
     if (mc < 4 * MR) mc = 4 * MR;
     mt = (M + mc - 1) / mc;
-#pragma omp parallel for schedule(dynamic, 1) if ((double)M * (double)N * (double)K > 1e5)
-    for (size_t t = 0; t < mt * nt; t++) {
-        size_t i0 = t % mt * mc, j0 = t / mt * width;
-        size_t i1 = M - i0 < mc ? M : i0 + mc, nr = N - j0 < width ? N - j0 : width;
-        task(simd, i0, i1, j0, nr, K, A, a_rs, a_ks, B, b_rs, b_cs, C, ldc, accumulate);
-    }
+    gemm_job g = {simd, accumulate, M, N, K, mt, mc, width, A, B, a_rs, a_ks, b_rs, b_cs, C, ldc};
+    int threads = (double)M * (double)N * (double)K > 1e5 ? omp_get_max_threads() : 1;
+    sd_pool_for(threads, mt * nt, gemm_task, &g);
 }

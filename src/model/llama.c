@@ -382,8 +382,9 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
 {
     size_t chunks = 0, work = 0;
     int quant = 0, gemm[3] = {0};
-    if (pre && s->gemm) { /* the trainer's products below read x before the loops */
-        for (size_t i = 0; i < pre->len; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
+    if (pre && s->gemm) { /* the trainer's products below read x (h) before the loops */
+        mm_job hj = {.pre = pre};
+        sd_pool_for(s->threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &hj);
         pre = NULL;
     }
     for (size_t i = 0; i < k; i++) {

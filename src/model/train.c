@@ -2,7 +2,9 @@
  *
  * Reading order: the trainer's memory, initialisation, the losses on the logits,
  * the backward pass (output, then the blocks in reverse, then the embedding), the
- * optimizer. Every matrix product is one sd_gemm_f32 (gemm.h).
+ * optimizer. Every matrix product is one sd_gemm_f32 (gemm.h); the other loops over
+ * tokens, heads or weights run as tasks on pool.h's threads, each task summing in a
+ * fixed order, so the weights after a step do not depend on the thread count.
  *
  * Shapes: n tokens, d = dim, qw = n_head hd, kw = n_head_kv hd, F = ffn_dim,
  * V = n_vocab. A weight W with `rows` outputs and `cols` inputs is row-major
@@ -22,6 +24,7 @@
 #endif
 
 #include "gemm.h"
+#include "pool.h"
 #include "sd_error.h"
 
 /* ---- the trainer's memory ---- */
@@ -40,10 +43,11 @@ struct sd_train_ws {
     float *dq, *dao;        /* [seq_len][qw] */
     float *dk, *dv;         /* [seq_len][kw] */
     float *dgate, *dup;     /* [seq_len][F] */
-    float *dp;              /* [seq_len][seq_len] one head's dL/dscores */
+    float *dp;              /* [att_threads][seq_len][seq_len] one head's dL/dscores per thread */
     float *rope_cos, *rope_sin; /* [ctx_len][hd/2] by position */
     float *soft;            /* [n_threads][2][V] softmax rows of student and teacher at T */
     int n_threads;
+    int att_threads;        /* threads of attention_back: at most one a key/value head */
     segment *seg;
     size_t n_seg;
 };
@@ -97,12 +101,13 @@ int sd_train_from_model(sd_llama *m, size_t seq_len, sd_train **out)
     ws->dq = f32(n * qw), ws->dao = f32(n * qw);
     ws->dk = f32(n * kw), ws->dv = f32(n * kw);
     ws->dgate = f32(n * c->ffn_dim), ws->dup = f32(n * c->ffn_dim);
-    ws->dp = f32(n * n);
 #ifdef _OPENMP
     ws->n_threads = omp_get_max_threads();
 #else
     ws->n_threads = 1;
 #endif
+    ws->att_threads = ws->n_threads < (int)c->n_head_kv ? ws->n_threads : (int)c->n_head_kv;
+    ws->dp = f32((size_t)ws->att_threads * n * n);
     ws->soft = f32((size_t)ws->n_threads * 2 * c->n_vocab);
     size_t np = c->ctx_len; /* positions: an example's may run past its length */
     ws->rope_cos = f32(np * hd / 2), ws->rope_sin = f32(np * hd / 2);
@@ -241,53 +246,60 @@ static double softmax_row(const float *row, size_t V, double temp, float *out)
 }
 
 /* Per position: the cross-entropy, the KL to the teacher, and (grad_scale > 0) the
- * gradient of the mixed loss times grad_scale, written over the logits. */
+ * gradient of the mixed loss times grad_scale, written over the logits. One task a
+ * position (sd_pool_for), each thread with its own softmax rows. */
+typedef struct {
+    sd_train_ws *ws;
+    const sd_train_example *ex;
+    size_t V;
+    double alpha, T;
+    float grad_scale;
+} loss_job;
+
+static void loss_task(void *ctx, size_t i, int thread)
+{
+    const loss_job *job = ctx;
+    sd_train_ws *ws = job->ws;
+    const sd_train_example *ex = job->ex;
+    size_t V = job->V;
+    float *ps = ws->soft + (size_t)thread * 2 * V, *pt = ps + V, grad_scale = job->grad_scale;
+    const float *teacher = ex->teacher;
+    double alpha = job->alpha, T = job->T;
+    float *row = ws->logits + i * V;
+    if (ex->label[i] < 0) { /* ignored: no loss, no gradient */
+        ws->row_ce[i] = ws->row_kl[i] = 0;
+        if (grad_scale != 0) memset(row, 0, V * sizeof *row);
+        return;
+    }
+    size_t y = (size_t)ex->label[i];
+    double lse = softmax_row(row, V, 1.0, NULL);
+    ws->row_ce[i] = lse - row[y];
+    ws->row_kl[i] = 0;
+    if (teacher) {
+        const float *tr = teacher + (ex->teacher_row ? ex->teacher_row[i] : i) * V;
+        double lse_s = softmax_row(row, V, T, ps), lse_t = softmax_row(tr, V, T, pt);
+        double kl = 0;
+        for (size_t j = 0; j < V; j++)
+            if (pt[j] > 0) kl += pt[j] * ((tr[j] / T - lse_t) - (row[j] / T - lse_s));
+        ws->row_kl[i] = kl;
+    }
+    if (grad_scale == 0) return;
+    /* d CE / dz = softmax(z) - onehot; d T^2 KL / dz = T (softmax(z/T) - teacher_T) */
+    float hard = (float)((1 - alpha) * grad_scale), soft = (float)(alpha * T * grad_scale);
+    sd_exp_shifted(row, V, (float)lse, 1.0f, row); /* softmax(z), its arguments <= about 0 */
+    for (size_t j = 0; j < V; j++) {
+        float g = hard * row[j];
+        if (teacher) g += soft * (ps[j] - pt[j]);
+        row[j] = g;
+    }
+    row[y] -= hard;
+}
+
 static void losses(sd_train *t, const sd_train_example *ex, const sd_train_params *p, float grad_scale)
 {
-    sd_train_ws *ws = t->ws;
     size_t V = t->model->cfg.n_vocab, n = ex->n;
-    const float *teacher = ex->teacher;
-    double alpha = teacher ? p->distill_alpha : 0.0, T = p->distill_temp;
-#pragma omp parallel num_threads(ws->n_threads) if (n * V > 65536)
-    {
-        /* per thread: student and teacher softmax at temperature T */
-#ifdef _OPENMP
-        float *ps = ws->soft + (size_t)omp_get_thread_num() * 2 * V, *pt = ps + V;
-#else
-        float *ps = ws->soft, *pt = ps + V;
-#endif
-#pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            float *row = ws->logits + i * V;
-            if (ex->label[i] < 0) { /* ignored: no loss, no gradient */
-                ws->row_ce[i] = ws->row_kl[i] = 0;
-                if (grad_scale != 0) memset(row, 0, V * sizeof *row);
-                continue;
-            }
-            size_t y = (size_t)ex->label[i];
-            double lse = softmax_row(row, V, 1.0, NULL);
-            ws->row_ce[i] = lse - row[y];
-            ws->row_kl[i] = 0;
-            if (teacher) {
-                const float *tr = teacher + (ex->teacher_row ? ex->teacher_row[i] : i) * V;
-                double lse_s = softmax_row(row, V, T, ps), lse_t = softmax_row(tr, V, T, pt);
-                double kl = 0;
-                for (size_t j = 0; j < V; j++)
-                    if (pt[j] > 0) kl += pt[j] * ((tr[j] / T - lse_t) - (row[j] / T - lse_s));
-                ws->row_kl[i] = kl;
-            }
-            if (grad_scale == 0) continue;
-            /* d CE / dz = softmax(z) - onehot; d T^2 KL / dz = T (softmax(z/T) - teacher_T) */
-            float hard = (float)((1 - alpha) * grad_scale), soft = (float)(alpha * T * grad_scale);
-            sd_exp_shifted(row, V, (float)lse, 1.0f, row); /* softmax(z), its arguments <= about 0 */
-            for (size_t j = 0; j < V; j++) {
-                float g = hard * row[j];
-                if (teacher) g += soft * (ps[j] - pt[j]);
-                row[j] = g;
-            }
-            row[y] -= hard;
-        }
-    }
+    loss_job job = {t->ws, ex, V, ex->teacher ? p->distill_alpha : 0.0, p->distill_temp, grad_scale};
+    sd_pool_for(n * V > 65536 ? t->ws->n_threads : 1, n, loss_task, &job);
 }
 
 static void sum_losses(const sd_train *t, size_t n, size_t labelled, double alpha, double T,
@@ -302,24 +314,50 @@ static void sum_losses(const sd_train *t, size_t n, size_t labelled, double alph
 
 /* ---- the backward pass ---- */
 
-/* Through y = x r w (r = 1 / rms(x), kept by the forward): dx (+)= dL/dx, dw += dL/dw. */
-static void rmsnorm_back(float *dx, int acc, const float *dy, const float *x, const float *rms,
-                         const float *w, float *dw, size_t n, size_t d)
+/* Through y = x r w (r = 1 / rms(x), kept by the forward): dx (+)= dL/dx, dw += dL/dw.
+ * Tasks: the tokens' dx, then dw in blocks of NORM_COLS columns, each summed over
+ * the tokens in their order (the bits of one thread). */
+typedef struct {
+    float *dx, *dw;
+    const float *dy, *x, *rms, *w;
+    size_t n, d;
+    int acc;
+} norm_job;
+
+enum { NORM_COLS = 16 };
+
+static void norm_dx_task(void *ctx, size_t t, int thread)
 {
-#pragma omp parallel for schedule(static) if (n * d > 16384)
-    for (size_t t = 0; t < n; t++) {
-        const float *dyt = dy + t * d, *xt = x + t * d;
-        float r = rms[t], *o = dx + t * d;
-        double dot = 0;
-        for (size_t i = 0; i < d; i++) dot += (double)dyt[i] * w[i] * xt[i];
-        float c = (float)(dot * r * r * r / (double)d);
-        for (size_t i = 0; i < d; i++) {
-            float g = r * dyt[i] * w[i] - c * xt[i];
-            o[i] = acc ? o[i] + g : g;
-        }
+    const norm_job *j = ctx;
+    size_t d = j->d;
+    const float *dyt = j->dy + t * d, *xt = j->x + t * d, *w = j->w;
+    float r = j->rms[t], *o = j->dx + t * d;
+    double dot = 0;
+    (void)thread;
+    for (size_t i = 0; i < d; i++) dot += (double)dyt[i] * w[i] * xt[i];
+    float c = (float)(dot * r * r * r / (double)d);
+    for (size_t i = 0; i < d; i++) {
+        float g = r * dyt[i] * w[i] - c * xt[i];
+        o[i] = j->acc ? o[i] + g : g;
     }
-    for (size_t t = 0; t < n; t++)
-        for (size_t i = 0; i < d; i++) dw[i] += dy[t * d + i] * x[t * d + i] * rms[t];
+}
+
+static void norm_dw_task(void *ctx, size_t b, int thread)
+{
+    const norm_job *j = ctx;
+    size_t d = j->d, i1 = (b + 1) * NORM_COLS < d ? (b + 1) * NORM_COLS : d;
+    (void)thread;
+    for (size_t t = 0; t < j->n; t++)
+        for (size_t i = b * NORM_COLS; i < i1; i++) j->dw[i] += j->dy[t * d + i] * j->x[t * d + i] * j->rms[t];
+}
+
+static void rmsnorm_back(float *dx, int acc, const float *dy, const float *x, const float *rms,
+                         const float *w, float *dw, size_t n, size_t d, int threads)
+{
+    norm_job j = {dx, dw, dy, x, rms, w, n, d, acc};
+    if (n * d <= 16384) threads = 1;
+    sd_pool_for(threads, n, norm_dx_task, &j);
+    sd_pool_for(threads, (d + NORM_COLS - 1) / NORM_COLS, norm_dw_task, &j);
 }
 
 /* y = W x for n tokens: dX (+)= dY W, dW += dY^T X. */
@@ -346,33 +384,71 @@ static void rope_back(float *g, size_t n, size_t heads, size_t hd, const size_t 
             }
 }
 
-/* Attention of one layer (causal, or a sub-causal mask: masked probabilities are 0): from dL/d(attention output) (ws->dao) to the
- * gradients at q and k (after RoPE) and v. Per query head, as matrix products:
- * dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(hd), dQ = dS K, dK += dS^T Q,
- * dV += P^T dO; query heads of one group add into their key/value head. */
-static void attention_back(sd_train *t, const sd_llama_layer_acts *A, size_t n)
+/* Attention of one layer (causal, or a sub-causal mask: masked probabilities are 0):
+ * from dL/d(attention output) (ws->dao) to the gradients at q and k (after RoPE) and
+ * v. Per query head, as matrix products: dP = dO V^T, dS = P (dP - rowsum(P dP)) /
+ * sqrt(hd), dQ = dS K, dK += dS^T Q, dV += P^T dO. One task a key/value head: its
+ * query heads in order, adding into its dK and dV (the bits of one thread), each
+ * thread with its own dP. */
+typedef struct {
+    sd_train *t;
+    const sd_llama_layer_acts *A;
+    size_t n;
+} att_back_job;
+
+static void attention_back_task(void *ctx, size_t g, int thread)
 {
-    const sd_llama_config *c = &t->model->cfg;
-    sd_train_ws *ws = t->ws;
-    size_t hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv;
+    const att_back_job *j = ctx;
+    const sd_llama_config *c = &j->t->model->cfg;
+    sd_train_ws *ws = j->t->ws;
+    const sd_llama_layer_acts *A = j->A;
+    size_t n = j->n, hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv;
     size_t qw = nh * hd, kw = c->n_head_kv * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (size_t h = 0; h < nh; h++) {
-        size_t g = h / group;
+    float scale = 1.0f / sqrtf((float)hd), *dP = ws->dp + (size_t)thread * n * n;
+    for (size_t h = g * group; h < (g + 1) * group; h++) {
         int acc = h % group != 0;
         const float *P = A->att + h * n * n, *dO = ws->dao + h * hd;
-        sd_gemm_f32(n, n, hd, dO, qw, 1, A->v + g * hd, 1, kw, ws->dp, n, 0);
+        sd_gemm_f32(n, n, hd, dO, qw, 1, A->v + g * hd, 1, kw, dP, n, 0);
         for (size_t i = 0; i < n; i++) {
-            float *dp = ws->dp + i * n;
+            float *dp = dP + i * n;
             const float *pi = P + i * n;
             double s = 0;
-            for (size_t j = 0; j <= i; j++) s += (double)pi[j] * dp[j];
-            for (size_t j = 0; j <= i; j++) dp[j] = pi[j] * (dp[j] - (float)s) * scale;
-            for (size_t j = i + 1; j < n; j++) dp[j] = 0;
+            for (size_t k = 0; k <= i; k++) s += (double)pi[k] * dp[k];
+            for (size_t k = 0; k <= i; k++) dp[k] = pi[k] * (dp[k] - (float)s) * scale;
+            for (size_t k = i + 1; k < n; k++) dp[k] = 0;
         }
-        sd_gemm_f32(n, hd, n, ws->dp, n, 1, A->k + g * hd, kw, 1, ws->dq + h * hd, qw, 0);
-        sd_gemm_f32(n, hd, n, ws->dp, 1, n, A->q + h * hd, qw, 1, ws->dk + g * hd, kw, acc);
+        sd_gemm_f32(n, hd, n, dP, n, 1, A->k + g * hd, kw, 1, ws->dq + h * hd, qw, 0);
+        sd_gemm_f32(n, hd, n, dP, 1, n, A->q + h * hd, qw, 1, ws->dk + g * hd, kw, acc);
         sd_gemm_f32(n, hd, n, P, 1, n, dO, qw, 1, ws->dv + g * hd, kw, acc);
+    }
+}
+
+static void attention_back(sd_train *t, const sd_llama_layer_acts *A, size_t n)
+{
+    att_back_job j = {t, A, n};
+    sd_pool_for(t->ws->att_threads, t->model->cfg.n_head_kv, attention_back_task, &j);
+}
+
+/* Through h = silu(gate) up: dL/dgate and dL/dup from dL/dh (in dgate), in chunks. */
+typedef struct {
+    const sd_llama_layer_acts *A;
+    sd_train_ws *ws;
+    size_t len;
+} swiglu_job;
+
+enum { SWIGLU_BACK_CHUNK = 4096 };
+
+static void swiglu_back_task(void *ctx, size_t c, int thread)
+{
+    const swiglu_job *j = ctx;
+    const float *gate = j->A->gate, *up = j->A->up;
+    float *dgate = j->ws->dgate, *dup = j->ws->dup;
+    size_t end = (c + 1) * SWIGLU_BACK_CHUNK < j->len ? (c + 1) * SWIGLU_BACK_CHUNK : j->len;
+    (void)thread;
+    for (size_t i = c * SWIGLU_BACK_CHUNK; i < end; i++) {
+        float gt = gate[i], sg = 1.0f / (1.0f + expf(-gt)), dh = dgate[i];
+        dup[i] = dh * gt * sg;
+        dgate[i] = dh * up[i] * sg * (1.0f + gt * (1.0f - sg));
     }
 }
 
@@ -388,16 +464,13 @@ static void block_back(sd_train *t, uint32_t l, size_t n, const size_t *pos)
 
     /* MLP: x2 -> xn2 -> gate, up -> h = silu(gate) up -> x += W_down h */
     linear_back(ws->dgate, 0, sd_train_grad_of(t, &L->w_down), ws->dx, A->h, &L->w_down, n, d, F);
-#pragma omp parallel for schedule(static) if (n * F > 16384)
-    for (size_t i = 0; i < n * F; i++) {
-        float gt = A->gate[i], sg = 1.0f / (1.0f + expf(-gt)), dh = ws->dgate[i];
-        ws->dup[i] = dh * gt * sg;
-        ws->dgate[i] = dh * A->up[i] * sg * (1.0f + gt * (1.0f - sg));
-    }
+    swiglu_job sj = {A, ws, n * F};
+    sd_pool_for(n * F > 16384 ? ws->n_threads : 1, (n * F + SWIGLU_BACK_CHUNK - 1) / SWIGLU_BACK_CHUNK,
+                swiglu_back_task, &sj);
     linear_back(ws->dxn, 0, sd_train_grad_of(t, &L->w_gate), ws->dgate, A->xn2, &L->w_gate, n, F, d);
     linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->w_up), ws->dup, A->xn2, &L->w_up, n, F, d);
     rmsnorm_back(ws->dx, 1, ws->dxn, A->x2, A->rms2, L->ffn_norm.data,
-                 sd_train_grad_of(t, &L->ffn_norm), n, d);
+                 sd_train_grad_of(t, &L->ffn_norm), n, d, ws->n_threads);
 
     /* attention: x -> xn -> q, k, v -> RoPE -> softmax(q k / sqrt(hd)) v -> x += Wo */
     linear_back(ws->dao, 0, sd_train_grad_of(t, &L->wo), ws->dx, A->ao, &L->wo, n, d, qw);
@@ -408,7 +481,7 @@ static void block_back(sd_train *t, uint32_t l, size_t n, const size_t *pos)
     linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->wk), ws->dk, A->xn, &L->wk, n, kw, d);
     linear_back(ws->dxn, 1, sd_train_grad_of(t, &L->wv), ws->dv, A->xn, &L->wv, n, kw, d);
     rmsnorm_back(ws->dx, 1, ws->dxn, A->x, A->rms, L->attn_norm.data,
-                 sd_train_grad_of(t, &L->attn_norm), n, d);
+                 sd_train_grad_of(t, &L->attn_norm), n, d, ws->n_threads);
 }
 
 /* From dL/dlogits (in ws->logits) to every weight's gradient. */
@@ -421,7 +494,7 @@ static void backward(sd_train *t, const sd_train_example *ex)
     const sd_llama_acts *a = ws->acts;
     linear_back(ws->dxn, 0, sd_train_grad_of(t, &m->output), ws->logits, a->xfn, &m->output, n, V, d);
     rmsnorm_back(ws->dx, 0, ws->dxn, a->xf, a->rmsf, m->out_norm.data,
-                 sd_train_grad_of(t, &m->out_norm), n, d);
+                 sd_train_grad_of(t, &m->out_norm), n, d, ws->n_threads);
     for (uint32_t l = m->cfg.n_layer; l-- > 0;) block_back(t, l, n, ex->pos);
     float *ge = sd_train_grad_of(t, &m->tok_embd), *gm = m->cfg.n_mask ? sd_train_grad_of(t, &m->mask_embd) : NULL;
     for (size_t i = 0; i < n; i++) {
@@ -532,43 +605,71 @@ double sd_train_lr(const sd_train_params *p, size_t step)
 }
 
 /* Sum of squares in fixed chunks added in order: the same for any thread count. */
-static double grad_norm(const float *g, size_t n)
+enum { NORM_CHUNK = 1 << 16 };
+
+typedef struct {
+    const float *g;
+    size_t n;
+    double *part;
+} grad_norm_job;
+
+static void grad_norm_task(void *ctx, size_t c, int thread)
 {
-    enum { CHUNK = 1 << 16 };
-    size_t nc = (n + CHUNK - 1) / CHUNK;
+    const grad_norm_job *j = ctx;
+    double s = 0;
+    (void)thread;
+    for (size_t i = c * NORM_CHUNK; i < j->n && i < (c + 1) * NORM_CHUNK; i++) s += (double)j->g[i] * j->g[i];
+    j->part[c] = s;
+}
+
+static double grad_norm(const float *g, size_t n, int threads)
+{
+    size_t nc = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     double *part = sd_xmalloc((nc ? nc : 1) * sizeof *part), ss = 0;
-#pragma omp parallel for schedule(static) if (nc > 1)
-    for (size_t c = 0; c < nc; c++) {
-        double s = 0;
-        for (size_t i = c * CHUNK; i < n && i < (c + 1) * CHUNK; i++) s += (double)g[i] * g[i];
-        part[c] = s;
-    }
+    grad_norm_job j = {g, n, part};
+    sd_pool_for(threads, nc, grad_norm_task, &j);
     for (size_t c = 0; c < nc; c++) ss += part[c];
     free(part);
     return sqrt(ss);
+}
+
+/* AdamW on one segment of the weights, in chunks. */
+typedef struct {
+    sd_train *t;
+    size_t off, len;
+    float gs, b1, b2, eps, lr, decay, ib1, ib2;
+} adam_job;
+
+enum { ADAM_CHUNK = 16384 };
+
+static void adam_task(void *ctx, size_t c, int thread)
+{
+    const adam_job *j = ctx;
+    float *w = j->t->model->params, *grad = j->t->grad, *am = j->t->adam_m, *av = j->t->adam_v;
+    size_t i0 = j->off + c * ADAM_CHUNK, i1 = j->off + (c + 1) * ADAM_CHUNK < j->off + j->len ? j->off + (c + 1) * ADAM_CHUNK : j->off + j->len;
+    float b1 = j->b1, b2 = j->b2;
+    (void)thread;
+    for (size_t i = i0; i < i1; i++) {
+        float g = grad[i] * j->gs;
+        float m = am[i] = b1 * am[i] + (1 - b1) * g;
+        float v = av[i] = b2 * av[i] + (1 - b2) * g * g;
+        w[i] -= j->lr * (m * j->ib1) / (sqrtf(v * j->ib2) + j->eps) + j->decay * w[i];
+    }
 }
 
 int sd_train_step(sd_train *t, const sd_train_params *p, sd_train_stats *stats)
 {
     int rc = sd_train_params_check(p);
     if (rc) return rc;
-    double norm = grad_norm(t->grad, t->model->n_params);
+    double norm = grad_norm(t->grad, t->model->n_params, t->ws->n_threads);
     if (!isfinite(norm)) return sd_error(SD_EINVAL, "trainer: the gradient is not finite at step %zu", t->step);
     double lr = sd_train_lr(p, t->step), scale = p->grad_clip > 0 && norm > p->grad_clip ? p->grad_clip / norm : 1.0;
     double bc1 = 1 - pow(p->beta1, (double)(t->step + 1)), bc2 = 1 - pow(p->beta2, (double)(t->step + 1));
-    float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->eps, gs = (float)scale;
-    float *w = t->model->params;
     for (size_t s = 0; s < t->ws->n_seg; s++) {
         const segment *sg = &t->ws->seg[s];
-        float lrf = (float)lr, decay = sg->decay ? (float)(lr * p->weight_decay) : 0.0f;
-        float ib1 = (float)(1 / bc1), ib2 = (float)(1 / bc2);
-#pragma omp parallel for schedule(static) if (sg->len > 16384)
-        for (size_t i = sg->off; i < sg->off + sg->len; i++) {
-            float g = t->grad[i] * gs;
-            float m = t->adam_m[i] = b1 * t->adam_m[i] + (1 - b1) * g;
-            float v = t->adam_v[i] = b2 * t->adam_v[i] + (1 - b2) * g * g;
-            w[i] -= lrf * (m * ib1) / (sqrtf(v * ib2) + eps) + decay * w[i];
-        }
+        adam_job j = {t, sg->off, sg->len, (float)scale, (float)p->beta1, (float)p->beta2, (float)p->eps, (float)lr,
+                      sg->decay ? (float)(lr * p->weight_decay) : 0.0f, (float)(1 / bc1), (float)(1 / bc2)};
+        sd_pool_for(sg->len > 16384 ? t->ws->n_threads : 1, (sg->len + ADAM_CHUNK - 1) / ADAM_CHUNK, adam_task, &j);
     }
     t->step++;
     if (stats) stats->lr = lr, stats->grad_norm = norm;
