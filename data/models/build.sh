@@ -17,9 +17,6 @@ CORPUS=.cache/corpus
 TARGET_STEPS=${TARGET_STEPS:-800}
 DRAFT_STEPS=${DRAFT_STEPS:-400}
 PARALLEL_STEPS=${PARALLEL_STEPS:-700}
-# threads that wait at a barrier sleep instead of spinning: on a shared machine the
-# spinning thread takes the core the working one needs (10x slower there)
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$BIN" ] || { echo "models: no $BIN (run make first)" >&2; exit 1; }
 
 # ---- corpus (fetched once into .cache/corpus)

@@ -23,7 +23,6 @@ STEPS=${STEPS:-480}
 T1_STEPS=${T1_STEPS:-120}
 THREADS=${THREADS:-1}
 ONLY=${ONLY:-"d48 d96 t1"}
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$BIN" ] || { echo "ladder: no $BIN (run make first)" >&2; exit 1; }
 [ -s "$OUT/target.gguf" ] || { echo "ladder: no $OUT/target.gguf (make models)" >&2; exit 1; }
 sh data/models/corpus.sh
