@@ -333,7 +333,7 @@ typedef struct {
  *   here: its logits stay those of one-token passes, bit for bit. */
 typedef struct {
     const float *x;
-    size_t n, cols, k;
+    size_t n, cols;
     const mm_scratch *s;
     const mm_out *o;
     const int *gemm;
@@ -398,7 +398,7 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
         work += o[i].rows * cols * n;
     }
     if (!chunks) return;
-    mm_job j = {x, n, cols, k, s, o, gemm, pre};
+    mm_job j = {x, n, cols, s, o, gemm, pre};
     int threads = work >= MATMUL_PAR_MIN ? s->threads : 1;
     /* h on the pool's threads: on one, it was 4-5% of a 64-token pass */
     if (pre) sd_pool_for(threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &j);

@@ -52,7 +52,10 @@ static struct {
     pthread_cond_t wake;
 } P = {.busy = ATOMIC_FLAG_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
-static uint64_t word_make(int threads, size_t n) { return (uint64_t)threads << (2 * TASK_BITS) | (uint64_t)n << TASK_BITS; }
+static uint64_t word_make(int threads, size_t n)
+{
+    return (uint64_t)threads << (2 * TASK_BITS) | (uint64_t)n << TASK_BITS;
+}
 
 /* Whether thread `me` may claim a task of the loop the word describes. */
 static int word_open(uint64_t w, int me)

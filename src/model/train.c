@@ -646,7 +646,8 @@ static void adam_task(void *ctx, size_t c, int thread)
 {
     const adam_job *j = ctx;
     float *w = j->t->model->params, *grad = j->t->grad, *am = j->t->adam_m, *av = j->t->adam_v;
-    size_t i0 = j->off + c * ADAM_CHUNK, i1 = j->off + (c + 1) * ADAM_CHUNK < j->off + j->len ? j->off + (c + 1) * ADAM_CHUNK : j->off + j->len;
+    size_t i0 = j->off + c * ADAM_CHUNK, end = j->off + j->len;
+    size_t i1 = i0 + ADAM_CHUNK < end ? i0 + ADAM_CHUNK : end;
     float b1 = j->b1, b2 = j->b2;
     (void)thread;
     for (size_t i = i0; i < i1; i++) {
