@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -102,6 +103,16 @@ static const char *const help =
     "  --eval-tokens N      validation tokens per pass, in windows spread over the\n"
     "                       validation text (default 32768)\n"
     "  --save-every N       also write --out every N steps (default 0: at the end only)\n"
+    "  --checkpoint FILE    the run's resumable state (weights, AdamW moments, step, the\n"
+    "                       batch sampler's generator, the log's counters; about 12 bytes\n"
+    "                       a parameter), written every --checkpoint-every steps through\n"
+    "                       FILE.tmp and a rename. When FILE exists the run continues from\n"
+    "                       it (the --log is cut back to its step) and ends with the very\n"
+    "                       weights an unbroken run writes, on any --threads. A FILE of\n"
+    "                       another configuration is refused, naming what differs\n"
+    "  --checkpoint-every N steps between checkpoints (default 50)\n"
+    "  --stop-after N       take at most N steps in this process, write the checkpoint and\n"
+    "                       stop (exit 0): the same command continues (a time-limited job)\n"
     "  --threads N          OpenMP threads (default: all)\n"
     "  -h, --help           this text\n"
     "\n"
@@ -125,10 +136,10 @@ static const char *const help =
     "      --parallel 7 --groups 64 --batch 8 --steps 300 --out parallel.gguf --log parallel.tsv\n";
 
 typedef struct {
-    const char *corpus, *val, *tokenizer, *teacher, *out, *log, *name, *init;
+    const char *corpus, *val, *tokenizer, *teacher, *out, *log, *name, *init, *checkpoint;
     size_t parallel, groups, init_layers;
     size_t vocab, dim, layers, heads, kv_heads, ffn, ctx, batch, steps, warmup;
-    size_t log_every, eval_every, eval_tokens, save_every, threads;
+    size_t log_every, eval_every, eval_tokens, save_every, threads, checkpoint_every, stop_after;
     double lr, lr_min, wd, clip, alpha, temp, val_frac;
     sd_train_schedule sched;
     unsigned long seed;
@@ -336,11 +347,74 @@ static void log_row(run *r, size_t step, double tl, double vl, double lr, double
     fflush(r->log);
 }
 
-static int train_loop(run *r)
+/* Every option that changes the weights, as text: a checkpoint resumes only a run
+ * whose text is the same (--threads, --log-every and the output's type do not change
+ * them). */
+static void run_config(const run *r, char *buf, size_t cap)
 {
     const train_opts *o = r->o;
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(rng, o->seed);
+    const sd_llama_config *c = &r->t->model->cfg;
+    snprintf(buf, cap,
+             "training tokens %zu, validation tokens %zu, windows evaluated %zu\n"
+             "model vocab %u dim %u layers %u heads %u kv_heads %u ffn %u ctx %u tied %d masks %zu groups %zu\n"
+             "init %s (first %zu blocks)\nteacher %s alpha %.17g temperature %.17g\n"
+             "batch %zu steps %zu lr %.17g lr_min %.17g warmup %zu schedule %d weight_decay %.17g clip %.17g\n"
+             "seed %lu eval_every %zu\n",
+             r->n_train, r->n_val, r->n_eval, c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim,
+             c->ctx_len, r->t->model->tied, r->K, r->K ? o->groups : 0, o->init ? o->init : "none", o->init_layers,
+             o->teacher ? o->teacher : "none", o->alpha, o->temp, o->batch, o->steps, o->lr, o->lr_min, o->warmup,
+             (int)o->sched, o->wd, o->clip, o->seed, o->eval_every);
+}
+
+/* The log of a resumed run: its header and the rows up to the checkpoint's step kept,
+ * later rows (written after the checkpoint, before the stop) dropped; then appended. */
+static int reopen_log(run *r, size_t step)
+{
+    const char *path = r->o->log;
+    char *text = NULL, *keep;
+    size_t len = 0, n = 0;
+    FILE *f = fopen(path, "r");
+    if (f) { /* a missing log starts empty */
+        int rc = cli_read_file(path, &text, &len);
+        fclose(f);
+        if (rc) return rc;
+    }
+    keep = sd_xmalloc(len + 1);
+    for (char *line = text, *next; line && line < text + len; line = next) {
+        next = memchr(line, '\n', (size_t)(text + len - line));
+        next = next ? next + 1 : text + len;
+        char *e;
+        unsigned long long at = strtoull(line, &e, 10);
+        if (line[0] == '#' || !strncmp(line, "step\t", 5) || (e != line && *e == '\t' && at <= step)) {
+            memcpy(keep + n, line, (size_t)(next - line));
+            n += (size_t)(next - line);
+        }
+    }
+    free(text);
+    int rc = SD_OK;
+    if (!(r->log = fopen(path, "w")) || fwrite(keep, 1, n, r->log) != n || fflush(r->log))
+        rc = sd_error(SD_EIO, "%s: cannot write: %s", path, strerror(errno));
+    free(keep);
+    return rc;
+}
+
+/* A fresh run: initial weights (or --init's, with new [MASK]s drawn) and the log's
+ * header. A resumed one: the checkpoint's state and the log cut back to its step. */
+static int start(run *r, gsl_rng *rng, sd_train_resume *res, int *resumed)
+{
+    const train_opts *o = r->o;
+    run_config(r, res->config, sizeof res->config);
+    *resumed = o->checkpoint && access(o->checkpoint, F_OK) == 0;
+    if (*resumed) {
+        int rc = sd_train_checkpoint_read(r->t, rng, res, o->checkpoint);
+        if (!rc && r->t->step > o->steps)
+            rc = sd_error(SD_EINVAL, "%s: at step %zu, past --steps %zu", o->checkpoint, r->t->step, o->steps);
+        if (!rc && o->log) rc = reopen_log(r, r->t->step);
+        if (!rc)
+            fprintf(stderr, "train: resuming from %s at step %zu/%zu (%.0f s trained so far)\n", o->checkpoint,
+                    r->t->step, o->steps, res->elapsed);
+        return rc;
+    }
     if (!o->init) {
         sd_train_init_weights(r->t, rng);
     } else if (r->K && !r->masks_copied) { /* new [MASK] embeddings: N(0, 0.02^2), like the embedding */
@@ -348,20 +422,37 @@ static int train_loop(run *r)
         for (size_t i = 0; i < e->dims[0] * e->dims[1]; i++)
             ((float *)e->data)[i] = (float)gsl_ran_gaussian_ziggurat(rng, 0.02);
     }
-    double t0 = sd_seconds(), eval_secs = 0, vce, vkl, vacc, sum_ce = 0, sum_kl = 0, gn = 0;
-    size_t since = 0;
-    int rc = evaluate(r, &vce, &vkl, &vacc);
+    if (o->log && !(r->log = fopen(o->log, "w")))
+        return sd_error(SD_EIO, "%s: cannot write: %s", o->log, strerror(errno));
+    if (r->log) log_header(r);
+    return SD_OK;
+}
+
+static int train_loop(run *r)
+{
+    const train_opts *o = r->o;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, o->seed);
+    sd_train_resume res = {.last_val = NAN};
+    int resumed, rc = start(r, rng, &res, &resumed);
     if (rc) goto done;
-    r->last_val = vce;
-    eval_secs = sd_seconds() - t0;
-    fprintf(stderr, "train: step 0/%zu  val %.4f%s (%.1f s)\n", o->steps, vce,
-            r->teacher ? "" : "", eval_secs);
-    log_row(r, 0, NAN, vce, 0, sd_seconds() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
-    for (size_t step = 1; step <= o->steps && !rc; step++) {
+    double t0 = sd_seconds() - res.elapsed, eval_secs = res.eval_secs, vce, vkl, vacc;
+    double sum_ce = res.sum_ce, sum_kl = res.sum_kl, gn = 0;
+    size_t since = res.since;
+    r->tokens_seen = res.tokens_seen, r->last_val = res.last_val;
+    if (!resumed) {
+        if ((rc = evaluate(r, &vce, &vkl, &vacc))) goto done;
+        r->last_val = vce;
+        eval_secs = sd_seconds() - t0;
+        fprintf(stderr, "train: step 0/%zu  val %.4f (%.1f s)\n", o->steps, vce, eval_secs);
+        log_row(r, 0, NAN, vce, 0, sd_seconds() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
+    }
+    size_t first = r->t->step; /* steps this process has not taken: eval timing and the ETA */
+    for (size_t step = first + 1; step <= o->steps && !rc; step++) {
         sd_train_zero_grad(r->t);
         for (size_t b = 0; b < o->batch && !rc; b++) {
-            size_t start = gsl_rng_uniform_int(rng, r->n_train - r->win + 1);
-            const int32_t *w = r->train + start;
+            size_t s0 = gsl_rng_uniform_int(rng, r->n_train - r->win + 1);
+            const int32_t *w = r->train + s0;
             if (r->teacher && (rc = teacher_logits(r, w))) break;
             sd_train_loss l;
             sd_train_example ex = example(r, w);
@@ -382,24 +473,36 @@ static int train_loop(run *r)
             r->last_val = vce;
             eval_secs += sd_seconds() - te;
         }
-        if (!show) continue;
-        double tl = sum_ce / (double)(since * o->batch), tkl = sum_kl / (double)(since * o->batch);
-        double el = sd_seconds() - t0, per = (el - eval_secs) / (double)step;
-        size_t evals_left = (o->steps - step) / o->eval_every;
-        double left = per * (double)(o->steps - step) + evals_left * eval_secs / (double)(step / o->eval_every + 1);
-        char e1[32], e2[32];
-        fmt_time(el, e1), fmt_time(left, e2);
-        fprintf(stderr, "train: step %zu/%zu  loss %.4f", step, o->steps, tl);
-        if (r->teacher) fprintf(stderr, "  kl %.4f", tkl);
-        if (eval) fprintf(stderr, "  val %.4f", vce);
-        if (eval && r->teacher) fprintf(stderr, "  val kl %.4f  accept %.3f", vkl, vacc);
-        for (size_t k = 1; eval && r->teacher && k <= r->K; k++)
-            fprintf(stderr, "%s%.3f", k == 1 ? " masks " : "/", r->acc_rank[k]);
-        fprintf(stderr, "  lr %.2e  |g| %.2f  %.0f tok/s  %s elapsed, ETA %s\n", st.lr, gn,
-                (double)(o->batch * r->seq) / per, e1, e2);
-        log_row(r, step, tl, vce, st.lr, el, r->teacher ? tkl : NAN, r->teacher ? vkl : NAN, vacc, gn);
-        sum_ce = sum_kl = 0, since = 0;
-        if (o->save_every && step % o->save_every == 0 && step < o->steps) rc = save(r, step);
+        if (show) {
+            double tl = sum_ce / (double)(since * o->batch), tkl = sum_kl / (double)(since * o->batch);
+            double el = sd_seconds() - t0, per = (el - eval_secs) / (double)step;
+            size_t evals_left = (o->steps - step) / o->eval_every;
+            double left = per * (double)(o->steps - step) + evals_left * eval_secs / (double)(step / o->eval_every + 1);
+            char e1[32], e2[32];
+            fmt_time(el, e1), fmt_time(left, e2);
+            fprintf(stderr, "train: step %zu/%zu  loss %.4f", step, o->steps, tl);
+            if (r->teacher) fprintf(stderr, "  kl %.4f", tkl);
+            if (eval) fprintf(stderr, "  val %.4f", vce);
+            if (eval && r->teacher) fprintf(stderr, "  val kl %.4f  accept %.3f", vkl, vacc);
+            for (size_t k = 1; eval && r->teacher && k <= r->K; k++)
+                fprintf(stderr, "%s%.3f", k == 1 ? " masks " : "/", r->acc_rank[k]);
+            fprintf(stderr, "  lr %.2e  |g| %.2f  %.0f tok/s  %s elapsed, ETA %s\n", st.lr, gn,
+                    (double)(o->batch * r->seq) / per, e1, e2);
+            log_row(r, step, tl, vce, st.lr, el, r->teacher ? tkl : NAN, r->teacher ? vkl : NAN, vacc, gn);
+            sum_ce = sum_kl = 0, since = 0;
+            if (o->save_every && step % o->save_every == 0 && step < o->steps) rc = save(r, step);
+        }
+        int stop = o->stop_after && step - first == o->stop_after && step < o->steps;
+        if (!rc && o->checkpoint && (step % o->checkpoint_every == 0 || step == o->steps || stop)) {
+            res.tokens_seen = r->tokens_seen, res.since = since, res.sum_ce = sum_ce, res.sum_kl = sum_kl;
+            res.elapsed = sd_seconds() - t0, res.eval_secs = eval_secs, res.last_val = r->last_val;
+            rc = sd_train_checkpoint_write(r->t, rng, &res, o->checkpoint);
+        }
+        if (!rc && stop) {
+            fprintf(stderr, "train: stopped at step %zu/%zu (--stop-after %zu): %s holds the run; the same "
+                            "command continues it\n", step, o->steps, o->stop_after, o->checkpoint);
+            goto done;
+        }
     }
     if (!rc) rc = save(r, o->steps);
     if (!rc) {
@@ -573,14 +676,11 @@ static int run_train(const train_opts *o)
     }
     r.acc_rank = sd_xcalloc(r.K + 1, sizeof *r.acc_rank);
     if (!rc && r.teacher) r.tlogits = sd_xmalloc(r.tseq * r.teacher->cfg.n_vocab * sizeof(float));
-    if (!rc && o->log && !(r.log = fopen(o->log, "w")))
-        rc = sd_error(SD_EIO, "%s: cannot write: %s", o->log, strerror(errno));
     if (!rc) {
         const sd_llama_config *c = &r.t->model->cfg;
         fprintf(stderr, "train: %s: vocab %u dim %u layers %u heads %u/%u ffn %u ctx %u, %.2fM parameters%s\n",
                 o->out, c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
                 (double)r.t->model->n_params / 1e6, r.teacher ? ", distilled" : "");
-        if (r.log) log_header(&r);
         rc = train_loop(&r);
     }
     if (r.log) fclose(r.log);
@@ -602,7 +702,8 @@ static int run_train(const train_opts *o)
 enum { O_CORPUS = OPT_FIRST_FREE, O_VAL, O_VAL_FRAC, O_VOCAB, O_TOKENIZER, O_DIM, O_LAYERS, O_HEADS,
        O_KV_HEADS, O_FFN, O_CTX, O_UNTIED, O_BATCH, O_STEPS, O_LR, O_LR_MIN, O_WARMUP, O_SCHEDULE,
        O_WD, O_CLIP, O_SEED, O_TEACHER, O_ALPHA, O_TEMP, O_OUT, O_TYPE, O_NAME, O_LOG, O_LOG_EVERY,
-       O_EVAL_EVERY, O_EVAL_TOKENS, O_SAVE_EVERY, O_THREADS, O_INIT, O_INIT_LAYERS, O_PARALLEL, O_GROUPS };
+       O_EVAL_EVERY, O_EVAL_TOKENS, O_SAVE_EVERY, O_THREADS, O_INIT, O_INIT_LAYERS, O_PARALLEL, O_GROUPS,
+       O_CHECKPOINT, O_CHECKPOINT_EVERY, O_STOP_AFTER };
 
 static const struct option longopts[] = {
     {"corpus", required_argument, 0, O_CORPUS}, {"val", required_argument, 0, O_VAL},
@@ -624,6 +725,9 @@ static const struct option longopts[] = {
     {"threads", required_argument, 0, O_THREADS}, {"init", required_argument, 0, O_INIT},
     {"init-layers", required_argument, 0, O_INIT_LAYERS},
     {"parallel", required_argument, 0, O_PARALLEL}, {"groups", required_argument, 0, O_GROUPS},
+    {"checkpoint", required_argument, 0, O_CHECKPOINT},
+    {"checkpoint-every", required_argument, 0, O_CHECKPOINT_EVERY},
+    {"stop-after", required_argument, 0, O_STOP_AFTER},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -650,6 +754,9 @@ static int parse_opt(train_opts *o, int c, const char *a)
     case O_NAME: o->name = a; return 0;
     case O_LOG: o->log = a; return 0;
     case O_INIT: o->init = a; return 0;
+    case O_CHECKPOINT: o->checkpoint = a; return 0;
+    case O_STOP_AFTER: return size_opt(a, "--stop-after", 1, (size_t)1 << 40, &o->stop_after);
+    case O_CHECKPOINT_EVERY: return size_opt(a, "--checkpoint-every", 1, (size_t)1 << 40, &o->checkpoint_every);
     case O_INIT_LAYERS: return size_opt(a, "--init-layers", 1, 1024, &o->init_layers);
     case O_PARALLEL: return size_opt(a, "--parallel", 1, SD_LLAMA_MASK_MAX, &o->parallel);
     case O_GROUPS: return size_opt(a, "--groups", 1, 8192, &o->groups);
@@ -708,7 +815,7 @@ int cmd_train(int argc, char **argv)
                     .warmup = 100, .log_every = 10, .eval_every = 100, .eval_tokens = 32768,
                     .lr = 2e-3, .lr_min = 0.1, .wd = 0.1, .clip = 1.0, .alpha = 0.7, .temp = 1.0,
                     .val_frac = 0.05, .sched = SD_TRAIN_COSINE, .seed = 2385, .type = SD_T_F16,
-                    .groups = 64};
+                    .groups = 64, .checkpoint_every = 50};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -722,6 +829,7 @@ int cmd_train(int argc, char **argv)
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (!o.corpus) return cli_usage(cmd, "--corpus is required");
     if (o.init_layers && !o.init) return cli_usage(cmd, "--init-layers needs --init");
+    if (o.stop_after && !o.checkpoint) return cli_usage(cmd, "--stop-after needs --checkpoint");
     if (!o.out) return cli_usage(cmd, "--out is required");
     if (!!o.vocab + !!o.tokenizer > 1) return cli_usage(cmd, "--vocab and --tokenizer exclude each other");
     if (!o.vocab && !o.tokenizer && !o.teacher)

@@ -143,6 +143,23 @@ int sd_train_step(sd_train *t, const sd_train_params *p, sd_train_stats *stats);
 /* The schedule's learning rate at step (0-based). */
 double sd_train_lr(const sd_train_params *p, size_t step);
 
+/* A checkpoint (train_state.c): the weights, the AdamW moments and step, the
+ * caller's generator and the counters of its loop, so that a run stopped at any
+ * moment continues to the very weights an unbroken run writes. config is the run's
+ * configuration as text (every option that changes the result); a checkpoint is read
+ * only into a run whose text is the same, else SD_EINVAL names the first line that
+ * differs. Writing goes through PATH.tmp and a rename: PATH is always whole. */
+typedef struct {
+    char config[4096];
+    uint64_t tokens_seen, since;             /* tokens trained on; steps since the last log row */
+    double sum_ce, sum_kl;                   /* the losses summed since the last log row */
+    double elapsed, eval_secs, last_val;     /* seconds so far, of them evaluating; last val loss */
+} sd_train_resume;
+
+int sd_train_checkpoint_write(const sd_train *t, const gsl_rng *rng, const sd_train_resume *r, const char *path);
+/* t must have the checkpoint's shape; rng its generator type. */
+int sd_train_checkpoint_read(sd_train *t, gsl_rng *rng, sd_train_resume *r, const char *path);
+
 /* The gradient entries of a weight of t->model (a view into model->params), NULL if
  * w is not one. */
 float *sd_train_grad_of(const sd_train *t, const sd_tensor *w);

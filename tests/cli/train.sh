@@ -100,4 +100,35 @@ awk -F'\t' '!/^#/ && $1 == 0 { exit !($8 < 1e-4 && $9 > 0.999) }' "$T/t2.tsv" &&
 awk -F'\t' '!/^#/ && $1 == 0 { exit !($8 > 0.003 && $9 < 0.99) }' "$T/t1.tsv" && ok || bad "--init-layers 1 of 2: equals its teacher at step 0"
 expect 0 "generated 3 tokens" -- "$SPECDEC" generate --model "$T/t1.gguf" --prompt "Call me" --max-tokens 3
 
+# --- a checkpointed run stopped twice (on 1 thread, then 2) ends with the unbroken run's
+# bytes, and its log with the unbroken log's rows (seconds aside); with a teacher too
+for kind in target draft; do
+    if [ $kind = target ]; then src="--vocab 300 --dim 16 --layers 2 --heads 2"; else src="--teacher $T/target.gguf --dim 8 --layers 1 --heads 2"; fi
+    R="--corpus $T/train.txt --val $T/val.txt $src --ctx 16 --batch 2 --eval-tokens 64 --steps 9 --warmup 2 --eval-every 4 --log-every 2 --name r"
+    "$SPECDEC" train $R --threads 2 --out "$T/r-$kind.gguf" --log "$T/r-$kind.tsv" >/dev/null 2>&1 || bad "unbroken $kind run"
+    expect 0 "stopped at step 4/9 (--stop-after 4)" -- "$SPECDEC" train $R --threads 1 --checkpoint "$T/ck-$kind" \
+        --checkpoint-every 3 --stop-after 4 --out "$T/s-$kind.gguf" --log "$T/s-$kind.tsv"
+    [ ! -e "$T/s-$kind.gguf" ] && ok || bad "a stopped $kind run wrote its --out file"
+    expect 0 "resuming from .*ck-$kind at step 4/9" -- "$SPECDEC" train $R --threads 2 --checkpoint "$T/ck-$kind" \
+        --checkpoint-every 3 --stop-after 3 --out "$T/s-$kind.gguf" --log "$T/s-$kind.tsv"
+    # a row written after the last checkpoint, as a stop between two checkpoints leaves it
+    printf '8\t0\t0\tnan\t0\t0\tnan\tnan\tnan\t0\n' >> "$T/s-$kind.tsv"
+    expect 0 "resuming from .*at step 7/9" -- "$SPECDEC" train $R --threads 2 --checkpoint "$T/ck-$kind" \
+        --checkpoint-every 3 --out "$T/s-$kind.gguf" --log "$T/s-$kind.tsv"
+    cmp -s "$T/r-$kind.gguf" "$T/s-$kind.gguf" && ok || bad "$kind: the resumed run's file differs from the unbroken run's"
+    grep -v '^#' "$T/r-$kind.tsv" | cut -f1-5,7- > "$T/r.rows"
+    grep -v '^#' "$T/s-$kind.tsv" | cut -f1-5,7- > "$T/s.rows"
+    cmp -s "$T/r.rows" "$T/s.rows" && ok || bad "$kind: the resumed log's rows differ from the unbroken log's"
+done
+expect 1 "ck-target: the checkpoint is of another run: it has 'batch 2 steps 9 lr 0.002 .*this run: 'batch 2 steps 9 lr 0.01 " -- \
+    "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --vocab 300 --dim 16 --layers 2 --heads 2 --ctx 16 --batch 2 \
+    --eval-tokens 64 --steps 9 --warmup 2 --eval-every 4 --lr 1e-2 --checkpoint "$T/ck-target" --out "$T/x.gguf"
+head -c 500 "$T/ck-target" > "$T/ck-short"
+expect 1 "ck-short: the checkpoint's header is truncated\\|ck-short: the checkpoint is truncated" -- "$SPECDEC" train \
+    --corpus "$T/train.txt" --val "$T/val.txt" --vocab 300 --dim 16 --layers 2 --heads 2 --ctx 16 --batch 2 --eval-tokens 64 \
+    --steps 9 --warmup 2 --eval-every 4 --checkpoint "$T/ck-short" --out "$T/x.gguf"
+expect 1 "train.txt: not a specdec training checkpoint" -- "$SPECDEC" train --corpus "$T/train.txt" --vocab 300 $TINY \
+    --checkpoint "$T/train.txt" --out "$T/x.gguf"
+expect 2 "--stop-after needs --checkpoint" -- "$SPECDEC" train --corpus "$T/train.txt" --vocab 300 --stop-after 2 --out "$T/x.gguf"
+
 finish "train.sh"
