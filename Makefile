@@ -63,7 +63,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry test-slurm
 .SECONDARY:
 
@@ -251,6 +251,13 @@ figs-check: $(BIN)
 models: $(BIN)
 	sh data/models/build.sh $(BIN)
 
+# models-large: the large target (data/models/build-large.sh): 37.5M parameters, 75 MB of
+# F16 weights that stream from memory, with the shipped pair's corpus and tokenizer.
+# Hours on 2 cores; resumable: rerun after a stop and it continues from its checkpoint
+# in CKPT_DIR (default .cache/models-large) to the bytes an unbroken run writes.
+models-large: $(BIN)
+	sh data/models/build-large.sh $(BIN)
+
 # models-ladder: the draft ladder from the shipped target (data/models/ladder.sh): drafts of
 # width 48 and 96 (one block) and the target's first block fine-tuned, their logs and
 # loss curves (data/models/ladder.png); ~40 minutes on 2 cores.
@@ -287,6 +294,7 @@ help:
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"
+	@echo "make models-large  train the large (memory-bound) target, resumable: rerun to continue (hours)"
 	@echo "make clean   remove build trees"
 	@echo "V=1 shows the commands; BUILD=dir picks the build tree"
 
