@@ -320,8 +320,9 @@ static void test_decode_stops(void **state)
     sd_lm_free(target);
 }
 
-/* The speedup interval's width over its point, and the efficiency interval's width, with
- * one knob of c at 0 and then at value (set back to 0 after); the point inside each. */
+/* The speedup interval's width over its point, and the efficiency interval's width, at
+ * the level 0.9 from 4000 replicates (their percentiles within about 2%), with one knob
+ * of c at 0 and then at value (set back to 0 after); the point inside each. */
 static void widths_with(sd_decode_costs *c, double *knob, double value, const sd_tree *t, const double *ranks,
                         const double *tried, const double *won, const sd_decode_stats *cal,
                         const sd_decode_stats *ar, gsl_rng *r, double sw[2], double ew[2])
@@ -331,7 +332,7 @@ static void widths_with(sd_decode_costs *c, double *knob, double value, const sd
         *knob = k ? value : 0;
         assert_int_equal(sd_decode_predict(c, t, SD_SCHEME_SD, ranks, 1, cal, ar, &p), SD_OK);
         double point = p.speedup;
-        assert_int_equal(sd_decode_predict_interval(c, t, SD_SCHEME_SD, tried, won, 1, cal, ar, 0.9, 400, r, &p), SD_OK);
+        assert_int_equal(sd_decode_predict_interval(c, t, SD_SCHEME_SD, tried, won, 1, cal, ar, 0.9, 4000, r, &p), SD_OK);
         assert_true(p.speedup_lo <= point && point <= p.speedup_hi);
         sw[k] = (p.speedup_hi - p.speedup_lo) / point, ew[k] = p.efficiency_hi - p.efficiency_lo;
     }
@@ -461,15 +462,27 @@ static void test_decode_predict(void **state)
     /* a scheme's own target ratio spread about the pooled one (20%) widens the speedup's
      * interval about as much as a 20% spread of the target's time does, and holds the
      * point prediction */
-    double sw[2], ew[2];
+    double sw[2], ew[2], z = 1.6448536269514722; /* the 0.9 level's */
     widths_with(&c, &c.target_scale_sd, 0.2, t, ranks, tried, won, &cal, &ar, r, sw, ew);
-    /* the target is 1.4 of a 2.6 block: +-1.645 x 20% of it moves the speedup by about +-17% */
-    assert_true(sw[1] > sw[0] + 0.2 && sw[1] < sw[0] + 0.5);
+    /* the target is 1.4 of a 2.6 block (draft 0.9, overhead 0.3): the speedup at the
+     * target's time x (1 -+ z 0.2) spans 2.6 / (1.2 + 1.4 (1 -+ z 0.2)), 0.366 of the
+     * point; added in quadrature to the width without the spread; at the level 0.95
+     * (z = 1.96) the width would be 19% wider, at 0.8 20% narrower */
+    double knob = 2.6 / (1.2 + 1.4 * (1 - z * 0.2)) - 2.6 / (1.2 + 1.4 * (1 + z * 0.2));
+    if (fabs(sw[1] / hypot(sw[0], knob) - 1) > 0.07)
+        fail_msg("a 20%% spread of the target's ratio: speedup interval %.4f of the point, want %.4f +- 7%%", sw[1],
+                 hypot(sw[0], knob));
+    /* the efficiency's interval is the ranks' alone: chain:4's 1 + a + .. + a^4 at a ~
+     * Beta(4000.5, 1000.5), d eff / da = 6.568 at 0.8, so 2 z 6.568 sqrt(0.8 x 0.2 / 5001) */
+    double eff_w = 2 * z * 6.568 * sqrt(0.8 * 0.2 / 5001);
+    for (int k = 0; k < 2; k++) assert_close(ew[k], eff_w, 0.06, 0);
     /* the runs' prompts against the calibration's: a 10% spread of the speedup itself
-     * widens its interval by about 2 x 1.645 x 10%, and leaves the efficiency's alone */
+     * adds 2 z 10% in quadrature, and leaves the efficiency's alone */
     widths_with(&c, &c.prompt_sd, 0.1, t, ranks, tried, won, &cal, &ar, r, sw, ew);
-    assert_true(sw[1] > sw[0] + 0.2 && sw[1] < sw[0] + 0.4);
-    assert_close(ew[1], ew[0], 0.3, 0);
+    if (fabs(sw[1] / hypot(sw[0], 2 * z * 0.1) - 1) > 0.07)
+        fail_msg("a 10%% spread over prompts: speedup interval %.4f of the point, want %.4f +- 7%%", sw[1],
+                 hypot(sw[0], 2 * z * 0.1));
+    for (int k = 0; k < 2; k++) assert_close(ew[k], eff_w, 0.06, 0);
     /* the spread pooled over schemes: scheme 0's rounds 0.4 and 0.6 (sd 0.141 about 0.5,
      * relative 0.283), scheme 1's 1, 1, 1 (0), scheme 2's one round (not counted): the
      * root of their mean square, 0.2 */
