@@ -99,8 +99,10 @@ static void test_decode_greedy_identity(void **state)
     /* the planted bonus drawn from the draft (at temperature 1): greedy identity breaks */
     sd_lm *draft1;
     assert_int_equal(sd_lm_llama(dm, 0, 1, 0, 1, 0, &draft1), SD_OK);
+    size_t found = 0;
     for (size_t i = 0; i < sd_planted_count; i++) {
         if (strcmp(sd_planted_bugs[i].name, "bonus-from-draft")) continue;
+        found++;
         sd_tree_params p = params_of(3);
         p.bonus = sd_planted_bugs[i].bonus;
         double eff;
@@ -108,6 +110,7 @@ static void test_decode_greedy_identity(void **state)
         print_message("planted bonus-from-draft: %zu of 3 prompts differ\n", d);
         assert_true(d > 0);
     }
+    if (found != 1) fail_msg("planted bug bonus-from-draft: %zu in tests/planted.c, want 1", found);
     sd_lm_free(draft1);
     sd_lm_free(draft0);
     sd_lm_free(draft);
@@ -147,14 +150,17 @@ static void test_decode_certified(void **state)
         print_message("%-10s %-20s T=0.7 top-p 0.9: p = %.3g\n", sd_scheme_name(schemes[k].s), schemes[k].shape, p);
         if (!(p >= 1e-6)) fail_msg("%s at T=0.7 rejected: p = %g", sd_scheme_name(schemes[k].s), p);
     }
+    size_t found = 0;
     for (size_t i = 0; i < sd_planted_count; i++) {
         if (strcmp(sd_planted_bugs[i].name, "tree-bonus-wrong-node")) continue;
+        found++;
         sd_tree_params pp = params_of(3);
         pp.bonus = sd_planted_bugs[i].bonus;
         double eff, p = certify(draft, target, pp, "kconfig:2", 10000, 700, &eff); /* depth 1: the bonus is token 2 */
         print_message("planted tree-bonus-wrong-node: p = %.3g\n", p);
         if (!(p < 1e-6)) fail_msg("the bonus token at the wrong node was not caught: p = %g", p);
     }
+    if (found != 1) fail_msg("planted bug tree-bonus-wrong-node: %zu in tests/planted.c, want 1", found);
     sd_lm_free(d7);
     sd_lm_free(t7);
     sd_lm_free(draft);
@@ -258,8 +264,10 @@ static void test_decode_parallel_drafter(void **state)
                       shape, pv, eff);
         if (!(pv >= 1e-6)) fail_msg("%s over 4 tokens rejected: p = %g", shape, pv);
     }
+    size_t found = 0;
     for (size_t i = 0; i < sd_planted_count; i++) { /* a broken verifier on a parallel token tree */
         if (strcmp(sd_planted_bugs[i].name, "ratio-inverted")) continue;
+        found++;
         sd_tree_params p = sd_tree_default_params();
         p.scheme = sd_planted_bugs[i].scheme;
         p.ops = sd_planted_bugs[i].ops;
@@ -268,6 +276,7 @@ static void test_decode_parallel_drafter(void **state)
         print_message("planted ratio-inverted on ptree:2,1: p = %.3g\n", pv);
         if (!(pv < 1e-6)) fail_msg("the inverted acceptance ratio was not caught on a parallel tree: p = %g", pv);
     }
+    if (found != 1) fail_msg("planted bug ratio-inverted: %zu in tests/planted.c, want 1", found);
     sd_lm_free(target), sd_lm_free(par5), sd_lm_free(par0), sd_lm_free(target0), sd_lm_free(par);
     sd_llama_free(tm), sd_llama_free(pm); /* pg and tg: their oracles own them */
 }
