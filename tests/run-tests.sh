@@ -1,22 +1,52 @@
 #!/bin/sh
-# Runs every cmocka test binary in $1/tests, then the command-line tests.
-# Prints one closing line "N passed, N failed" over the test programs.
+# Runs the cmocka test binary $1/tests/test_X of every tests/test_X.c, then the
+# command-line tests tests/cli/*.sh. A binary that is missing fails (make test builds
+# them all), and so does a run that finds no test program or no script at all. A
+# program that skips all or part of its checks says so in a line of its output, cmocka's
+# "[  SKIPPED ]" or "NAME: skipped: why" (test_cuda without a GPU, cli slurm without
+# Slurm), and is counted as skipped, not passed (unless it also fails).
+# Prints one closing line "N passed, N failed, N skipped" over the test programs.
 BUILD=${1:-build}
-pass=0; fail=0; failed=""
-for t in "$BUILD"/tests/test_*; do
-    case "$t" in *.o|*.d) continue ;; esac
-    [ -x "$t" ] || continue
+pass=0; fail=0; skip=0; failed=""; skipped=""
+LOG=$(mktemp -d) || exit 1
+trap 'rm -rf "$LOG"' EXIT
+# run NAME command...: the command's output shown as it comes and kept; its verdict counted
+run() {
+    name=$1; shift
     t0=$(date +%s)
-    if "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $(basename "$t")"; fi
-    echo "== $(basename "$t"): $(( $(date +%s) - t0 )) s"
+    { "$@" 2>&1; echo $? > "$LOG/rc"; } | tee "$LOG/out"
+    if [ "$(cat "$LOG/rc")" != 0 ]; then
+        fail=$((fail + 1)); failed="$failed $name"
+    elif grep -Eq '^\[  SKIPPED \]|^[A-Za-z0-9_ -]+: skipped: ' "$LOG/out"; then
+        skip=$((skip + 1)); skipped="$skipped $name"
+    else
+        pass=$((pass + 1))
+    fi
+    echo "== $name: $(( $(date +%s) - t0 )) s"
+}
+nbin=0
+for src in tests/test_*.c; do
+    [ -f "$src" ] || continue
+    name=$(basename "$src" .c); nbin=$((nbin + 1))
+    if [ -x "$BUILD/tests/$name" ]; then
+        run "$name" "$BUILD/tests/$name"
+    else
+        echo "run-tests: $BUILD/tests/$name is missing (make test builds it)"
+        fail=$((fail + 1)); failed="$failed $name"
+    fi
 done
+nsh=0
 for t in tests/cli/*.sh; do
     [ "$(basename "$t")" = lib.sh ] && continue
     [ -f "$t" ] || continue
-    t0=$(date +%s)
-    if sh "$t" "$BUILD/specdec"; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $(basename "$t")"; fi
-    echo "== $(basename "$t"): $(( $(date +%s) - t0 )) s"
+    nsh=$((nsh + 1))
+    run "$(basename "$t")" sh "$t" "$BUILD/specdec"
 done
+if [ "$nbin" = 0 ] || [ "$nsh" = 0 ]; then
+    echo "run-tests: found $nbin test programs (tests/test_*.c) and $nsh scripts (tests/cli/*.sh); run it from the repository's root"
+    fail=$((fail + 1)); failed="$failed (none-found)"
+fi
+[ -n "$skipped" ] && echo "skipped:$skipped"
 [ -n "$failed" ] && echo "failed:$failed"
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

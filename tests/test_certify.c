@@ -65,10 +65,12 @@ static void test_certify_beyond_enumeration(void **state)
     sd_lm *draft, *target;
     assert_int_equal(sd_lm_markov_pair("markov:12,1,0.5,7,0.8", &draft, &target), SD_OK);
     const char *names[] = {"correction-from-target", "bonus-from-draft"};
+    size_t found = 0;
     for (size_t i = 0; i < sd_planted_count; i++) {
         const sd_planted *b = &sd_planted_bugs[i];
         int pick = !strcmp(b->name, names[0]) || !strcmp(b->name, names[1]);
         if (!pick) continue;
+        found++;
         sd_seq_params sp = sd_seq_default_params();
         sp.tree.scheme = b->scheme, sp.tree.ops = b->ops, sp.tree.bonus = b->bonus;
         sp.length = 8;
@@ -80,6 +82,7 @@ static void test_certify_beyond_enumeration(void **state)
         assert_int_equal(c.cells, 0); /* the pair tests stood in */
         if (!(c.min_p < SD_PLANTED_ALPHA)) fail_msg("%s not rejected: p = %g", b->name, c.min_p);
     }
+    if (found != 2) fail_msg("planted bugs %s and %s: %zu of them in tests/planted.c, want 2", names[0], names[1], found);
     sd_seq_params sp = sd_seq_default_params();
     sp.tree.scheme = SD_SCHEME_RRS;
     sp.length = 8;

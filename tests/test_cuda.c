@@ -516,14 +516,17 @@ static void test_cuda_oracle_certified(void **state)
                       schemes[k].shape, pv, eff);
         if (!(pv >= 1e-6)) fail_msg("%s on %s rejected on the GPU: p = %g", sd_scheme_name(schemes[k].s), schemes[k].shape, pv);
     }
+    size_t found = 0;
     for (size_t i = 0; i < sd_planted_count; i++) {
         if (strcmp(sd_planted_bugs[i].name, "tree-bonus-wrong-node")) continue;
+        found++;
         sd_tree_params tp = sd_tree_default_params();
         tp.scheme = SD_SCHEME_RRS, tp.eval = SD_EVAL_TREE, tp.bonus = sd_planted_bugs[i].bonus;
         double eff, pv = sd_test_certify(gdraft, gpu, tp, "kconfig:2", 10000, 950, 2, &eff);
         print_message("gpu planted tree-bonus-wrong-node: p = %.3g\n", pv);
         if (!(pv < 1e-6)) fail_msg("the bonus at the wrong node was not caught on the GPU: p = %g", pv);
     }
+    if (found != 1) fail_msg("planted bug tree-bonus-wrong-node: %zu in tests/planted.c, want 1", found);
     sd_lm_free(gdraft), sd_lm_free(gpu), sd_lm_free(cpu);
     sd_llama_free(dm), sd_llama_free(tm);
 }

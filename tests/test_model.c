@@ -25,6 +25,19 @@ static const sd_llama_config tiny = {
     .ffn_dim = 96, .ctx_len = 64, .rms_eps = 1e-5f, .rope_base = 10000.0f,
 };
 
+/* Past every threshold where the kernels change their order of work, so that a
+ * kernel that sums in another order for a batch than for one token shows in the bits:
+ * rows of 256 (four blocks of the AVX-512 dot product's 64 lanes, two in each half of
+ * the two-chain tiles), feed-forward rows of 736 (11 blocks and a 32-float tail; the
+ * 4096-float token chunk holds 3 tokens), products over 2^18 multiply-adds (on the
+ * pool's threads), rows of every matrix in several 32-row chunks and 16-row blocks
+ * with a partial last one (a vocabulary of 280). Its passes take milliseconds. */
+static const sd_llama_config wide = {
+    .n_vocab = 280, .dim = 256, .n_layer = 2, .n_head = 8, .n_head_kv = 2, .head_dim = 32,
+    .ffn_dim = 736, .ctx_len = 64, .rms_eps = 1e-5f, .rope_base = 10000.0f,
+};
+static const sd_llama_config *const tiny_and_wide[2] = {&tiny, &wide};
+
 #define random_model sd_test_llama_random
 
 /* ---- the reference: the architecture written out in double, no cache, no batching ---- */
@@ -150,103 +163,113 @@ static void test_model_reference(void **state)
     }
 }
 
-/* Sequential decoding (one token per call) = one batch; and rollback: truncating the
- * cache and continuing differently = a fresh cache fed the same tokens. */
+/* Sequential decoding (one token per call) = one batch, bit for bit; and rollback:
+ * truncating the cache and continuing differently = a fresh cache fed the same
+ * tokens, bit for bit. On the tiny model and the wide one. */
 static void test_model_kv_rollback(void **state)
 {
     (void)state;
-    sd_llama *m = random_model(&tiny, 0, 5);
-    sd_kv *a, *b;
-    assert_int_equal(sd_kv_alloc(m, 64, &a), SD_OK);
-    assert_int_equal(sd_kv_alloc(m, 64, &b), SD_OK);
-    int32_t seq[10] = {1, 5, 9, 2, 47, 0, 13, 13, 8, 30};
-    float one[48], batch[10 * 48];
-    assert_int_equal(sd_llama_forward(m, b, seq, 10, NULL, NULL, batch, NULL), SD_OK);
-    for (size_t i = 0; i < 10; i++) {
-        assert_int_equal(sd_llama_forward(m, a, seq + i, 1, NULL, NULL, one, NULL), SD_OK);
-        for (size_t t = 0; t < 48; t++) assert_close(one[t], batch[i * 48 + t], 1e-4, 1e-5);
+    for (int w = 0; w < 2; w++) {
+        sd_llama *m = random_model(tiny_and_wide[w], 0, 5);
+        size_t V = m->cfg.n_vocab;
+        sd_kv *a, *b;
+        assert_int_equal(sd_kv_alloc(m, 64, &a), SD_OK);
+        assert_int_equal(sd_kv_alloc(m, 64, &b), SD_OK);
+        int32_t seq[10] = {1, 5, 9, 2, 47, 0, 13, 13, 8, 30};
+        float *one = malloc(V * sizeof *one), *batch = malloc(10 * V * sizeof *batch);
+        float *cont = malloc(4 * V * sizeof *cont);
+        assert_int_equal(sd_llama_forward(m, b, seq, 10, NULL, NULL, batch, NULL), SD_OK);
+        for (size_t i = 0; i < 10; i++) {
+            assert_int_equal(sd_llama_forward(m, a, seq + i, 1, NULL, NULL, one, NULL), SD_OK);
+            if (memcmp(one, batch + i * V, V * sizeof *one))
+                fail_msg("dim %u: token %zu alone differs from the batch's", m->cfg.dim, i);
+        }
+        /* a rejected continuation leaves no trace */
+        int32_t wrong[3] = {4, 4, 4};
+        assert_int_equal(sd_llama_forward(m, a, wrong, 3, NULL, NULL, NULL, NULL), SD_OK);
+        assert_int_equal(a->n, 13);
+        sd_kv_truncate(a, 6);
+        int32_t right[4] = {13, 13, 8, 30};
+        assert_int_equal(sd_llama_forward(m, a, right, 4, NULL, NULL, cont, NULL), SD_OK);
+        if (memcmp(cont, batch + 6 * V, 4 * V * sizeof *cont))
+            fail_msg("dim %u: after the rollback the logits differ from a fresh cache's", m->cfg.dim);
+        free(one), free(batch), free(cont);
+        sd_kv_free(a);
+        sd_kv_free(b);
+        sd_llama_free(m);
     }
-    /* a rejected continuation leaves no trace */
-    int32_t wrong[3] = {4, 4, 4};
-    assert_int_equal(sd_llama_forward(m, a, wrong, 3, NULL, NULL, NULL, NULL), SD_OK);
-    assert_int_equal(a->n, 13);
-    sd_kv_truncate(a, 6);
-    int32_t right[4] = {13, 13, 8, 30};
-    float cont[4 * 48];
-    assert_int_equal(sd_llama_forward(m, a, right, 4, NULL, NULL, cont, NULL), SD_OK);
-    for (size_t t = 0; t < 4 * 48; t++) assert_close(cont[t], batch[6 * 48 + t], 1e-4, 1e-5);
-    sd_kv_free(a);
-    sd_kv_free(b);
-    sd_llama_free(m);
 }
 
 /* A draft tree in one batch (mask and positions from src/mask.h) = sequential
- * decoding of each node's path, to 1e-4 relative; then keeping the accepted path
- * in the cache = having decoded only that path. */
+ * decoding of each node's path, bit for bit; then keeping the accepted path in the
+ * cache = having decoded only that path, bit for bit. On the tiny model and the wide
+ * one. */
+static void tree_batch_check(const sd_llama_config *c, const char *shape, size_t s)
+{
+    sd_llama *m = random_model(c, 1, 21);
+    size_t V = c->n_vocab;
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse(shape, &t), SD_OK);
+    enum { P = 5 };
+    int32_t prompt[P] = {3, 17, 40, 2, 9};
+    size_t nodes = sd_tree_nodes(t), N = P + nodes;
+    unsigned char *full = malloc(N * N), *mask = malloc(nodes * nodes);
+    size_t *pos = malloc(N * sizeof *pos);
+    assert_int_equal(sd_tree_attention_mask(t, P, full), SD_OK);
+    assert_int_equal(sd_tree_positions(t, P, pos), SD_OK);
+    for (size_t i = 0; i < nodes; i++) /* the new tokens' block: draft nodes 1..n-1 */
+        for (size_t j = 0; j < nodes; j++) mask[i * nodes + j] = full[(P + i) * N + P + j];
+    int32_t *tok = malloc(nodes * sizeof *tok);
+    for (size_t v = 1; v <= nodes; v++) tok[v - 1] = (int32_t)((v * 11 + s) % 48);
+
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(m, 64, &kv), SD_OK);
+    float *lg = malloc((nodes + P) * V * sizeof *lg), *sl = malloc((P + 16) * V * sizeof *sl);
+    assert_int_equal(sd_llama_forward(m, kv, prompt, P, NULL, NULL, lg, NULL), SD_OK);
+    assert_int_equal(sd_llama_forward(m, kv, tok, nodes, pos + P, mask, lg, NULL), SD_OK);
+    /* sequential: each node's path after the prompt */
+    sd_kv *seq;
+    assert_int_equal(sd_kv_alloc(m, 64, &seq), SD_OK);
+    for (size_t v = 1; v <= nodes; v++) {
+        int32_t all[32];
+        size_t depth = t->depth[v];
+        assert_true(depth <= 16);
+        for (size_t x = v, dd = depth; dd > 0; x = t->parent[x], dd--) all[P + dd - 1] = tok[x - 1];
+        memcpy(all, prompt, sizeof prompt);
+        sd_kv_truncate(seq, 0);
+        assert_int_equal(sd_llama_forward(m, seq, all, P + depth, NULL, NULL, sl, NULL), SD_OK);
+        if (memcmp(lg + (v - 1) * V, sl + (P + depth - 1) * V, V * sizeof *lg))
+            fail_msg("dim %u, tree %s: node %zu's logits differ from its path's", c->dim, shape, v);
+    }
+    /* keep the path to the deepest last node; the next token's logits then equal
+     * the sequential ones */
+    size_t leaf = nodes, keep[16], depth = t->depth[leaf];
+    for (size_t x = leaf, dd = depth; dd > 0; x = t->parent[x], dd--) keep[dd - 1] = P + x - 1;
+    assert_int_equal(sd_kv_keep(kv, P, keep, depth), SD_OK);
+    assert_int_equal(kv->n, P + depth);
+    int32_t next = 7, all[32];
+    assert_int_equal(sd_llama_forward(m, kv, &next, 1, NULL, NULL, lg, NULL), SD_OK);
+    memcpy(all, prompt, sizeof prompt);
+    for (size_t dd = 0; dd < depth; dd++) all[P + dd] = tok[keep[dd] - P];
+    all[P + depth] = next;
+    sd_kv_truncate(seq, 0);
+    assert_int_equal(sd_llama_forward(m, seq, all, P + depth + 1, NULL, NULL, sl, NULL), SD_OK);
+    if (memcmp(lg, sl + (P + depth) * V, V * sizeof *lg))
+        fail_msg("dim %u, tree %s: after keeping the path the logits differ", c->dim, shape);
+    free(sl);
+    sd_kv_free(seq);
+    sd_kv_free(kv);
+    free(lg), free(tok), free(full), free(mask), free(pos);
+    sd_tree_free(t);
+    sd_llama_free(m);
+}
+
 static void test_model_tree_batch(void **state)
 {
     (void)state;
-    sd_llama *m = random_model(&tiny, 1, 21);
     const char *shapes[] = {"kconfig:3,2,1", "kconfig:2,2,2", "chain:5", "parents:0,0,1,1,2,4"};
-    for (size_t s = 0; s < 4; s++) {
-        sd_tree *t;
-        assert_int_equal(sd_tree_parse(shapes[s], &t), SD_OK);
-        enum { P = 5 };
-        int32_t prompt[P] = {3, 17, 40, 2, 9};
-        size_t nodes = sd_tree_nodes(t), N = P + nodes;
-        unsigned char *full = malloc(N * N), *mask = malloc(nodes * nodes);
-        size_t *pos = malloc(N * sizeof *pos);
-        assert_int_equal(sd_tree_attention_mask(t, P, full), SD_OK);
-        assert_int_equal(sd_tree_positions(t, P, pos), SD_OK);
-        for (size_t i = 0; i < nodes; i++) /* the new tokens' block: draft nodes 1..n-1 */
-            for (size_t j = 0; j < nodes; j++) mask[i * nodes + j] = full[(P + i) * N + P + j];
-        int32_t *tok = malloc(nodes * sizeof *tok);
-        for (size_t v = 1; v <= nodes; v++) tok[v - 1] = (int32_t)((v * 11 + s) % 48);
-
-        sd_kv *kv;
-        assert_int_equal(sd_kv_alloc(m, 64, &kv), SD_OK);
-        float *lg = malloc((nodes + P) * 48 * sizeof *lg);
-        assert_int_equal(sd_llama_forward(m, kv, prompt, P, NULL, NULL, lg, NULL), SD_OK);
-        assert_int_equal(sd_llama_forward(m, kv, tok, nodes, pos + P, mask, lg, NULL), SD_OK);
-        /* sequential: each node's path after the prompt */
-        sd_kv *seq;
-        assert_int_equal(sd_kv_alloc(m, 64, &seq), SD_OK);
-        for (size_t v = 1; v <= nodes; v++) {
-            int32_t path[16];
-            size_t depth = t->depth[v];
-            for (size_t x = v, dd = depth; dd > 0; x = t->parent[x], dd--) path[dd - 1] = tok[x - 1];
-            sd_kv_truncate(seq, 0);
-            float *sl = malloc((P + depth) * 48 * sizeof *sl);
-            int32_t all[32];
-            memcpy(all, prompt, sizeof prompt);
-            memcpy(all + P, path, depth * sizeof *path);
-            assert_int_equal(sd_llama_forward(m, seq, all, P + depth, NULL, NULL, sl, NULL), SD_OK);
-            for (size_t x = 0; x < 48; x++)
-                assert_close(lg[(v - 1) * 48 + x], sl[(P + depth - 1) * 48 + x], 1e-4, 1e-5);
-            free(sl);
-        }
-        /* keep the path to the deepest last node; the next token's logits then equal
-         * the sequential ones */
-        size_t leaf = nodes, keep[16], depth = t->depth[leaf];
-        for (size_t x = leaf, dd = depth; dd > 0; x = t->parent[x], dd--) keep[dd - 1] = P + x - 1;
-        assert_int_equal(sd_kv_keep(kv, P, keep, depth), SD_OK);
-        assert_int_equal(kv->n, P + depth);
-        int32_t next = 7, all[32];
-        float a[48], *b = malloc((P + depth + 1) * 48 * sizeof *b);
-        assert_int_equal(sd_llama_forward(m, kv, &next, 1, NULL, NULL, a, NULL), SD_OK);
-        memcpy(all, prompt, sizeof prompt);
-        for (size_t dd = 0; dd < depth; dd++) all[P + dd] = tok[keep[dd] - P];
-        all[P + depth] = next;
-        sd_kv_truncate(seq, 0);
-        assert_int_equal(sd_llama_forward(m, seq, all, P + depth + 1, NULL, NULL, b, NULL), SD_OK);
-        for (size_t x = 0; x < 48; x++) assert_close(a[x], b[(P + depth) * 48 + x], 1e-4, 1e-5);
-        free(b);
-        sd_kv_free(seq);
-        sd_kv_free(kv);
-        free(lg), free(tok), free(full), free(mask), free(pos);
-        sd_tree_free(t);
-    }
-    sd_llama_free(m);
+    for (int w = 0; w < 2; w++)
+        for (size_t s = 0; s < 4; s++) tree_batch_check(tiny_and_wide[w], shapes[s], s);
 }
 
 /* F16 / BF16 / Q8_0 / Q4_0 weights: the logits stay close to F32's, closer for the
@@ -685,41 +708,49 @@ static void test_model_errors(void **state)
 }
 
 /* A prompt-sized batch (past the 16 tokens where the decoder once changed kernels)
- * gives every token the logits of one-token passes, bit for bit, F32 and F16; asking
- * for some rows' logits only gives those rows' bits. */
+ * gives every token the logits of one-token passes, bit for bit, for every weight
+ * type, on the tiny model and the wide one; asking for some rows' logits only gives
+ * those rows' bits. */
 static void test_model_long_batch_bitwise(void **state)
 {
     (void)state;
-    sd_llama *m = random_model(&tiny, 0, 5);
+    static const sd_ttype types[] = {SD_T_F32, SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0};
     enum { N = 37 };
     int32_t seq[N];
     for (size_t i = 0; i < N; i++) seq[i] = (int32_t)((i * 7 + 3) % 48);
-    static float got[N * 48], one[N * 48];
-    sd_kv *kv;
-    assert_int_equal(sd_kv_alloc(m, N, &kv), SD_OK);
-    for (int f16 = 0; f16 < 2; f16++) {
-        sd_llama *q = m;
-        if (f16) assert_int_equal(sd_llama_convert(m, SD_T_F16, &q), SD_OK);
-        sd_kv_truncate(kv, 0);
-        assert_int_equal(sd_llama_forward(q, kv, seq, N, NULL, NULL, got, NULL), SD_OK);
-        sd_kv_truncate(kv, 0);
-        for (size_t t = 0; t < N; t++)
-            assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, one + t * 48, NULL), SD_OK);
-        assert_memory_equal(one, got, sizeof got);
-        /* a subset of the rows (a prompt's last token, a tree's leaves): the same bits */
-        static const size_t rows[] = {0, 5, 6, 20, N - 1};
-        static float sub[5 * 48];
-        sd_kv_truncate(kv, 0);
-        assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, rows, 5, sub), SD_OK);
-        for (size_t i = 0; i < 5; i++) assert_memory_equal(sub + i * 48, got + rows[i] * 48, 48 * sizeof *sub);
-        static const size_t bad[] = {3, 3};
-        sd_kv_truncate(kv, 0);
-        assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, bad, 2, sub), SD_EINVAL);
-        assert_non_null(strstr(sd_errmsg(), "out of order"));
-        if (q != m) sd_llama_free(q);
+    for (int w = 0; w < 2; w++) {
+        sd_llama *m = random_model(tiny_and_wide[w], 0, 5);
+        size_t V = m->cfg.n_vocab;
+        float *got = malloc(N * V * sizeof *got), *one = malloc(N * V * sizeof *one), *sub = malloc(5 * V * sizeof *sub);
+        sd_kv *kv;
+        assert_int_equal(sd_kv_alloc(m, N, &kv), SD_OK);
+        for (size_t ty = 0; ty < sizeof types / sizeof *types; ty++) {
+            sd_llama *q = m;
+            if (types[ty] != SD_T_F32) assert_int_equal(sd_llama_convert(m, types[ty], &q), SD_OK);
+            sd_kv_truncate(kv, 0);
+            assert_int_equal(sd_llama_forward(q, kv, seq, N, NULL, NULL, got, NULL), SD_OK);
+            sd_kv_truncate(kv, 0);
+            for (size_t t = 0; t < N; t++)
+                assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, one + t * V, NULL), SD_OK);
+            for (size_t t = 0; t < N; t++)
+                if (memcmp(one + t * V, got + t * V, V * sizeof *got))
+                    fail_msg("dim %u, %s: token %zu of the batch differs from its one-token pass", m->cfg.dim,
+                             sd_ttype_name(types[ty]), t);
+            /* a subset of the rows (a prompt's last token, a tree's leaves): the same bits */
+            static const size_t rows[] = {0, 5, 6, 20, N - 1};
+            sd_kv_truncate(kv, 0);
+            assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, rows, 5, sub), SD_OK);
+            for (size_t i = 0; i < 5; i++) assert_memory_equal(sub + i * V, got + rows[i] * V, V * sizeof *sub);
+            static const size_t bad[] = {3, 3};
+            sd_kv_truncate(kv, 0);
+            assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, bad, 2, sub), SD_EINVAL);
+            assert_non_null(strstr(sd_errmsg(), "out of order"));
+            if (q != m) sd_llama_free(q);
+        }
+        free(got), free(one), free(sub);
+        sd_kv_free(kv);
+        sd_llama_free(m);
     }
-    sd_kv_free(kv);
-    sd_llama_free(m);
 }
 
 /* The thread-count policy, fed made-up timings: both counts tried twice, then the

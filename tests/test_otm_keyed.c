@@ -1,6 +1,7 @@
 /* The keyed OTM-k sampler (otm.h): exact law and optimal acceptance by enumeration
- * against the closed form and GLPK's set LP; tiling invariants at large V; Monte
- * Carlo certification; a planted wrong coin that the certification rejects. */
+ * against the closed form and GLPK's set LP; its pieces a partition of [0, 1], also at
+ * large V; Monte Carlo certification; a planted wrong coin that the certification
+ * rejects. */
 #include "support.h"
 
 #include <math.h>
@@ -29,23 +30,49 @@ static void pair(gsl_rng *r, double alpha, size_t V, int zeros, double *draft, d
     }
 }
 
-/* Pieces: inside [0, 1], disjoint, lengths summing to draft per token, total 1. */
+typedef struct {
+    double lo, hi;
+    size_t tok;
+} piece;
+
+static int piece_cmp(const void *x, const void *y)
+{
+    const piece *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo ? 1 : 0;
+}
+
+/* Pieces: lengths summing to draft per token, ascending within a token; and all
+ * tokens' pieces together, sorted, a partition of [0, 1]: the first starts at 0,
+ * each starts where the one before ends (no overlap at all, no hole over tol), the
+ * last ends at 1. */
 static void check_tiling(const sd_otm_keyed *K, double tol)
 {
-    size_t V = K->vocab;
-    double total = 0;
+    size_t V = K->vocab, n = K->start[V];
+    assert_int_equal(n, K->npieces);
+    piece *all = malloc((n ? n : 1) * sizeof *all);
     for (size_t m = 0; m < V; m++) {
         double len = 0;
         for (size_t p = K->start[m]; p < K->start[m + 1]; p++) {
-            assert_true(K->lo[p] >= 0 && K->hi[p] <= 1 && K->lo[p] < K->hi[p]);
+            if (!(K->lo[p] < K->hi[p])) fail_msg("token %zu: empty piece [%.17g, %.17g)", m, K->lo[p], K->hi[p]);
             if (p > K->start[m]) assert_true(K->lo[p] >= K->hi[p - 1]);
             len += K->hi[p] - K->lo[p];
+            all[p] = (piece){K->lo[p], K->hi[p], m};
         }
         if (fabs(len - K->draft[m]) > tol)
             fail_msg("token %zu: pieces sum to %.17g, draft %.17g", m, len, K->draft[m]);
-        total += len;
     }
-    assert_close(total, 1, 0, tol * 10);
+    qsort(all, n, sizeof *all, piece_cmp);
+    double end = 0, worst_gap = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (all[i].lo < end)
+            fail_msg("token %zu's piece [%.17g, %.17g) overlaps the piece before, which ends at %.17g", all[i].tok,
+                     all[i].lo, all[i].hi, end);
+        worst_gap = fmax(worst_gap, all[i].lo - end);
+        end = all[i].hi;
+    }
+    worst_gap = fmax(worst_gap, fabs(1 - end));
+    if (worst_gap > tol) fail_msg("the pieces leave a hole of %.3g in [0, 1] (or end at %.17g)", worst_gap, end);
+    free(all);
 }
 
 static void test_keyed_enumeration(void **state)

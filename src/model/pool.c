@@ -40,6 +40,7 @@ enum { POOL_MAX = 64 };
 static struct {
     _Atomic uint64_t word;
     atomic_size_t done;  /* tasks of the current loop that have run */
+    atomic_size_t by_workers; /* tasks the workers have run, all loops (sd_pool_worker_tasks) */
     atomic_int sleepers; /* workers asleep (or about to be) on wake */
     atomic_int stop;
     atomic_flag busy;    /* a caller's loop holds the pool */
@@ -85,6 +86,8 @@ static void take(int me)
         if (!atomic_compare_exchange_weak_explicit(&P.word, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
             continue; /* w now holds the word another thread left */
         P.task(P.ctx, P.base + (size_t)(w & TASK_MASK), me);
+        /* counted before done: a caller that has seen its loop done sees the count */
+        if (me) atomic_fetch_add_explicit(&P.by_workers, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
         w = atomic_load_explicit(&P.word, memory_order_acquire);
     }
@@ -187,3 +190,5 @@ void sd_pool_for(int threads, size_t n, sd_pool_task task, void *ctx)
     }
     atomic_flag_clear(&P.busy);
 }
+
+size_t sd_pool_worker_tasks(void) { return atomic_load(&P.by_workers); }

@@ -27,4 +27,8 @@ typedef void (*sd_pool_task)(void *ctx, size_t i, int thread);
  * itself, in order. Tasks of one loop must not depend on each other. */
 void sd_pool_for(int threads, size_t n, sd_pool_task task, void *ctx);
 
+/* Tasks run by the workers (threads 1 and up, not a caller) since the process
+ * started: a test reads it to know that a loop did go to the pool. */
+size_t sd_pool_worker_tasks(void);
+
 #endif

@@ -17,7 +17,7 @@ expect 2 "without MPI" -- env OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=1 "$SP
 expect 2 "in a sweep's cell" -- env SPECDEC_NO_MPI=1 "$SPECDEC" certify --scheme sd --mpi
 expect 2 "--chunks must be 1 to 4096" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --chunks 0
 if ! command -v mpirun >/dev/null 2>&1; then
-    echo "cli mpi: skipped the MPI runs (no mpirun: sh install-deps.sh installs openmpi-bin)"
+    echo "cli mpi: skipped: the MPI runs (no mpirun: sh install-deps.sh installs openmpi-bin)"
     finish "cli mpi"
     exit
 fi
@@ -27,7 +27,7 @@ if [ "$MPISPECDEC" = skip ]; then
     exit
 fi
 if [ ! -x "$MPISPECDEC" ]; then
-    echo "cli mpi: skipped the MPI runs (no $MPISPECDEC: make mpi)"
+    echo "cli mpi: skipped: the MPI runs (no $MPISPECDEC: make mpi)"
     finish "cli mpi"
     exit
 fi
