@@ -78,6 +78,26 @@ fail=$before
 grep -q 'malformed: no headline' "$R/.malformed" || bad "the planted malformed step was not caught: $(cat "$R/.malformed")"
 rm -f "$R/.malformed"
 
+# the headlines of what only a GPU prints: test_cuda's logits lines (in the format its
+# source prints them) and compute-sanitizer's summaries
+X=$R/.x
+fmt=$(sed -n 's/.*fprintf(stderr, "\(test_cuda: %-28s[^"]*max|diff|[^"]*\)".*/\1/p' tests/test_cuda.c)
+[ -n "$fmt" ] || bad "tests/test_cuda.c: no logits line to take the format from"
+{ printf "$fmt" "tiny random" F16 1.0e-5 3.05e-5 2.0e-5 1.22e-4
+  printf "$fmt" "out/gpu-check-models/llama-1b-f16.gguf" F16 2.0e-6 4.0e-6 1.0e-6 1.22e-4
+  echo "[  PASSED  ] 9 test(s)."; } > "$X"
+h=$(sh tests/gpu-check.sh --headline test "$X")
+[ "$h" = "headline: 9 passed, 0 failed, 0 skipped; logits: worst 0.250 of the tolerance over 2 model/type checks (goal <= 1)" ] ||
+    bad "test's headline from test_cuda's GPU lines: '$h'"
+echo "========= ERROR SUMMARY: 0 errors" > "$X.mem"
+echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" > "$X.race"
+h=$(sh tests/gpu-check.sh --headline sanitize "$X.mem" "$X.race" 0 0) || bad "sanitize: a clean memcheck and racecheck fail: '$h'"
+echo "$h" | grep -q 'memcheck: 0 errors .*racecheck: 0 hazards' || bad "sanitize's headline: '$h'"
+echo "========= ERROR SUMMARY: 3 errors" > "$X.mem"
+if h=$(sh tests/gpu-check.sh --headline sanitize "$X.mem" "$X.race" 0 0); then bad "sanitize: 3 memcheck errors pass: '$h'"; fi
+echo "$h" | grep -q 'memcheck: 3 errors' || bad "sanitize's headline with 3 errors: '$h'"
+rm -f "$X" "$X.mem" "$X.race"
+
 # the summary: a table row per step, the verdict, and $OUT's files
 for s in test hang generate sanitize bench decode gt parallel llamacpp malformed; do
     grep -q "^$s " "$R/summary.txt" || bad "summary.txt: no row for $s"

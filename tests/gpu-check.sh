@@ -3,25 +3,29 @@
 # at most 8 minutes, from the bundle of tests/bench/cuda-bundle.sh (built on a machine
 # without a GPU; nothing is compiled here). Each step runs under its own time limit
 # (tests/bench/steps.sh), writes its results as it goes, and the next step runs whatever
-# it did; the steps, in order (limits in s; together 7 minutes):
+# it did. The steps, in order, with their limits and the time expected on an H100 (s;
+# the limits together 7 minutes, the expected times about 3):
 #   test      test_cuda in full: logits against the CPU decoder for every weight type,
-#             trees, the cache, every scheme certified on the GPU                      70
+#             trees, the cache, every scheme certified on the GPU (150 000 passes)     60   25
 #   generate  greedy `generate --device cuda` = the CPU's tokens (tests/cuda_generate.sh,
-#             8 prompts x 48 tokens; F32 weights: none may differ, F16: a quarter)     45
-#   sanitize  compute-sanitizer memcheck (with leak check) on a reduced test_cuda set,
-#             racecheck on a smaller one                                                75
-#   bench     bench_cuda with fewer passes: copy bandwidth, a one-token pass's weight
-#             bytes / time against it, M_T(n)/M_T(1) for n = 1..64, on the shipped
+#             8 prompts x 48 tokens; F32 weights: none may differ, F16: a quarter;
+#             a CUDA context per prompt and model)                                     60   25
+#   sanitize  compute-sanitizer memcheck (leak check too) on test_cuda's logits_tiny and
+#             tree_equals_paths, then racecheck on logits_tiny                        70   35
+#   bench     bench_cuda with 20 passes a point: copy bandwidth, a one-token pass's
+#             weight bytes / time against it, M_T(n)/M_T(1) for n = 1..64, on the shipped
 #             target, the large target (data/models/large-target.gguf, when it exists)
-#             and a 1B-class F16 random model written here by specdec random-model (in
-#             the background from the start); then test_cuda's logits on that model     85
+#             and a 1B-class F16 random model (2.2 GB) that specdec random-model writes
+#             in the background from the start (about 60 s of one core on the build
+#             machine); then test_cuda's logits on that model                        85   20
 #   decode    decode --device cuda --scheme all on the shipped pair (8 prompts x 64
-#             tokens), and on the large pair when data/models/large-{target,draft}.gguf
-#             exist: every scheme's speedup beside its prediction                        60
-#   gt        the GT threshold sweep x 0.5, 1, 2 at temperatures 0 and 1                  45
-#   parallel  the parallel drafter against the sequential one, L = 1..4, T = 1 and 0       30
-#   llamacpp  llama.cpp's CUDA programs on the same files: skipped (a CUDA build of
-#             llama.cpp does not fit the bundle; the reason is in the summary)           10
+#             tokens, calibration on 8), and on the large pair when data/models/
+#             large-{target,draft}.gguf exist: every scheme's speedup beside its
+#             prediction                                                               60   15
+#   gt        the GT threshold sweep x 0.5, 1, 2 at temperatures 0 and 1 (4 x 64)      45   12
+#   parallel  the parallel drafter against the sequential one, L = 1..4, T = 1 and 0   30   12
+#   llamacpp  llama.cpp's CUDA programs on the same files: skipped, since a CUDA build
+#             of llama.cpp does not fit the bundle (the reason is in the summary)     10    0
 # Then a summary: each step's status (ok, skipped, timed out, failed), seconds, and its
 # headline figure against its goal (test_cuda's logits within tolerance, copy bandwidth
 # >= 70%, M_T(n) flat to 16 tokens, speedups inside their predicted intervals).
@@ -41,11 +45,44 @@
 # and gpu-check-results.tar.gz (every result file): at most 4 files.
 # env: GPU_CHECK_LIMITS="step=s,..." overrides time limits; CUDA_MODELS (out/gpu-check-
 # models: the 1B model, not among the results); LLAMA_BUILD_CUDA (.cache/llama.cpp-build-cuda)
+# --headline STEP FILE prints the headline of test or sanitize from such a step's output
+# (tests/gpu-check-dry.sh feeds it lines in the GPU's formats, which a dry run cannot make).
 # Exit status: 0 every step ok, 1 a step failed or timed out, or no usable GPU, 2 usage
 # error, 3 none failed but one was skipped.
 set -eu
 cd "$(dirname "$0")/.."
 HERE=tests/gpu-check.sh
+
+# ---- the headlines of the steps whose output only a GPU makes ----
+# test_cuda's totals, and its worst logits line "max|diff|/max|logit|: prompt E, tree E,
+# one E (tol E)" as a share of its tolerance
+headline_test() {
+    awk '/^\[  PASSED  \] [0-9]+ test/ { p = $4 } /^\[  FAILED  \] [0-9]+ test/ { f = $4 }
+         /^\[  SKIPPED \]/ { s++ }
+         /max\|diff\|\/max\|logit\|: prompt/ { gsub(/[(),]/, " "); n++
+             for (i = 1; i < NF; i++) if ($i == "prompt" || $i == "tree" || $i == "one") e = e > $(i + 1) + 0 ? e : $(i + 1) + 0
+             tol = $NF + 0; if (tol > 0 && e / tol > w) w = e / tol; e = 0 }
+         END { printf "headline: %d passed, %d failed, %d skipped; logits: ", p, f, s
+               if (n) printf "worst %.3f of the tolerance over %d model/type checks (goal <= 1)\n", w, n
+               else printf "none checked (no GPU test ran)\n" }' "$1"
+}
+# compute-sanitizer's "========= ERROR SUMMARY: N errors" (racecheck: "RACECHECK SUMMARY:
+# N hazards displayed"); "no summary" when it printed none
+headline_sanitize() { # MEMCHECK-FILE RACECHECK-FILE MEM-EXIT RACE-EXIT
+    mem=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$1" | tail -1)
+    race=$(sed -n 's/^========= RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p; s/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$2" | tail -1)
+    echo "headline: memcheck: ${mem:-no summary} errors (exit $3, goal 0) on ${CHECK_SAN_TESTS:-?}; racecheck: ${race:-no summary} hazards (exit $4, goal 0) on ${CHECK_RACE_TESTS:-?}"
+    # --error-exitcode makes any error an exit status; a summary, when there, must say 0
+    [ "$3" = 0 ] && [ "$4" = 0 ] && [ "${mem:-0}" = 0 ] && [ "${race:-0}" = 0 ]
+}
+if [ "${1:-}" = --headline ]; then
+    case ${2:-} in
+    test) headline_test "${3:?--headline test FILE}" ;;
+    sanitize) headline_sanitize "${3:?}" "${4:?}" "${5:-0}" "${6:-0}" ;;
+    *) echo "gpu-check: --headline test FILE | sanitize MEMCHECK RACECHECK [EXIT EXIT]" >&2; exit 2 ;;
+    esac
+    exit
+fi
 
 # ---- one step, run by the driver below under its time limit (all it needs is in the env) ----
 if [ "${1:-}" = --step ]; then
@@ -60,15 +97,7 @@ if [ "${1:-}" = --step ]; then
         rc=0
         "$B/tests/test_cuda" > "$R/test_cuda.txt" 2>&1 || rc=$?
         grep -E '^test_cuda: |^gpu |^\[  (PASSED|FAILED|SKIPPED)  \]' "$R/test_cuda.txt" || true
-        # the logits lines: "max|diff|/max|logit|: prompt E, tree E, one E (tol E)"
-        awk '/^\[  PASSED  \] [0-9]+ test/ { p = $4 } /^\[  FAILED  \] [0-9]+ test/ { f = $4 }
-             /^\[  SKIPPED \]/ { s++ }
-             /max\|diff\|\/max\|logit\|: prompt/ { gsub(/[(),]/, " "); n++
-                 for (i = 1; i < NF; i++) if ($i == "prompt" || $i == "tree" || $i == "one") e = e > $(i + 1) ? e : $(i + 1)
-                 tol = $NF; if (e / tol > w) w = e / tol; e = 0 }
-             END { printf "headline: %d passed, %d failed, %d skipped; logits: ", p, f, s
-                   if (n) printf "worst %.3f of the tolerance over %d model/type checks (goal <= 1)\n", w, n
-                   else printf "none checked (no GPU test ran)\n" }' "$R/test_cuda.txt"
+        headline_test "$R/test_cuda.txt"
         exit $rc
         ;;
     generate)
@@ -79,7 +108,8 @@ if [ "${1:-}" = --step ]; then
         awk '/equal to the CPU/ && match($0, /\([0-9]+ differ[^)]*\)/) {
                  m = $3; sub(/.*\//, "", m); sub(/:$/, "", m)
                  h = h (h ? "; " : "") m " " $4 "/" $6 " prompts equal " substr($0, RSTART, RLENGTH) }
-             END { print "headline: " (h ? h : "no result") }' "$R/generate.txt"
+             /FAIL: / { f = $0; sub(/^cuda generate: /, "", f) }
+             END { print "headline: " (h ? h : f ? f : "no result") }' "$R/generate.txt"
         exit $rc
         ;;
     sanitize)
@@ -95,15 +125,11 @@ if [ "${1:-}" = --step ]; then
         SPECDEC_CUDA_TESTS=$CHECK_SAN_TESTS timeout "$CHECK_SAN_MEM_S" "$CHECK_SANITIZER" --tool memcheck \
             --leak-check full --error-exitcode 1 "$B/tests/test_cuda" > "$R/memcheck.txt" 2>&1 || rc=$?
         grep -E '^========= (ERROR|LEAK) SUMMARY|^\[  (PASSED|FAILED)  \]' "$R/memcheck.txt" || true
-        mem=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$R/memcheck.txt" | tail -1)
         rrc=0
         SPECDEC_CUDA_TESTS=$CHECK_RACE_TESTS timeout "$CHECK_SAN_RACE_S" "$CHECK_SANITIZER" --tool racecheck \
             --error-exitcode 1 "$B/tests/test_cuda" > "$R/racecheck.txt" 2>&1 || rrc=$?
         grep -E '^========= (RACECHECK|ERROR) SUMMARY|^\[  (PASSED|FAILED)  \]' "$R/racecheck.txt" || true
-        race=$(sed -n 's/^========= RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p; s/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
-            "$R/racecheck.txt" | tail -1)
-        echo "headline: memcheck: ${mem:-no summary} errors (exit $rc, goal 0) on $CHECK_SAN_TESTS; racecheck: ${race:-no summary} hazards (exit $rrc, goal 0) on $CHECK_RACE_TESTS"
-        [ $rc = 0 ] && [ $rrc = 0 ] && [ "${mem:-x}" = 0 ] && [ "${race:-x}" = 0 ]
+        headline_sanitize "$R/memcheck.txt" "$R/racecheck.txt" $rc $rrc || exit 1
         ;;
     bench)
         big=$CUDA_MODELS/$CHECK_BIG_NAME.gguf
@@ -143,7 +169,7 @@ if [ "${1:-}" = --step ]; then
             END { if (!k) { print "headline: no bench table; " lg; exit }
                   printf "headline: %s: one-token pass %.3f ms, %.0f%% of copy bandwidth (goal >= 70%%); M_T(n)/M_T(1) n=4 %.2f, 16 %.2f, 64 %.2f (goal: flat to 16, <= 1.3); %s\n",
                          name[k], ms[k], pc[k], r[k, 4], r[k, 16], r[k, 64], lg }'
-        [ $rc = 0 ] && [ $lrc = 0 ]
+        [ $rc = 0 ] && [ $lrc = 0 ] || exit 1
         ;;
     decode)
         study E2E_PROMPTS=$CHECK_DEC_PROMPTS E2E_TOKENS=$CHECK_DEC_TOKENS STUDY_DECODE_ARGS="--calibrate $CHECK_DEC_CAL" \
@@ -229,7 +255,7 @@ limit() {
     l=$(echo ",${GPU_CHECK_LIMITS:-}," | sed -n "s/.*,$1=\([0-9]*\),.*/\1/p")
     [ -n "$l" ] && { echo "$l"; return; }
     case $1 in
-    test) echo 70 ;; generate) echo 45 ;; sanitize) echo 75 ;; bench) echo 85 ;; decode) echo 60 ;;
+    test) echo 60 ;; generate) echo 60 ;; sanitize) echo 70 ;; bench) echo 85 ;; decode) echo 60 ;;
     gt) echo 45 ;; parallel) echo 30 ;; llamacpp) echo 10 ;; hang) echo 3 ;; *) echo 30 ;;
     esac
 }
@@ -240,6 +266,7 @@ if [ -n "$BUNDLE" ]; then
     echo "gpu-check: unpacked $BUNDLE ($(tar -tzf "$BUNDLE" | grep -c -v '/$') files)"
 fi
 
+. tests/bench/steps.sh
 # build-cuda/BUNDLE (tests/bench/cuda-bundle.sh): the commit and CUDA runtime of the bundle
 binfo() { sed -n "s/^$1: //p" build-cuda/BUNDLE 2>/dev/null | head -1; }
 # llama.cpp's CUDA programs, measured on the build machine (nvcc 13.0, sm_90 only, -O3): one
@@ -258,7 +285,7 @@ if [ $DRY = 1 ]; then
     CHECK_SANITIZER=""
 else
     B=build-cuda CHECK_DEVICE=cuda CHECK_THREADS=$(nproc)
-    CHECK_GEN_PROMPTS=8 CHECK_GEN_TOKENS=48 CHECK_SAN_TESTS=logits_tiny,tree_equals_paths CHECK_RACE_TESTS=tree_equals_paths
+    CHECK_GEN_PROMPTS=8 CHECK_GEN_TOKENS=48 CHECK_SAN_TESTS=logits_tiny,tree_equals_paths CHECK_RACE_TESTS=logits_tiny
     CHECK_BENCH_REPS=20 CHECK_BIG_NAME=llama-1b-f16 BIG_SHAPE=""
     CHECK_DEC_PROMPTS=8 CHECK_DEC_TOKENS=64 CHECK_DEC_CAL=8
     CHECK_SWEEP_PROMPTS=4 CHECK_SWEEP_TOKENS=64 CHECK_SWEEP_CAL=4 CHECK_GT_MULTS=0.5,1,2 CHECK_PAR_SWEEP=1-4
@@ -300,7 +327,8 @@ else
         exit 1
     fi
     DEVICE=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1)
-    DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1), runtime $(binfo runtime) (the bundle's, built from $(binfo commit))"
+    DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1); runtime $(binfo runtime)"
+    STEPS_COMMIT="$(steps_commit); the bundle built from $(binfo commit)"
     SLUG=$(echo "$DEVICE" | cut -d, -f1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
     [ -n "$CHECK_SANITIZER" ] || say "gpu-check: compute-sanitizer not found (PATH, /usr/local/cuda): the sanitize step will fail"
 fi
@@ -311,7 +339,6 @@ rm -rf "$RESULTS"
 
 STEPS_DEVICE=$DEVICE STEPS_DRIVER=$DRIVER
 STEPS_COMMAND="$CMDLINE (generate $CHECK_GEN_PROMPTS x $CHECK_GEN_TOKENS, decode $CHECK_DEC_PROMPTS x $CHECK_DEC_TOKENS, sweeps $CHECK_SWEEP_PROMPTS x $CHECK_SWEEP_TOKENS, $CHECK_THREADS threads)"
-. tests/bench/steps.sh
 steps_begin "$RESULTS"
 export CHECK_RESULTS="$RESULTS" CHECK_BUILD="$B" CHECK_DEVICE CHECK_THREADS CHECK_GEN_PROMPTS CHECK_GEN_TOKENS \
     CHECK_SAN_TESTS CHECK_RACE_TESTS CHECK_SANITIZER CHECK_SAN_MEM_S CHECK_SAN_RACE_S CHECK_BENCH_REPS CHECK_BIG_NAME \
@@ -342,7 +369,7 @@ esac
     echo "$STEPS_BAD $STEPS_FAILED" > "$RESULTS/.tmp/tally"
 } 2>&1 | tee -a "$LOG"
 read -r STEPS_BAD STEPS_FAILED < "$RESULTS/.tmp/tally"
-[ -n "$BIGPID" ] && kill -TERM -- "-$BIGPID" 2>/dev/null || true
+[ -n "$BIGPID" ] && kill -TERM "-$BIGPID" 2>/dev/null || true
 rm -rf "$RESULTS/.tmp"
 rm -f "$BIG.done" "$BIG.failed"
 

@@ -4,7 +4,8 @@
 # earlier ones wrote and the next one still runs.
 #
 #   steps_begin DIR          DIR/.header (# device, driver, commit, command, date from
-#                            STEPS_DEVICE, STEPS_DRIVER, STEPS_COMMAND), DIR/DEVICE (which
+#                            STEPS_DEVICE, STEPS_DRIVER, STEPS_COMMAND; the commit git's
+#                            unless STEPS_COMMIT says it), DIR/DEVICE (which
 #                            plots/draw.sh reads) and DIR/steps.tsv's header
 #   steps_run NAME LIMIT CMD...
 #                            runs CMD under `timeout LIMIT` (the whole process group; KILL 5 s
@@ -21,12 +22,19 @@
 #   steps_table DIR N        the last N rows of steps.tsv as an aligned table
 STEPS_BAD=0 STEPS_FAILED=0
 
+# the checkout's commit; a copy without git (a lent machine gets the files alone) says so
+steps_commit() {
+    if git rev-parse --short HEAD >/dev/null 2>&1; then
+        echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ local changes)')"
+    else echo "unknown (no git here)"; fi
+}
+
 steps_begin() {
     STEPS_DIR=$1
     mkdir -p "$STEPS_DIR/.tmp"
     { echo "# device: $STEPS_DEVICE"
       echo "# driver: $STEPS_DRIVER"
-      echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ local changes)')"
+      echo "# commit: ${STEPS_COMMIT:-$(steps_commit)}"
       echo "# command: $STEPS_COMMAND"
       echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"; } > "$STEPS_DIR/.header"
     cp "$STEPS_DIR/.header" "$STEPS_DIR/DEVICE"
@@ -53,7 +61,7 @@ steps_run() {
     124|137) _st="timed out" ;;
     *) _st="failed ($_rc)" ;;
     esac
-    [ $_st = ok ] || STEPS_BAD=$((STEPS_BAD + 1))
+    [ "$_st" = ok ] || STEPS_BAD=$((STEPS_BAD + 1))
     case $_st in timed*|failed*)
         STEPS_FAILED=$((STEPS_FAILED + 1))
         echo "steps: $_name $_st after $_sec s (limit $_lim s); its stderr ($_err):" >&2
