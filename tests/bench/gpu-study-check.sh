@@ -48,7 +48,12 @@ n=$(( $(rows predict-runs.tsv '.') + $(grep -c '^run [0-9]*: .* skipped: .' "$R/
 [ "$n" = 11 ] || bad "predict-runs.tsv: $n rows (and skipped built trees), want 11 (1 run)"
 [ "$(rows whatif.tsv '^(sd|spectr|mcsd|mcsd-wor|rsd-c|rsd-s|gt-dynamic|gt|throughput)$')" -ge 9 ] ||
     bad "whatif.tsv: not every scheme has a row"
-# every step ok; llamacpp may be skipped, with its reason, when llama.cpp's tools are not built
+# every step ok; llamacpp skipped, with its reason, when llama.cpp's tools are not built (and
+# only then: it used to be recorded as ok)
+if [ ! -x "${LLAMA_BUILD_CUDA:-.cache/llama.cpp-build-cuda}/bin/llama-completion" ]; then
+    [ "$(grep -v '^#' "$R/steps.tsv" | awk -F'\t' '$1 == "llamacpp" { print $2 }')" = skipped ] ||
+        bad "steps.tsv: llamacpp is not 'skipped' without llama.cpp's build"
+fi
 awk -F'\t' '!/^#/ && $1 != "step" && $2 != "ok" && !($1 == "llamacpp" && $2 == "skipped" && $5 ~ /skipped: .* is not built/) {
          print "gpu-study-check: FAIL: steps.tsv: " $1 " " $2 " (" $5 ")"; bad = 1 } END { exit bad }' "$R/steps.tsv" || fail=1
 [ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 7 ] || bad "steps.tsv: want a row for each of the 7 steps"
