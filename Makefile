@@ -212,9 +212,11 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	$(FIGS_SWEEP) paper-figs/figs.grid --out out/figs/sweep.jsonl,$(BIN) figs --out out/figs) && \
 	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv && \
 	sh plots/draw.sh out/figs --thumbs paper-figs/img && \
-	if ls paper-figs/gpu/*.tsv >/dev/null 2>&1; then \
-	  sh plots/draw.sh paper-figs/gpu --into out/figs/gpu --thumbs paper-figs/img/gpu --recipes-only; \
-	else echo "figs: no GPU results in paper-figs/gpu/ (make bench-e2e-cuda RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
+	gpu=0 && for d in paper-figs/gpu paper-figs/gpu/*; do \
+	  [ -d "$$d" ] && ls "$$d"/*.tsv >/dev/null 2>&1 || continue; gpu=1; sub=$${d#paper-figs/gpu}; \
+	  sh plots/draw.sh "$$d" --into out/figs/gpu$$sub --thumbs paper-figs/img/gpu$$sub --recipes-only || exit 1; \
+	done && \
+	if [ $$gpu = 0 ]; then echo "figs: no GPU results in paper-figs/gpu/ (make gpu-check RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
 	if ls paper-figs/ladder/*.tsv >/dev/null 2>&1; then \
 	  sh plots/draw.sh paper-figs/ladder --into out/figs/ladder --thumbs paper-figs/img/ladder --recipes-only; fi && \
 	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
