@@ -590,5 +590,9 @@ int main(void)
         }
         w += len + (w[len] == ',');
     }
+    if (!n) {
+        fprintf(stderr, "test_cuda: SPECDEC_CUDA_TESTS=%s names no test\n", only);
+        return 2;
+    }
     return _cmocka_run_group_tests("test_cuda", chosen, n, NULL, NULL);
 }
