@@ -41,8 +41,9 @@
 #   --record     results into paper-figs/gpu/DEVICE/ (make figs draws them), else
 #                out/gpu-check/ (--dry-run: out/gpu-check-dry/); --results DIR: there
 #   --steps LIST comma-separated steps (default: all, in the order above)
-# When $OUT is set (a folder), it receives at the end summary.txt, steps.tsv, log.txt
-# and gpu-check-results.tar.gz (every result file): at most 4 files.
+# When $OUT is set (a folder), it receives steps.tsv and log.txt after every step (a call
+# cut short keeps them), and at the end summary.txt and gpu-check-results.tar.gz (every
+# result file): at most 4 files.
 # env: GPU_CHECK_LIMITS="step=s,..." overrides time limits; CUDA_MODELS (out/gpu-check-
 # models: the 1B model, not among the results); LLAMA_BUILD_CUDA (.cache/llama.cpp-build-cuda)
 # --headline STEP FILE prints the headline of test or sanitize from such a step's output
@@ -353,7 +354,8 @@ case ,$STEPS, in *,bench,*)
     if [ -s "$BIG" ] && [ -e "$BIG.ok" ]; then touch "$BIG.done"
     else
         # its own session, so that the end of the check can stop it (and its children) if unfinished
-        BIG=$BIG SD=$SD BIG_SHAPE=$BIG_SHAPE setsid sh -c 'rm -f "$BIG.ok"
+        SETSID=$(command -v setsid || true)
+        BIG=$BIG SD=$SD BIG_SHAPE=$BIG_SHAPE $SETSID sh -c 'rm -f "$BIG.ok"
             if "$SD" random-model --type f16 $BIG_SHAPE --out "$BIG" > "$BIG.log" 2>&1
             then touch "$BIG.ok" "$BIG.done"; else touch "$BIG.failed"; fi' &
         BIGPID=$!
@@ -365,11 +367,13 @@ esac
     echo "# gpu-check: $B on $DEVICE; steps $STEPS; results in $RESULTS/"
     for s in $(echo "$STEPS" | tr ',' ' '); do
         steps_run "$s" "$(limit "$s")" sh "$HERE" --step "$s"
+        # a call cut short keeps in $OUT what the steps so far measured
+        [ -z "${OUT:-}" ] || { mkdir -p "$OUT" && cp "$RESULTS/steps.tsv" "$OUT/" && cp "$LOG" "$OUT/log.txt"; } || true
     done
     echo "$STEPS_BAD $STEPS_FAILED" > "$RESULTS/.tmp/tally"
 } 2>&1 | tee -a "$LOG"
 read -r STEPS_BAD STEPS_FAILED < "$RESULTS/.tmp/tally"
-[ -n "$BIGPID" ] && kill -TERM "-$BIGPID" 2>/dev/null || true
+[ -n "$BIGPID" ] && { kill -TERM "-$BIGPID" 2>/dev/null || kill -TERM "$BIGPID" 2>/dev/null; } || true
 rm -rf "$RESULTS/.tmp"
 rm -f "$BIG.done" "$BIG.failed"
 
