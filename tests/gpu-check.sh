@@ -44,7 +44,8 @@
 # When $OUT is set (a folder), it receives steps.tsv and log.txt after every step (a call
 # cut short keeps them), and at the end summary.txt and gpu-check-results.tar.gz (every
 # result file): at most 4 files.
-# env: GPU_CHECK_LIMITS="step=s,..." overrides time limits; CUDA_MODELS (out/gpu-check-
+# env: GPU_CHECK_LIMITS="step=s,..." overrides time limits; GPU_CHECK_BUILD the build
+# folder (build-cuda; --dry-run: build); CUDA_MODELS (out/gpu-check-
 # models: the 1B model, not among the results); LLAMA_BUILD_CUDA (.cache/llama.cpp-build-cuda)
 # --headline STEP FILE prints the headline of test or sanitize from such a step's output
 # (tests/gpu-check-dry.sh feeds it lines in the GPU's formats, which a dry run cannot make).
@@ -289,7 +290,7 @@ if [ $DRY = 1 ]; then
     : "${RESULTS:=out/gpu-check-dry}" "${CUDA_MODELS:=out/gpu-check-dry-models}"
     CHECK_SANITIZER=""
 else
-    B=build-cuda CHECK_DEVICE=cuda CHECK_THREADS=$(nproc)
+    B=${GPU_CHECK_BUILD:-build-cuda} CHECK_DEVICE=cuda CHECK_THREADS=$(nproc)
     CHECK_GEN_PROMPTS=8 CHECK_GEN_TOKENS=48 CHECK_SAN_TESTS=logits_tiny,tree_equals_paths CHECK_RACE_TESTS=logits_tiny
     CHECK_BENCH_REPS=20 CHECK_BIG_NAME=llama-1b-f16 BIG_SHAPE=""
     CHECK_DEC_PROMPTS=8 CHECK_DEC_TOKENS=64 CHECK_DEC_CAL=8
