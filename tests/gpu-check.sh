@@ -296,7 +296,7 @@ else
     CHECK_DEC_PROMPTS=8 CHECK_DEC_TOKENS=64 CHECK_DEC_CAL=8
     CHECK_SWEEP_PROMPTS=4 CHECK_SWEEP_TOKENS=64 CHECK_SWEEP_CAL=4 CHECK_GT_MULTS=0.5,1,2 CHECK_PAR_SWEEP=1-4
     : "${CUDA_MODELS:=out/gpu-check-models}"
-    CHECK_SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+    CHECK_SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
         /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1 || true)
     export SPECDEC_REQUIRE_GPU=1
 fi
