@@ -45,8 +45,8 @@
 # cut short keeps them), and at the end summary.txt and gpu-check-results.tar.gz (every
 # result file): at most 4 files.
 # env: GPU_CHECK_LIMITS="step=s,..." overrides time limits; GPU_CHECK_BUILD the build
-# folder (build-cuda; --dry-run: build); CUDA_MODELS (out/gpu-check-
-# models: the 1B model, not among the results); LLAMA_BUILD_CUDA (.cache/llama.cpp-build-cuda)
+# folder (build-cuda; --dry-run: build); CUDA_MODELS where the 1B model goes, not among
+# the results (out/gpu-check-models); LLAMA_BUILD_CUDA (.cache/llama.cpp-build-cuda)
 # --headline STEP FILE prints the headline of test or sanitize from such a step's output
 # (tests/gpu-check-dry.sh feeds it lines in the GPU's formats, which a dry run cannot make).
 # Exit status: 0 every step ok, 1 a step failed or timed out, or no usable GPU, 2 usage
