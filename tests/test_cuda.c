@@ -8,8 +8,8 @@
  * SPECDEC_REQUIRE_GPU=1 (tests/gpu-check.sh sets it on the GPU machine): a missing
  * device, or a build without CUDA, fails every test that needs the GPU instead of
  * skipping it. SPECDEC_CUDA_TESTS=NAME,... runs only the tests whose name contains
- * one of the words (e.g. "logits_tiny,tree_equals" under compute-sanitizer); a word
- * that names no test is a usage error (exit 2).
+ * one of the words (e.g. "logits_tiny,tree_equals" under compute-sanitizer), "!NAME,..."
+ * every test but those; a word that names no test is a usage error (exit 2).
  *
  * With a GPU (make test-cuda): logits against the CPU decoder for a prompt, one token
  * and a 16-node tree, for each weight type (F32, F16, BF16, Q8_0, Q4_0), on a tiny
@@ -579,8 +579,10 @@ int main(void)
     if (!only || !*only) return cmocka_run_group_tests(tests, NULL, NULL);
     struct CMUnitTest chosen[sizeof tests / sizeof *tests];
     size_t n = 0, all = sizeof tests / sizeof *tests;
+    int except = *only == '!'; /* "!words": every test but those */
+    only += except;
     for (size_t i = 0; i < all; i++)
-        if (name_has_word(tests[i].name, only, strlen(only))) chosen[n++] = tests[i];
+        if (name_has_word(tests[i].name, only, strlen(only)) != except) chosen[n++] = tests[i];
     for (const char *w = only; *w;) {
         size_t len = strcspn(w, ","), hits = 0;
         for (size_t i = 0; len && i < all; i++) hits += name_has_word(tests[i].name, w, len);
