@@ -285,7 +285,7 @@ fi
 
 . tests/bench/steps.sh
 # build-cuda/BUNDLE (tests/bench/cuda-bundle.sh): the commit and CUDA runtime of the bundle
-binfo() { sed -n "s/^$1: //p" build-cuda/BUNDLE 2>/dev/null | head -1; }
+binfo() { sed -n "s/^$1: //p" "${B:-build-cuda}/BUNDLE" 2>/dev/null | head -1; }
 # llama.cpp's CUDA programs, measured on the build machine (nvcc 13.0, sm_90 only, -O3, one
 # object of each kind of its template instances, gzip -9): an mmq instance (quantized
 # matrix product) 2.7 MB, 1.0 MB gzipped; a flash-attention mma instance 0.95 MB, 0.42 MB;
@@ -329,6 +329,12 @@ for f in "$SD" "$B/tests/test_cuda" "$B/tests/bench/bench_cuda"; do
     [ -x "$f" ] || { say "gpu-check: FAIL: $f is not built ($([ $DRY = 1 ] && echo 'make; make build/tests/test_cuda build/tests/bench/bench_cuda' || echo 'carry the bundle of tests/bench/cuda-bundle.sh and pass --bundle'))" >&2; exit 1; }
 done
 "$SD" --help > /dev/null 2> "$LOG.run" || { say "gpu-check: FAIL: $SD does not run here: $(head -2 "$LOG.run")" >&2; exit 1; }
+# a bundle built from other sources than this tree's would check what it does not hold
+if [ $DRY = 0 ] && [ "$(binfo sources)" != "$(sh tests/bench/cuda-bundle.sh --sources-sum)" ]; then
+    say "gpu-check: FAIL: $B was built from other sources than this tree's (build-cuda/BUNDLE: sources $(binfo sources), commit $(binfo commit)): rebuild it here with sh tests/bench/cuda-bundle.sh" >&2
+    [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$LOG" "$OUT/log.txt"
+    exit 1
+fi
 if [ $DRY = 1 ]; then
     DEVICE="cpu (dry run): $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
     DRIVER="-" SLUG=cpu-dry

@@ -4,15 +4,25 @@
 # AVX2 (not -march=native), and the shared libraries the binaries need besides the C
 # and C++ runtimes copied into build-cuda/lib, which the scripts put on LD_LIBRARY_PATH.
 # Then packs what runs there into out/cuda-bundle.tar.gz: specdec, test_cuda,
-# bench_cuda, build-cuda/lib, build-cuda/BUNDLE (the commit, the CUDA runtime linked in),
+# bench_cuda, build-cuda/lib, build-cuda/BUNDLE (the commit, a checksum of the sources,
+# the CUDA runtime linked in),
 # and data/models/large-*.gguf when they
 # exist and git does not track them. The tarball must stay under BUNDLE_MAX_MB (default
 # 35: a lent machine receives at most 64 MiB, the tracked files take about 25).
 # There: sh tests/gpu-check.sh --bundle out/cuda-bundle.tar.gz (or run the programs
 # directly: sh tests/bench/cuda.sh, build-cuda/tests/test_cuda), not make, which would
 # rebuild.
+# usage: tests/bench/cuda-bundle.sh [--sources-sum]
+#   --sources-sum  only print the checksum of the sources the binaries are built from
+#                  (Makefile, src/ and tests/ C, CUDA and header files), which BUNDLE
+#                  records and tests/gpu-check.sh compares with the tree it runs in
 set -eu
 cd "$(dirname "$0")/../.."
+sources_sum() {
+    { echo Makefile; find src tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) |
+        LC_ALL=C sort; } | xargs cat | cksum | cut -d' ' -f1
+}
+if [ "${1:-}" = --sources-sum ]; then sources_sum; exit 0; fi
 rm -rf build-cuda
 make -j2 cuda ARCH=-march=x86-64-v3
 mkdir -p build-cuda/lib
@@ -21,6 +31,7 @@ ldd build-cuda/specdec build-cuda/tests/test_cuda build-cuda/tests/bench/bench_c
     grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' |
     while read -r lib; do cp -L "$lib" build-cuda/lib/; done
 {   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ local changes)')"
+    echo "sources: $(sources_sum)"
     echo "runtime: CUDA $("${NVCC:-nvcc}" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') (cudart_static), sm_80/86/89/90 + PTX"
     echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), glibc $(ldd --version | head -1 | sed 's/.* //')"
 } > build-cuda/BUNDLE

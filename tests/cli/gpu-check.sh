@@ -15,6 +15,9 @@ ln -s "$(cd "$B" && pwd)/specdec" "$T/b/specdec"
 printf '#!/bin/sh\nexit 1\n' > "$T/b/tests/test_cuda"
 cp "$T/b/tests/test_cuda" "$T/b/tests/bench/bench_cuda"
 chmod +x "$T/b/tests/test_cuda" "$T/b/tests/bench/bench_cuda"
+echo "sources: 1" > "$T/b/BUNDLE"
+expect 1 "built from other sources than this tree's" -- env GPU_CHECK_BUILD="$T/b" sh $S
+echo "sources: $(sh tests/bench/cuda-bundle.sh --sources-sum)" > "$T/b/BUNDLE"
 expect 1 "needs an NVIDIA GPU" -- env GPU_CHECK_BUILD="$T/b" sh $S --results "$T/r"
 if [ -e "$T/r" ]; then bad "the refusal left a results folder"; else ok; fi
 expect 1 "nothing measured" -- env GPU_CHECK_BUILD="$T/b" OUT="$T/out" sh $S --steps test --results "$T/r"
