@@ -41,7 +41,8 @@
 #                when named in --steps: the plumbing, checked by tests/gpu-check-dry.sh
 #   --record     results into paper-figs/gpu/DEVICE/ (make figs draws them), else
 #                out/gpu-check/ (--dry-run: out/gpu-check-dry/); --results DIR: there
-#   --steps LIST comma-separated steps (default: all, in the order above)
+#   --steps LIST comma-separated steps (default: all, in the order above; a run of some
+#                keeps the results folder and adds to it, e.g. to run a failed step again)
 # When $OUT is set (a folder), it receives steps.tsv and log.txt after every step (a call
 # cut short keeps them), and at the end summary.txt and gpu-check-results.tar.gz (every
 # result file): at most 4 files.
@@ -362,7 +363,9 @@ fi
 rm -f "$LOG.run"
 [ $RECORD = 1 ] && RESULTS=paper-figs/gpu/$SLUG
 : "${RESULTS:=out/gpu-check}"
-rm -rf "$RESULTS"
+# a run of every step starts afresh; a run of some (--steps) adds its files and rows to
+# what an earlier run on this machine left
+[ "$STEPS" != "$ALL" ] || rm -rf "$RESULTS"
 
 STEPS_DEVICE=$DEVICE STEPS_DRIVER=$DRIVER
 STEPS_COMMAND="$CMDLINE (generate $CHECK_GEN_PROMPTS x $CHECK_GEN_TOKENS, decode $CHECK_DEC_PROMPTS x $CHECK_DEC_TOKENS, sweeps $CHECK_SWEEP_PROMPTS x $CHECK_SWEEP_TOKENS, $CHECK_THREADS threads)"
