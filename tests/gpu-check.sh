@@ -35,7 +35,8 @@
 # usage: tests/gpu-check.sh [--bundle FILE.tar.gz] [--dry-run] [--record] [--results DIR]
 #                           [--steps LIST]
 #   --bundle F   unpack F (tests/bench/cuda-bundle.sh: build-cuda/ with its libraries)
-#                into the repository first
+#                into the repository first; a bundle built from other sources than this
+#                tree's (its BUNDLE file's checksum) is refused before anything runs
 #   --dry-run    the CPU build (build/), tiny sizes, the CPU in place of the GPU (bench_cuda
 #                --device cpu, no compute-sanitizer), plus the steps `hang` and `malformed`
 #                when named in --steps: the plumbing, checked by tests/gpu-check-dry.sh
