@@ -64,7 +64,7 @@ $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLA
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
 .PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
-        cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry test-slurm
+        cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
 all: $(BIN) $(EXEC_ADAPTER)
@@ -147,6 +147,17 @@ bench-cuda: cuda
 # and stops with "needs an NVIDIA GPU" on a machine without one.
 bench-e2e-cuda:
 	sh tests/bench/gpu-study.sh $(if $(RECORD),--record)
+# gpu-check: every check the CUDA decoder and the GPU study owe a GPU, in one call of at
+# most 8 minutes on the GPU machine (tests/gpu-check.sh), from the bundle of
+# tests/bench/cuda-bundle.sh (out/cuda-bundle.tar.gz, unpacked first when present). No
+# build rule: there it runs what was carried. RECORD=1 writes paper-figs/gpu/DEVICE/.
+gpu-check:
+	sh tests/gpu-check.sh $(if $(wildcard out/cuda-bundle.tar.gz),--bundle out/cuda-bundle.tar.gz) $(if $(RECORD),--record)
+# gpu-check-dry: the same command on the CPU build with tiny sizes, a planted step that
+# hangs and one whose output is malformed, and a check of every step's output, the time
+# limits and the summary (tests/gpu-check-dry.sh; under a minute, in .ci/run)
+gpu-check-dry: $(BIN) $(BUILD)/tests/test_cuda $(BUILD)/tests/bench/bench_cuda
+	sh tests/gpu-check-dry.sh $(BUILD)
 # bench-e2e-cuda-dry: the same steps on the CPU build with tiny sizes, and a check of every
 # TSV, header and figure they leave (tests/bench/gpu-study-check.sh; minutes, not in make test)
 bench-e2e-cuda-dry: $(BIN)
@@ -201,9 +212,11 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	$(FIGS_SWEEP) paper-figs/figs.grid --out out/figs/sweep.jsonl,$(BIN) figs --out out/figs) && \
 	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv && \
 	sh plots/draw.sh out/figs --thumbs paper-figs/img && \
-	if ls paper-figs/gpu/*.tsv >/dev/null 2>&1; then \
-	  sh plots/draw.sh paper-figs/gpu --into out/figs/gpu --thumbs paper-figs/img/gpu --recipes-only; \
-	else echo "figs: no GPU results in paper-figs/gpu/ (make bench-e2e-cuda RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
+	gpu=0 && for d in paper-figs/gpu paper-figs/gpu/*; do \
+	  [ -d "$$d" ] && ls "$$d"/*.tsv >/dev/null 2>&1 || continue; gpu=1; sub=$${d#paper-figs/gpu}; \
+	  sh plots/draw.sh "$$d" --into out/figs/gpu$$sub --thumbs paper-figs/img/gpu$$sub --recipes-only || exit 1; \
+	done && \
+	if [ $$gpu = 0 ]; then echo "figs: no GPU results in paper-figs/gpu/ (make gpu-check RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
 	if ls paper-figs/ladder/*.tsv >/dev/null 2>&1; then \
 	  sh plots/draw.sh paper-figs/ladder --into out/figs/ladder --thumbs paper-figs/img/ladder --recipes-only; fi && \
 	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
@@ -289,6 +302,7 @@ help:
 	@echo "make models-ladder  the draft ladder (d48, d96, the target's first block) distilled from the shipped target"
 	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
 	@echo "make cuda    specdec with the CUDA decoder in build-cuda/ (nvcc; sm_80..sm_90 + PTX); make test-cuda runs its tests"
+	@echo "make gpu-check  every GPU check in one call of <= 8 min on a GPU machine, from out/cuda-bundle.tar.gz (RECORD=1: paper-figs/gpu/DEVICE/); -dry: its plumbing on the CPU"
 	@echo "make bench-e2e-cuda  the end-to-end study on a GPU, one command, ~20 device minutes (RECORD=1: into paper-figs/gpu/); -dry: its plumbing on the CPU"
 	@echo "make bench-cuda  the CUDA decoder's bandwidth and M_T(n)/M_T(1) on a 1B-class random model (needs a GPU)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"

@@ -46,17 +46,25 @@ fi
 echo
 echo "## End to end on a GPU"
 echo
-if ls paper-figs/gpu/*.tsv >/dev/null 2>&1; then
-    echo "Measured on $(sed -n 's/^# device: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1) ($(sed -n 's/^# driver: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1)),"
-    echo "commit $(sed -n 's/^# commit: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1), $(sed -n 's/^# date: //p' paper-figs/gpu/DEVICE 2>/dev/null | head -1), by \`make bench-e2e-cuda RECORD=1\`; the data is"
-    echo "committed in \`paper-figs/gpu/\` (a GPU is needed to regenerate it); the panels above are the CPU's."
+# paper-figs/gpu: the study (make bench-e2e-cuda RECORD=1); paper-figs/gpu/DEVICE/: make
+# gpu-check RECORD=1, one folder per device; their thumbnails under paper-figs/img/gpu/
+found=0
+for d in paper-figs/gpu paper-figs/gpu/*; do
+    [ -d "$d" ] && ls "$d"/*.tsv >/dev/null 2>&1 || continue
+    found=1 sub=${d#paper-figs/gpu} by="make bench-e2e-cuda RECORD=1"
+    [ -n "$sub" ] && by="make gpu-check RECORD=1"
+    echo "Measured on $(sed -n 's/^# device: //p' "$d/DEVICE" 2>/dev/null | head -1) ($(sed -n 's/^# driver: //p' "$d/DEVICE" 2>/dev/null | head -1)),"
+    echo "commit $(sed -n 's/^# commit: //p' "$d/DEVICE" 2>/dev/null | head -1), $(sed -n 's/^# date: //p' "$d/DEVICE" 2>/dev/null | head -1), by \`$by\`; the data is"
+    echo "committed in \`$d/\` (a GPU is needed to regenerate it); the panels above are the CPU's."
     echo
-    for name in e2e-predicted e2e-gt-sweep e2e-parallel; do
-        [ -f "paper-figs/img/gpu/$name.png" ] && echo "![$name on the GPU](img/gpu/$name.png)"
+    for name in cuda-mt e2e-predicted e2e-gt-sweep e2e-parallel; do
+        [ -f "paper-figs/img/gpu$sub/$name.png" ] && echo "![$name on the GPU](img/gpu$sub/$name.png)"
     done
-else
-    echo "No GPU results yet: \`make bench-e2e-cuda RECORD=1\` on a machine with an NVIDIA GPU writes"
-    echo "them into \`paper-figs/gpu/\`, and \`make figs\` then draws them here (README: the GPU section)."
+    echo
+done
+if [ $found = 0 ]; then
+    echo "No GPU results yet: \`make gpu-check RECORD=1\` (or \`make bench-e2e-cuda RECORD=1\`) on a machine with"
+    echo "an NVIDIA GPU writes them into \`paper-figs/gpu/\`, and \`make figs\` then draws them here (README: the GPU section)."
 fi
 echo
 echo "## The draft's size on real drafts"

@@ -5,6 +5,12 @@
  * plain build's stub: "built without CUDA"; the CUDA build on a machine without a
  * device: "no CUDA device").
  *
+ * SPECDEC_REQUIRE_GPU=1 (tests/gpu-check.sh sets it on the GPU machine): a missing
+ * device, or a build without CUDA, fails every test that needs the GPU instead of
+ * skipping it. SPECDEC_CUDA_TESTS=NAME,... runs only the tests whose name contains
+ * one of the words (e.g. "logits_tiny,tree_equals" under compute-sanitizer), "!NAME,..."
+ * every test but those; a word that names no test is a usage error (exit 2).
+ *
  * With a GPU (make test-cuda): logits against the CPU decoder for a prompt, one token
  * and a 16-node tree, for each weight type (F32, F16, BF16, Q8_0, Q4_0), on a tiny
  * random model with [MASK] tokens, the shipped target and (SPECDEC_CUDA_MODEL=F.gguf)
@@ -44,6 +50,13 @@ static const sd_llama_config tiny = {
     .ffn_dim = 96, .ctx_len = 128, .rms_eps = 1e-5f, .rope_base = 10000.0f, .n_mask = 3,
 };
 
+/* SPECDEC_REQUIRE_GPU=1: the GPU machine's checks, where no skip is acceptable. */
+static int require_gpu(void)
+{
+    const char *v = getenv("SPECDEC_REQUIRE_GPU");
+    return v && *v && strcmp(v, "0");
+}
+
 /* ---- no GPU needed ---- */
 
 static void test_cuda_unavailable_says_why(void **state)
@@ -64,6 +77,7 @@ static void test_cuda_unavailable_says_why(void **state)
     assert_int_equal(sd_cuda_forward(NULL, NULL, &tok, 1, NULL, NULL, NULL, 0, NULL), SD_EUNSUP);
     assert_non_null(strstr(sd_errmsg(), "make cuda"));
     sd_llama_free(m);
+    if (require_gpu()) fail_msg("SPECDEC_REQUIRE_GPU=1, but this test_cuda was built without CUDA (make cuda)");
 #else
     if (rc) { /* a CUDA build on a machine without a device */
         assert_int_equal(rc, SD_EUNSUP);
@@ -73,6 +87,7 @@ static void test_cuda_unavailable_says_why(void **state)
         assert_int_equal(sd_cuda_model_upload(m, &g), SD_EUNSUP);
         assert_null(g);
         sd_llama_free(m);
+        if (require_gpu()) fail_msg("SPECDEC_REQUIRE_GPU=1, but %s", sd_errmsg());
         fprintf(stderr, "test_cuda: skipped: %s\n", sd_errmsg());
     }
 #endif
@@ -239,12 +254,13 @@ static void test_cuda_randmodel_round_trip(void **state)
 /* ---- with a GPU ---- */
 
 #ifdef SD_CUDA
-#define NEED_GPU()                                                                  \
-    do {                                                                            \
-        if (sd_cuda_available()) {                                                  \
-            fprintf(stderr, "test_cuda: skipped: %s\n", sd_errmsg()); \
-            skip();                                                                 \
-        }                                                                           \
+#define NEED_GPU()                                                                           \
+    do {                                                                                     \
+        if (sd_cuda_available()) {                                                           \
+            if (require_gpu()) fail_msg("SPECDEC_REQUIRE_GPU=1, but %s", sd_errmsg());       \
+            fprintf(stderr, "test_cuda: skipped: %s\n", sd_errmsg());                        \
+            skip();                                                                          \
+        }                                                                                    \
     } while (0)
 
 static const double tol_float = 1.0 / 8192, tol_quant = 1.0 / 512;
@@ -533,6 +549,19 @@ static void test_cuda_oracle_certified(void **state)
 
 #endif
 
+/* Whether name contains one of the comma-separated words of list[0 .. len). */
+static int name_has_word(const char *name, const char *list, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        size_t w = strcspn(list + i, ",");
+        if (w > len - i) w = len - i;
+        for (const char *at = name; w && (at = strchr(at, list[i])); at++)
+            if (!strncmp(at, list + i, w)) return 1;
+        i += w + 1;
+    }
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -548,5 +577,27 @@ int main(void)
         cmocka_unit_test(test_cuda_oracle_certified),
 #endif
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* SPECDEC_CUDA_TESTS: the tests whose name contains one of the words */
+    const char *only = getenv("SPECDEC_CUDA_TESTS");
+    if (!only || !*only) return cmocka_run_group_tests(tests, NULL, NULL);
+    struct CMUnitTest chosen[sizeof tests / sizeof *tests];
+    size_t n = 0, all = sizeof tests / sizeof *tests;
+    int except = *only == '!'; /* "!words": every test but those */
+    only += except;
+    for (size_t i = 0; i < all; i++)
+        if (name_has_word(tests[i].name, only, strlen(only)) != except) chosen[n++] = tests[i];
+    for (const char *w = only; *w;) {
+        size_t len = strcspn(w, ","), hits = 0;
+        for (size_t i = 0; len && i < all; i++) hits += name_has_word(tests[i].name, w, len);
+        if (len && !hits) {
+            fprintf(stderr, "test_cuda: SPECDEC_CUDA_TESTS=%s: no test named '%.*s' in this build\n", only, (int)len, w);
+            return 2;
+        }
+        w += len + (w[len] == ',');
+    }
+    if (!n) {
+        fprintf(stderr, "test_cuda: SPECDEC_CUDA_TESTS=%s names no test\n", only);
+        return 2;
+    }
+    return _cmocka_run_group_tests("test_cuda", chosen, n, NULL, NULL);
 }

@@ -25,8 +25,10 @@
 #   env: STUDY_BUILD (build-cuda; build with --dry-run), E2E_PROMPTS (20), E2E_TOKENS (64),
 #        E2E_THREADS (the machine's cores), PREDICT_RUNS (3), CUDA_MODELS (out/cuda: the
 #        1B model, shared with make bench-cuda), LLAMA_BUILD_CUDA (.cache/llama.cpp-build-cuda)
-# Exit status: 0 every step ok, 1 a step failed (the others' results kept) or no GPU,
-# 2 usage error.
+# Each step runs under its own time limit (tests/bench/steps.sh), recorded in steps.tsv
+# with its status: ok, skipped (llamacpp without its build: not ok), timed out, failed.
+# Exit status: 0 every step ok, 1 a step failed or timed out (the others' results kept)
+# or no GPU, 2 usage error, 3 none failed but one was skipped.
 set -eu
 cd "$(dirname "$0")/../.."
 HERE=tests/bench/gpu-study.sh
@@ -140,7 +142,7 @@ if [ "${1:-}" = --step ]; then
     llamacpp)
         LB=$LLAMA_BUILD_CUDA/bin
         for b in llama-completion llama-speculative-simple llama-speculative; do
-            [ -x "$LB/$b" ] || { echo "llamacpp: skipped: $LB/$b is not built (tests/bench/llamacpp/build.sh --cuda)"; exit 0; }
+            [ -x "$LB/$b" ] || { echo "llamacpp: skipped: $LB/$b is not built (tests/bench/llamacpp/build.sh --cuda)"; exit 77; }
         done
         NGL=""
         [ -n "$DEV" ] && NGL="-ngl 99"
@@ -195,7 +197,7 @@ while [ $# -gt 0 ]; do
     --record) RESULTS=paper-figs/gpu ;;
     --results) RESULTS=${2:?--results needs a folder}; shift ;;
     --steps) STEPS=${2:?--steps needs a list}; shift ;;
-    -h|--help) sed -n '2,/^# 2 usage error/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^# or no GPU, 2 usage error/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-study: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -253,15 +255,10 @@ else
     DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1), $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/CUDA \1/p')"
 fi
 
-mkdir -p "$RESULTS/.tmp"
-COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ local changes)')"
-{ echo "# device: $DEVICE"
-  echo "# driver: $DRIVER"
-  echo "# commit: $COMMIT"
-  echo "# command: $CMDLINE (E2E_PROMPTS=$E2E_PROMPTS E2E_TOKENS=$E2E_TOKENS E2E_THREADS=$E2E_THREADS E2E_DEVICE=$E2E_DEVICE)"
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"; } > "$RESULTS/.header"
-cp "$RESULTS/.header" "$RESULTS/DEVICE"
-[ -f "$RESULTS/steps.tsv" ] || { cat "$RESULTS/.header"; printf 'step\tstatus\tseconds\tlimit_s\n'; } > "$RESULTS/steps.tsv"
+STEPS_DEVICE=$DEVICE STEPS_DRIVER=$DRIVER
+STEPS_COMMAND="$CMDLINE (E2E_PROMPTS=$E2E_PROMPTS E2E_TOKENS=$E2E_TOKENS E2E_THREADS=$E2E_THREADS E2E_DEVICE=$E2E_DEVICE)"
+. tests/bench/steps.sh
+steps_begin "$RESULTS"
 export STUDY_BUILD STUDY_RESULTS="$RESULTS" E2E_PROMPTS E2E_TOKENS E2E_THREADS E2E_DEVICE PREDICT_RUNS CUDA_MODELS \
     LLAMA_BUILD_CUDA STUDY_DECODE_ARGS STUDY_CHECK_TOKENS STUDY_GT_TEMPS STUDY_GT_MULTS STUDY_PAR_SWEEP \
     STUDY_TREE_SAMPLES STUDY_BIG_NAME STUDY_BIG_SHAPE STUDY_BIG_DRAFT_SHAPE
@@ -275,26 +272,14 @@ limit() {
     predict) echo 480 ;; whatif) echo 300 ;; llamacpp) echo 240 ;;
     esac
 }
-failed=0
 for s in $(echo "$STEPS" | tr ',' ' '); do
-    lim=$(( $(limit "$s") * LIMIT_SCALE ))
-    echo
-    echo "== $s (time limit $lim s)"
-    t0=$(date +%s)
-    if timeout -k 10 "$lim" sh "$HERE" --step "$s" 2>"$RESULTS/$s.err"; then st=ok
-    else
-        rc=$?
-        if [ $rc = 124 ] || [ $rc = 137 ]; then st="timed out"; else st="failed ($rc)"; fi
-        failed=1
-        echo "gpu-study: step $s $st after $(( $(date +%s) - t0 )) s; its stderr:" >&2
-        tail -5 "$RESULTS/$s.err" >&2
-    fi
-    [ -s "$RESULTS/$s.err" ] || rm -f "$RESULTS/$s.err"
-    printf '%s\t%s\t%d\t%d\n' "$s" "$st" $(( $(date +%s) - t0 )) "$lim" >> "$RESULTS/steps.tsv"
+    steps_run "$s" $(( $(limit "$s") * LIMIT_SCALE )) sh "$HERE" --step "$s"
 done
 rm -rf "$RESULTS/.tmp"
 echo
-echo "# gpu-study: steps (status, seconds):"
-grep -v '^#' "$RESULTS/steps.tsv" | tail -n +2 | tail -n "$(echo "$STEPS" | tr ',' '\n' | wc -l)"
+echo "# gpu-study: steps:"
+steps_table "$RESULTS" "$(echo "$STEPS" | tr ',' '\n' | wc -l)"
 echo "# results: $(cd "$RESULTS" && ls | tr '\n' ' ')"
-exit $failed
+[ $STEPS_FAILED = 0 ] || exit 1
+[ $STEPS_BAD = 0 ] || exit 3
+exit 0

@@ -107,6 +107,16 @@ extern "C" int sd_cuda_available(void)
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         cudaGetLastError();
+        /* an installed driver older than the runtime is not a missing device: it is
+         * a machine to fix, which scripts must not skip (the driver reports 0 when
+         * there is none, as on a machine without a GPU) */
+        int drv = 0, rt = 0;
+        if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0) {
+            cudaRuntimeGetVersion(&rt);
+            return sd_error(SD_EUNSUP, "the NVIDIA driver supports CUDA %d.%d, older than this build's runtime %d.%d: "
+                            "update the driver or build with an older toolkit", drv / 1000, drv % 1000 / 10,
+                            rt / 1000, rt % 1000 / 10);
+        }
         return sd_error(SD_EUNSUP, "no CUDA device (%s)", cudaGetErrorString(e));
     }
     if (count < 1) return sd_error(SD_EUNSUP, "no CUDA device");

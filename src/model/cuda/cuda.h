@@ -33,8 +33,10 @@
 typedef struct sd_cuda_model sd_cuda_model; /* weights on the device */
 typedef struct sd_cuda_kv sd_cuda_kv;       /* a KV cache on the device, sd_kv's semantics */
 
-/* SD_OK if a device is usable; else SD_EUNSUP with a message ("no CUDA device: ...",
- * or in the plain build "built without CUDA: rebuild with make cuda"). */
+/* SD_OK if a device is usable; else SD_EUNSUP with a message: "no CUDA device (...)"
+ * (no GPU or no driver), "the NVIDIA driver supports CUDA X, older than this build's
+ * runtime Y ...", or in the plain build "built without CUDA: rebuild with make cuda".
+ * Scripts may skip on "no CUDA device" only. */
 int sd_cuda_available(void);
 /* Uploads every weight once (the model may be freed afterwards). */
 int sd_cuda_model_upload(const sd_llama *m, sd_cuda_model **out);

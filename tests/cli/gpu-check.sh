@@ -1,0 +1,37 @@
+#!/bin/sh
+# The GPU check (tests/gpu-check.sh) refuses bad arguments, a missing build and a machine
+# or build without a GPU before measuring anything, and says so. (Its dry run, every
+# step on the CPU with a planted hang and a planted malformed step: make gpu-check-dry.)
+# usage: gpu-check.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib.sh"
+S=tests/gpu-check.sh
+B=$(dirname "$SPECDEC")
+# a build folder with the plain specdec: whatever this machine has, no usable CUDA device
+mkdir -p "$T/b/tests/bench"
+ln -s "$(cd "$B" && pwd)/specdec" "$T/b/specdec"
+printf '#!/bin/sh\nexit 1\n' > "$T/b/tests/test_cuda"
+cp "$T/b/tests/test_cuda" "$T/b/tests/bench/bench_cuda"
+chmod +x "$T/b/tests/test_cuda" "$T/b/tests/bench/bench_cuda"
+echo "sources: 1" > "$T/b/BUNDLE"
+expect 1 "built from other sources than this tree's" -- env GPU_CHECK_BUILD="$T/b" sh $S
+echo "sources: $(sh tests/bench/cuda-bundle.sh --sources-sum)" > "$T/b/BUNDLE"
+expect 1 "needs an NVIDIA GPU" -- env GPU_CHECK_BUILD="$T/b" sh $S --results "$T/r"
+if [ -e "$T/r" ]; then bad "the refusal left a results folder"; else ok; fi
+expect 1 "nothing measured" -- env GPU_CHECK_BUILD="$T/b" OUT="$T/out" sh $S --steps test --results "$T/r"
+if [ -s "$T/out/log.txt" ]; then ok; else bad "the refusal left no log.txt in \$OUT"; fi
+expect 1 "is not built" -- env GPU_CHECK_BUILD="$T/none" sh $S
+expect 1 "does not exist" -- sh $S --bundle "$T/none.tar.gz"
+expect 2 "unknown step 'tset'" -- sh $S --steps test,tset
+expect 2 "unknown step 'hang'" -- sh $S --steps hang
+expect 2 "unknown argument '--bogus'" -- sh $S --bogus
+expect 0 "dry-run" -- sh $S --help
+expect 2 "" -- sh $S --headline bogus
+expect 2 "no test named 'bogus'" -- env SPECDEC_CUDA_TESTS=plan,bogus "$B/tests/test_cuda"
+expect 2 "names no test" -- env SPECDEC_CUDA_TESTS=, "$B/tests/test_cuda"
+expect 0 "PASSED  \] 2 test" -- env SPECDEC_CUDA_TESTS='!plan,unavailable' "$B/tests/test_cuda"
+expect 2 "no test named 'bogus'" -- env SPECDEC_CUDA_TESTS='!bogus' "$B/tests/test_cuda"
+expect 1 "built without CUDA" -- env SPECDEC_REQUIRE_GPU=1 SPECDEC_CUDA_TESTS=unavailable "$B/tests/test_cuda"
+finish "cli gpu-check"

@@ -1,0 +1,121 @@
+#!/bin/sh
+# make gpu-check-dry: tests/gpu-check.sh's plumbing without a GPU, so that its one run on a
+# lent GPU does not fail on a typo. Runs `gpu-check.sh --dry-run` (the CPU build, tiny
+# sizes) with every step, plus two planted ones: `hang` after `test` (it must be cut at
+# its 3 s limit, say "timed out" in the summary, and `generate` must still run) and
+# `malformed` at the end (ok, but without a headline: the format check below must flag
+# it, and only it). Then checks what a GPU run must leave: each step's files and their
+# format (test_cuda's totals, generate's two models, the bench table and cuda-mt.tsv, the
+# decode, GT and parallel TSVs with their headers), a headline for every step that ran,
+# llamacpp skipped with its reason, the summary table and verdict, $OUT's files, and the
+# figures (when gnuplot is here).
+# usage: tests/gpu-check-dry.sh [BUILD_DIR]   (about 20 s on 2 idle cores)
+set -eu
+cd "$(dirname "$0")/.."
+R=out/gpu-check-dry
+O=out/gpu-check-dry-OUT
+rm -rf "$R" "$O"
+fail=0
+bad() { echo "gpu-check-dry: FAIL: $*"; fail=1; }
+rc=0
+GPU_CHECK_BUILD=${1:-build} OUT=$O sh tests/gpu-check.sh --dry-run --results "$R" \
+    --steps test,hang,generate,sanitize,bench,decode,gt,parallel,llamacpp,malformed > "$R.log" 2>&1 || rc=$?
+tail -16 "$R.log"
+# exit 1: the planted hang timed out
+[ $rc = 1 ] || bad "gpu-check.sh exited $rc, want 1 (the planted hang timed out)"
+
+row() { grep -v '^#' "$R/steps.tsv" | awk -F'\t' -v s="$1" '$1 == s'; }
+field() { row "$1" | cut -f"$2"; }
+has() { grep -q -E -e "$2" "$R/$1" 2>/dev/null || bad "$1: no line matching '$2'"; }
+
+# the header of every TSV
+for f in steps.tsv cuda-mt.tsv e2e-predicted.tsv e2e-gt-sweep.tsv e2e-parallel.tsv; do
+    [ -s "$R/$f" ] || { bad "$f missing"; continue; }
+    for k in device driver commit command date; do
+        head -5 "$R/$f" | grep -q "^# $k: ." || bad "$f: no '# $k:' line in its header"
+    done
+done
+# the planted hang: cut at its limit, and the next step ran
+[ "$(field hang 2)" = "timed out" ] || bad "hang: status '$(field hang 2)', want 'timed out'"
+s=$(field hang 3)
+[ -n "$s" ] && [ "$s" -ge 3 ] && [ "$s" -le 9 ] || bad "hang: $s s, want its 3 s limit (+ the 5 s grace at most)"
+[ "$(field generate 2)" = ok ] || bad "generate after the hang: '$(field generate 2)', want ok"
+grep -q 'timed out' "$R/summary.txt" || bad "summary.txt does not say 'timed out'"
+
+# each step's format; a step whose output is off prints its name
+check_step() {
+    case $1 in
+    test) has test_cuda.txt '^\[  PASSED  \] [0-9]+ test' ;;
+    generate) has generate.txt '^cuda generate: PASS'
+        [ "$(grep -c 'equal to the CPU' "$R/generate.txt")" = 2 ] || bad "generate.txt: want a line for each of the 2 models" ;;
+    sanitize) has memcheck.txt '^\[  PASSED  \] [0-9]+ test' ;;
+    bench) has bench.txt '^# device: '
+        n=$(grep -v '^#' "$R/cuda-mt.tsv" | awk -F'\t' '$1 != "model" && $2 ~ /^[0-9]+$/ && $3 + 0 > 0 && $4 + 0 > 0' | wc -l)
+        [ "$n" = 14 ] || bad "cuda-mt.tsv: $n rows with numbers, want 7 (n = 1..64) x 2 models" ;;
+    decode) n=$(grep -v '^#' "$R/e2e-predicted.tsv" | awk -F'\t' '$1 ~ /^(ar|sd|spectr|spectr-otm|mcsd|mcsd-wor|rsd-c|rsd-s)$/' | wc -l)
+        [ "$n" = 8 ] || bad "e2e-predicted.tsv: $n rows of ar and the 7 schemes that are never skipped, want 8" ;;
+    gt) for t in 0 1; do
+            n=$(grep -v '^#' "$R/e2e-gt-sweep.tsv" | awk -F'\t' -v t=$t '$4 == t && $1 ~ /^gt/' | wc -l)
+            [ "$n" -ge 1 ] || bad "e2e-gt-sweep.tsv: no GT row at temperature $t"
+        done ;;
+    parallel) n=$(grep -v '^#' "$R/e2e-parallel.tsv" | awk -F'\t' '$1 ~ /^(parallel|sequential) L=[12]$/' | wc -l)
+        [ "$n" = 4 ] || bad "e2e-parallel.tsv: $n rows, want parallel and sequential at L = 1, 2" ;;
+    llamacpp) [ "$(field llamacpp 2)" = skipped ] || bad "llamacpp: '$(field llamacpp 2)', want skipped"
+        field llamacpp 5 | grep -q 'skipped: .*does not fit' || bad "llamacpp: no reason: $(field llamacpp 5)" ;;
+    esac
+    # every step that ran (not the hang) has its headline
+    case $1 in hang) ;; *) [ "$(field "$1" 5)" != - ] && [ -n "$(field "$1" 5)" ] || bad "$1: no headline in steps.tsv" ;; esac
+}
+for s in test generate sanitize bench decode gt parallel llamacpp; do
+    [ "$(field $s 2)" = ok ] || [ $s = llamacpp ] || bad "$s: status '$(field $s 2)', want ok"
+    check_step $s
+done
+[ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 10 ] || bad "steps.tsv: want a row for each of the 10 steps"
+# the planted malformed step (ok, no headline) must be caught by the same check
+before=$fail
+check_step malformed > "$R/.malformed" 2>&1 || true
+fail=$before
+grep -q 'malformed: no headline' "$R/.malformed" || bad "the planted malformed step was not caught: $(cat "$R/.malformed")"
+rm -f "$R/.malformed"
+
+# the headlines of what only a GPU prints: test_cuda's logits lines (in the format its
+# source prints them) and compute-sanitizer's summaries
+X=$R/.x
+fmt=$(sed -n 's/.*fprintf(stderr, "\(test_cuda: %-28s[^"]*max|diff|[^"]*\)".*/\1/p' tests/test_cuda.c)
+[ -n "$fmt" ] || bad "tests/test_cuda.c: no logits line to take the format from"
+{ printf "$fmt" "tiny random" F16 3.05e-5 1.0e-5 2.0e-5 1.22e-4
+  printf "$fmt" "out/gpu-check-models/llama-1b-f16.gguf" F16 2.0e-6 4.0e-6 1.0e-6 1.22e-4
+  echo "[  PASSED  ] 9 test(s)."; } > "$X"
+h=$(sh tests/gpu-check.sh --headline test "$X")
+[ "$h" = "headline: 9 passed, 0 failed, 0 skipped; logits: worst 0.250 of the tolerance over 2 model/type checks (goal <= 1: met)" ] ||
+    bad "test's headline from test_cuda's GPU lines: '$h'"
+# the GPU's test step runs test_cuda twice (the certification apart): totals add up
+{ echo "[  PASSED  ] 7 test(s)."; echo "[  PASSED  ] 1 test(s)."; echo "[  FAILED  ] 1 test(s), listed below:"
+  echo "test: test_cuda_oracle_certified timed out after 40 s"; } > "$X"
+h=$(sh tests/gpu-check.sh --headline test "$X")
+[ "$h" = "headline: 8 passed, 1 failed, 0 skipped, the certification timed out; logits: none checked (no GPU test ran)" ] ||
+    bad "test's headline over two runs: '$h'"
+echo "========= ERROR SUMMARY: 0 errors" > "$X.mem"
+echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" > "$X.race"
+h=$(sh tests/gpu-check.sh --headline sanitize "$X.mem" "$X.race" 0 0) || bad "sanitize: a clean memcheck and racecheck fail: '$h'"
+echo "$h" | grep -q 'memcheck: 0 errors .*racecheck: 0 hazards' || bad "sanitize's headline: '$h'"
+echo "========= ERROR SUMMARY: 3 errors" > "$X.mem"
+if h=$(sh tests/gpu-check.sh --headline sanitize "$X.mem" "$X.race" 0 0); then bad "sanitize: 3 memcheck errors pass: '$h'"; fi
+echo "$h" | grep -q 'memcheck: 3 errors' || bad "sanitize's headline with 3 errors: '$h'"
+rm -f "$X" "$X.mem" "$X.race"
+
+# the summary: a table row per step, the verdict, and $OUT's files
+for s in test hang generate sanitize bench decode gt parallel llamacpp malformed; do
+    grep -q "^$s " "$R/summary.txt" || bad "summary.txt: no row for $s"
+done
+has summary.txt '^gpu-check: FAIL: 8 of 10 steps ok, 1 failed or timed out, 1 skipped; [0-9]+ s in all'
+for f in summary.txt steps.tsv log.txt gpu-check-results.tar.gz; do [ -s "$O/$f" ] || bad "\$OUT: no $f"; done
+[ "$(ls "$O" | wc -l)" -le 8 ] || bad "\$OUT holds more than 8 files"
+tar -tzf "$O/gpu-check-results.tar.gz" | grep -q 'gpu-check-dry/cuda-mt.tsv' || bad "\$OUT's tarball has no cuda-mt.tsv"
+grep -q '^== bench' "$O/log.txt" || bad "log.txt lacks the steps' output"
+if command -v gnuplot >/dev/null 2>&1; then
+    sh plots/draw.sh "$R" --recipes-only > "$R/draw.txt" 2>&1 || bad "plots/draw.sh $R failed: $(tail -1 "$R/draw.txt")"
+    for f in cuda-mt e2e-predicted e2e-gt-sweep e2e-parallel; do [ -s "$R/$f.png" ] || bad "$f.png not drawn"; done
+fi
+[ $fail = 0 ] && echo "gpu-check-dry: PASS: every step's output, the planted hang cut at its limit, the planted malformed step caught, the summary ($R)"
+exit $fail
