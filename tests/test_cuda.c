@@ -303,6 +303,11 @@ static sd_tree *tree16(void)
     return t;
 }
 
+/* The logits lines (tests/gpu-check.sh reads them, and its dry run takes these formats
+ * from here: one line each) */
+static const char logits_float[] = "test_cuda: %-28s %-5s max|diff|/max|logit|: prompt %.2e, tree %.2e, one %.2e (tol %.2e)\n";
+static const char logits_quant[] = "test_cuda: %-28s %-5s max|diff|/max|logit|: prompt %.2e, tree %.2e, one %.2e (tol: the rounding's own effect %.2e, %.2e, %.2e, at least %.2e)\n";
+
 /* The CPU's logits of the three stages of check_model: a prompt of P tokens (every
  * row), a 16-node tree after it, then (the tree dropped) one token. */
 static void cpu_stages(const sd_llama *m, const int32_t *prompt, size_t P, const int32_t *tree_tok,
@@ -389,12 +394,10 @@ static void check_model(const sd_llama *m, const char *what)
         e[i] = compare(gpu, cpu[i], rows[i], V, tol[i], msg);
     }
     if (quant)
-        fprintf(stderr, "test_cuda: %-28s %-5s max|diff|/max|logit|: prompt %.2e, tree %.2e, one %.2e (tol: the "
-                        "rounding's own effect %.2e, %.2e, %.2e, at least %.2e)\n",
-                what, sd_ttype_name(type), e[0], e[1], e[2], noise[0], noise[1], noise[2], tol_quant);
+        fprintf(stderr, logits_quant, what, sd_ttype_name(type), e[0], e[1], e[2], noise[0], noise[1], noise[2],
+                tol_quant);
     else
-        fprintf(stderr, "test_cuda: %-28s %-5s max|diff|/max|logit|: prompt %.2e, tree %.2e, one %.2e (tol %.2e)\n",
-                what, sd_ttype_name(type), e[0], e[1], e[2], tol_float);
+        fprintf(stderr, logits_float, what, sd_ttype_name(type), e[0], e[1], e[2], tol_float);
     sd_cuda_kv_free(gkv);
     sd_cuda_model_free(g);
     sd_tree_free(t);
