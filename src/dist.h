@@ -26,6 +26,9 @@
 /* Valid distribution: V in [2, SD_VOCAB_MAX], entries finite and >= 0, sum 1 within
  * SD_DIST_SUM_RTOL. name ("draft", "target") goes into the message. */
 int sd_dist_check(const double *prob, size_t vocab, const char *name);
+/* The same with the sum held to 1 within rtol (>= SD_DIST_SUM_RTOL is the caller's
+ * choice): for input stored in a narrower type than double, whose rounding moves the sum. */
+int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double rtol);
 
 /* Scales a finite, non-negative, not-all-zero vector in place to sum to 1. */
 int sd_dist_normalize(double *prob, size_t vocab, const char *name);

@@ -42,7 +42,8 @@ enum { OPT_DRAFT = 1000, OPT_TARGET, OPT_PAIR, OPT_LOGITS, OPT_TEMPERATURE, OPT_
 #define CLI_PAIR_HELP                                                                    \
     "  --draft D, --target T  the two distributions: comma-separated numbers\n"         \
     "                         (0.5,0.3,0.2), a text file of numbers, or a 1-D .npy\n"   \
-    "                         (float32/float64)\n"                                       \
+    "                         (float16/32/64: a narrower type's sum is held to 1 within 4\n" \
+    "                         of its roundoffs per entry, then rescaled in double)\n"    \
     "  --pair SPEC            or a synthetic pair instead: bernoulli:P,Q (P, Q = probability\n" \
     "                         of token 1), uniform:V,R (target U(V/R)), dirichlet:V,ALPHA,SEED,\n" \
     "                         zipf:V,S,T[,K] (target Zipf(S); draft at temperature T, top-K)\n" \

@@ -109,14 +109,18 @@ int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *c
 static int load_one(const cli_pair *p, const char *spec, const char *name, double **out,
                     size_t *n)
 {
-    int rc = sd_vec_read(spec, name, out, n);
+    double eps;
+    int rc = sd_vec_read_precision(spec, name, out, n, &eps);
     if (rc) return rc;
+    /* a float32 or float16 file rounds every entry: its sum may stand a few units of
+     * the stored type's roundoff per entry from 1; held to that, then rescaled in double */
+    double rtol = fmax(SD_DIST_SUM_RTOL, 4 * eps * (double)*n);
     if (p->logits)
         rc = sd_dist_from_logits(*out, *n, p->temperature, p->top_k, p->top_p, *out, name);
     else if (p->normalize)
         rc = sd_dist_normalize(*out, *n, name);
-    else
-        rc = sd_dist_check(*out, *n, name);
+    else if (!(rc = sd_dist_check_sum(*out, *n, name, rtol)) && rtol > SD_DIST_SUM_RTOL)
+        rc = sd_dist_normalize(*out, *n, name);
     if (rc) {
         free(*out);
         *out = NULL;
