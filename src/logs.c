@@ -53,6 +53,9 @@ static void close_npy(mapped_npy *a)
 static int logits_shape(const sd_npy_header *h, const char *path, size_t *seq, size_t *len,
                         size_t *vocab)
 {
+    if (h->dtype == SD_NPY_I32 || h->dtype == SD_NPY_I64)
+        return sd_error(SD_EFORMAT, "%s: dtype '%s' holds integers, not logits (float16, bfloat16 as "
+                                    "'<u2', float32 or float64)", path, sd_npy_dtype_descr(h->dtype));
     if (h->ndim == 2) *seq = 1, *len = h->shape[0], *vocab = h->shape[1];
     else if (h->ndim == 3) *seq = h->shape[0], *len = h->shape[1], *vocab = h->shape[2];
     else return sd_error(SD_EFORMAT, "%s: logits must be [positions, V] or [sequences, positions, "

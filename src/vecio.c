@@ -140,9 +140,10 @@ static int npy_vector_length(const sd_npy_header *h, const char *name, const cha
 {
     char shape[256];
     sd_npy_format_shape(h, shape, sizeof shape);
-    if (h->dtype == SD_NPY_BF16)
-        return sd_error(SD_EFORMAT, "%s: '%s' has dtype '<u2' (uint16); a vector must be "
-                        "float16, float32 or float64", name, path);
+    if (h->dtype != SD_NPY_F16 && h->dtype != SD_NPY_F32 && h->dtype != SD_NPY_F64)
+        return sd_error(SD_EFORMAT, "%s: '%s' has dtype '%s'%s; a vector must be float16, float32 "
+                        "or float64", name, path, sd_npy_dtype_descr(h->dtype),
+                        h->dtype == SD_NPY_BF16 ? " (uint16)" : " (integers)");
     if (h->ndim == 1) *n = h->shape[0];
     else if (h->ndim == 2 && h->shape[0] == 1) *n = h->shape[1];
     else
