@@ -93,6 +93,12 @@ int cli_parse_double(const char *s, const char *what, const char *cmd, double *o
  * SD_EIO naming the path when it cannot be opened or read. */
 int cli_read_file(const char *path, char **text, size_t *len);
 
+/* A file the project ships, named by its path in the repository ("data/prompts.txt"):
+ * that path when it is readable from the working directory, else the same file beside
+ * the binary (BIN/../data/: a build tree of the repository) or in its install
+ * (BIN/../share/specdec/data/: make install). The path into out; 0 if none is readable. */
+int cli_data_file(const char *rel, char *out, size_t cap);
+
 /* Prints msg as "specdec CMD: msg" and returns CLI_FAIL. */
 int cli_fail(const char *cmd, const char *msg);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

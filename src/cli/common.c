@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "family.h"
@@ -202,3 +203,19 @@ int cli_read_file(const char *path, char **text, size_t *len)
     return SD_OK;
 }
 
+int cli_data_file(const char *rel, char *out, size_t cap)
+{
+    if (access(rel, R_OK) == 0) return snprintf(out, cap, "%s", rel) < (int)cap;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return 0;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return 0;
+    *slash = 0; /* the binary's folder: build/ in the repository, PREFIX/bin installed */
+    const char *name = strncmp(rel, "data/", 5) ? rel : rel + 5;
+    const char *const forms[] = {"%s/../data/%s", "%s/../share/specdec/data/%s"};
+    for (size_t i = 0; i < 2; i++)
+        if (snprintf(out, cap, forms[i], exe, name) < (int)cap && access(out, R_OK) == 0) return 1;
+    return 0;
+}

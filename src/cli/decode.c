@@ -69,7 +69,8 @@ static const char *const help =
     "                     one scheme, replaces its default\n"
     "  --optimize gt|throughput  build the tree from the calibration (token scheme: rrs)\n"
     "  --prompt TEXT      one prompt; --prompts FILE: one prompt per line (default\n"
-    "                     data/prompts.txt, 50 held-out lines of the training corpus)\n"
+    "                     data/prompts.txt, 50 held-out lines of the training corpus, read\n"
+    "                     from the working directory, beside the binary or its install)\n"
     "  --n-prompts N      the first N prompts only (default: all)\n"
     "  --max-tokens N     tokens per prompt (default 64); fewer where a prompt, the\n"
     "                     budget and the widest tree do not fit the context\n"
@@ -77,7 +78,8 @@ static const char *const help =
     "  --draft-temperature T  the draft's (default: T; at T = 0, 0 for chains and 0.5\n"
     "                     for trees, whose nodes need several distinct candidates)\n"
     "  --stop-at-eos      stop a prompt at the EOS token (default: the full budget)\n"
-    "  --calibrate N      prompts of the calibration run (default 8, another seed):\n"
+    "  --calibrate N      prompts of the calibration run, the first N (default 8, at most\n"
+    "                     the prompts there are; another seed):\n"
     "                     ar and the schemes take turns prompt by prompt at the run's\n"
     "                     --max-tokens, as in the measured runs (the probe that the\n"
     "                     gt and throughput trees are built from: 32 tokens each)\n"
@@ -587,6 +589,10 @@ static int measure(const dec_opts *o, session *s)
 static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry *probe)
 {
     size_t ncal = s->ncal = o->calibrate < s->np ? o->calibrate : s->np;
+    if (o->have_calibrate && o->calibrate > s->np) /* a warning, even with --quiet */
+        fprintf(stderr, "specdec decode: --calibrate %zu: there %s only %zu prompt%s (--prompts, "
+                "--n-prompts); calibrating on %zu\n", o->calibrate, s->np == 1 ? "is" : "are", s->np,
+                s->np == 1 ? "" : "s", ncal);
     size_t probe_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
     unsigned long seed = o->sm.seed + 7919;
     if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, o->max_tokens);
@@ -766,7 +772,10 @@ int cmd_decode(int argc, char **argv)
             if (!(o.draft_temp >= 0)) return cli_usage(cmd, "--draft-temperature %s: need a number >= 0", optarg);
             break;
         case O_EOS: o.stop_eos = 1; break;
-        case O_CAL: if (cli_parse_size(optarg, "--calibrate", cmd, &o.calibrate)) return CLI_USAGE; break;
+        case O_CAL:
+            if (cli_parse_size(optarg, "--calibrate", cmd, &o.calibrate)) return CLI_USAGE;
+            o.have_calibrate = 1;
+            break;
         case O_BUDGET: if (cli_parse_size(optarg, "--budget", cmd, &o.budget)) return CLI_USAGE; break;
         case O_DEPTH: if (cli_parse_size(optarg, "--max-depth", cmd, &o.max_depth)) return CLI_USAGE; break;
         case O_RANK: if (cli_parse_size(optarg, "--max-rank", cmd, &o.max_rank)) return CLI_USAGE; break;
@@ -817,6 +826,18 @@ int cmd_decode(int argc, char **argv)
             return cli_usage(cmd, "--check compares greedy decoding: it runs at temperature 0");
         o.sm.temperature = 0;
     }
+    /* the shipped defaults are found from anywhere: the working directory, the binary's
+     * repository or its install */
+    char prompts[4096], pdraft[4096];
+    if (!o.prompt && !strcmp(o.prompts, "data/prompts.txt")) {
+        if (!cli_data_file(o.prompts, prompts, sizeof prompts))
+            return cli_fail(cmd, "data/prompts.txt, the default prompts, is neither in the working "
+                                 "directory nor beside the binary or its install: pass --prompts "
+                                 "FILE or --prompt TEXT");
+        o.prompts = prompts;
+    }
+    if (!strcmp(o.pdraft, "data/models/parallel.gguf") && cli_data_file(o.pdraft, pdraft, sizeof pdraft))
+        o.pdraft = pdraft;
     if (o.sm.threads) omp_set_num_threads((int)o.sm.threads);
     return decode(&o);
 }

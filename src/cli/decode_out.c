@@ -80,8 +80,17 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
         for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
         printf("], \"vs_best\": {\"scheme\": ");
         cli_json_string(stdout, s->best ? s->best->name : "");
-        printf(", \"predicted\": %.6g, \"interval\": [%.6g, %.6g], \"measured\": %.6g}", e->vs_best, e->vs_best_lo,
-               e->vs_best_hi, s->best && rate(&s->best->run) > 0 ? rate(r) / rate(&s->best->run) : NAN);
+        /* the paired interval needs two calibration prompts: null with one, and JSON has no NaN */
+        printf(", \"predicted\": ");
+        cli_json_double(stdout, e->vs_best);
+        printf(", \"interval\": ");
+        if (isfinite(e->vs_best_lo) && isfinite(e->vs_best_hi))
+            printf("[%.6g, %.6g]", e->vs_best_lo, e->vs_best_hi);
+        else
+            printf("null");
+        printf(", \"measured\": ");
+        cli_json_double(stdout, s->best && rate(&s->best->run) > 0 ? rate(r) / rate(&s->best->run) : NAN);
+        printf("}");
         printf(", \"target_calls_by_width\": ");
         print_widths(stdout, r);
         if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
@@ -166,14 +175,19 @@ static void print_vs_best(const dec_opts *o, const session *s, const entry *es, 
     printf("# each scheme's speedup over the predicted best's (%s, %.3f), its interval paired by prompt in the\n"
            "# calibration [%g]: where it excludes 1, the prediction tells the two apart\n", s->best->name,
            s->best->pred.speedup, o->level);
+    if (s->ncal < 2)
+        printf("# (one calibration prompt: no prompts to pair, so no interval; --calibrate N and N prompts)\n");
     printf("%-16s %-21s %8s %3s\n", "scheme", "pred [interval]", "measured", "in");
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         if (e->skipped || e == s->best) continue;
         double m = best > 0 ? rate(&e->run) / best : NAN;
+        int have = isfinite(e->vs_best_lo) && isfinite(e->vs_best_hi);
         char pv[40];
-        snprintf(pv, sizeof pv, "%.3f [%.3f,%.3f]", e->vs_best, e->vs_best_lo, e->vs_best_hi);
-        printf("%-16s %-21s %8.3f %3s\n", e->name, pv, m, m >= e->vs_best_lo && m <= e->vs_best_hi ? "yes" : "no");
+        if (have) snprintf(pv, sizeof pv, "%.3f [%.3f,%.3f]", e->vs_best, e->vs_best_lo, e->vs_best_hi);
+        else snprintf(pv, sizeof pv, "%.3f [none]", e->vs_best);
+        printf("%-16s %-21s %8.3f %3s\n", e->name, pv, m,
+               !have ? "-" : m >= e->vs_best_lo && m <= e->vs_best_hi ? "yes" : "no");
     }
 }
 
