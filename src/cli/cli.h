@@ -99,6 +99,9 @@ int cli_read_file(const char *path, char **text, size_t *len);
  * (BIN/../share/specdec/data/: make install). The path into out; 0 if none is readable. */
 int cli_data_file(const char *rel, char *out, size_t cap);
 
+/* The plural ending of a count: printf("%zu prompt%s", n, CLI_S(n)). */
+#define CLI_S(n) ((n) == 1 ? "" : "s")
+
 /* Prints msg as "specdec CMD: msg" and returns CLI_FAIL. */
 int cli_fail(const char *cmd, const char *msg);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

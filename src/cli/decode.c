@@ -28,7 +28,7 @@ static const char *const help =
     "                      --prompts FILE] [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                      [--top-k K] [--seed S] [--threads N] [--check] [--gt-sweep M,...]\n"
     "                      [--json] [--tsv FILE] [--parallel-draft P.gguf]\n"
-    "                      [--parallel-sweep L1-L2]\n"
+    "                      [--parallel-sweep L1-L2] [--ids]\n"
     "\n"
     "Decodes the prompts with the target alone (autoregressive, 'ar') and with each\n"
     "speculative scheme, and prints for each: tokens per second and the speedup over ar,\n"
@@ -38,6 +38,14 @@ static const char *const help =
     "with each candidate rank's acceptance from a short calibration run of the same pair\n"
     "and the costs M_T(n) (a target pass over n tree tokens) and M_D(n) measured on this\n"
     "machine. Sampling is lossless: every scheme's text has the target's law.\n"
+    "\n"
+    "The table's columns: nodes (draft tokens the target verifies per block), tok/s,\n"
+    "speedup (over ar) and its pred [interval], err% (measured / predicted - 1), in (the\n"
+    "measured speedup inside the interval), blk-eff (tokens per block) and its pred\n"
+    "[interval], acc (accepted drafts per block), draft%, targ%, verif% (the time split),\n"
+    "d-ms (drafting per block, ms) and its pred (the cost model's). Then each scheme's\n"
+    "speedup over the predicted best's, its interval paired by prompt (none with one\n"
+    "calibration prompt: the JSON says null).\n"
     "\n"
     "Schemes (--scheme all runs every one; default shapes in brackets):\n"
     "  sd          chain SD, Leviathan et al. / Chen et al.        [chain:4]\n"
@@ -103,6 +111,10 @@ static const char *const help =
     CLI_DEVICE_HELP
     "  --no-bos           do not add the BOS token; --quiet: no progress on stderr\n"
     "  --json             one JSON object instead of the table\n"
+    "  --ids              decode the first prompt once with the one scheme (a fixed shape:\n"
+    "                     not gt, throughput or gt-dynamic, which need a calibration) and\n"
+    "                     print its token ids on one line; no costs, calibration or table\n"
+    "                     (what certify --decoder runs: README, \"certify --decoder\")\n"
     "  --tsv FILE         also a row per scheme (measured and predicted) for plots\n"
     "                     (paper-figs/e2e-predicted.gp, e2e-gt-sweep.gp; make bench-e2e)\n"
     "\n"
@@ -595,7 +607,9 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
                 s->np == 1 ? "" : "s", ncal);
     size_t probe_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
     unsigned long seed = o->sm.seed + 7919;
-    if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, o->max_tokens);
+    if (!o->quiet)
+        fprintf(stderr, "decode: calibrating on %zu prompt%s x %zu token%s\n", ncal, CLI_S(ncal), o->max_tokens,
+                CLI_S(o->max_tokens));
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2); /* the intervals' bootstrap */
     gsl_rng_set(rng, o->sm.seed + 104729);
     int need_probe = 0, rc = SD_OK;

@@ -310,7 +310,7 @@ int cmd_mc(int argc, char **argv)
     mc_opts o = default_opts();
     int rc = parse(argc, argv, cmd, mc_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (o.k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     cli_mpi m;
     if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
     cli_mpi_mc(&m, &o.mp);
@@ -443,7 +443,7 @@ int cmd_certify(int argc, char **argv)
     o.mp.samples = 3e6;
     int rc = parse(argc, argv, cmd, certify_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (o.k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     if (!o.pair.family && !o.pair.draft && !o.pair.target)
         o.pair.family = "zipf:50,1.2,0.7"; /* the numbers of data/pair/, without the files */
     cli_mpi m;

@@ -188,7 +188,7 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
     int rc = parse_schemes(cmd, o->schemes, p);
     if (rc) return rc;
-    if (p->k < 1) return cli_fail(cmd, "-k must be at least 1");
+    if (p->k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     return -1;
 }
 
@@ -247,8 +247,8 @@ static void print_json(const sd_replay_params *p, const sd_log *log, const sd_re
 
 static void print_table(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
 {
-    printf("# specdec replay: %zu positions (%zu skipped), V = %zu, %s logits, T = %g, "
-           "top-k %zu, top-p %g, k = %zu\n", r->positions, r->skipped, sd_log_vocab_target(log),
+    printf("# specdec replay: %zu position%s (%zu skipped), V = %zu, %s logits, T = %g, "
+           "top-k %zu, top-p %g, k = %zu\n", r->positions, CLI_S(r->positions), r->skipped, sd_log_vocab_target(log),
            sd_log_dtype_name(log), p->temperature, p->top_k, p->top_p, p->k);
     if (r->skipped) printf("# first bad position: %zu\n", r->first_bad);
     printf("%-10s %10s %21s   %-8s %-8s %-8s %-8s %-8s  %s\n", "scheme", "mean acc",

@@ -79,7 +79,11 @@ expect 1 "target: .*non-finite" -- "$SPECDEC" accept --draft 0.5,0.5 --target in
 expect 1 "sum to" -- "$SPECDEC" accept --draft 0.5,0.6 --target 0.5,0.5
 expect 1 "all 2 entries are zero" -- "$SPECDEC" accept --draft 0,0 --target 0.5,0.5 --normalize
 expect 1 "draft has 3 tokens but target has 2" -- "$SPECDEC" accept --draft 0.2,0.3,0.5 --target 0.5,0.5
-expect 1 "at least 1" -- "$SPECDEC" accept --draft 0.5,0.5 --target 0.5,0.5 -k 0
+expect 2 "at least 1" -- "$SPECDEC" accept --draft 0.5,0.5 --target 0.5,0.5 -k 0
+# -k 0 is a usage error (exit 2) on every command that takes k, as -k -1 is
+for c in mc certify; do expect 2 "-k must be at least 1" -- "$SPECDEC" $c --pair bernoulli:0.3,0.6 --scheme sd -k 0; done
+expect 2 "-k must be at least 1" -- "$SPECDEC" otm --pair bernoulli:0.3,0.6 -k 0
+expect 2 "-k must be at least 1" -- "$SPECDEC" replay --log data/logs/sample.safetensors -k 0
 expect 1 "no-such-file" -- "$SPECDEC" accept --draft no-such-file.txt --target 0.5,0.5
 : > "$T/empty.txt"
 expect 1 "empty.txt" -- "$SPECDEC" accept --draft "$T/empty.txt" --target 0.5,0.5

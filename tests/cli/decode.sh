@@ -92,6 +92,12 @@ out=$("$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6 -
 printf '%s' "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin)["rows"]; sys.exit(r[1]["vs_best"]["interval"] is not None)' \
     && ok || { bad "decode --prompt --json: not JSON, or an interval from one prompt"; printf '%s\n' "$out" | grep -n nan | head -3; }
 expect 0 "0\.[0-9]* \[none\] .* -$" -- "$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6
+# counts in the singular when they are one
+expect 0 "^# 1 prompt, up to 1 token each, .*, 1 thread, seed" -- "$SPECDEC" decode $D --prompt "Call me" --scheme sd --max-tokens 1 --threads 1
+# --help names every option and every printed column
+for w in "--ids" "d-ms (drafting per block" "and its pred (the cost model's)" "err%" "verif%"; do
+    "$SPECDEC" decode --help | grep -q -- "$w" && ok || bad "decode --help lacks '$w'"
+done
 # --calibrate past the prompts is said, not silently capped
 expect 0 "calibrate 20: there are only 3 prompts" -- "$SPECDEC" decode $D --scheme sd --max-tokens 4 --calibrate 20
 # the default prompts from another folder: found beside the binary (the repository's
