@@ -93,6 +93,11 @@ int sd_dist_check(const double *prob, size_t vocab, const char *name)
     return sd_dist_check_sum(prob, vocab, name, SD_DIST_SUM_RTOL);
 }
 
+double sd_dist_sum_rtol(size_t vocab, double unit_roundoff)
+{
+    return fmax(SD_DIST_SUM_RTOL, 4 * unit_roundoff * (double)vocab);
+}
+
 int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double rtol)
 {
     double sum;

@@ -51,6 +51,20 @@ const char *sd_api_fields(const char *function)
 
 const char *sd_api_schemes(void) { return "sd,specinfer,rrs,kseq,otm"; }
 
+int sd_api_laws(double *prob, size_t rows, size_t vocab, double unit_roundoff, const char *name)
+{
+    if (!prob || !name) return sd_error(SD_EINVAL, "laws: a NULL argument");
+    double rtol = sd_dist_sum_rtol(vocab, unit_roundoff);
+    for (size_t r = 0; r < rows; r++) {
+        char what[96];
+        snprintf(what, sizeof what, rows > 1 ? "%.40s row %zu" : "%.40s", name, r);
+        int rc = sd_dist_check_sum(prob + r * vocab, vocab, what, rtol);
+        if (!rc) rc = sd_dist_normalize(prob + r * vocab, vocab, what);
+        if (rc) return rc;
+    }
+    return SD_OK;
+}
+
 int sd_api_pair(const char *spec, double *draft, double *target, size_t cap, size_t *vocab)
 {
     double *d, *t;

@@ -37,6 +37,13 @@ const char *sd_api_fields(const char *function);
 /* The scheme names, comma-separated, in sd_scheme order (replay's rows). */
 const char *sd_api_schemes(void);
 
+/* Laws given in a type narrower than double (float32: unit_roundoff 2^-24, float16:
+ * 2^-11), converted to double in prob [rows, vocab]: each row's sum held to 1 within the
+ * stored type's precision (dist.h: sd_dist_sum_rtol), then rescaled in double in place,
+ * as the command line does with a float32 .npy. name ("draft", "target") starts the
+ * messages. */
+int sd_api_laws(double *prob, size_t rows, size_t vocab, double unit_roundoff, const char *name);
+
 /* A synthetic pair (family.h: bernoulli:P,Q, uniform:V,R, dirichlet:V,ALPHA,SEED,
  * zipf:V,S,T[,K]) into draft and target (cap entries each; SD_ERANGE if V > cap; NULL
  * arrays: only *vocab is set). */

@@ -115,7 +115,7 @@ static int load_one(const cli_pair *p, const char *spec, const char *name, doubl
     if (rc) return rc;
     /* a float32 or float16 file rounds every entry: its sum may stand a few units of
      * the stored type's roundoff per entry from 1; held to that, then rescaled in double */
-    double rtol = fmax(SD_DIST_SUM_RTOL, 4 * eps * (double)*n);
+    double rtol = sd_dist_sum_rtol(*n, eps);
     if (p->logits)
         rc = sd_dist_from_logits(*out, *n, p->temperature, p->top_k, p->top_p, *out, name);
     else if (p->normalize)

@@ -81,6 +81,30 @@ def test_accept():
     close("accept kseq gamma 2.5", specdec.accept(draft, target, k=3, scheme="kseq", gamma=2.5), g["acceptance"])
 
 
+def test_float32():
+    """float32 laws: held to float32's precision and rescaled in double, as the command
+    line reads a float32 .npy (a Dirichlet(1) pair of 1000 tokens sums to 1 within 2e-9,
+    not within double's 1e-9)."""
+    rng = np.random.default_rng(2385)  # sums 1 - 1.8e-9 and 1 - 1.3e-9
+    d32, t32 = (rng.dirichlet(np.ones(1000)).astype(np.float32) for _ in range(2))
+    with tempfile.TemporaryDirectory() as tmp:
+        dp, tp, op = (os.path.join(tmp, n) for n in ("d.npy", "t.npy", "off.npy"))
+        np.save(dp, d32)
+        np.save(tp, t32)
+        np.save(op, (t32 * np.float32(0.999)).astype(np.float32))
+        for row in runjson("accept", "--draft", dp, "--target", tp, "-k", "2")["results"]:
+            close("float32 accept " + row["scheme"], specdec.accept(d32, t32, k=2, scheme=row["scheme"]),
+                  row["acceptance"], rtol=1e-15)
+        batch = specdec.accept(np.stack([d32, t32]), np.stack([t32, d32]), k=2, scheme="sd")
+        close("float32 accept batch row 0", batch[0], specdec.accept(d32, t32, k=2, scheme="sd"))
+        p = run("accept", "--draft", dp, "--target", op, "--scheme", "sd", code=1)
+        try:
+            specdec.accept(d32, t32 * np.float32(0.999), scheme="sd")
+            check("float32: a sum off by 1e-3 raises", False)
+        except specdec.Error as e:
+            check("float32: the C message", str(e) and str(e) in p.stderr, "python %r, command %r" % (str(e), p.stderr))
+
+
 def test_mc():
     for spec, scheme, k in [("zipf:50,1.2,0.7", "rrs", 3), ("zipf:300,1.2,0.7", "specinfer", 2),
                             (PAIR, "kseq", 4)]:
@@ -232,7 +256,7 @@ def test_errors():
         check("error: the scheme's C message", "unknown scheme 'nope'" in str(e), str(e))
 
 
-for test in (test_accept, test_mc, test_certify, test_certify_errors, test_tree, test_replay, test_errors):
+for test in (test_accept, test_float32, test_mc, test_certify, test_certify_errors, test_tree, test_replay, test_errors):
     test()
 print("python: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

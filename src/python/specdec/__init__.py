@@ -74,6 +74,7 @@ _lib = _load()
 _S, _D, _I, _U, _P = ctypes.c_size_t, ctypes.c_double, ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p
 for _name, _args in {
     "sd_api_pair": [_P, _c_double_p, _c_double_p, _S, _c_size_p],
+    "sd_api_laws": [_c_double_p, _S, _S, _D, _P],
     "sd_api_accept": [_P, _c_double_p, _c_double_p, _S, _S, _S, _D, _c_double_p, _c_double_p,
                       _c_double_p],
     "sd_api_mc": [_P, _c_double_p, _c_double_p, _S, _S, _D, _D, _U, _I, _S, _S, _c_double_p,
@@ -107,9 +108,15 @@ def _ptr(a):
 
 
 def _law(x, what):
-    a = np.ascontiguousarray(x, dtype=np.float64)
+    """Laws as C-order float64; float32 and float16 ones held to their own precision and
+    rescaled in double, by the library, as the command line does with such a .npy."""
+    narrow = np.asarray(x)
+    a = np.array(narrow, dtype=np.float64, order="C")
     if a.ndim == 0:
         raise ValueError("%s: an array of probabilities, not a scalar" % what)
+    if narrow.dtype in (np.float32, np.float16) and a.size:
+        u = float(np.finfo(narrow.dtype).eps) / 2  # unit roundoff
+        _check(_lib.sd_api_laws(_ptr(a), a.size // a.shape[-1], a.shape[-1], u, what.encode()))
     return a
 
 
