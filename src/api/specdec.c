@@ -10,7 +10,6 @@
 #include "blackbox.h"
 #include "dist.h"
 #include "family.h"
-#include "gof.h"
 #include "lm_spec.h"
 #include "logs.h"
 #include "mc.h"
@@ -146,29 +145,17 @@ int sd_api_mc(const char *scheme, const double *draft, const double *target, siz
     if (bins < 2) return sd_error(SD_EINVAL, "mc: bins = %zu: must be >= 2", bins);
     sd_verify_params vp = sd_verify_default_params();
     vp.kseq_gamma = gamma;
-    sd_mc_result mc;
-    int rc = sd_mc_token(NULL, s, draft, target, vocab, k, vp, mc_params(samples, seed, threads, chunks), &mc);
+    sd_mc_token_report t;
+    int rc = sd_mc_token_checked(s, draft, target, vocab, k, vp, mc_params(samples, seed, threads, chunks),
+                                 bins, &t);
     if (rc) return rc;
-    double exact = NAN, z = NAN;
-    sd_accept_result ex;
-    if (sd_accept_exact(s, draft, target, vocab, k, vp, &ex) == SD_OK) {
-        exact = ex.acceptance;
-        double se = sqrt(exact * (1 - exact) / mc.samples);
-        z = se > 0 ? (mc.acceptance - exact) / se : 0;
-    }
-    size_t used_bins = vocab > 256 ? bins : 0;
-    sd_gof_result g;
-    rc = used_bins ? sd_gof_binned(mc.counts, target, vocab, used_bins, 5.0, &g)
-                   : sd_gof_test(mc.counts, target, vocab, 5.0, &g);
-    if (rc == SD_OK) {
-        double v[MC_N] = {mc.acceptance, mc.ci_low, mc.ci_high, exact, z, g.chi2, g.chi2_p, g.g,
-                          g.g_p, (double)g.cells, (double)used_bins, mc.samples, mc.rate,
-                          (double)sd_scheme_drafts_for(s, k, draft, vocab)};
-        memcpy(out, v, sizeof v);
-        if (counts) memcpy(counts, mc.counts, vocab * sizeof *counts);
-    }
-    sd_mc_result_free(&mc);
-    return rc;
+    double v[MC_N] = {t.mc.acceptance, t.mc.ci_low, t.mc.ci_high, t.exact, t.z, t.gof.chi2,
+                      t.gof.chi2_p, t.gof.g, t.gof.g_p, (double)t.gof.cells, (double)t.bins,
+                      t.mc.samples, t.mc.rate, (double)t.k_used};
+    memcpy(out, v, sizeof v);
+    if (counts) memcpy(counts, t.mc.counts, vocab * sizeof *counts);
+    sd_mc_result_free(&t.mc);
+    return SD_OK;
 }
 
 /* The two callbacks of sd_api_certify as a blackbox sampler. */

@@ -6,7 +6,7 @@
  * function calls the library functions the command line calls for the same job:
  *
  *   sd_api_accept    specdec accept   sd_accept_exact, sd_otm_lp_solve (otm-lp, otm-setlp)
- *   sd_api_mc        specdec mc       sd_mc_token, sd_accept_exact, sd_gof_test/binned
+ *   sd_api_mc        specdec mc       sd_mc_token_checked (sd_mc_token, exact value, gof)
  *   sd_api_certify   specdec certify --exec, with the sampler as two callbacks
  *                                     (sim/blackbox.h)
  *   sd_api_tree      specdec tree     sd_tree_block_efficiency, sd_mc_blocks
