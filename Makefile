@@ -32,11 +32,13 @@ endif
 LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(wildcard src/model/cuda/*.c) $(wildcard lp/*.c) \
             $(wildcard sim/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
+API_SRC  := $(wildcard src/api/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC:= $(wildcard tests/bench/bench_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+API_OBJ  := $(API_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/bench/%)
 LIB      := $(BUILD)/libspecdec.a
@@ -59,11 +61,11 @@ CPPFLAGS  += -DSD_CUDA
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
 endif
 
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(OMPFLAGS) $(SAN)
-$(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
+$(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -93,6 +95,19 @@ $(LIB): $(LIB_OBJ)
 $(BIN): $(CLI_OBJ) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+# shared: libspecdec.so for other languages (the Python package of src/python/), the
+# library and the flat interface of src/api/specdec.h compiled with -fPIC in their own
+# tree, build-shared/ (the plain build stays as it is), never sanitized: a Python
+# process cannot load an ASan library.
+SHARED_BUILD = build-shared
+SHARED_LIB   = $(SHARED_BUILD)/libspecdec.so
+shared:
+	+$(Q)$(MAKE) --no-print-directory BUILD=$(SHARED_BUILD) PIC=-fPIC SAN= $(SHARED_LIB)
+
+$(BUILD)/libspecdec.so: $(LIB_OBJ) $(API_OBJ)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,-soname,libspecdec.so -o $@ $^ $(LDLIBS)
 
 # test helpers shared by the test and benchmark programs (planted bugs live here, not in the library)
 TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/planted.o $(BUILD)/tests/fuzz_core.o
@@ -165,7 +180,7 @@ bench-e2e-cuda-dry: $(BIN)
 
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
-test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) $(if $(HAVE_MPI),mpi)
+test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) shared $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # test-slurm: tests/cli/slurm.sh alone (make test runs it too): paper-figs/slurm.sbatch
@@ -277,17 +292,29 @@ models-large: $(BIN)
 models-ladder: $(BIN)
 	sh data/models/ladder.sh $(BIN)
 
-install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/specdec
+# install: the binary, libspecdec.so and its header, the Python package (into PYTHONDIR:
+# Python finds it with PYTHONPATH=$(PYTHONDIR), the README's "From Python"; the package
+# is told where the library went) and the data the commands read by default.
+PYTHONDIR ?= $(PREFIX)/lib/python3/site-packages
+install: $(BIN) shared
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PYTHONDIR)/specdec $(DESTDIR)$(PREFIX)/share/specdec/data
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/specdec
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/libspecdec.so
+	install -m 644 src/api/specdec.h $(DESTDIR)$(PREFIX)/include/specdec.h
+	install -m 644 src/python/specdec/*.py $(DESTDIR)$(PYTHONDIR)/specdec/
+	printf 'LIBRARY = "%s"\n' "$(PREFIX)/lib/libspecdec.so" > $(DESTDIR)$(PYTHONDIR)/specdec/_installed.py
+	install -m 644 data/prompts.txt data/rsd_shapes.tsv $(DESTDIR)$(PREFIX)/share/specdec/data/
 
 clean:
-	rm -rf build build-san build-mpi build-cuda out
+	rm -rf build build-san build-mpi build-cuda build-shared out
 
 help:
 	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot) and fetch llama.cpp's test data; needs root or sudo"
 	@echo "make         build $(BIN)"
 	@echo "make demo    run the main job on the shipped default pair"
-	@echo "make test    run the cmocka tests and the command-line tests"
+	@echo "make shared  build-shared/libspecdec.so, the library the Python package (src/python/) loads"
+	@echo "make test    run the cmocka tests, the command-line tests and the Python package's tests"
 	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
@@ -309,6 +336,7 @@ help:
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"
 	@echo "make models-large  train the large (memory-bound) target, resumable: rerun to continue (hours)"
+	@echo "make install PREFIX=/usr/local [DESTDIR=]  the binary, libspecdec.so, specdec.h, the Python package, data"
 	@echo "make clean   remove build trees"
 	@echo "V=1 shows the commands; BUILD=dir picks the build tree"
 

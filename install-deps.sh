@@ -8,7 +8,8 @@
 #            does without them
 set -eu
 # libopenmpi-dev and openmpi-bin: only `make mpi` (build-mpi/specdec) and its tests use them;
-# python3-numpy: the Python adapters of `specdec certify --exec` (tests/exec/adapter.py)
+# python3-numpy: the Python adapters of `specdec certify --exec` (tests/exec/adapter.py) and
+# the Python package over libspecdec.so (src/python/, tests/python/test_api.py)
 PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git libopenmpi-dev openmpi-bin python3-numpy"
 case "${1:-}" in
     "") ;;

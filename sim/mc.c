@@ -7,6 +7,8 @@
 
 #include <gsl/gsl_cdf.h>
 
+#include "accept.h"
+#include "otm.h"
 #include "sd_error.h"
 #include "tree.h"
 #include "verify_impl.h"
@@ -290,5 +292,28 @@ int sd_mc_rank_acceptance(sd_lm *draft, sd_lm *target, const size_t *prompt, siz
     free(ctx);
     free(pd);
     free(pt);
+    return rc;
+}
+
+int sd_mc_token_checked(sd_scheme scheme, const double *draft, const double *target, size_t vocab,
+                        size_t k, sd_verify_params vp, sd_mc_params mp, size_t bins,
+                        sd_mc_token_report *out)
+{
+    memset(out, 0, sizeof *out);
+    out->exact = out->z = NAN;
+    out->k_used = sd_scheme_drafts_for(scheme, k, draft, vocab);
+    int rc = sd_mc_token(NULL, scheme, draft, target, vocab, k, vp, mp, &out->mc);
+    if (rc) return rc;
+    sd_accept_result ex;
+    if (vp.otm) out->exact = vp.otm->acceptance;
+    else if (sd_accept_exact(scheme, draft, target, vocab, k, vp, &ex) == SD_OK) out->exact = ex.acceptance;
+    if (isfinite(out->exact)) {
+        double se = sqrt(out->exact * (1 - out->exact) / out->mc.samples);
+        out->z = se > 0 ? (out->mc.acceptance - out->exact) / se : 0;
+    }
+    out->bins = vocab > 256 ? bins : 0;
+    rc = out->bins ? sd_gof_binned(out->mc.counts, target, vocab, out->bins, 5.0, &out->gof)
+                   : sd_gof_test(out->mc.counts, target, vocab, 5.0, &out->gof);
+    if (rc) sd_mc_result_free(&out->mc);
     return rc;
 }

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <gsl/gsl_rng.h>
 
+#include "gof.h"
 #include "progress.h"
 #include "tree.h"
 
@@ -89,6 +90,24 @@ void sd_mc_wilson(double x, double n, double confidence, double *low, double *hi
 int sd_mc_token(const struct sd_verify_ops *ops, sd_scheme scheme, const double *draft,
                 const double *target, size_t vocab, size_t k, sd_verify_params vp,
                 sd_mc_params mp, sd_mc_result *res);
+
+/* sd_mc_token with what `specdec mc` reports beside it (its Python twin too): the exact
+ * acceptance (the coupling's when vp.otm carries one, else sd_accept_exact's; NaN
+ * beyond the exact method's reach) and the z-score of the estimate against it (NaN
+ * without it, 0 when the exact value has no spread), and the chi-square and G tests of
+ * the output tokens against the target, above 256 tokens grouped into bins of equal
+ * target mass first. On failure nothing is left to free. */
+typedef struct {
+    sd_mc_result mc;   /* sd_mc_result_free(&r.mc) */
+    double exact, z;
+    sd_gof_result gof;
+    size_t bins;       /* bins used: 0 when every token is a cell */
+    size_t k_used;     /* drafts per trial (sd_scheme_drafts_for) */
+} sd_mc_token_report;
+
+int sd_mc_token_checked(sd_scheme scheme, const double *draft, const double *target, size_t vocab,
+                        size_t k, sd_verify_params vp, sd_mc_params mp, size_t bins,
+                        sd_mc_token_report *out);
 
 /* Tree blocks: n independent blocks after one context, each verified by the tree walk;
  * mean tokens per block (block efficiency) with a normal-approximation interval. */

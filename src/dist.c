@@ -90,15 +90,25 @@ static int check_entries(const double *prob, size_t vocab, const char *name, dou
 
 int sd_dist_check(const double *prob, size_t vocab, const char *name)
 {
+    return sd_dist_check_sum(prob, vocab, name, SD_DIST_SUM_RTOL);
+}
+
+double sd_dist_sum_rtol(size_t vocab, double unit_roundoff)
+{
+    return fmax(SD_DIST_SUM_RTOL, 4 * unit_roundoff * (double)vocab);
+}
+
+int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double rtol)
+{
     double sum;
     int rc = check_vocab(vocab, name);
     if (rc) return rc;
     if ((rc = check_entries(prob, vocab, name, &sum))) return rc;
-    if (fabs(sum - 1.0) > SD_DIST_SUM_RTOL)
+    if (fabs(sum - 1.0) > rtol)
         return sd_error(SD_EINVAL,
                         "%s: entries sum to %.12g, not 1 (tolerance %g); pass --normalize to "
                         "rescale, or --logits if these are logits",
-                        name, sum, SD_DIST_SUM_RTOL);
+                        name, sum, rtol);
     return SD_OK;
 }
 

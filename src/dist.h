@@ -26,6 +26,13 @@
 /* Valid distribution: V in [2, SD_VOCAB_MAX], entries finite and >= 0, sum 1 within
  * SD_DIST_SUM_RTOL. name ("draft", "target") goes into the message. */
 int sd_dist_check(const double *prob, size_t vocab, const char *name);
+/* The same with the sum held to 1 within rtol (>= SD_DIST_SUM_RTOL is the caller's
+ * choice): for input stored in a narrower type than double, whose rounding moves the sum. */
+int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double rtol);
+/* That rtol for V entries stored with the given unit roundoff (2^-24 for float32, 0 for
+ * exact input): 4 roundoffs per entry, at least SD_DIST_SUM_RTOL. Such input passes
+ * sd_dist_check_sum at it, then sd_dist_normalize rescales it in double. */
+double sd_dist_sum_rtol(size_t vocab, double unit_roundoff);
 
 /* Scales a finite, non-negative, not-all-zero vector in place to sum to 1. */
 int sd_dist_normalize(double *prob, size_t vocab, const char *name);

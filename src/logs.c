@@ -30,6 +30,7 @@ struct sd_log {
     size_t positions, length, vocab_draft, vocab_target;
     sd_safetensors_file *st; /* safetensors backend, when opened from one */
     const sd_safetensors_tensor *st_draft, *st_target, *st_tokens;
+    const double *mem_draft, *mem_target; /* arrays in memory (sd_log_from_arrays), not owned */
 };
 
 static int open_npy(const char *path, mapped_npy *a)
@@ -52,6 +53,9 @@ static void close_npy(mapped_npy *a)
 static int logits_shape(const sd_npy_header *h, const char *path, size_t *seq, size_t *len,
                         size_t *vocab)
 {
+    if (h->dtype == SD_NPY_I32 || h->dtype == SD_NPY_I64)
+        return sd_error(SD_EFORMAT, "%s: dtype '%s' holds integers, not logits (float16, bfloat16 as "
+                                    "'<u2', float32 or float64)", path, sd_npy_dtype_descr(h->dtype));
     if (h->ndim == 2) *seq = 1, *len = h->shape[0], *vocab = h->shape[1];
     else if (h->ndim == 3) *seq = h->shape[0], *len = h->shape[1], *vocab = h->shape[2];
     else return sd_error(SD_EFORMAT, "%s: logits must be [positions, V] or [sequences, positions, "
@@ -91,6 +95,23 @@ int sd_log_open_npy(const char *draft_path, const char *target_path, const char 
     return SD_OK;
 }
 
+int sd_log_from_arrays(const double *draft_logits, const double *target_logits, size_t sequences,
+                       size_t length, size_t vocab_draft, size_t vocab_target, sd_log **out)
+{
+    *out = NULL;
+    if (!draft_logits || !target_logits || sequences == 0 || length == 0)
+        return sd_error(SD_EINVAL, "logits arrays: no positions");
+    if (vocab_draft < 2 || vocab_target < 2)
+        return sd_error(SD_EINVAL, "logits arrays: vocabularies of %zu and %zu (at least 2)",
+                        vocab_draft, vocab_target);
+    sd_log *l = sd_xcalloc(1, sizeof *l);
+    l->mem_draft = draft_logits, l->mem_target = target_logits;
+    l->positions = sequences * length, l->length = length;
+    l->vocab_draft = vocab_draft, l->vocab_target = vocab_target;
+    *out = l;
+    return SD_OK;
+}
+
 void sd_log_close(sd_log *l)
 {
     if (!l) return;
@@ -110,6 +131,7 @@ int sd_log_has_tokens(const sd_log *l) { return l->has_tokens; }
 const char *sd_log_dtype_name(const sd_log *l)
 {
     static const char *const names[] = {"f16", "bf16", "f32", "f64"};
+    if (l->mem_target) return "f64";
     return names[l->st ? l->st_target->dtype : l->target.hdr.dtype];
 }
 
@@ -122,6 +144,11 @@ int sd_log_row(const sd_log *l, size_t i, double *draft, double *target)
 {
     if (i >= l->positions)
         return sd_error(SD_EINVAL, "position %zu is past the log's %zu", i, l->positions);
+    if (l->mem_target) {
+        memcpy(draft, l->mem_draft + i * l->vocab_draft, l->vocab_draft * sizeof *draft);
+        memcpy(target, l->mem_target + i * l->vocab_target, l->vocab_target * sizeof *target);
+        return SD_OK;
+    }
     if (l->st) {
         int rc = sd_safetensors_read_doubles(l->st, l->st_draft, i * l->vocab_draft,
                                              l->vocab_draft, draft);

@@ -9,6 +9,9 @@
  *   one .safetensors file with tensors draft_logits, target_logits (same shapes) and
  *   optionally tokens (integers), and metadata (model names, temperature, ...).
  *
+ * A third source, arrays in memory (sd_log_from_arrays), serves callers that hold the
+ * logits already (the Python package).
+ *
  *   sd_log *log;
  *   if (sd_log_open_npy("d.npy", "t.npy", NULL, &log)) ... sd_errmsg() ...
  *   double *dl = malloc(sd_log_vocab_draft(log) * sizeof *dl), ...;
@@ -25,6 +28,10 @@ typedef struct sd_log sd_log;
 int sd_log_open_npy(const char *draft_path, const char *target_path, const char *tokens_path,
                     sd_log **out);
 int sd_log_open_safetensors(const char *path, sd_log **out);
+/* A log over logits already in memory: C-order [sequences, length, vocab] arrays of
+ * double, not copied (they must outlive the log), without tokens. */
+int sd_log_from_arrays(const double *draft_logits, const double *target_logits, size_t sequences,
+                       size_t length, size_t vocab_draft, size_t vocab_target, sd_log **out);
 void sd_log_close(sd_log *log);
 
 size_t sd_log_positions(const sd_log *log);    /* sequences x positions */

@@ -32,8 +32,8 @@ size_t sd_npy_dtype_size(sd_npy_dtype dtype)
 {
     switch (dtype) {
     case SD_NPY_F16: case SD_NPY_BF16: return 2;
-    case SD_NPY_F32: return 4;
-    case SD_NPY_F64: return 8;
+    case SD_NPY_F32: case SD_NPY_I32: return 4;
+    case SD_NPY_F64: case SD_NPY_I64: return 8;
     }
     return 0;
 }
@@ -45,6 +45,8 @@ const char *sd_npy_dtype_descr(sd_npy_dtype dtype)
     case SD_NPY_BF16: return "<u2";
     case SD_NPY_F32: return "<f4";
     case SD_NPY_F64: return "<f8";
+    case SD_NPY_I32: return "<i4";
+    case SD_NPY_I64: return "<i8";
     }
     return "?";
 }
@@ -90,7 +92,22 @@ void sd_npy_decode(sd_npy_dtype dtype, const void *src, size_t count, double *ds
             memcpy(&dst[i], &bits, sizeof bits);
         }
         break;
+    case SD_NPY_I32:
+        for (size_t i = 0; i < count; i++) dst[i] = (double)(int32_t)load_le32(p + 4 * i);
+        break;
+    case SD_NPY_I64:
+        for (size_t i = 0; i < count; i++) dst[i] = (double)(int64_t)load_le64(p + 8 * i);
+        break;
     }
+}
+
+/* The integer nearest x, saturated to [lo, hi] (NaN: 0): no undefined conversion. */
+static int64_t to_int(double x, double lo, double hi)
+{
+    if (!(x == x)) return 0;
+    if (x <= lo) return (int64_t)lo;
+    if (x >= hi) return x >= 0x1p63 ? INT64_MAX : (int64_t)hi;
+    return (int64_t)llround(x);
 }
 
 void sd_npy_encode(sd_npy_dtype dtype, const double *src, size_t count, void *dst)
@@ -113,6 +130,13 @@ void sd_npy_encode(sd_npy_dtype dtype, const double *src, size_t count, void *ds
             memcpy(&bits, &src[i], sizeof bits);
             store_le(p + 8 * i, bits, 8);
         }
+        break;
+    case SD_NPY_I32:
+        for (size_t i = 0; i < count; i++)
+            store_le(p + 4 * i, (uint32_t)(int32_t)to_int(src[i], INT32_MIN, INT32_MAX), 4);
+        break;
+    case SD_NPY_I64:
+        for (size_t i = 0; i < count; i++) store_le(p + 8 * i, (uint64_t)to_int(src[i], -0x1p63, 0x1p63), 8);
         break;
     }
 }
@@ -352,9 +376,11 @@ static int dtype_from_descr(const dict_values *v, const char *path, sd_npy_dtype
     else if (strcmp(t, "f4") == 0) *dtype = SD_NPY_F32;
     else if (strcmp(t, "f8") == 0) *dtype = SD_NPY_F64;
     else if (strcmp(t, "u2") == 0) *dtype = SD_NPY_BF16;
+    else if (strcmp(t, "i4") == 0) *dtype = SD_NPY_I32;
+    else if (strcmp(t, "i8") == 0) *dtype = SD_NPY_I64;
     else
         return sd_error(SD_EFORMAT, "%s: .npy dtype '%s' (byte %zu) is not supported: expected "
-                        "'<f2', '<f4', '<f8', or '<u2' holding bfloat16", path, v->descr,
+                        "'<f2', '<f4', '<f8', '<i4', '<i8', or '<u2' holding bfloat16", path, v->descr,
                         v->descr_pos);
     if (order == '>')
         return sd_error(SD_EFORMAT, "%s: .npy dtype '%s' (byte %zu) is big-endian, not supported: "

@@ -7,7 +7,7 @@
  * (ASCII in 1.0/2.0, UTF-8 in 3.0) padded with spaces and ended by '\n' so the
  * data starts on a 64-byte boundary, then the elements in C (row-major) order.
  *
- * Supported dtypes: '<f2' (IEEE half), '<f4', '<f8', and '<u2' holding bfloat16
+ * Supported dtypes: '<f2' (IEEE half), '<f4', '<f8', '<i4', '<i8', and '<u2' holding bfloat16
  * bit patterns (NumPy has no bfloat16; torch's `t.view(torch.uint16).numpy()` is
  * the usual way to save one), read as bfloat16 only when the caller asks. '=' and
  * '|' (native order) are accepted on little-endian hosts; big-endian data,
@@ -38,7 +38,9 @@
  * array needs, low enough that a corrupt length cannot ask for gigabytes. */
 #define SD_NPY_HEADER_MAX ((size_t)1 << 20)
 
-typedef enum { SD_NPY_F16, SD_NPY_BF16, SD_NPY_F32, SD_NPY_F64 } sd_npy_dtype;
+/* I32 and I64 ('<i4', '<i8': token ids, NumPy's default integers) are read, exactly up to
+ * 2^53; arrays of probabilities or logits refuse them (vecio.c, logs.c). */
+typedef enum { SD_NPY_F16, SD_NPY_BF16, SD_NPY_F32, SD_NPY_F64, SD_NPY_I32, SD_NPY_I64 } sd_npy_dtype;
 
 typedef struct {
     int major, minor;             /* format version: 1.0, 2.0 or 3.0 */
@@ -90,7 +92,8 @@ void sd_npy_writer_abort(sd_npy_writer *w);
 
 void sd_npy_format_shape(const sd_npy_header *hdr, char *out, size_t cap);
 
-/* Bytes per element (2, 2, 4, 8) and the descr written ("<f2", "<u2", "<f4", "<f8"). */
+/* Bytes per element (2, 2, 4, 8, 4, 8) and the descr written ("<f2", "<u2", "<f4", "<f8",
+ * "<i4", "<i8"). */
 size_t sd_npy_dtype_size(sd_npy_dtype dtype);
 const char *sd_npy_dtype_descr(sd_npy_dtype dtype);
 

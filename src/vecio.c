@@ -18,7 +18,13 @@ enum { TOKEN_SHOW = 40, SPEC_SHOW = 60 };   /* longest token / inline spec quote
 typedef struct {
     double *v;
     size_t n, cap;
+    double unit_roundoff; /* of the stored type: 0 for text (the numbers as written) */
 } vec_buf;
+
+static double npy_unit_roundoff(sd_npy_dtype dtype)
+{
+    return dtype == SD_NPY_F16 ? 0x1p-11 : dtype == SD_NPY_F32 ? 0x1p-24 : dtype == SD_NPY_F64 ? 0x1p-53 : 0;
+}
 
 static void vec_push(vec_buf *b, double x)
 {
@@ -134,9 +140,10 @@ static int npy_vector_length(const sd_npy_header *h, const char *name, const cha
 {
     char shape[256];
     sd_npy_format_shape(h, shape, sizeof shape);
-    if (h->dtype == SD_NPY_BF16)
-        return sd_error(SD_EFORMAT, "%s: '%s' has dtype '<u2' (uint16); a vector must be "
-                        "float16, float32 or float64", name, path);
+    if (h->dtype != SD_NPY_F16 && h->dtype != SD_NPY_F32 && h->dtype != SD_NPY_F64)
+        return sd_error(SD_EFORMAT, "%s: '%s' has dtype '%s'%s; a vector must be float16, float32 "
+                        "or float64", name, path, sd_npy_dtype_descr(h->dtype),
+                        h->dtype == SD_NPY_BF16 ? " (uint16)" : " (integers)");
     if (h->ndim == 1) *n = h->shape[0];
     else if (h->ndim == 2 && h->shape[0] == 1) *n = h->shape[1];
     else
@@ -161,6 +168,7 @@ static int read_npy_file(const char *path, const char *name, vec_buf *b)
     if (rc) return prefix_error(rc, name);
     if ((rc = npy_vector_length(&h, name, path, &b->n))) return rc;
     if ((rc = sd_npy_read(path, 0, &h, &b->v))) return prefix_error(rc, name);
+    b->unit_roundoff = npy_unit_roundoff(h.dtype);
     return npy_vector_length(&h, name, path, &b->n);   /* the file may have changed */
 }
 
@@ -174,6 +182,7 @@ static int decode_npy_buffer(const unsigned char *buf, size_t len, const char *p
     if ((rc = npy_vector_length(&h, name, path, &b->n))) return rc;
     b->v = sd_xmalloc(b->n * sizeof *b->v);
     sd_npy_decode(h.dtype, buf + h.data_offset, b->n, b->v);
+    b->unit_roundoff = npy_unit_roundoff(h.dtype);
     return SD_OK;
 }
 
@@ -227,11 +236,18 @@ static int read_inline(const char *spec, const char *name, vec_buf *b)
 
 int sd_vec_read(const char *spec, const char *name, double **out, size_t *n)
 {
+    return sd_vec_read_precision(spec, name, out, n, NULL);
+}
+
+int sd_vec_read_precision(const char *spec, const char *name, double **out, size_t *n,
+                          double *unit_roundoff)
+{
     *out = NULL;
     *n = 0;
+    if (unit_roundoff) *unit_roundoff = 0;
     if (!name) name = "vector";
     if (!spec || !*spec) return sd_error(SD_EINVAL, "%s: empty vector spec", name);
-    vec_buf b = {NULL, 0, 0};
+    vec_buf b = {NULL, 0, 0, 0};
     struct stat st;
     int rc;
     if (has_npy_suffix(spec)) rc = read_npy_file(spec, name, &b);
@@ -244,5 +260,6 @@ int sd_vec_read(const char *spec, const char *name, double **out, size_t *n)
     }
     *out = sd_xrealloc(b.v, b.n * sizeof *b.v);
     *n = b.n;
+    if (unit_roundoff) *unit_roundoff = b.unit_roundoff;
     return SD_OK;
 }

@@ -30,5 +30,10 @@
  * SD_EINVAL (an empty spec, an inline list that does not parse). On error *out is
  * NULL and *n is 0. */
 int sd_vec_read(const char *spec, const char *name, double **out, size_t *n);
+/* The same, and the unit roundoff of the type the numbers were stored in: 2^-11 for a
+ * float16 .npy, 2^-24 for float32, 2^-53 for float64, 0 for text (the numbers as
+ * written). A caller checking a sum to 1 allows for it (cli/common.c). */
+int sd_vec_read_precision(const char *spec, const char *name, double **out, size_t *n,
+                          double *unit_roundoff);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "accept.h"
+#include "family.h"
 #include "gof.h"
 #include "lm.h"
 #include "lm_spec.h"
@@ -297,6 +298,54 @@ static void test_gof_pooling_and_errors(void **state)
     free(bc);
 }
 
+/* sd_mc_token_checked: what mc reports beside the estimate, each piece against the
+ * function it stands for: the exact value, the z-score's formula, every token a cell at
+ * V <= 256 and 64 bins above, the tests on the very counts; and NaN beyond exact reach. */
+static void test_mc_token_checked(void **state)
+{
+    (void)state;
+    const char *specs[2] = {"dirichlet:6,1,2385", "zipf:300,1.2,0.7"};
+    for (int i = 0; i < 2; i++) {
+        double *draft, *target;
+        size_t V;
+        assert_int_equal(sd_family_make(specs[i], &draft, &target, &V), SD_OK);
+        sd_mc_params mp = sd_mc_default_params();
+        mp.samples = 50000;
+        sd_mc_token_report r;
+        assert_int_equal(sd_mc_token_checked(SD_SCHEME_RRS, draft, target, V, 3, sd_verify_default_params(),
+                                             mp, 64, &r), SD_OK);
+        sd_accept_result ex;
+        assert_int_equal(sd_accept_exact(SD_SCHEME_RRS, draft, target, V, 3, sd_verify_default_params(), &ex), SD_OK);
+        assert_close(r.exact, ex.acceptance, 0, 0);
+        assert_close(r.z, (r.mc.acceptance - ex.acceptance) / sqrt(ex.acceptance * (1 - ex.acceptance) / 50000), 1e-12, 0);
+        assert_int_equal(r.bins, V > 256 ? 64 : 0);
+        assert_int_equal(r.k_used, 3);
+        sd_gof_result g;
+        assert_int_equal(r.bins ? sd_gof_binned(r.mc.counts, target, V, 64, 5.0, &g)
+                                : sd_gof_test(r.mc.counts, target, V, 5.0, &g), SD_OK);
+        assert_close(r.gof.chi2_p, g.chi2_p, 0, 0);
+        assert_close(r.gof.g_p, g.g_p, 0, 0);
+        assert_true(r.gof.min_p >= 1e-6 && fabs(r.z) < 5);
+        sd_mc_result_free(&r.mc);
+        free(draft), free(target);
+    }
+    /* rrs with k = 4 on 20000 tokens is past its exact recursion: no exact value, no z */
+    double *draft, *target;
+    size_t V;
+    assert_int_equal(sd_family_make("dirichlet:20000,1,7", &draft, &target, &V), SD_OK);
+    sd_mc_params mp = sd_mc_default_params();
+    mp.samples = 1000;
+    sd_mc_token_report r;
+    assert_int_equal(sd_mc_token_checked(SD_SCHEME_RRS, draft, target, V, 4, sd_verify_default_params(), mp, 64, &r),
+                     SD_OK);
+    assert_true(isnan(r.exact) && isnan(r.z) && r.bins == 64);
+    sd_mc_result_free(&r.mc);
+    mp.samples = 0; /* a failure leaves nothing to free */
+    assert_int_equal(sd_mc_token_checked(SD_SCHEME_RRS, draft, target, V, 4, sd_verify_default_params(), mp, 64, &r),
+                     SD_EINVAL);
+    free(draft), free(target);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_mc_bad_input),
         cmocka_unit_test(test_mc_wilson),
         cmocka_unit_test(test_gof_pooling_and_errors),
+        cmocka_unit_test(test_mc_token_checked),
     };
     return cmocka_run_group_tests_name("mc", tests, NULL, NULL);
 }

@@ -249,6 +249,47 @@ static void test_npy_round_trip_dtypes_shapes(void **state)
     }
 }
 
+/* Token ids: '<i8' (NumPy's default integers) and '<i4' read exactly up to 2^53; writing
+ * rounds to the nearest integer and saturates (NaN: 0), never an undefined conversion. */
+static void test_npy_int_dtypes(void **state)
+{
+    (void)state;
+    char path[256];
+    sd_test_path(path, "ints.npy");
+    const double data[7] = {0, 1, -7, 50256, 9007199254740991.0, 3e9, NAN};
+    const double want64[7] = {0, 1, -7, 50256, 9007199254740991.0, 3e9, 0};
+    const double want32[7] = {0, 1, -7, 50256, 2147483647.0, 2147483647.0, 0};
+    const sd_npy_dtype types[2] = {SD_NPY_I64, SD_NPY_I32};
+    size_t shape[1] = {7};
+    for (size_t t = 0; t < 2; t++) {
+        assert_int_equal(sd_npy_write(path, types[t], 1, shape, data), SD_OK);
+        sd_npy_header h;
+        double *back = NULL;
+        assert_int_equal(sd_npy_read(path, 0, &h, &back), SD_OK);
+        assert_int_equal(h.dtype, types[t]);
+        assert_int_equal(file_size(path), h.data_offset + 7 * (t ? 4 : 8));
+        for (size_t i = 0; i < 7; i++) assert_true(back[i] == (t ? want32 : want64)[i]);
+        free(back);
+    }
+    unlink(path);
+    /* a token log as NumPy writes it by default: -1 and 2^40 in eight bytes each */
+    unsigned char image[80 + 16];
+    const char *dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }";
+    memset(image, ' ', 80);
+    memcpy(image, "\x93NUMPY\x01\x00", 8);
+    image[8] = 70, image[9] = 0;
+    memcpy(image + 10, dict, strlen(dict));
+    image[79] = '\n';
+    const unsigned char le[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 1, 0, 0};
+    memcpy(image + 80, le, 16);
+    sd_npy_header h;
+    assert_int_equal(sd_npy_parse_header(image, sizeof image, sizeof image, "mem.npy", &h), SD_OK);
+    assert_int_equal(h.dtype, SD_NPY_I64);
+    double v[2];
+    sd_npy_decode(h.dtype, image + h.data_offset, 2, v);
+    assert_true(v[0] == -1.0 && v[1] == 1099511627776.0);
+}
+
 /* Values that are not exact in the dtype come back rounded to nearest even; NaN stays NaN. */
 static void test_npy_round_trip_rounding(void **state)
 {
@@ -379,7 +420,8 @@ static void test_npy_rejects_bad_headers(void **state)
     const bad_header cases[] = {
         {"big-endian", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (3,), }", 12, SD_EFORMAT, "big-endian"},
         {"fortran", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24, SD_EFORMAT, "fortran_order"},
-        {"int dtype", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", 12, SD_EFORMAT, "'<i4'"},
+        {"unsigned dtype", 1, "{'descr': '<u4', 'fortran_order': False, 'shape': (3,), }", 12, SD_EFORMAT, "'<u4'"},
+        {"int8 dtype", 1, "{'descr': '|i1', 'fortran_order': False, 'shape': (3,), }", 3, SD_EFORMAT, "'|i1'"},
         {"object", 1, "{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", 24, SD_EFORMAT, "'|O'"},
         {"complex", 1, "{'descr': '<c16', 'fortran_order': False, 'shape': (1,), }", 16, SD_EFORMAT, "'<c16'"},
         {"structured", 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }", 12, SD_EFORMAT, "structured"},
@@ -552,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_npy_f32_encode_matches_cast),
         cmocka_unit_test(test_npy_round_trip_dtypes_shapes),
         cmocka_unit_test(test_npy_round_trip_rounding),
+        cmocka_unit_test(test_npy_int_dtypes),
         cmocka_unit_test(test_npy_versions_and_header_variants),
         cmocka_unit_test(test_npy_parse_header_in_memory),
         cmocka_unit_test(test_npy_rejects_bad_headers),

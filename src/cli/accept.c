@@ -211,7 +211,7 @@ int cmd_accept(int argc, char **argv)
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     if ((rc = parse_schemes(schemes, want, cmd))) return rc;
     double *draft, *target;
     size_t V;

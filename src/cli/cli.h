@@ -42,7 +42,8 @@ enum { OPT_DRAFT = 1000, OPT_TARGET, OPT_PAIR, OPT_LOGITS, OPT_TEMPERATURE, OPT_
 #define CLI_PAIR_HELP                                                                    \
     "  --draft D, --target T  the two distributions: comma-separated numbers\n"         \
     "                         (0.5,0.3,0.2), a text file of numbers, or a 1-D .npy\n"   \
-    "                         (float32/float64)\n"                                       \
+    "                         (float16/32/64: a narrower type's sum is held to 1 within 4\n" \
+    "                         of its roundoffs per entry, then rescaled in double)\n"    \
     "  --pair SPEC            or a synthetic pair instead: bernoulli:P,Q (P, Q = probability\n" \
     "                         of token 1), uniform:V,R (target U(V/R)), dirichlet:V,ALPHA,SEED,\n" \
     "                         zipf:V,S,T[,K] (target Zipf(S); draft at temperature T, top-K)\n" \
@@ -91,6 +92,15 @@ int cli_parse_double(const char *s, const char *what, const char *cmd, double *o
 /* A whole file into *text (malloc'ed, NUL-terminated, *len bytes besides the NUL):
  * SD_EIO naming the path when it cannot be opened or read. */
 int cli_read_file(const char *path, char **text, size_t *len);
+
+/* A file the project ships, named by its path in the repository ("data/prompts.txt"):
+ * that path when it is readable from the working directory, else the same file beside
+ * the binary (BIN/../data/: a build tree of the repository) or in its install
+ * (BIN/../share/specdec/data/: make install). The path into out; 0 if none is readable. */
+int cli_data_file(const char *rel, char *out, size_t cap);
+
+/* The plural ending of a count: printf("%zu prompt%s", n, CLI_S(n)). */
+#define CLI_S(n) ((n) == 1 ? "" : "s")
 
 /* Prints msg as "specdec CMD: msg" and returns CLI_FAIL. */
 int cli_fail(const char *cmd, const char *msg);

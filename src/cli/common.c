@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "family.h"
@@ -109,14 +110,18 @@ int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *c
 static int load_one(const cli_pair *p, const char *spec, const char *name, double **out,
                     size_t *n)
 {
-    int rc = sd_vec_read(spec, name, out, n);
+    double eps;
+    int rc = sd_vec_read_precision(spec, name, out, n, &eps);
     if (rc) return rc;
+    /* a float32 or float16 file rounds every entry: its sum may stand a few units of
+     * the stored type's roundoff per entry from 1; held to that, then rescaled in double */
+    double rtol = sd_dist_sum_rtol(*n, eps);
     if (p->logits)
         rc = sd_dist_from_logits(*out, *n, p->temperature, p->top_k, p->top_p, *out, name);
     else if (p->normalize)
         rc = sd_dist_normalize(*out, *n, name);
-    else
-        rc = sd_dist_check(*out, *n, name);
+    else if (!(rc = sd_dist_check_sum(*out, *n, name, rtol)) && rtol > SD_DIST_SUM_RTOL)
+        rc = sd_dist_normalize(*out, *n, name);
     if (rc) {
         free(*out);
         *out = NULL;
@@ -198,3 +203,19 @@ int cli_read_file(const char *path, char **text, size_t *len)
     return SD_OK;
 }
 
+int cli_data_file(const char *rel, char *out, size_t cap)
+{
+    if (access(rel, R_OK) == 0) return snprintf(out, cap, "%s", rel) < (int)cap;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return 0;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return 0;
+    *slash = 0; /* the binary's folder: build/ in the repository, PREFIX/bin installed */
+    const char *name = strncmp(rel, "data/", 5) ? rel : rel + 5;
+    const char *const forms[] = {"%s/../data/%s", "%s/../share/specdec/data/%s"};
+    for (size_t i = 0; i < 2; i++)
+        if (snprintf(out, cap, forms[i], exe, name) < (int)cap && access(out, R_OK) == 0) return 1;
+    return 0;
+}

@@ -28,7 +28,7 @@ static const char *const help =
     "                      --prompts FILE] [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                      [--top-k K] [--seed S] [--threads N] [--check] [--gt-sweep M,...]\n"
     "                      [--json] [--tsv FILE] [--parallel-draft P.gguf]\n"
-    "                      [--parallel-sweep L1-L2]\n"
+    "                      [--parallel-sweep L1-L2] [--ids]\n"
     "\n"
     "Decodes the prompts with the target alone (autoregressive, 'ar') and with each\n"
     "speculative scheme, and prints for each: tokens per second and the speedup over ar,\n"
@@ -38,6 +38,14 @@ static const char *const help =
     "with each candidate rank's acceptance from a short calibration run of the same pair\n"
     "and the costs M_T(n) (a target pass over n tree tokens) and M_D(n) measured on this\n"
     "machine. Sampling is lossless: every scheme's text has the target's law.\n"
+    "\n"
+    "The table's columns: nodes (draft tokens the target verifies per block), tok/s,\n"
+    "speedup (over ar) and its pred [interval], err% (measured / predicted - 1), in (the\n"
+    "measured speedup inside the interval), blk-eff (tokens per block) and its pred\n"
+    "[interval], acc (accepted drafts per block), draft%, targ%, verif% (the time split),\n"
+    "d-ms (drafting per block, ms) and its pred (the cost model's). Then each scheme's\n"
+    "speedup over the predicted best's, its interval paired by prompt (none with one\n"
+    "calibration prompt: the JSON says null).\n"
     "\n"
     "Schemes (--scheme all runs every one; default shapes in brackets):\n"
     "  sd          chain SD, Leviathan et al. / Chen et al.        [chain:4]\n"
@@ -69,7 +77,8 @@ static const char *const help =
     "                     one scheme, replaces its default\n"
     "  --optimize gt|throughput  build the tree from the calibration (token scheme: rrs)\n"
     "  --prompt TEXT      one prompt; --prompts FILE: one prompt per line (default\n"
-    "                     data/prompts.txt, 50 held-out lines of the training corpus)\n"
+    "                     data/prompts.txt, 50 held-out lines of the training corpus, read\n"
+    "                     from the working directory, beside the binary or its install)\n"
     "  --n-prompts N      the first N prompts only (default: all)\n"
     "  --max-tokens N     tokens per prompt (default 64); fewer where a prompt, the\n"
     "                     budget and the widest tree do not fit the context\n"
@@ -77,7 +86,8 @@ static const char *const help =
     "  --draft-temperature T  the draft's (default: T; at T = 0, 0 for chains and 0.5\n"
     "                     for trees, whose nodes need several distinct candidates)\n"
     "  --stop-at-eos      stop a prompt at the EOS token (default: the full budget)\n"
-    "  --calibrate N      prompts of the calibration run (default 8, another seed):\n"
+    "  --calibrate N      prompts of the calibration run, the first N (default 8, at most\n"
+    "                     the prompts there are; another seed):\n"
     "                     ar and the schemes take turns prompt by prompt at the run's\n"
     "                     --max-tokens, as in the measured runs (the probe that the\n"
     "                     gt and throughput trees are built from: 32 tokens each)\n"
@@ -101,6 +111,10 @@ static const char *const help =
     CLI_DEVICE_HELP
     "  --no-bos           do not add the BOS token; --quiet: no progress on stderr\n"
     "  --json             one JSON object instead of the table\n"
+    "  --ids              decode the first prompt once with the one scheme (a fixed shape:\n"
+    "                     not gt, throughput or gt-dynamic, which need a calibration) and\n"
+    "                     print its token ids on one line; no costs, calibration or table\n"
+    "                     (what certify --decoder runs: README, \"certify --decoder\")\n"
     "  --tsv FILE         also a row per scheme (measured and predicted) for plots\n"
     "                     (paper-figs/e2e-predicted.gp, e2e-gt-sweep.gp; make bench-e2e)\n"
     "\n"
@@ -587,9 +601,15 @@ static int measure(const dec_opts *o, session *s)
 static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry *probe)
 {
     size_t ncal = s->ncal = o->calibrate < s->np ? o->calibrate : s->np;
+    if (o->have_calibrate && o->calibrate > s->np) /* a warning, even with --quiet */
+        fprintf(stderr, "specdec decode: --calibrate %zu: there %s only %zu prompt%s (--prompts, "
+                "--n-prompts); calibrating on %zu\n", o->calibrate, s->np == 1 ? "is" : "are", s->np,
+                s->np == 1 ? "" : "s", ncal);
     size_t probe_tokens = o->max_tokens < 32 ? o->max_tokens : 32;
     unsigned long seed = o->sm.seed + 7919;
-    if (!o->quiet) fprintf(stderr, "decode: calibrating on %zu prompts x %zu tokens\n", ncal, o->max_tokens);
+    if (!o->quiet)
+        fprintf(stderr, "decode: calibrating on %zu prompt%s x %zu token%s\n", ncal, CLI_S(ncal), o->max_tokens,
+                CLI_S(o->max_tokens));
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2); /* the intervals' bootstrap */
     gsl_rng_set(rng, o->sm.seed + 104729);
     int need_probe = 0, rc = SD_OK;
@@ -766,7 +786,10 @@ int cmd_decode(int argc, char **argv)
             if (!(o.draft_temp >= 0)) return cli_usage(cmd, "--draft-temperature %s: need a number >= 0", optarg);
             break;
         case O_EOS: o.stop_eos = 1; break;
-        case O_CAL: if (cli_parse_size(optarg, "--calibrate", cmd, &o.calibrate)) return CLI_USAGE; break;
+        case O_CAL:
+            if (cli_parse_size(optarg, "--calibrate", cmd, &o.calibrate)) return CLI_USAGE;
+            o.have_calibrate = 1;
+            break;
         case O_BUDGET: if (cli_parse_size(optarg, "--budget", cmd, &o.budget)) return CLI_USAGE; break;
         case O_DEPTH: if (cli_parse_size(optarg, "--max-depth", cmd, &o.max_depth)) return CLI_USAGE; break;
         case O_RANK: if (cli_parse_size(optarg, "--max-rank", cmd, &o.max_rank)) return CLI_USAGE; break;
@@ -817,6 +840,18 @@ int cmd_decode(int argc, char **argv)
             return cli_usage(cmd, "--check compares greedy decoding: it runs at temperature 0");
         o.sm.temperature = 0;
     }
+    /* the shipped defaults are found from anywhere: the working directory, the binary's
+     * repository or its install */
+    char prompts[4096], pdraft[4096];
+    if (!o.prompt && !strcmp(o.prompts, "data/prompts.txt")) {
+        if (!cli_data_file(o.prompts, prompts, sizeof prompts))
+            return cli_fail(cmd, "data/prompts.txt, the default prompts, is neither in the working "
+                                 "directory nor beside the binary or its install: pass --prompts "
+                                 "FILE or --prompt TEXT");
+        o.prompts = prompts;
+    }
+    if (!strcmp(o.pdraft, "data/models/parallel.gguf") && cli_data_file(o.pdraft, pdraft, sizeof pdraft))
+        o.pdraft = pdraft;
     if (o.sm.threads) omp_set_num_threads((int)o.sm.threads);
     return decode(&o);
 }

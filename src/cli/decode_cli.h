@@ -20,6 +20,7 @@ typedef struct {
     const char *pdraft;                  /* the parallel drafter's file */
     size_t par_lo, par_hi;               /* --parallel-sweep */
     size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;
+    int have_calibrate; /* --calibrate given (capped at the prompts: said on stderr) */
     cli_sampling sm;
     double draft_temp, threshold, level;
     int no_bos, stop_eos, check, json, quiet;

@@ -80,8 +80,17 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
         for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
         printf("], \"vs_best\": {\"scheme\": ");
         cli_json_string(stdout, s->best ? s->best->name : "");
-        printf(", \"predicted\": %.6g, \"interval\": [%.6g, %.6g], \"measured\": %.6g}", e->vs_best, e->vs_best_lo,
-               e->vs_best_hi, s->best && rate(&s->best->run) > 0 ? rate(r) / rate(&s->best->run) : NAN);
+        /* the paired interval needs two calibration prompts: null with one, and JSON has no NaN */
+        printf(", \"predicted\": ");
+        cli_json_double(stdout, e->vs_best);
+        printf(", \"interval\": ");
+        if (isfinite(e->vs_best_lo) && isfinite(e->vs_best_hi))
+            printf("[%.6g, %.6g]", e->vs_best_lo, e->vs_best_hi);
+        else
+            printf("null");
+        printf(", \"measured\": ");
+        cli_json_double(stdout, s->best && rate(&s->best->run) > 0 ? rate(r) / rate(&s->best->run) : NAN);
+        printf("}");
         printf(", \"target_calls_by_width\": ");
         print_widths(stdout, r);
         if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
@@ -166,14 +175,19 @@ static void print_vs_best(const dec_opts *o, const session *s, const entry *es, 
     printf("# each scheme's speedup over the predicted best's (%s, %.3f), its interval paired by prompt in the\n"
            "# calibration [%g]: where it excludes 1, the prediction tells the two apart\n", s->best->name,
            s->best->pred.speedup, o->level);
+    if (s->ncal < 2)
+        printf("# (one calibration prompt: no prompts to pair, so no interval; --calibrate N and N prompts)\n");
     printf("%-16s %-21s %8s %3s\n", "scheme", "pred [interval]", "measured", "in");
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         if (e->skipped || e == s->best) continue;
         double m = best > 0 ? rate(&e->run) / best : NAN;
+        int have = isfinite(e->vs_best_lo) && isfinite(e->vs_best_hi);
         char pv[40];
-        snprintf(pv, sizeof pv, "%.3f [%.3f,%.3f]", e->vs_best, e->vs_best_lo, e->vs_best_hi);
-        printf("%-16s %-21s %8.3f %3s\n", e->name, pv, m, m >= e->vs_best_lo && m <= e->vs_best_hi ? "yes" : "no");
+        if (have) snprintf(pv, sizeof pv, "%.3f [%.3f,%.3f]", e->vs_best, e->vs_best_lo, e->vs_best_hi);
+        else snprintf(pv, sizeof pv, "%.3f [none]", e->vs_best);
+        printf("%-16s %-21s %8.3f %3s\n", e->name, pv, m,
+               !have ? "-" : m >= e->vs_best_lo && m <= e->vs_best_hi ? "yes" : "no");
     }
 }
 
@@ -181,8 +195,9 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
 {
     const sd_decode_stats *a = &s->ar_run;
     printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
-    printf("# %zu prompts, up to %zu tokens each, temperature %g, top-p %g, top-k %zu, %d threads, seed %lu\n",
-           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed);
+    printf("# %zu prompt%s, up to %zu token%s each, temperature %g, top-p %g, top-k %zu, %d thread%s, seed %lu\n",
+           s->np, CLI_S(s->np), o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, o->sm.top_p, o->sm.top_k,
+           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->sm.seed);
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
            "   c = M_D/M_T = %.3f [%.3f, %.3f]\n"
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
@@ -192,11 +207,11 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
         printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
                o->pdraft, MP(s, 1) * 1e3, MP(s, 4) * 1e3, MP(s, 8) * 1e3,
                MP(s, 16) * 1e3);
-    printf("# predicted: from a calibration run (%zu prompts) and the costs, [%g interval]; err = measured/predicted - 1,\n"
+    printf("# predicted: from a calibration run (%zu prompt%s) and the costs, [%g interval]; err = measured/predicted - 1,\n"
            "# in: the measured value inside the interval; the calibration's target passes took %.2fx the costs' M_T\n"
            "# (a scheme's own ratio about it: %.0f%%); from the calibration's spread from prompt to prompt, the runs'\n"
            "# speedups may stand %.1f%% from the calibration's (one standard deviation, in the intervals)\n",
-           s->ncal, o->level, s->costs.target_scale > 0 ? s->costs.target_scale : 1, 100 * s->costs.target_scale_sd,
+           s->ncal, CLI_S(s->ncal), o->level, s->costs.target_scale > 0 ? s->costs.target_scale : 1, 100 * s->costs.target_scale_sd,
            100 * s->costs.prompt_sd);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
            MT(s, 1) * 1e3, s->mt1_after * 1e3);
@@ -238,8 +253,8 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
                 printf("check: %s differs from ar on prompt %zu at token %zu\n", es[i].name,
                        es[i].mismatch_prompt + 1, es[i].mismatch_pos);
             }
-        printf("check: %s: every scheme's greedy tokens %s ar's on %zu prompts\n", bad ? "FAIL" : "PASS",
-               bad ? "do not all equal" : "equal", s->np);
+        printf("check: %s: every scheme's greedy tokens %s ar's on %zu prompt%s\n", bad ? "FAIL" : "PASS",
+               bad ? "do not all equal" : "equal", s->np, CLI_S(s->np));
     }
 }
 
@@ -251,12 +266,12 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     FILE *f = fopen(tmp, "w");
     if (!f) return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
     const sd_decode_stats *a = &s->ar_run;
-    fprintf(f, "# specdec decode: %zu prompts x %zu tokens, temperature %g, %d threads; c = M_D/M_T = %.6g\n"
+    fprintf(f, "# specdec decode: %zu prompt%s x %zu token%s, temperature %g, %d thread%s; c = M_D/M_T = %.6g\n"
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
                "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms"
                "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi"
-               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi\n", s->np, o->max_tokens, o->sm.temperature,
-            omp_get_max_threads(), s->c);
+               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi\n", s->np, CLI_S(s->np),
+            o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, omp_get_max_threads(), CLI_S(omp_get_max_threads()), s->c);
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
     fprintf(f, "\n");

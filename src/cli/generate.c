@@ -283,8 +283,9 @@ static void gen_report(const gen_opts *o, const gen_run *g)
     }
     fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s), generated %zu tokens, %.3f s in "
             "forward passes (%.1f tokens/s; %.1f with sampling and output; steady, from the median pass: %.1f), "
-            "first pass %.3f s, %d threads%s\n",
+            "first pass %.3f s, %d thread%s%s\n",
             g->n_prompt, g->t_prompt, pr, g->n_gen, g->t_pass, gr, wr, sr, g->t_first, omp_get_max_threads(),
+            CLI_S(omp_get_max_threads()),
             o->sm.device == SD_DEVICE_CUDA ? ", on the GPU" : "");
     if (o->log) fprintf(stderr, "generate: logits of %zu positions in %s\n", g->n_gen, o->log);
 }

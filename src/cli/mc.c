@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "accept.h"
 #include "cli.h"
-#include "gof.h"
 #include "lm.h"
 #include "lm_spec.h"
 #include "mc.h"
@@ -201,23 +199,14 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
     return 0;
 }
 
-/* Token level: MC, exact value, goodness of fit. */
-typedef struct {
-    sd_mc_result mc;
-    double exact, z;
-    sd_gof_result gof;
-    size_t bins; /* 0: every token is a cell */
-    size_t k_used; /* drafts per trial: rrs drafts all of a draft support smaller than k */
-} token_run;
+/* Token level: MC, exact value, goodness of fit (sim/mc.h). */
+typedef sd_mc_token_report token_run;
 
 static int run_token(const mc_opts *o, const char *cmd, const double *draft, const double *target,
                      size_t V, token_run *t)
 {
     sd_verify_params vp = o->vp;
     sd_otm_coupling *coupling = NULL;
-    memset(t, 0, sizeof *t);
-    t->exact = NAN;
-    t->k_used = sd_scheme_drafts_for(o->scheme, o->k, draft, V);
     if (o->scheme == SD_SCHEME_OTM && o->otm_lp) { /* the LP coupling, for checking */
         sd_otm_lp_params lp = sd_otm_lp_default_params();
         lp.form = SD_OTM_LP_SET;
@@ -229,24 +218,9 @@ static int run_token(const mc_opts *o, const char *cmd, const double *draft, con
         }
         vp.otm = coupling;
     }
-    int rc = sd_mc_token(NULL, o->scheme, draft, target, V, o->k, vp, o->mp, &t->mc);
-    if (rc == SD_OK) {
-        sd_accept_result ex;
-        if (coupling) t->exact = coupling->acceptance;
-        else if (sd_accept_exact(o->scheme, draft, target, V, o->k, vp, &ex) == SD_OK)
-            t->exact = ex.acceptance;
-        double se = sqrt(t->exact * (1 - t->exact) / t->mc.samples);
-        t->z = se > 0 ? (t->mc.acceptance - t->exact) / se : 0;
-        t->bins = V > 256 ? o->bins : 0;
-        rc = t->bins ? sd_gof_binned(t->mc.counts, target, V, t->bins, 5.0, &t->gof)
-                     : sd_gof_test(t->mc.counts, target, V, 5.0, &t->gof);
-    }
+    int rc = sd_mc_token_checked(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, t);
     sd_otm_coupling_free(coupling);
-    if (rc) {
-        sd_mc_result_free(&t->mc);
-        return cli_fail(cmd, sd_errmsg());
-    }
-    return CLI_OK;
+    return rc ? cli_fail(cmd, sd_errmsg()) : CLI_OK;
 }
 
 static void print_token_json(const token_run *t, const mc_opts *o)
@@ -310,7 +284,7 @@ int cmd_mc(int argc, char **argv)
     mc_opts o = default_opts();
     int rc = parse(argc, argv, cmd, mc_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (o.k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     cli_mpi m;
     if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
     cli_mpi_mc(&m, &o.mp);
@@ -443,7 +417,7 @@ int cmd_certify(int argc, char **argv)
     o.mp.samples = 3e6;
     int rc = parse(argc, argv, cmd, certify_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (o.k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (o.k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     if (!o.pair.family && !o.pair.draft && !o.pair.target)
         o.pair.family = "zipf:50,1.2,0.7"; /* the numbers of data/pair/, without the files */
     cli_mpi m;

@@ -111,7 +111,7 @@ static int parse_args(int argc, char **argv, const char *cmd, otm_opts *o)
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (o->k < 1) return cli_fail(cmd, "-k must be at least 1 (the number of drafts)");
+    if (o->k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     return -1;
 }
 

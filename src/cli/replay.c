@@ -30,7 +30,8 @@ static const char *const help =
     "99.9% interval over positions and its quantiles; the total variation between the\n"
     "models; the chain's block efficiency along the logged path and its predicted\n"
     "speedup for gamma = 1..8 at cost ratio C (blocks start where the last one ended).\n"
-    "The tokens log, if given, is checked against the positions but not used yet.\n"
+    "The tokens log (int64, int32 or float), if given, is checked against the positions\n"
+    "but not used yet.\n"
     "\n"
     "Logs (data/logs/FORMAT.md): two .npy files of [positions, V] or [sequences,\n"
     "positions, V] logits (float16, bfloat16 as <u2, float32, float64), or one\n"
@@ -187,7 +188,7 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
     int rc = parse_schemes(cmd, o->schemes, p);
     if (rc) return rc;
-    if (p->k < 1) return cli_fail(cmd, "-k must be at least 1");
+    if (p->k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     return -1;
 }
 
@@ -246,8 +247,8 @@ static void print_json(const sd_replay_params *p, const sd_log *log, const sd_re
 
 static void print_table(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
 {
-    printf("# specdec replay: %zu positions (%zu skipped), V = %zu, %s logits, T = %g, "
-           "top-k %zu, top-p %g, k = %zu\n", r->positions, r->skipped, sd_log_vocab_target(log),
+    printf("# specdec replay: %zu position%s (%zu skipped), V = %zu, %s logits, T = %g, "
+           "top-k %zu, top-p %g, k = %zu\n", r->positions, CLI_S(r->positions), r->skipped, sd_log_vocab_target(log),
            sd_log_dtype_name(log), p->temperature, p->top_k, p->top_p, p->k);
     if (r->skipped) printf("# first bad position: %zu\n", r->first_bad);
     printf("%-10s %10s %21s   %-8s %-8s %-8s %-8s %-8s  %s\n", "scheme", "mean acc",

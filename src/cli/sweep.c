@@ -791,8 +791,8 @@ int cmd_sweep(int argc, char **argv)
     t.busy = sd_xcalloc(t.workers, sizeof *t.busy);
     t.cells = sd_xcalloc(t.workers, sizeof *t.cells);
     if (!quiet)
-        fprintf(stderr, "sweep: %zu cells, %zu already in %s, %zu %s\n", g.cells, r.ndone, out,
-                ranks ? t.workers - 1 : jobs, ranks ? "worker ranks" : "workers");
+        fprintf(stderr, "sweep: %zu cell%s, %zu already in %s, %zu %s%s\n", g.cells, CLI_S(g.cells), r.ndone, out,
+                ranks ? t.workers - 1 : jobs, ranks ? "worker rank" : "worker", CLI_S(ranks ? t.workers - 1 : jobs));
     size_t skipped = r.ndone;
     rc = ranks ? coordinate(&m, &g, &r, stop_after, quiet, ppid0, &t)
                : run_local(&g, &r, self, out, jobs, stop_after, quiet, ppid0, &t);
@@ -817,7 +817,7 @@ int cmd_sweep(int argc, char **argv)
     grid_free(&g);
     if (rc == CLI_OK && t.failed) {
         char msg[200];
-        snprintf(msg, sizeof msg, "%zu cells failed (their rc and stderr are in %s)", t.failed, out);
+        snprintf(msg, sizeof msg, "%zu cell%s failed (their rc and stderr are in %s)", t.failed, CLI_S(t.failed), out);
         rc = cli_fail(cmd, msg);
     }
     return cli_mpi_finish(&m, rc);

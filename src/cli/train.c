@@ -312,7 +312,7 @@ static void log_header(run *r)
             c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
             o->untied ? "untied" : "tied", r->t->model->n_params);
     fprintf(f, "# AdamW: batch %zu x %zu tokens, %zu steps, lr %g (%s, warm-up %zu, final %g x), "
-               "weight decay %g, clip %g; %d threads\n",
+               "weight decay %g, clip %g; threads %d\n",
             o->batch, r->seq, o->steps, o->lr,
             o->sched == SD_TRAIN_COSINE ? "cosine" : o->sched == SD_TRAIN_LINEAR ? "linear" : "constant",
             o->warmup, o->lr_min, o->wd, o->clip,

@@ -476,11 +476,13 @@ int cmd_compare(int argc, char **argv)
     if (!o.lm || !experiment) return cli_usage(cmd, "give --lm and one of --budget or --length");
     if (!(o.mp.samples >= 2)) return cli_usage(cmd, "--samples must be >= 2");
     if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
+    char shipped[4096]; /* the default table from anywhere: here, the binary's repository or install */
+    if (!strcmp(shapes, "data/rsd_shapes.tsv") && cli_data_file(shapes, shipped, sizeof shipped)) shapes = shipped;
     FILE *f = fopen(shapes, "r");
     if (!f) {
         char msg[600];
-        snprintf(msg, sizeof msg, "cannot open the shape table '%s' (run from the repository, or "
-                                  "pass --shapes FILE)", shapes);
+        snprintf(msg, sizeof msg, "cannot open the shape table '%.400s' (not here, beside the binary or "
+                                  "in its install: pass --shapes FILE)", shapes);
         return cli_fail(cmd, msg);
     }
     sd_cost_curve *curve = NULL;
@@ -541,7 +543,7 @@ int cmd_compare(int argc, char **argv)
     }
     if (rc == CLI_OK && rows == 0) {
         char msg[200];
-        snprintf(msg, sizeof msg, "no %s rows for %zu in %s (budgets 6, 10, 14, 21, 30; lengths 2-5)",
+        snprintf(msg, sizeof msg, "no %s rows for %zu in %.100s (budgets 6, 10, 14, 21, 30; lengths 2-5)",
                  experiment, value, shapes);
         rc = cli_fail(cmd, msg);
     } else if (rc == CLI_OK && o.json) printf("\n]}\n");

@@ -46,11 +46,30 @@ npy(d + '/target.npy', [0.5, 0.5], '<f4', 'f')
 npy(d + '/wrong.npy', [1, 2], '<i8', 'q')
 with open(d + '/trunc.npy', 'wb') as f:
     f.write(open(d + '/draft.npy', 'rb').read()[:70])
+# a Dirichlet(1) pair of 1000 tokens stored as float32: the rounded entries sum to 1
+# within float32's precision, not within the 1e-9 of double input
+import random
+rng = random.Random(2385)
+def dirichlet32(n):
+    g = [rng.expovariate(1.0) for _ in range(n)]
+    s = sum(g)
+    return [struct.unpack('<f', struct.pack('<f', x / s))[0] for x in g]
+d32, t32 = dirichlet32(1000), dirichlet32(1000)
+npy(d + '/d32.npy', d32, '<f4', 'f')
+npy(d + '/t32.npy', t32, '<f4', 'f')
+npy(d + '/t32off.npy', [x * 0.999 for x in t32], '<f4', 'f')
+sd, st = sum(d32), sum(t32)
+with open(d + '/d32.txt', 'w') as f:  # the sums, and sd's acceptance after rescaling in double
+    f.write('%.3g %.3g %.9f' % (abs(sd - 1), abs(st - 1), sum(min(a / sd, b / st) for a, b in zip(d32, t32))))
 PY
 if [ ! -f "$T/no-python" ]; then
     expect 0 '"acceptance": 0.9375' -- "$SPECDEC" accept --draft "$T/draft.npy" --target "$T/target.npy" -k 2 --scheme otm --json
     expect 1 "wrong.npy" -- "$SPECDEC" accept --draft "$T/wrong.npy" --target "$T/target.npy"
     expect 1 "trunc.npy" -- "$SPECDEC" accept --draft "$T/trunc.npy" --target "$T/target.npy"
+    set -- $(cat "$T/d32.txt")
+    echo "accept: float32 Dirichlet pair, |sum - 1| = $1 and $2"
+    expect 0 "\"acceptance\": ${3%???}" -- "$SPECDEC" accept --draft "$T/d32.npy" --target "$T/t32.npy" --scheme sd --json
+    expect 1 "target: entries sum to 0.999" -- "$SPECDEC" accept --draft "$T/d32.npy" --target "$T/t32off.npy" --scheme sd
 fi
 
 # --- bad input: exit 1, a message naming the input, no crash ---
@@ -60,7 +79,11 @@ expect 1 "target: .*non-finite" -- "$SPECDEC" accept --draft 0.5,0.5 --target in
 expect 1 "sum to" -- "$SPECDEC" accept --draft 0.5,0.6 --target 0.5,0.5
 expect 1 "all 2 entries are zero" -- "$SPECDEC" accept --draft 0,0 --target 0.5,0.5 --normalize
 expect 1 "draft has 3 tokens but target has 2" -- "$SPECDEC" accept --draft 0.2,0.3,0.5 --target 0.5,0.5
-expect 1 "at least 1" -- "$SPECDEC" accept --draft 0.5,0.5 --target 0.5,0.5 -k 0
+expect 2 "at least 1" -- "$SPECDEC" accept --draft 0.5,0.5 --target 0.5,0.5 -k 0
+# -k 0 is a usage error (exit 2) on every command that takes k, as -k -1 is
+for c in mc certify; do expect 2 "-k must be at least 1" -- "$SPECDEC" $c --pair bernoulli:0.3,0.6 --scheme sd -k 0; done
+expect 2 "-k must be at least 1" -- "$SPECDEC" otm --pair bernoulli:0.3,0.6 -k 0
+expect 2 "-k must be at least 1" -- "$SPECDEC" replay --log data/logs/sample.safetensors -k 0
 expect 1 "no-such-file" -- "$SPECDEC" accept --draft no-such-file.txt --target 0.5,0.5
 : > "$T/empty.txt"
 expect 1 "empty.txt" -- "$SPECDEC" accept --draft "$T/empty.txt" --target 0.5,0.5

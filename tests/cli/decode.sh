@@ -87,6 +87,28 @@ expect 1 "$T/none.gguf" -- "$SPECDEC" decode $D --parallel-draft "$T/none.gguf" 
 expect 2 "parallel-sweep 3-1" -- "$SPECDEC" decode $P --parallel-sweep 3-1
 expect 2 "picks its own schemes" -- "$SPECDEC" decode $P --parallel-sweep 1-2 --scheme sd
 
+# one prompt: too few for the paired intervals, which JSON gives as null and the table as none
+out=$("$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6 --json 2>&1)
+printf '%s' "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin)["rows"]; sys.exit(r[1]["vs_best"]["interval"] is not None)' \
+    && ok || { bad "decode --prompt --json: not JSON, or an interval from one prompt"; printf '%s\n' "$out" | grep -n nan | head -3; }
+expect 0 "0\.[0-9]* \[none\] .* -$" -- "$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6
+# counts in the singular when they are one
+expect 0 "^# 1 prompt, up to 1 token each, .*, 1 thread, seed" -- "$SPECDEC" decode $D --prompt "Call me" --scheme sd --max-tokens 1 --threads 1
+# --help names every option and every printed column
+for w in "--ids" "d-ms (drafting per block" "and its pred (the cost model's)" "err%" "verif%"; do
+    "$SPECDEC" decode --help | grep -q -- "$w" && ok || bad "decode --help lacks '$w'"
+done
+# --calibrate past the prompts is said, not silently capped
+expect 0 "calibrate 20: there are only 3 prompts" -- "$SPECDEC" decode $D --scheme sd --max-tokens 4 --calibrate 20
+# the default prompts from another folder: found beside the binary (the repository's
+# data/: the prompt read is the shipped one, too long for these tiny models), and a
+# binary with no data anywhere says what to pass
+ABS=$(cd "$(dirname "$SPECDEC")" && pwd)/$(basename "$SPECDEC")
+M="--target $T/m.gguf --draft $T/d.gguf --quiet --scheme sd --max-tokens 4 --n-prompts 1"
+expect 1 "prompt 1 has 39 tokens" -- sh -c "cd '$T' && '$ABS' decode $M"
+mkdir -p "$T/bin" && cp "$SPECDEC" "$T/bin/specdec"
+expect 1 "pass --prompts FILE or --prompt TEXT" -- sh -c "cd '$T' && '$T/bin/specdec' decode $M"
+
 # --- bad input: clear errors, nothing written ---
 expect 1 "tokenize differently\|must share one tokenizer" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/other.gguf" --prompts "$T/p.txt"
 expect 1 "$T/none.gguf" -- "$SPECDEC" decode --target "$T/none.gguf" --draft "$T/d.gguf" --prompts "$T/p.txt"

@@ -2,7 +2,8 @@
 # The layering that ARCHITECTURE.md describes, checked on every quoted include: a file may
 # include headers of its own layer or of a layer below it, never above.
 #   0 core (src/*)   1 model (src/model/**)   2 lm_spec (src/lm_spec.*: the spec parser
-#   above the oracles it names)   3 lp/   4 sim/   5 src/cli/, tests/ (anything)
+#   above the oracles it names)   3 lp/   4 sim/   5 src/cli/, src/api/ (libspecdec.so's
+#   flat interface), tests/ (anything)
 # An include resolves as the compiler resolves it: the including file's folder first,
 # then src/, lp/, sim/, tests/. The compiler enforces part of this (core and model are
 # built without -Ilp -Isim; model headers are reached as "model/..."); this catches the
@@ -11,7 +12,7 @@
 cd "$(dirname "$0")/../.." || exit 2
 layer() {
     case "$1" in
-    src/cli/*|tests/*) echo 5 ;;
+    src/cli/*|src/api/*|tests/*) echo 5 ;;
     sim/*) echo 4 ;;
     lp/*) echo 3 ;;
     src/lm_spec.*) echo 2 ;;

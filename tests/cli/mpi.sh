@@ -119,7 +119,7 @@ grep -q "speedup model from the 9 measured cell times" "$T/err" && grep -q "256 
 printf 'axis k 1 0\ncommand accept --pair dirichlet:4,0.5,7 -k {k} --scheme sd\n' > "$T/bad.txt"
 run 3 sweep "$T/bad.txt" --out "$T/b.jsonl" --mpi --quiet 2>"$T/err"
 rc=$?
-[ $rc = 1 ] && grep -q "1 cells failed" "$T/err" && grep -q '"rc": 1' "$T/b.jsonl" && ok || bad "a failing cell under MPI: rc $rc"
+[ $rc = 1 ] && grep -q "1 cell failed" "$T/err" && grep -q '"rc": 2' "$T/b.jsonl" && ok || bad "a failing cell under MPI: rc $rc"
 
 # kill -9 of mpirun while cells run (slower cells), then a resume: each cell exactly once
 cat > "$T/slow.txt" <<'EOF'

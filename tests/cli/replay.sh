@@ -8,6 +8,23 @@ D=data/logs/sample
 expect 0 "usage: specdec replay" -- "$SPECDEC" replay --help
 expect 0 "usage: specdec synth-log" -- "$SPECDEC" synth-log --help
 expect 0 '"positions": 400' -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --tokens-log $D.tokens.npy -k 4 --json
+# token logs as NumPy saves them by default (int64), and int32; logits of integers refused
+python3 - "$T" <<'PY'
+import struct, sys
+def npy(path, vals, descr, fmt):
+    hdr = "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }" % (descr, len(vals))
+    hdr += ' ' * (64 - (10 + len(hdr) + 1) % 64) + '\n'
+    with open(path, 'wb') as f:
+        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hdr)) + hdr.encode())
+        f.write(struct.pack('<%d%s' % (len(vals), fmt), *vals))
+npy(sys.argv[1] + '/tok64.npy', list(range(400)), '<i8', 'q')
+npy(sys.argv[1] + '/tok32.npy', list(range(400)), '<i4', 'i')
+npy(sys.argv[1] + '/tok64short.npy', list(range(399)), '<i8', 'q')
+PY
+expect 0 '"positions": 400' -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --tokens-log "$T/tok64.npy" -k 4 --json
+expect 0 '"positions": 400' -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --tokens-log "$T/tok32.npy" -k 4 --json
+expect 1 "tok64short.npy: 399 tokens for 400 positions" -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --tokens-log "$T/tok64short.npy"
+expect 1 "tok64.npy: dtype '<i8' holds integers, not logits" -- "$SPECDEC" replay --draft-log "$T/tok64.npy" --target-log $D.target.npy
 out=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy -k 2 --scheme sd,rrs --json)
 for key in positions results scheme k mean_acceptance ci_low ci_high; do
     printf '%s' "$out" | grep -q "\"$key\":" && ok || bad "replay --json lacks $key"

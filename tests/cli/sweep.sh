@@ -85,8 +85,8 @@ cat > "$T/bad.txt" <<'EOF'
 axis k 1 0
 command accept --pair dirichlet:4,0.5,7 -k {k} --scheme sd
 EOF
-expect 1 "1 cells failed" -- "$SPECDEC" sweep "$T/bad.txt" --out "$T/b.jsonl"
-grep -q '"rc": 1' "$T/b.jsonl" && ok || bad "a failing cell's rc is not recorded"
+expect 1 "1 cell failed" -- "$SPECDEC" sweep "$T/bad.txt" --out "$T/b.jsonl"
+grep -q '"rc": 2' "$T/b.jsonl" && ok || bad "a failing cell's rc (2: -k 0 is a usage error) is not recorded"
 printf 'axis V 4\ncommand accept --pair dirichlet:{W},0.5,7\n' > "$T/x.txt"
 expect 1 "'{W}' in the command names no axis" -- "$SPECDEC" sweep "$T/x.txt" --out "$T/x.jsonl"
 printf 'axis V 4\n' > "$T/x.txt"

@@ -1,0 +1,262 @@
+"""The Python package (src/python/specdec) against the command line, number for number.
+
+    python3 tests/python/test_api.py build/specdec
+
+Each check runs a function of the package and the `specdec` command on the same input
+(the command with --json where it has it) and compares every number the two report:
+exactly where the command prints full precision, to its printed digits elsewhere. And
+a library error must reach Python as specdec.Error with the C message. Prints one line
+per failure and a closing count; exit 1 on any failure.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "src", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "exec"))
+
+import numpy as np  # noqa: E402
+
+import specdec  # noqa: E402
+import adapter  # noqa: E402 (the Python sampler certify --exec runs in tests/cli/exec.sh)
+
+SPECDEC = sys.argv[1] if len(sys.argv) > 1 else "build/specdec"
+passed, failed = 0, 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL: %s %s" % (name, detail))
+
+
+def close(name, got, want, rtol=0.0, atol=0.0):
+    """got and want equal within rtol (relative) or atol; NaN only equals NaN (null)."""
+    if want is None:
+        want = math.nan
+    same = (math.isnan(got) and math.isnan(want)) or abs(got - want) <= max(atol, rtol * abs(want))
+    check(name, same, "python %r, command %r" % (got, want))
+
+
+def run(*args, code=0):
+    p = subprocess.run([SPECDEC] + list(args), capture_output=True, text=True, timeout=300)
+    if p.returncode != code:
+        check("specdec " + " ".join(args), False, "exit %d (want %d): %s" % (p.returncode, code, p.stderr[-300:]))
+    return p
+
+
+def runjson(*args):
+    return json.loads(run(*args, "--json").stdout)
+
+
+PAIR = "dirichlet:6,1,2385"
+ALL7 = ["sd", "specinfer", "rrs", "kseq", "otm", "otm-lp", "otm-setlp"]
+
+
+def test_accept():
+    draft, target = specdec.pair(PAIR)
+    cli = runjson("accept", "--pair", PAIR, "-k", "3", "--scheme", ",".join(ALL7))
+    check("accept: vocab", cli["vocab"] == draft.size)
+    py = specdec.accept(draft, target, k=3, scheme=ALL7, drafts=True)
+    for row in cli["results"]:
+        acc, used = py[row["scheme"]]
+        close("accept %s" % row["scheme"], acc, row["acceptance"])
+        close("accept %s drafts" % row["scheme"], used, row["drafts"])
+    # batched: rows of two pairs at once, each row the command's on that pair
+    d2, t2 = specdec.pair("zipf:50,1.2,0.7")
+    d1, t1 = specdec.pair("dirichlet:50,0.5,9")
+    batch = specdec.accept(np.stack([d1, d2]), np.stack([t1, t2]), k=4, scheme="all")
+    for i, spec in enumerate(["dirichlet:50,0.5,9", "zipf:50,1.2,0.7"]):
+        for row in runjson("accept", "--pair", spec, "-k", "4")["results"]:
+            close("accept batch row %d %s" % (i, row["scheme"]), batch[row["scheme"]][i], row["acceptance"])
+    # kseq at a given gamma
+    g = runjson("accept", "--pair", PAIR, "-k", "3", "--scheme", "kseq", "--gamma", "2.5")["results"][0]
+    close("accept kseq gamma 2.5", specdec.accept(draft, target, k=3, scheme="kseq", gamma=2.5), g["acceptance"])
+
+
+def test_float32():
+    """float32 laws: held to float32's precision and rescaled in double, as the command
+    line reads a float32 .npy (a Dirichlet(1) pair of 1000 tokens sums to 1 within 2e-9,
+    not within double's 1e-9)."""
+    rng = np.random.default_rng(2385)  # sums 1 - 1.8e-9 and 1 - 1.3e-9
+    d32, t32 = (rng.dirichlet(np.ones(1000)).astype(np.float32) for _ in range(2))
+    with tempfile.TemporaryDirectory() as tmp:
+        dp, tp, op = (os.path.join(tmp, n) for n in ("d.npy", "t.npy", "off.npy"))
+        np.save(dp, d32)
+        np.save(tp, t32)
+        np.save(op, (t32 * np.float32(0.999)).astype(np.float32))
+        for row in runjson("accept", "--draft", dp, "--target", tp, "-k", "2")["results"]:
+            close("float32 accept " + row["scheme"], specdec.accept(d32, t32, k=2, scheme=row["scheme"]),
+                  row["acceptance"], rtol=1e-15)
+        batch = specdec.accept(np.stack([d32, t32]), np.stack([t32, d32]), k=2, scheme="sd")
+        close("float32 accept batch row 0", batch[0], specdec.accept(d32, t32, k=2, scheme="sd"))
+        p = run("accept", "--draft", dp, "--target", op, "--scheme", "sd", code=1)
+        try:
+            specdec.accept(d32, t32 * np.float32(0.999), scheme="sd")
+            check("float32: a sum off by 1e-3 raises", False)
+        except specdec.Error as e:
+            check("float32: the C message", str(e) and str(e) in p.stderr, "python %r, command %r" % (str(e), p.stderr))
+
+
+def test_mc():
+    for spec, scheme, k in [("zipf:50,1.2,0.7", "rrs", 3), ("zipf:300,1.2,0.7", "specinfer", 2),
+                            (PAIR, "kseq", 4)]:
+        draft, target = specdec.pair(spec)
+        cli = runjson("mc", "--pair", spec, "--scheme", scheme, "-k", str(k), "--samples", "100000",
+                      "--seed", "77", "--threads", "2")
+        py = specdec.mc(draft, target, scheme, k=k, samples=1e5, seed=77, threads=1)
+        where = "mc %s %s k=%d" % (spec, scheme, k)
+        for key in ("acceptance", "ci_low", "ci_high", "exact", "z", "samples", "cells", "bins", "k_used"):
+            close("%s %s" % (where, key), py[key], cli[key])
+        for key in ("chi2", "chi2_p", "g", "g_p"):  # printed with 6 digits
+            close("%s %s" % (where, key), py[key], cli[key], rtol=1e-5, atol=1e-300)
+
+
+def _row(text, name):
+    """The numbers of a pair's row in certify --exec's table."""
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == name:
+            return f
+    return None
+
+
+def test_certify():
+    spec = PAIR
+    draft, target = specdec.pair(spec)
+    py_exe = sys.executable
+    # (scheme claimed, sampler's scheme, planted bug, k): correct ones, one whose output law
+    # is wrong, one whose law is right but whose acceptance is not the claimed scheme's
+    runs = [("specinfer", "specinfer", None, 3), ("rrs", "rrs", None, 2),
+            ("specinfer", "specinfer", "ratio-inverted", 2), ("kseq", "specinfer", None, 3)]
+    for scheme, impl, bug, k in runs:
+        sampler = adapter.Sampler(impl, bug)
+
+        def start(vocab, kk, seed):
+            sampler.pair(vocab, kk, seed, draft, target)
+
+        def cases(drafts):
+            answers = [sampler.case([int(x) for x in row]) for row in drafts]
+            return [a[0] for a in answers], [a[1] for a in answers]
+
+        py = specdec.certify(cases, draft, target, k=k, scheme=scheme, samples=20000, seed=2385,
+                             name=spec, start=start)
+        cmd = "%s %s %s%s" % (py_exe, os.path.join(HERE, "..", "exec", "adapter.py"), impl,
+                              " --bug " + bug if bug else "")
+        p = run("certify", "--exec", cmd, "--scheme", scheme, "-k", str(k), "--pair", spec,
+                "--samples", "20000", code=0 if scheme == impl and not bug else 1)
+        f = _row(p.stdout, spec)
+        where = "certify %s as %s%s k=%d" % (impl, scheme, " (" + bug + ")" if bug else "", k)
+        if f is None:
+            check(where, False, "no row in: " + p.stdout[-300:])
+            continue
+        close(where + " k", py["k"], float(f[2]))
+        close(where + " cases", py["cases"], float(f[3]))
+        close(where + " acceptance", py["acceptance"], float(f[4]), atol=5e-7)
+        close(where + " exact", py["exact"], float(f[5]), atol=5e-7)
+        close(where + " z", py["z"], float(f[6]), atol=5e-3)
+        close(where + " chi2 p", py["chi2_p"], float(f[7]), rtol=5e-3, atol=1e-300)
+        close(where + " G p", py["g_p"], float(f[8]), rtol=5e-3, atol=1e-300)
+        check(where + " verdict", py["pass"] == (f[10] == "PASS"), "python %s, command %s" % (py["pass"], f[10]))
+        check(where + " verdict expected", py["pass"] == (scheme == impl and not bug), str(py["pass"]))
+
+
+def test_certify_errors():
+    draft, target = specdec.pair(PAIR)
+
+    def garbage(drafts):
+        return [7] * len(drafts), [0] * len(drafts)  # token 7 of a 6-token vocabulary
+
+    try:
+        specdec.certify(garbage, draft, target, samples=100)
+        check("certify: a bad answer raises", False)
+    except specdec.Error as e:
+        check("certify: the bad answer named", "token 7 is not below V = 6" in str(e), str(e))
+
+    class Boom(Exception):
+        pass
+
+    def boom(drafts):
+        raise Boom("sampler broke")
+
+    try:
+        specdec.certify(boom, draft, target, samples=100)
+        check("certify: the sampler's exception comes back", False)
+    except Boom:
+        check("certify: the sampler's exception comes back", True)
+
+
+def test_tree():
+    for lm, scheme, shape in [("markov:8,1,0.5,3,0.5", "rrs", "kconfig:3,2"),
+                              ("const:0.8", "sd", "chain:4"),
+                              ("markov:8,1,0.5,3,0.5", "kseq", "spectr:2,2")]:
+        cli = runjson("tree", "--lm", lm, "--scheme", scheme, "--shape", shape, "--samples", "20000",
+                      "--seed", "5")["tree"]
+        py = specdec.tree(lm, scheme, shape, samples=2e4, seed=5)
+        for key in ("block_efficiency", "exact", "mc", "ci_low", "ci_high", "nodes", "depth"):
+            close("tree %s %s %s %s" % (lm, scheme, shape, key), py[key], cli[key])
+
+
+def test_replay():
+    rng = np.random.default_rng(2385)
+    dl = rng.normal(size=(3, 40, 30)) * 2
+    tl = dl + rng.normal(size=dl.shape)
+    with tempfile.TemporaryDirectory() as tmp:
+        dp, tp = os.path.join(tmp, "d.npy"), os.path.join(tmp, "t.npy")
+        np.save(dp, dl)
+        np.save(tp, tl)
+        for k, temp in [(4, 1.0), (2, 0.7)]:
+            cli = runjson("replay", "--draft-log", dp, "--target-log", tp, "-k", str(k), "--temperature",
+                          str(temp), "--samples", "500")
+            py = specdec.replay(dl, tl, k=k, temperature=temp, samples=500)
+            where = "replay k=%d T=%g" % (k, temp)
+            close(where + " positions", py["positions"], cli["positions"])
+            close(where + " tv mean", py["tv"]["mean"], cli["tv"]["mean"], rtol=1e-9)
+            for key in ("min", "p10", "median", "p90", "max"):
+                close("%s tv %s" % (where, key), py["tv"][key], cli["tv"]["quantiles"][key], rtol=1e-9)
+            check(where + " schemes", sorted(py["schemes"]) == sorted(r["scheme"] for r in cli["results"]))
+            for r in cli["results"]:
+                s = py["schemes"].get(r["scheme"], {})
+                for key in ("mean_acceptance", "ci_low", "ci_high", "mc_positions", "k"):
+                    close("%s %s %s" % (where, r["scheme"], key), s.get(key, math.nan), r[key], rtol=1e-11)
+                for key in ("min", "p10", "median", "p90", "max"):
+                    close("%s %s %s" % (where, r["scheme"], key), s.get(key, math.nan), r["quantiles"][key], rtol=1e-9)
+            for g, c in zip(py["chain"], cli["chain"]):
+                for key in ("block_efficiency", "speedup", "iid_block_efficiency"):
+                    close("%s chain gamma %d %s" % (where, c["gamma"], key), g[key], c[key], rtol=1e-9)
+
+
+def test_errors():
+    """A library error is specdec.Error carrying the C message the command prints."""
+    draft, target = np.array([0.5, 0.6]), np.array([0.5, 0.5])
+    p = run("accept", "--draft", "0.5,0.6", "--target", "0.5,0.5", "--scheme", "sd", code=1)
+    try:
+        specdec.accept(draft, target, scheme="sd")
+        check("error: non-normalised draft raises", False)
+    except specdec.Error as e:
+        check("error: the C message", str(e) and str(e) in p.stderr, "python %r, command %r" % (str(e), p.stderr))
+        check("error: the status", e.status == -1, str(e.status))
+    p = run("tree", "--lm", "markov:8,1,0.5,3,0.5", "--scheme", "rrs", "--shape", "kconfig:0,2", code=1)
+    try:
+        specdec.tree("markov:8,1,0.5,3,0.5", "rrs", "kconfig:0,2")
+        check("error: a bad shape raises", False)
+    except specdec.Error as e:
+        check("error: the shape's C message", str(e) and str(e) in p.stderr, "python %r, command %r" % (str(e), p.stderr))
+    try:
+        specdec.mc(specdec.pair(PAIR)[0], specdec.pair(PAIR)[1], "nope")
+        check("error: an unknown scheme raises", False)
+    except specdec.Error as e:
+        check("error: the scheme's C message", "unknown scheme 'nope'" in str(e), str(e))
+
+
+for test in (test_accept, test_float32, test_mc, test_certify, test_certify_errors, test_tree, test_replay, test_errors):
+    test()
+print("python: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
