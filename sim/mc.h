@@ -66,7 +66,11 @@ typedef struct {
 
 void sd_mc_result_free(sd_mc_result *r);
 
-/* Generator of chunk `chunk` of a run seeded with `seed` (caller frees). */
+/* 64 well-mixed bits of (seed, index): splitmix64(splitmix64(seed) ^ index). Nearby
+ * seeds or indices give unrelated values (what seeds a chunk, or one run of a program). */
+unsigned long long sd_mc_seed_mix(unsigned long seed, size_t index);
+/* Generator of chunk `chunk` of a run seeded with `seed` (caller frees): taus2 seeded
+ * with the low 32 bits of sd_mc_seed_mix(seed, chunk). */
 gsl_rng *sd_mc_chunk_rng(unsigned long seed, size_t chunk);
 
 /* Trials in chunk c of a run of `samples` trials in `chunks` chunks. */
