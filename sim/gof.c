@@ -258,6 +258,13 @@ double sd_gof_runs_for_power(const double *law, const double *alt, size_t n_cell
     return -1;
 }
 
+void sd_gof_planted_correction(const double *draft, const double *target, size_t vocab, double *out)
+{
+    double beta = 0;
+    for (size_t x = 0; x < vocab; x++) beta += fmin(draft[x], target[x]);
+    for (size_t x = 0; x < vocab; x++) out[x] = fmin(draft[x], target[x]) + (1 - beta) * target[x];
+}
+
 sd_gof_verdict sd_gof_verdict_of(double min_p, int too_good, double power, double alpha)
 {
     if (!(min_p >= alpha)) return SD_GOF_FAIL;

@@ -81,6 +81,13 @@ double sd_gof_runs_for_power(const double *law, const double *alt, size_t n_cell
                              double n0, double n_max, double min_expected, double alpha, size_t R,
                              gsl_rng *rng);
 
+/* The planted bug every certify mode measures its power against (what `certify`
+ * --exec and --decoder call correction-from-target): one draft from `draft`, accepted
+ * with min(1, target/draft), but a rejection's correction drawn from the target instead
+ * of the residual: out[x] = min(draft[x], target[x]) + (1 - beta) target[x], beta the
+ * acceptance sum_x min(draft[x], target[x]). out may not alias the inputs. */
+void sd_gof_planted_correction(const double *draft, const double *target, size_t vocab, double *out);
+
 typedef enum {
     SD_GOF_PASS,         /* no test rejects, the fits are ordinary, and the power is there */
     SD_GOF_FAIL,         /* a test rejects the law at alpha */

@@ -458,23 +458,21 @@ static int exact_laws(const dec_opts *o, dec_laws *L)
             ctx[n] = (int32_t)t1;
             rc = next_law(o, m, ctx, n + 1, law2);
             if (!rc && d) rc = next_law(o, d, ctx, n + 1, dl);
-            double beta = 0, rmass = 0, a = 0;
+            double rmass = 0, a = 0;
             size_t star = 0;
             for (size_t x = 0; !rc && d && x < V; x++) {
-                beta += fmin(dl[x], law2[x]);
                 rmass += fmax(law2[x] - dl[x], 0);
                 if (dl[x] > dl[star]) star = x;
             }
             if (d) a = dl[star] > 0 ? fmin(1, law2[star] / dl[star]) : 0;
+            if (!rc && d && !o->argmax) /* one draft from d; a rejection's correction from the target */
+                sd_gof_planted_correction(dl, law2, V, L->planted + i * V);
             for (size_t x = 0; !rc && x < V; x++) {
                 L->joint[i * V + x] = L->law1[t1] * law2[x];
                 if (!d) continue;
-                double q;
                 if (o->argmax) /* the draft's argmax, verified as if drawn from the draft */
-                    q = (x == star ? a : 0) + (1 - a) * (rmass > 0 ? fmax(law2[x] - dl[x], 0) / rmass : 0);
-                else /* one draft from d; a rejection's correction from the target */
-                    q = fmin(dl[x], law2[x]) + (1 - beta) * law2[x];
-                L->planted[i * V + x] = L->law1[t1] * q;
+                    L->planted[i * V + x] = (x == star ? a : 0) + (1 - a) * (rmass > 0 ? fmax(law2[x] - dl[x], 0) / rmass : 0);
+                L->planted[i * V + x] *= L->law1[t1];
             }
             rest -= L->law1[t1];
         }

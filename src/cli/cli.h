@@ -20,6 +20,8 @@
  * TOO-GOOD its likely causes (the table of the README, "Verdicts"); returns the exit
  * status: PASS 0, FAIL 1, INCONCLUSIVE 3, TOO-GOOD 4. */
 int cli_verdict_print(sd_gof_verdict v, double alpha, const char *detail);
+/* The exit status alone (--json: the object is all that stdout holds). */
+int cli_verdict_status(sd_gof_verdict v);
 
 /* How a draft/target pair is given on the command line. */
 typedef struct {
