@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 #include "cli.h"
