@@ -13,8 +13,9 @@
 # an LCG whose runs from consecutive seeds are not independent.
 #
 # llama.cpp runs generate -n 8 (they may stop after the first token when it is end-of-text).
-# usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: about
-#   6 minutes a llama.cpp row on this 2-core machine, loaded; needs tests/bench/llamacpp/build.sh first)
+# usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: 2 to 2.5
+#   minutes a llama.cpp row on this 2-core machine, loaded, 11 minutes in all; needs
+#   tests/bench/llamacpp/build.sh first)
 #   env: JOBS (runs at a time, default 2), LLAMA_BUILD, PROMPT
 set -u
 BUILD=${1:-build}
@@ -43,9 +44,9 @@ row() { # NAME PLANTED SPECDEC-ARGS -- COMMAND
 }
 
 echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (two tests a row), hashed seeds unless said"
-row "specdec generate, T = 1 (control)" correction-from-target \
+row "specdec generate, T = 1 (control)" argmax-draft \
     --decoder "$GEN 2>/dev/null"
-row "specdec generate, T = 0.7, top-p 0.9 (control)" correction-from-target \
+row "specdec generate, T = 0.7, top-p 0.9 (control)" argmax-draft \
     --temperature 0.7 --top-p 0.9 --decoder "$GEN --temperature 0.7 --top-p 0.9 2>/dev/null"
 DEC="$S decode --target $T --draft $D --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1 --quiet"
 row "specdec decode --scheme sd (speculative control), T = 1" argmax-draft \
