@@ -3,8 +3,8 @@
 # correct pass, every planted bug of tests/exec/adapter.py is rejected, and a program
 # that crashes, hangs or answers garbage ends the run with a clear error, the pairs
 # finished before it kept; and 'certify --decoder' on specdec's own generate and decode,
-# with negative controls, no power, and an LCG decoder's too-good fit. About 60 s on the
-# shared 2-core machine (the decoder's checks about 40 of them).
+# with negative controls, no power, and an LCG decoder's too-good fit. About 25 s on the
+# 2-core machine (60 s when others load it), half of it the decoder's checks.
 # usage: exec.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 . "$(dirname "$0")/lib.sh"
