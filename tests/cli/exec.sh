@@ -61,6 +61,10 @@ else
     expect 1 "no answer for 1 s .* after 100 of 1024 answers: killed" -- timeout 30 "$SPECDEC" certify --exec "$A sd --hang-after 100" --scheme sd --timeout 1
     [ $(( $(date +%s) - t0 )) -lt 10 ] && ok || bad "hang: the run took $(( $(date +%s) - t0 )) s"
 fi
+# a stratified sampler: it cycles through the target's 10 tokens, ignoring its seed and
+# the drafts, so every count is exact: too good to be independent draws (exit 4)
+expect 4 "== TOO-GOOD at p >= 1e-06: 0 passed, 0 failed, 0 inconclusive, 1 too good" -- "$SPECDEC" certify \
+    --exec 'n=0; while read w rest; do [ "$w" = case ] && echo $((n % 10)) 0 && n=$((n + 1)); done' --pair uniform:20,2 --samples 10000
 # garbage, impossible answers, a program that is not there or does not read
 expect 1 "answered 'hello' to case 1: expected 'TOKEN ACCEPTED'" -- "$SPECDEC" certify --exec "yes hello" --pair "$PAIR"
 expect 1 "answered '7 0' to case 1: expected 'TOKEN ACCEPTED' with TOKEN in 0..5" -- "$SPECDEC" certify --exec "yes '7 0'" --pair "$PAIR"
