@@ -44,6 +44,7 @@ BENCH_BIN:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/bench/%)
 LIB      := $(BUILD)/libspecdec.a
 BIN      := $(BUILD)/specdec
 EXEC_ADAPTER := $(BUILD)/tests/exec/adapter
+EXEC_LCG := $(BUILD)/tests/exec/lcg_decoder
 
 # cuda: `make cuda` sets CUDA=1 in build-cuda/: the kernels of src/model/cuda/*.cu are
 # compiled by nvcc for Ampere to Hopper (sm_80, 86, 89, 90) plus PTX for later GPUs, and
@@ -69,13 +70,19 @@ ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
-all: $(BIN) $(EXEC_ADAPTER)
+all: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG)
 
 # the C sampler of `specdec certify --exec` (standalone: it does not link libspecdec)
 $(EXEC_ADAPTER): tests/exec/adapter.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(SAN)
+
+# a planted decoder of `specdec certify --decoder`: exact, but its draws from an LCG
+# seeded with the run's seed (tests/cli/exec.sh)
+$(EXEC_LCG): $(BUILD)/tests/exec/lcg_decoder.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -180,7 +187,7 @@ bench-e2e-cuda-dry: $(BIN)
 
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
-test: $(BIN) $(EXEC_ADAPTER) $(TEST_BIN) shared $(if $(HAVE_MPI),mpi)
+test: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(TEST_BIN) shared $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # test-slurm: tests/cli/slurm.sh alone (make test runs it too): paper-figs/slurm.sbatch

@@ -58,10 +58,13 @@ static int check_answers(const size_t *drafts, size_t n, size_t k, size_t vocab,
     return SD_OK;
 }
 
-/* The tests on the counts and the acceptance rate. */
-static int run_tests(const double *target, const sd_blackbox_params *p, sd_blackbox_result *r)
+/* The tests on the counts and the acceptance rate, and the verdict: too good, and the
+ * power against the planted bug (a generator of their own: chunk 1 of the pair's seed). */
+static int run_tests(const double *draft, const double *target, unsigned long pair_seed,
+                     const sd_blackbox_params *p, sd_blackbox_result *r)
 {
     r->binned = r->vocab > 256;
+    size_t nbins = r->binned ? p->bins : 0;
     int rc = r->binned ? sd_gof_binned(r->counts, target, r->vocab, p->bins, 5.0, &r->gof)
                        : sd_gof_test(r->counts, target, r->vocab, 5.0, &r->gof);
     if (rc) return rc;
@@ -71,7 +74,17 @@ static int run_tests(const double *target, const sd_blackbox_params *p, sd_black
         r->z = se > 0 ? (rate - r->exact) / se : (fabs(rate - r->exact) > 1e-12 ? INFINITY : 0);
         r->acc_p = 2 * gsl_cdf_ugaussian_Q(fabs(r->z));
     }
-    r->pass = r->gof.min_p >= p->alpha && r->acc_p >= p->alpha;
+    double *alt = sd_xmalloc(r->vocab * sizeof *alt);
+    sd_gof_planted_correction(draft, target, r->vocab, alt);
+    gsl_rng *rng = sd_mc_chunk_rng(pair_seed, 1);
+    r->too_good = sd_gof_too_good(r->counts, target, r->vocab, nbins, 5.0, rng, NULL);
+    r->power = sd_gof_power(target, alt, r->vocab, nbins, r->cases, 5.0, p->alpha, 200, rng, NULL);
+    r->power_runs = r->power >= SD_GOF_MIN_POWER ? r->cases
+                    : sd_gof_runs_for_power(target, alt, r->vocab, nbins, 1000, 1e9, 5.0, p->alpha, 100, rng);
+    gsl_rng_free(rng);
+    free(alt);
+    r->verdict = sd_gof_verdict_of(fmin(r->gof.min_p, r->acc_p), r->too_good, r->power, p->alpha);
+    r->pass = r->verdict == SD_GOF_PASS;
     return SD_OK;
 }
 
@@ -125,5 +138,5 @@ int sd_blackbox_run(const double *draft, const double *target, size_t vocab, siz
     free(drafts), free(tokens), free(acc);
     gsl_rng_free(rng);
     sd_verifier_free(v);
-    return rc ? rc : run_tests(target, p, r);
+    return rc ? rc : run_tests(draft, target, pair_seed, p, r);
 }

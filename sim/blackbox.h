@@ -7,6 +7,10 @@
  *                tokens binned by target mass first)
  *   acceptance   the rate of accepted drafts against the scheme's exact acceptance
  *                (two-sided normal test; no scheme claimed: not tested)
+ * and the verdict (sim/gof.h): FAIL when a test rejects, TOO-GOOD when the law fits too
+ * well for independent draws, INCONCLUSIVE when the output test had power below 0.9
+ * against the planted bug (a correction drawn from the target instead of the
+ * residual), else PASS.
  * What `specdec certify --exec` does for each pair and k, with a child process as the
  * sampler (sim/exec.h: sd_exec_pair is a start, sd_exec_cases a cases callback), and
  * what the Python package's certify() does with a Python function (src/api/).
@@ -60,7 +64,12 @@ typedef struct {
     double exact, z, acc_p;    /* exact acceptance (NaN: none), z-score, its p-value (1: untested) */
     double *counts;            /* [vocab] output tokens */
     sd_gof_result gof;
-    int binned, pass, skipped; /* skipped: the scheme cannot draft k tokens from this pair */
+    int binned, pass, skipped; /* pass: verdict is SD_GOF_PASS; skipped: the scheme cannot
+                                  draft k tokens from this pair */
+    int too_good;              /* the law fits too well for independent draws (sd_gof_too_good) */
+    double power, power_runs;  /* against the planted correction-from-target bug; the cases
+                                  that give SD_GOF_MIN_POWER (-1: none up to 1e9) */
+    sd_gof_verdict verdict;    /* from the tests' smallest p-value, too_good and power */
     char note[200];            /* why it was skipped */
     double seconds, draw_seconds; /* the whole run; drawing the drafts */
 } sd_blackbox_result;

@@ -1,21 +1,42 @@
 /* gof: goodness-of-fit tests of observed counts against an exact law, to certify
- * that a scheme's output is distributed as the target.
+ * that a scheme's output is distributed as the target, and the verdict of a
+ * certification that every `specdec certify` mode shares.
  *
  * Pearson's chi-square and the G (log-likelihood ratio) test, p-values from GSL's
  * chi-square distribution. Cells whose expected count is below min_expected are
- * pooled (smallest first, into one cell) so the chi-square approximation holds.
+ * pooled (smallest first, into one cell) so the chi-square approximation holds; the
+ * pooled cells are also tested one by one against their exact binomial law (the
+ * tail test), so that a count piled on a token of small expected count (a decoder
+ * that always prints the same token) is not lost in the pool.
  * For a large vocabulary, sd_gof_binned first groups tokens into bins of equal
  * target mass by target probability, so that the test keeps its power where the
  * mass is and does not drown in V - 1 degrees of freedom.
  *
+ * A verdict has four values: the law is rejected (FAIL), the fit is too good to come
+ * from independent draws (TOO_GOOD: the draws are dependent or selected), the test
+ * had no power against the planted bugs (INCONCLUSIVE), or PASS.
+ *
  *   sd_gof_result g;
  *   sd_gof_test(counts, target, V, 5.0, &g);      counts from sd_mc_token
- *   if (g.chi2_p < 1e-6 || g.g_p < 1e-6) ... the output is not the target ...
+ *   int good = sd_gof_too_good(counts, target, V, 0, 5.0, rng, NULL);
+ *   double pw = sd_gof_power(target, planted, V, 0, n, 5.0, 1e-6, 200, rng, NULL);
+ *   sd_gof_verdict v = sd_gof_verdict_of(g.min_p, good, pw, 1e-6);
  */
 #ifndef SD_GOF_H
 #define SD_GOF_H
 
 #include <stddef.h>
+#include <gsl/gsl_rng.h>
+
+/* alpha' of the too-good rule: a fit whose p-value is above 1 - SD_GOF_TOO_GOOD_ALPHA (both
+ * chi-square's and G's) is flagged when a Monte Carlo of the same cells confirms that
+ * fewer than this fraction of independent samples fit as well. 1e-4: a correct,
+ * independent sampler is flagged about once in 1e4 tests, a hundred times as often as
+ * it fails at the default alpha of 1e-6, and an LCG lattice of consecutive seeds (its
+ * chi-square a fraction of its degrees of freedom) is flagged from a few hundred runs. */
+#define SD_GOF_TOO_GOOD_ALPHA 1e-4
+/* A PASS needs at least this power against the planted bugs. */
+#define SD_GOF_MIN_POWER 0.9
 
 typedef struct {
     double n;            /* total count */
@@ -23,7 +44,8 @@ typedef struct {
     size_t df;           /* cells - 1; 0: one cell, nothing to test (p = 1 unless impossible) */
     double chi2, chi2_p; /* Pearson */
     double g, g_p;       /* log-likelihood ratio */
-    double min_p;        /* min(chi2_p, g_p) */
+    double tail_p;       /* the pooled cells each against its binomial law (1: none pooled) */
+    double min_p;        /* min(chi2_p, g_p, tail_p): the test's p-value */
     int impossible;      /* a count fell on a cell of probability 0: p-values are 0 */
 } sd_gof_result;
 
@@ -37,5 +59,50 @@ int sd_gof_test(const double *counts, const double *law, size_t n_cells, double 
  * by law probability), then tests the binned counts. */
 int sd_gof_binned(const double *counts, const double *law, size_t n_cells, size_t nbins,
                   double min_expected, sd_gof_result *res);
+
+/* 1 if the counts fit the law too well for independent draws: chi-square's and G's
+ * p-values both above 1 - SD_GOF_TOO_GOOD_ALPHA, and in a Monte Carlo of 1e5 multinomial
+ * samples of the same size from the law (the same cells: binned into nbins when
+ * 2 <= nbins < n_cells, as sd_gof_binned) fewer than that fraction have chi-square
+ * and G no larger (the confirmation guards against the atoms of small discrete
+ * samples). *lower (may be NULL): that fraction (1 when the p-values did not ask). */
+int sd_gof_too_good(const double *counts, const double *law, size_t n_cells, size_t nbins,
+                    double min_expected, gsl_rng *rng, double *lower);
+
+/* Power of the test (sd_gof_test; binned as sd_gof_too_good) at n observations against
+ * the alternative law alt: the fraction of R samples of n from alt that it rejects at
+ * alpha. *mean_p (may be NULL): the geometric mean of their p-values. */
+double sd_gof_power(const double *law, const double *alt, size_t n_cells, size_t nbins, double n,
+                    double min_expected, double alpha, size_t R, gsl_rng *rng, double *mean_p);
+
+/* The smallest n, doubling from n0, at which sd_gof_power (R samples) reaches
+ * SD_GOF_MIN_POWER; -1 if not up to n_max. */
+double sd_gof_runs_for_power(const double *law, const double *alt, size_t n_cells, size_t nbins,
+                             double n0, double n_max, double min_expected, double alpha, size_t R,
+                             gsl_rng *rng);
+
+/* The planted bug every certify mode measures its power against (what `certify`
+ * --exec and --decoder call correction-from-target): one draft from `draft`, accepted
+ * with min(1, target/draft), but a rejection's correction drawn from the target instead
+ * of the residual: out[x] = min(draft[x], target[x]) + (1 - beta) target[x], beta the
+ * acceptance sum_x min(draft[x], target[x]). out may not alias the inputs. */
+void sd_gof_planted_correction(const double *draft, const double *target, size_t vocab, double *out);
+
+typedef enum {
+    SD_GOF_PASS,         /* no test rejects, the fits are ordinary, and the power is there */
+    SD_GOF_FAIL,         /* a test rejects the law at alpha */
+    SD_GOF_INCONCLUSIVE, /* nothing rejected, but power below SD_GOF_MIN_POWER (or unknown) */
+    SD_GOF_TOO_GOOD      /* a fit too good for independent draws (sd_gof_too_good) */
+} sd_gof_verdict;
+
+/* The verdict of a certification: min_p the smallest p-value of its tests, too_good
+ * whether any fit was too good, power its power against the planted bugs (NAN:
+ * unknown). FAIL first, then TOO_GOOD, then INCONCLUSIVE. */
+sd_gof_verdict sd_gof_verdict_of(double min_p, int too_good, double power, double alpha);
+/* "PASS", "FAIL", "INCONCLUSIVE", "TOO-GOOD" */
+const char *sd_gof_verdict_name(sd_gof_verdict v);
+/* The verdicts of several tests (pairs, levels) in one: the first of FAIL, TOO_GOOD,
+ * INCONCLUSIVE that any has, else PASS. */
+sd_gof_verdict sd_gof_verdict_worse(sd_gof_verdict a, sd_gof_verdict b);
 
 #endif

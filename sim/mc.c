@@ -37,12 +37,17 @@ static unsigned long long splitmix64(unsigned long long x)
     return x ^ (x >> 31);
 }
 
+unsigned long long sd_mc_seed_mix(unsigned long seed, size_t index)
+{
+    return splitmix64(splitmix64((unsigned long long)seed) ^ (unsigned long long)index);
+}
+
 /* taus2 (L'Ecuyer's maximally equidistributed Tausworthe): period 2^88, passes the
  * usual batteries, and is among GSL's fastest generators, which the trial rate needs. */
 gsl_rng *sd_mc_chunk_rng(unsigned long seed, size_t chunk)
 {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
-    unsigned long long s = splitmix64(splitmix64((unsigned long long)seed) ^ (unsigned long long)chunk);
+    unsigned long long s = sd_mc_seed_mix(seed, chunk);
     gsl_rng_set(r, (unsigned long)(s & 0xffffffffULL) ? (unsigned long)(s & 0xffffffffULL) : 1UL);
     return r;
 }

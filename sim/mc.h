@@ -67,7 +67,11 @@ typedef struct {
 
 void sd_mc_result_free(sd_mc_result *r);
 
-/* Generator of chunk `chunk` of a run seeded with `seed` (caller frees). */
+/* 64 well-mixed bits of (seed, index): splitmix64(splitmix64(seed) ^ index). Nearby
+ * seeds or indices give unrelated values (what seeds a chunk, or one run of a program). */
+unsigned long long sd_mc_seed_mix(unsigned long seed, size_t index);
+/* Generator of chunk `chunk` of a run seeded with `seed` (caller frees): taus2 seeded
+ * with the low 32 bits of sd_mc_seed_mix(seed, chunk). */
 gsl_rng *sd_mc_chunk_rng(unsigned long seed, size_t chunk);
 
 /* Trials in chunk c of a run of `samples` trials in `chunks` chunks. */
@@ -103,6 +107,11 @@ typedef struct {
     sd_gof_result gof;
     size_t bins;       /* bins used: 0 when every token is a cell */
     size_t k_used;     /* drafts per trial (sd_scheme_drafts_for) */
+    /* certify's other two questions, asked by its caller (sd_mc_token_checked leaves
+     * them 0): does the law fit too well (sd_gof_too_good), and the power against the
+     * planted correction-from-target bug with the samples that give 0.9 (sd_gof_power) */
+    int too_good;
+    double power, power_runs;
 } sd_mc_token_report;
 
 int sd_mc_token_checked(sd_scheme scheme, const double *draft, const double *target, size_t vocab,

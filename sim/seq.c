@@ -272,7 +272,12 @@ int sd_seq_certify(sd_lm *draft, sd_lm *target, const size_t *prompt, size_t ple
         res->joint.min_p = res->joint.chi2_p = res->joint.g_p = NAN;
         res->min_p = res->pair_min.min_p;
     }
-    if (rc == SD_OK) {
+    if (rc == SD_OK) { /* a generator of its own: chunk index mp.chunks is no chunk's */
+        gsl_rng *rng = sd_mc_chunk_rng(mp.seed, mp.chunks);
+        if (joint) res->too_good = sd_gof_too_good(counts, law, cells, 0, 5.0, rng, NULL);
+        for (size_t j = 0; !joint && j < L && !res->too_good; j++)
+            res->too_good = sd_gof_too_good(counts + j * V, law + j * V, V, 0, 5.0, rng, NULL);
+        gsl_rng_free(rng);
         if (res->marginal_min.min_p < res->min_p) res->min_p = res->marginal_min.min_p;
         res->stats = total;
         res->block_efficiency = total.tokens / total.blocks;

@@ -52,6 +52,8 @@ typedef struct {
     sd_gof_result pair_min;    /* past V^length cells: the adjacent-pair test with the smallest p */
     size_t pair_pos;
     double min_p;              /* min over the joint and every marginal */
+    int too_good;              /* the joint test (past enumeration, a marginal) fits too well
+                                  for independent sequences (sd_gof_too_good) */
     sd_seq_stats stats;
     double block_efficiency;   /* tokens per target call */
     double seconds;

@@ -11,6 +11,7 @@
 #include "accept.h"
 #include "family.h"
 #include "gof.h"
+#include <gsl/gsl_randist.h>
 #include "lm.h"
 #include "lm_spec.h"
 #include "mc.h"
@@ -346,6 +347,88 @@ static void test_mc_token_checked(void **state)
     free(draft), free(target);
 }
 
+/* The tail test finds a count piled on one token of small expected count, which the
+ * pooled cell hides, and its p-value has its size under the law. */
+static void test_gof_tail_test(void **state)
+{
+    (void)state;
+    enum { V = 101 };
+    double law[V], counts[V] = {0};
+    law[0] = 0.5;
+    for (size_t i = 1; i < V; i++) law[i] = 0.005; /* 100 runs: expected 0.5 each, pooled */
+    counts[0] = 50, counts[1] = 50;                /* the pool's 50 all on one token */
+    sd_gof_result g;
+    assert_int_equal(sd_gof_test(counts, law, V, 5.0, &g), SD_OK);
+    assert_int_equal(g.cells, 2);
+    assert_close(g.chi2_p, 1, 0, 1e-12);           /* the pool's total is exactly right */
+    assert_true(g.tail_p < 1e-60 && g.min_p == g.tail_p);
+    /* size: under the law, p < 0.01 about 1% of the time or less (2000 samples, 3 sigma) */
+    gsl_rng *rng = sd_mc_chunk_rng(2385, 0);
+    unsigned int k[V];
+    size_t low = 0, R = 2000;
+    for (size_t r = 0; r < R; r++) {
+        gsl_ran_multinomial(rng, V, 100, law, k);
+        for (size_t i = 0; i < V; i++) counts[i] = k[i];
+        assert_int_equal(sd_gof_test(counts, law, V, 5.0, &g), SD_OK);
+        low += g.tail_p < 0.01;
+    }
+    if (!(low <= 0.01 * R + 3 * sqrt(0.01 * R))) fail_msg("tail p < 0.01 in %zu of %zu samples", low, R);
+    gsl_rng_free(rng);
+}
+
+/* Too good: counts that hit every expected count of 20 cells are flagged; (5, 5) of
+ * (0.5, 0.5), p = 1 as well, is an atom that a quarter of honest samples hit, and is
+ * not; nor is an ordinary sample. */
+static void test_gof_too_good(void **state)
+{
+    (void)state;
+    gsl_rng *rng = sd_mc_chunk_rng(2385, 1);
+    double law[20], counts[20], lower;
+    for (size_t i = 0; i < 20; i++) law[i] = 0.05, counts[i] = 100;
+    assert_int_equal(sd_gof_too_good(counts, law, 20, 0, 5.0, rng, &lower), 1);
+    assert_true(lower < 1e-4);
+    /* the same counts binned 1000 ways into 20 bins */
+    double big[1000], bl[1000];
+    for (size_t i = 0; i < 1000; i++) bl[i] = 1e-3, big[i] = 2;
+    assert_int_equal(sd_gof_too_good(big, bl, 1000, 20, 5.0, rng, &lower), 1);
+    double half[2] = {0.5, 0.5}, five[2] = {5, 5};
+    assert_int_equal(sd_gof_too_good(five, half, 2, 0, 1.0, rng, &lower), 0);
+    assert_true(lower >= 1e-4);
+    unsigned int k[20];
+    gsl_ran_multinomial(rng, 20, 2000, law, k);
+    for (size_t i = 0; i < 20; i++) counts[i] = k[i];
+    assert_int_equal(sd_gof_too_good(counts, law, 20, 0, 5.0, rng, &lower), 0);
+    assert_close(lower, 1, 0, 0); /* the p-values did not ask for the simulation */
+    gsl_rng_free(rng);
+}
+
+/* Power grows with n against a law 0.1 away in total variation and stays near alpha
+ * against the law itself; the verdict ranks FAIL, TOO-GOOD, INCONCLUSIVE, PASS. */
+static void test_gof_power_and_verdict(void **state)
+{
+    (void)state;
+    gsl_rng *rng = sd_mc_chunk_rng(2385, 2);
+    double law[6] = {0.3, 0.2, 0.2, 0.1, 0.1, 0.1}, alt[6] = {0.4, 0.1, 0.2, 0.1, 0.1, 0.1};
+    assert_true(sd_gof_power(law, alt, 6, 0, 100, 5.0, 1e-6, 200, rng, NULL) < 0.2);
+    double mp;
+    assert_close(sd_gof_power(law, alt, 6, 0, 5000, 5.0, 1e-6, 200, rng, &mp), 1, 0, 0);
+    assert_true(mp < 1e-10);
+    assert_true(sd_gof_power(law, law, 6, 0, 5000, 5.0, 1e-3, 200, rng, NULL) < 0.03);
+    double need = sd_gof_runs_for_power(law, alt, 6, 0, 50, 1e5, 5.0, 1e-6, 100, rng);
+    assert_true(need >= 400 && need <= 3200);
+    assert_close(sd_gof_runs_for_power(law, law, 6, 0, 50, 1e4, 5.0, 1e-6, 50, rng), -1, 0, 0);
+    gsl_rng_free(rng);
+    assert_int_equal(sd_gof_verdict_of(1e-7, 1, 1, 1e-6), SD_GOF_FAIL);
+    assert_int_equal(sd_gof_verdict_of(0.5, 1, 0, 1e-6), SD_GOF_TOO_GOOD);
+    assert_int_equal(sd_gof_verdict_of(0.5, 0, 0.89, 1e-6), SD_GOF_INCONCLUSIVE);
+    assert_int_equal(sd_gof_verdict_of(0.5, 0, NAN, 1e-6), SD_GOF_INCONCLUSIVE);
+    assert_int_equal(sd_gof_verdict_of(0.5, 0, 0.9, 1e-6), SD_GOF_PASS);
+    assert_int_equal(sd_gof_verdict_worse(SD_GOF_PASS, SD_GOF_INCONCLUSIVE), SD_GOF_INCONCLUSIVE);
+    assert_int_equal(sd_gof_verdict_worse(SD_GOF_TOO_GOOD, SD_GOF_INCONCLUSIVE), SD_GOF_TOO_GOOD);
+    assert_int_equal(sd_gof_verdict_worse(SD_GOF_TOO_GOOD, SD_GOF_FAIL), SD_GOF_FAIL);
+    assert_string_equal(sd_gof_verdict_name(SD_GOF_TOO_GOOD), "TOO-GOOD");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +441,9 @@ int main(void)
         cmocka_unit_test(test_mc_wilson),
         cmocka_unit_test(test_gof_pooling_and_errors),
         cmocka_unit_test(test_mc_token_checked),
+        cmocka_unit_test(test_gof_tail_test),
+        cmocka_unit_test(test_gof_too_good),
+        cmocka_unit_test(test_gof_power_and_verdict),
     };
     return cmocka_run_group_tests_name("mc", tests, NULL, NULL);
 }

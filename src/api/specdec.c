@@ -26,7 +26,8 @@ const char *sd_api_errmsg(void) { return sd_errmsg(); }
 enum { MC_ACC, MC_LO, MC_HI, MC_EXACT, MC_Z, MC_CHI2, MC_CHI2_P, MC_G, MC_G_P, MC_CELLS,
        MC_BINS, MC_SAMPLES, MC_RATE, MC_K_USED, MC_N };
 enum { CE_K, CE_CASES, CE_ACCEPTED, CE_RATE, CE_EXACT, CE_Z, CE_ACC_P, CE_CHI2, CE_CHI2_P, CE_G,
-       CE_G_P, CE_CELLS, CE_BINNED, CE_PASS, CE_SKIPPED, CE_SEED, CE_N };
+       CE_G_P, CE_CELLS, CE_BINNED, CE_PASS, CE_SKIPPED, CE_SEED, CE_TAIL_P, CE_POWER, CE_POWER_RUNS,
+       CE_TOO_GOOD, CE_VERDICT, CE_N };
 enum { TR_EFF, TR_EXACT, TR_MC, TR_LO, TR_HI, TR_NODES, TR_DEPTH, TR_N };
 enum { RP_POSITIONS, RP_SKIPPED, RP_TV_MEAN, RP_TV_Q, RP_N = RP_TV_Q + 5 };
 enum { RS_RAN, RS_K, RS_MEAN, RS_LO, RS_HI, RS_MC_POS, RS_Q, RS_N = RS_Q + 5 };
@@ -37,7 +38,7 @@ const char *sd_api_fields(const char *function)
     static const struct { const char *name, *fields; } table[] = {
         {"mc", "acceptance,ci_low,ci_high,exact,z,chi2,chi2_p,g,g_p,cells,bins,samples,rate,k_used"},
         {"certify", "k,cases,accepted,acceptance,exact,z,acceptance_p,chi2,chi2_p,g,g_p,cells,"
-                    "binned,pass,skipped,seed"},
+                    "binned,pass,skipped,seed,tail_p,power,power_runs,too_good,verdict"},
         {"tree", "block_efficiency,exact,mc,ci_low,ci_high,nodes,depth"},
         {"replay", "positions,skipped,tv_mean,tv_min,tv_p10,tv_median,tv_p90,tv_max"},
         {"replay_scheme", "ran,k,mean_acceptance,ci_low,ci_high,mc_positions,min,p10,median,p90,max"},
@@ -215,7 +216,7 @@ int sd_api_certify(sd_api_start_fn start, sd_api_cases_fn cases, const char *sch
         double v[CE_N] = {(double)r.k, r.cases, r.accepted, r.cases > 0 ? r.accepted / r.cases : NAN,
                           r.exact, isfinite(r.exact) ? r.z : NAN, r.acc_p, r.gof.chi2, r.gof.chi2_p,
                           r.gof.g, r.gof.g_p, (double)r.gof.cells, r.binned, r.pass, r.skipped,
-                          (double)ps};
+                          (double)ps, r.gof.tail_p, r.power, r.power_runs, r.too_good, (double)r.verdict};
         memcpy(out, v, sizeof v);
         if (r.skipped) sd_error(SD_EINVAL, "%s", r.note); /* the reason, for sd_api_errmsg */
         if (counts) {

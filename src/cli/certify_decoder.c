@@ -12,13 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 #include "cli.h"
 #include "dist.h"
 #include "model/gguf.h"
 #include "gof.h"
+#include "mc.h"
 #include "model/llama.h"
 #include "sd_error.h"
 #include "model/tokenizer.h"
@@ -26,10 +26,11 @@
 static const char *const decoder_help =
     "usage: specdec certify --decoder CMD --target T.gguf --prompt TEXT [--samples N]\n"
     "                       [--temperature T] [--top-k K] [--top-p P] [--filter-first]\n"
-    "                       [--seed S] [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
-    "                       [--draft D.gguf [--power R]]\n"
+    "                       [--seed S] [--consecutive-seeds] [--seeds-out FILE]\n"
+    "                       [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
+    "                       [--draft D.gguf [--planted NAME] [--power R]]\n"
     "\n"
-    "Runs CMD N times (/bin/sh -c; {seed} becomes S, S + 1, ..., {prompt} the prompt as\n"
+    "Runs CMD N times (/bin/sh -c; {seed} becomes the run's seed, {prompt} the prompt as\n"
     "one shell word). Each run must print on stdout the ids of the tokens it generated\n"
     "after the prompt, separated by white space (at least 2, or the end-of-text token\n"
     "alone; the rest is ignored; a\n"
@@ -37,13 +38,24 @@ static const char *const decoder_help =
     "computes the target's exact law of the first token after the prompt and of the\n"
     "second given the first (with its own decoder on T.gguf, the prompt tokenized by\n"
     "the GGUF's tokenizer, BOS added unless --no-bos) at the sampling settings the\n"
-    "command uses, and tests with chi-square and G:\n"
+    "command uses, and tests with chi-square, G and the tail test (each token of\n"
+    "expected count < 5 against its binomial law):\n"
     "  first token  the law of t1\n"
     "  pair         the joint law of (t1, t2) over the first tokens of expected count\n"
     "               >= 5 (the others and end-of-text pooled), each such t1's t2 in bins of\n"
     "               about equal target mass (one per 10 expected runs, 2 to 64): a\n"
     "               speculative decoder verifies its first draft at t2\n"
-    "and exits 0 only if both p-values are >= A (default 1e-6).\n"
+    "\n"
+    "Verdict (the last line) and exit status:\n"
+    "  PASS          0  no test rejects, the fits are ordinary, and the pair test had\n"
+    "                   power >= 0.9 against the planted bug at these N runs\n"
+    "  FAIL          1  a test rejects the target's law at p < A (default 1e-6)\n"
+    "  INCONCLUSIVE  3  nothing rejected, but power < 0.9 (it prints the runs that give\n"
+    "                   0.9), or unknown: without --draft no planted bug is known\n"
+    "  TOO-GOOD      4  a fit with p > 1 - 1e-4, confirmed by simulation: the runs are not\n"
+    "                   independent (consecutive seeds into an LCG, a decoder that ignores\n"
+    "                   its seed, selected runs)\n"
+    "(2: a usage error; 1 also when a run fails: the runs before it are tested.)\n"
     "\n"
     "  --decoder CMD       the command template ({seed}, {prompt})\n"
     "  --target T.gguf     the target model whose law the decoder must have\n"
@@ -53,33 +65,42 @@ static const char *const decoder_help =
     "                      1, 0 = off, 1 = off)\n"
     "  --filter-first      top-k/top-p on the untempered law, then the temperature\n"
     "                      (llama.cpp's sampler chain); default: temperature first (specdec)\n"
-    "  --seed S            the first run's seed (default 1)\n"
+    "  --seed S            the base seed (default 1): run i's seed is 1 + (the splitmix64\n"
+    "                      mix of (S, i)) mod (2^31 - 1), unrelated to its neighbours'\n"
+    "  --consecutive-seeds run i's seed is S + i (S, S + 1, ...): runs of a program that\n"
+    "                      seeds an LCG with it are then not independent\n"
+    "  --seeds-out FILE    each finished run's seed and first two tokens, one line a run\n"
+    "                      ('seed t1 t2', in the order they finished), to reproduce any run\n"
     "  --jobs J            runs at a time (default 2)\n"
     "  --timeout S         seconds one run may take (default 120): past it the run's\n"
     "                      process group is killed and certification stops; a run that\n"
     "                      crashes, hangs or prints garbage is named, and the runs done\n"
     "                      before it are still tested (marked INCOMPLETE, exit 1)\n"
-    "  --draft D.gguf      also the power of the same test at the same N against a\n"
-    "                      planted bug: the second token's correction drawn from the\n"
-    "                      target instead of the residual (one draft from D at t2), by\n"
-    "                      R simulated runs (--power, default 200); and the fit of the\n"
-    "                      observed runs to that bug's exact law\n"
-    "  --planted NAME      the bug: correction-from-target (default), or argmax-draft:\n"
-    "                      the draft's most probable token is proposed (not a draw from\n"
-    "                      the draft) but verified as if drawn, min(1, target/draft) and\n"
-    "                      residual norm(max(target - draft, 0))\n"
+    "  --alpha A           p-value threshold (default 1e-6)\n"
+    "  --draft D.gguf      the draft model of the planted bug: the power of the pair test\n"
+    "                      at the same N against it, by R simulated runs (--power, default\n"
+    "                      200), the runs needed for power 0.9, and the fit of the observed\n"
+    "                      runs to the bug's exact law\n"
+    "  --planted NAME      the bug: correction-from-target (default: the second token's\n"
+    "                      correction drawn from the target instead of the residual, one\n"
+    "                      draft from D at t2), or argmax-draft: the draft's most probable\n"
+    "                      token is proposed (not a draw from the draft) but verified as if\n"
+    "                      drawn, min(1, target/draft) and residual norm(max(target - draft, 0))\n"
     "  -h, --help          this text\n";
 
 typedef struct {
-    const char *tmpl, *target, *draft, *prompt;
+    const char *tmpl, *target, *draft, *prompt, *seeds_out;
     double samples, temperature, top_p, alpha, timeout;
     size_t top_k, jobs, power;
     unsigned long seed;
     int filter_first, no_bos, argmax; /* argmax: the planted bug is argmax-draft */
+    int consecutive;                  /* --consecutive-seeds */
+    int planted_given;                /* --planted was given */
 } dec_opts;
 
 enum { D_DECODER = OPT_FIRST_FREE + 200, D_TARGET, D_DRAFT, D_PROMPT, D_SAMPLES, D_TEMP, D_TOPK,
-       D_TOPP, D_FILTER, D_SEED, D_JOBS, D_TIMEOUT, D_ALPHA, D_NOBOS, D_POWER, D_PLANTED };
+       D_TOPP, D_FILTER, D_SEED, D_JOBS, D_TIMEOUT, D_ALPHA, D_NOBOS, D_POWER, D_PLANTED,
+       D_CONSECUTIVE, D_SEEDS_OUT };
 
 static int parse_dec(int argc, char **argv, dec_opts *o)
 {
@@ -92,6 +113,7 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
         {"jobs", required_argument, 0, D_JOBS}, {"timeout", required_argument, 0, D_TIMEOUT},
         {"alpha", required_argument, 0, D_ALPHA}, {"no-bos", no_argument, 0, D_NOBOS},
         {"power", required_argument, 0, D_POWER}, {"planted", required_argument, 0, D_PLANTED},
+        {"consecutive-seeds", no_argument, 0, D_CONSECUTIVE}, {"seeds-out", required_argument, 0, D_SEEDS_OUT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *cmd = "certify";
@@ -137,10 +159,13 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
                 return cli_usage(cmd, "--power must be 1 to 100000");
             break;
         case D_PLANTED:
+            o->planted_given = 1;
             if (!strcmp(optarg, "argmax-draft")) o->argmax = 1;
             else if (!strcmp(optarg, "correction-from-target")) o->argmax = 0;
             else return cli_usage(cmd, "--planted: correction-from-target or argmax-draft, not '%s'", optarg);
             break;
+        case D_CONSECUTIVE: o->consecutive = 1; break;
+        case D_SEEDS_OUT: o->seeds_out = optarg; break;
         case 'h': fputs(decoder_help, stdout); return -1;
         default: return cli_usage(cmd, "unknown option (certify --decoder --help lists them)");
         }
@@ -149,7 +174,16 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
     if (!o->tmpl || !*o->tmpl) return cli_usage(cmd, "--decoder needs a command");
     if (!o->target) return cli_usage(cmd, "--decoder needs --target T.gguf (the law to hold it to)");
     if (!o->prompt) return cli_usage(cmd, "--decoder needs --prompt TEXT");
+    if (o->planted_given && !o->draft) return cli_usage(cmd, "--planted needs --draft D.gguf (the bug's draft model)");
     return 0;
+}
+
+/* Run i's seed: S + i with --consecutive-seeds, else 31 bits of the mix of (S, i), in
+ * 1 .. 2^31 - 1 (what a program that takes a positive 32-bit seed accepts). */
+static unsigned long run_seed(const dec_opts *o, size_t i)
+{
+    if (o->consecutive) return o->seed + i;
+    return (unsigned long)(sd_mc_seed_mix(o->seed, i) % 0x7fffffffULL) + 1;
 }
 
 /* The command of run `seed`: {seed} and {prompt} (single-quoted) substituted. */
@@ -241,8 +275,9 @@ static int parse_ids(const dec_run *r, size_t V, size_t eos, size_t *t1, size_t 
     return SD_OK;
 }
 
-/* Runs the N commands, J at a time; pairs[2 i], pairs[2 i + 1] for run i. */
-static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, size_t *done)
+/* Runs the N commands, J at a time; pairs[2 i], pairs[2 i + 1] and seeds[i] for the
+ * i-th run to finish. */
+static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, unsigned long *seeds, size_t *done)
 {
     size_t N = (size_t)o->samples, next = 0, J = o->jobs;
     dec_run *runs = sd_xcalloc(J, sizeof *runs);
@@ -253,8 +288,8 @@ static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, size_
     while (rc == SD_OK && (*done < N)) {
         for (size_t j = 0; j < J && next < N; j++)
             if (runs[j].pid < 0) {
-                char *c = expand(o->tmpl, o->seed + next, o->prompt);
-                runs[j].seed = o->seed + next;
+                runs[j].seed = run_seed(o, next);
+                char *c = expand(o->tmpl, runs[j].seed, o->prompt);
                 rc = spawn(&runs[j], c);
                 free(c);
                 if (rc) break;
@@ -290,7 +325,7 @@ static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, size_
                                   WIFEXITED(st) ? "exited with status" : "was killed by signal",
                                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
                 else if ((rc = parse_ids(r, V, eos, &pairs[2 * *done], &pairs[2 * *done + 1])) == SD_OK)
-                    ++*done;
+                    seeds[(*done)++] = r->seed;
             } else if (sd_seconds() - r->t0 > o->timeout) {
                 rc = sd_error(SD_EIO, "the run with seed %lu took over %g s (--timeout): killed",
                               r->seed, o->timeout);
@@ -422,23 +457,21 @@ static int exact_laws(const dec_opts *o, dec_laws *L)
             ctx[n] = (int32_t)t1;
             rc = next_law(o, m, ctx, n + 1, law2);
             if (!rc && d) rc = next_law(o, d, ctx, n + 1, dl);
-            double beta = 0, rmass = 0, a = 0;
+            double rmass = 0, a = 0;
             size_t star = 0;
             for (size_t x = 0; !rc && d && x < V; x++) {
-                beta += fmin(dl[x], law2[x]);
                 rmass += fmax(law2[x] - dl[x], 0);
                 if (dl[x] > dl[star]) star = x;
             }
             if (d) a = dl[star] > 0 ? fmin(1, law2[star] / dl[star]) : 0;
+            if (!rc && d && !o->argmax) /* one draft from d; a rejection's correction from the target */
+                sd_gof_planted_correction(dl, law2, V, L->planted + i * V);
             for (size_t x = 0; !rc && x < V; x++) {
                 L->joint[i * V + x] = L->law1[t1] * law2[x];
                 if (!d) continue;
-                double q;
                 if (o->argmax) /* the draft's argmax, verified as if drawn from the draft */
-                    q = (x == star ? a : 0) + (1 - a) * (rmass > 0 ? fmax(law2[x] - dl[x], 0) / rmass : 0);
-                else /* one draft from d; a rejection's correction from the target */
-                    q = fmin(dl[x], law2[x]) + (1 - beta) * law2[x];
-                L->planted[i * V + x] = L->law1[t1] * q;
+                    L->planted[i * V + x] = (x == star ? a : 0) + (1 - a) * (rmass > 0 ? fmax(law2[x] - dl[x], 0) / rmass : 0);
+                L->planted[i * V + x] *= L->law1[t1];
             }
             rest -= L->law1[t1];
         }
@@ -459,32 +492,48 @@ static void dec_laws_free(dec_laws *L)
     free(L->bin), free(L->bjoint), free(L->bplanted);
 }
 
-/* Fraction of R simulated runs of N samples from the planted joint law whose pair test
- * rejects at alpha. */
-static double power_of(const dec_laws *L, double N, double alpha, size_t R, double *mean_p)
+/* One test's line: its cells, p-values, and a fit too good to be true. */
+static void print_test(const char *what, const sd_gof_result *g, int too_good, double lower)
 {
-    size_t cells = L->n_bins + 1, hits = 0;
-    unsigned int *c = sd_xmalloc(cells * sizeof *c);
-    double *counts = sd_xmalloc(cells * sizeof *counts), logsum = 0;
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
-    gsl_rng_set(rng, 2385);
-    for (size_t r = 0; r < R; r++) {
-        gsl_ran_multinomial(rng, cells, (unsigned int)N, L->bplanted, c);
-        for (size_t i = 0; i < cells; i++) counts[i] = c[i];
-        sd_gof_result g;
-        if (sd_gof_test(counts, L->bjoint, cells, 5.0, &g) == SD_OK) {
-            hits += g.min_p < alpha;
-            logsum += log10(fmax(g.min_p, 1e-300));
-        }
-    }
-    gsl_rng_free(rng);
-    free(c), free(counts);
-    *mean_p = pow(10, logsum / (double)R);
-    return (double)hits / (double)R;
+    printf("%s%zu cells, chi-square p = %.4g, G p = %.4g, tail p = %.4g%s\n", what, g->cells, g->chi2_p,
+           g->g_p, g->tail_p, g->impossible ? " (a cell of target probability 0 was generated)" : "");
+    if (too_good)
+        printf("                too good: of 1e5 simulated independent samples, a fraction %.1e fit as well\n",
+               lower);
 }
 
-/* The tests on the first `done` runs (all of them, or those before a run failed). */
-static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, size_t done, int complete, int *pass_out)
+/* The power of the pair test at `done` runs against the planted bug, and the fit of
+ * the runs to the bug's law; writes the INCONCLUSIVE detail when the power is short. */
+static double report_power(const dec_opts *o, const dec_laws *L, const double *cj, size_t done,
+                           gsl_rng *rng, char *detail, size_t dlen)
+{
+    size_t cells = L->n_bins + 1;
+    if (!L->planted) {
+        snprintf(detail, dlen, "no planted bug to measure the power against (--draft D.gguf gives one)");
+        return NAN;
+    }
+    double tv = 0, mp;
+    for (size_t i = 0; i < L->n_first * L->V + 1; i++) tv += 0.5 * fabs(L->planted[i] - L->joint[i]);
+    double pw = sd_gof_power(L->bjoint, L->bplanted, cells, 0, (double)done, 5.0, o->alpha, o->power, rng, &mp);
+    printf("power           %.3f against the planted bug (%s at t2; "
+           "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
+           "%zu simulated runs of %zu\n", pw, o->argmax ? "argmax draft verified as drawn" :
+           "correction from the target", tv, mp, o->power, done);
+    sd_gof_result gp;
+    if (sd_gof_test(cj, L->bplanted, cells, 5.0, &gp) == SD_OK)
+        printf("                the observed pairs against the planted bug's law: chi-square p = "
+               "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
+    double need = sd_gof_runs_for_power(L->bjoint, L->bplanted, cells, 0, 50, 4e6, 5.0, o->alpha, 100, rng);
+    if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", need);
+    else printf("                power < 0.9 up to 4e6 runs\n");
+    if (need > 0) snprintf(detail, dlen, "power %.3f < 0.9 against the planted bug; about %.0f runs give 0.9", pw, need);
+    else snprintf(detail, dlen, "power %.3f < 0.9 against the planted bug, and below 0.9 up to 4e6 runs", pw);
+    return pw;
+}
+
+/* The tests on the first `done` runs (all of them, or those before a run failed);
+ * *status: the verdict's exit status. */
+static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, size_t done, int complete, int *status)
 {
     size_t V = L->V;
     bin_rows(L, (double)done);
@@ -500,38 +549,40 @@ static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, size_t do
     sd_gof_result g1, gj;
     int rc = sd_gof_test(c1, L->law1, V, 5.0, &g1);
     if (!rc) rc = sd_gof_test(cj, L->bjoint, L->n_bins + 1, 5.0, &gj);
-    int pass = !rc && g1.min_p >= o->alpha && gj.min_p >= o->alpha;
     if (!rc) {
-        printf("first token     %zu cells, chi-square p = %.4g, G p = %.4g%s\n", g1.cells, g1.chi2_p,
-               g1.g_p, g1.impossible ? " (a token of target probability 0 was generated)" : "");
-        printf("pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, %zu cells, chi-square p = %.4g, "
-               "G p = %.4g%s\n", L->n_first, L->n_bins, gj.cells, gj.chi2_p, gj.g_p,
-               gj.impossible ? " (a pair of target probability 0 was generated)" : "");
-        if (L->planted) {
-            double tv = 0, mp;
-            for (size_t i = 0; i < L->n_first * V + 1; i++) tv += 0.5 * fabs(L->planted[i] - L->joint[i]);
-            double pw = power_of(L, (double)done, o->alpha, o->power, &mp);
-            printf("power           %.3f against the planted bug (%s at t2; "
-                   "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
-                   "%zu simulated runs of %zu\n", pw, o->argmax ? "argmax draft verified as drawn" :
-                   "correction from the target", tv, mp, o->power, done);
-            sd_gof_result gp;
-            if (sd_gof_test(cj, L->bplanted, L->n_bins + 1, 5.0, &gp) == SD_OK)
-                printf("                the observed pairs against the planted bug's law: chi-square p = "
-                       "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
-            double need = -1;
-            for (double n2 = 50; need < 0 && n2 <= 4e6; n2 *= 2)
-                if (power_of(L, n2, o->alpha, 100, &mp) >= 0.9) need = n2;
-            if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", need);
-            else printf("                power < 0.9 up to 4e6 runs\n");
+        gsl_rng *rng = sd_mc_chunk_rng(2385, 0);
+        double lo1, loj;
+        int good1 = sd_gof_too_good(c1, L->law1, V, 0, 5.0, rng, &lo1);
+        int goodj = sd_gof_too_good(cj, L->bjoint, L->n_bins + 1, 0, 5.0, rng, &loj);
+        print_test("first token     ", &g1, good1, lo1);
+        printf("pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, ", L->n_first, L->n_bins);
+        print_test("", &gj, goodj, loj);
+        char detail[300] = "";
+        double pw = report_power(o, L, cj, done, rng, detail, sizeof detail);
+        gsl_rng_free(rng);
+        sd_gof_verdict v = sd_gof_verdict_of(fmin(g1.min_p, gj.min_p), good1 || goodj, pw, o->alpha);
+        if (v != SD_GOF_INCONCLUSIVE) detail[0] = 0;
+        if (complete) {
+            *status = cli_verdict_print(v, o->alpha, detail);
+        } else {
+            printf("== INCOMPLETE: %zu of %.0f runs (%s at p >= %g on those)\n", done, o->samples,
+                   sd_gof_verdict_name(v), o->alpha);
+            *status = CLI_FAIL;
         }
-        if (complete) printf("== %s at p >= %g\n", pass ? "PASS" : "FAIL", o->alpha);
-        else printf("== INCOMPLETE: %zu of %.0f runs (%s at p >= %g on those)\n", done, o->samples,
-                    pass ? "pass" : "fail", o->alpha);
     }
-    *pass_out = pass;
     free(c1), free(cj), free(row);
     return rc;
+}
+
+/* --seeds-out: one line a finished run. */
+static int write_seeds(const char *path, const unsigned long *seeds, const size_t *pairs, size_t done)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return sd_error(SD_EIO, "--seeds-out %s: %s", path, strerror(errno));
+    fprintf(f, "# seed t1 t2: the runs of certify --decoder in the order they finished\n");
+    for (size_t i = 0; i < done; i++) fprintf(f, "%lu %zu %zu\n", seeds[i], pairs[2 * i], pairs[2 * i + 1]);
+    if (fclose(f)) return sd_error(SD_EIO, "--seeds-out %s: %s", path, strerror(errno));
+    return SD_OK;
 }
 
 int cmd_certify_decoder(int argc, char **argv)
@@ -552,20 +603,26 @@ int cmd_certify_decoder(int argc, char **argv)
     }
     size_t N = (size_t)o.samples, V = L.V, done = 0;
     size_t *pairs = sd_xmalloc(2 * N * sizeof *pairs);
+    unsigned long *seeds = sd_xmalloc(N * sizeof *seeds);
     double t0 = sd_seconds();
-    rc = run_all(&o, V, L.eos, pairs, &done);
+    rc = run_all(&o, V, L.eos, pairs, seeds, &done);
     double secs = sd_seconds() - t0;
     printf("# certify --decoder: %zu of %zu runs in %.1f s (%.2f runs/s), target %s, T = %g, "
            "top-k %zu, top-p %g%s\n", done, N, secs, done / secs, o.target, o.temperature,
            o.top_k, o.top_p, o.filter_first ? " (filters first, then temperature)" : "");
+    if (o.consecutive) printf("# seeds %lu to %lu (consecutive)\n", o.seed, o.seed + N - 1);
+    else printf("# seeds: 1 + splitmix64 mix of (%lu, run index) mod (2^31 - 1): %lu, %lu, ...%s\n", o.seed,
+                run_seed(&o, 0), run_seed(&o, 1), o.seeds_out ? "" : " (--seeds-out FILE lists each run's)");
     char msg[1024] = "";
     if (rc) { /* the runs done are still tested: a partial result, and the reason it is one */
         snprintf(msg, sizeof msg, "--decoder: %s (after %zu good runs)", sd_errmsg(), done);
         if (done) printf("# INCOMPLETE: %s; the tests below are of the %zu runs before it\n", msg, done);
     }
-    int pass = 0, trc = done ? report(&o, &L, pairs, done, !rc, &pass) : SD_OK;
-    if (!rc && trc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
-    free(pairs), dec_laws_free(&L);
-    if (rc || trc) return cli_fail("certify", msg);
-    return pass ? CLI_OK : CLI_FAIL;
+    int status = CLI_FAIL, wrc = o.seeds_out ? write_seeds(o.seeds_out, seeds, pairs, done) : SD_OK;
+    if (!rc && wrc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
+    int trc = done ? report(&o, &L, pairs, done, !rc, &status) : SD_OK;
+    if (!rc && !wrc && trc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
+    free(pairs), free(seeds), dec_laws_free(&L);
+    if (rc || wrc || trc) return cli_fail("certify", msg);
+    return status;
 }

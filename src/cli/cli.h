@@ -1,16 +1,27 @@
 /* cli: pieces shared by the specdec subcommands. Only this folder prints and exits.
- * Exit codes: 0 ok, 1 failure (bad input, solver failure), 2 usage error. */
+ * Exit codes: 0 ok, 1 failure (bad input, solver failure), 2 usage error; a
+ * certification also 3 (inconclusive: no power) and 4 (a fit too good to be true). */
 #ifndef SD_CLI_H
 #define SD_CLI_H
 
 #include <stddef.h>
 #include <stdio.h>
 
+#include "gof.h"
 #include "model/backend.h"
 
 #define CLI_OK 0
 #define CLI_FAIL 1
 #define CLI_USAGE 2
+#define CLI_INCONCLUSIVE 3 /* certify: nothing rejected, but the test had no power */
+#define CLI_TOO_GOOD 4     /* certify: a fit too good for independent runs */
+
+/* Every certify mode's last line: "== VERDICT at p >= ALPHA" and the detail, and for
+ * TOO-GOOD its likely causes (the table of the README, "Verdicts"); returns the exit
+ * status: PASS 0, FAIL 1, INCONCLUSIVE 3, TOO-GOOD 4. */
+int cli_verdict_print(sd_gof_verdict v, double alpha, const char *detail);
+/* The exit status alone (--json: the object is all that stdout holds). */
+int cli_verdict_status(sd_gof_verdict v);
 
 /* How a draft/target pair is given on the command line. */
 typedef struct {

@@ -60,9 +60,20 @@ static const char *const certify_help =
     "                  levels of k candidates, verify, correction or bonus token) on a\n"
     "                  Markov model pair; the law of whole sequences (V^L cells) and of\n"
     "                  each position against the target model's exact law\n"
-    "A test fails when its p-value (the smaller of chi-square's and G's) is below A\n"
-    "(default 1e-6: a correct scheme fails one test with probability up to about 2e-6,\n"
+    "A test fails when its p-value (the smallest of chi-square's, G's and the tail\n"
+    "test's: each pooled token of expected count < 5 against its binomial law) is below\n"
+    "A (default 1e-6: a correct scheme fails one test with probability up to about 2e-6,\n"
     "one run of about a dozen tests with probability about 2e-5).\n"
+    "\n"
+    "Verdict (the last line; both levels, the worse one) and exit status:\n"
+    "  PASS          0  no test rejects, the fits are ordinary, and the token-level test\n"
+    "                   had power >= 0.9 against a planted bug (one draft, its correction\n"
+    "                   drawn from the target instead of the residual) at N samples\n"
+    "  FAIL          1  a test rejects the target's law at p < A\n"
+    "  INCONCLUSIVE  3  nothing rejected, but power < 0.9: it prints the N that gives 0.9\n"
+    "  TOO-GOOD      4  a fit with p > 1 - 1e-4, confirmed by simulation: the draws are\n"
+    "                   not independent\n"
+    "(2: a usage error.)\n"
     "\n" CLI_PAIR_HELP
     "  --scheme NAME          sd, specinfer, rrs, kseq, otm (any vocabulary) or otm-lp (an\n"
     "                         LP per context: small vocabularies, for checking)\n"
@@ -83,7 +94,7 @@ static const char *const certify_help =
     "  --alpha A              p-value threshold (default 1e-6)\n"
     "  --seed S, --threads N, --mpi, --chunks C   as for specdec mc (both levels are split\n"
     "                         over ranks)\n"
-    "  --json                 one object with both levels\n"
+    "  --json                 one object with both levels (verdict, tail_p, too_good, power)\n"
     "  -h, --help             this text\n"
     "\n"
     "specdec certify --exec CMD certifies a sampler that specdec did not write, over a\n"
@@ -100,6 +111,7 @@ typedef struct {
     double seq_samples, alpha;
     const char *lm, *shape;
     int json, mpi;
+    int verdict; /* certify: run_token also asks whether the fit is too good, and the power */
     sd_device device;
     int otm_lp; /* --scheme otm-lp: otm through a GLPK LP coupling (small V; for checking) */
 } mc_opts;
@@ -202,6 +214,23 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
 /* Token level: MC, exact value, goodness of fit (sim/mc.h). */
 typedef sd_mc_token_report token_run;
 
+/* certify's token level: is the fit too good, and what power had the test against the
+ * planted bug (a correction from the target instead of the residual), and from how many
+ * samples would it have 0.9. Generators of their own (chunk indices no chunk uses). */
+static void token_verdict_inputs(const mc_opts *o, const double *draft, const double *target, size_t V,
+                                 token_run *t)
+{
+    double *alt = sd_xmalloc(V * sizeof *alt);
+    sd_gof_planted_correction(draft, target, V, alt);
+    gsl_rng *rng = sd_mc_chunk_rng(o->mp.seed, o->mp.chunks);
+    t->too_good = sd_gof_too_good(t->mc.counts, target, V, t->bins, 5.0, rng, NULL);
+    t->power = sd_gof_power(target, alt, V, t->bins, t->mc.samples, 5.0, o->alpha, 200, rng, NULL);
+    t->power_runs = t->power >= SD_GOF_MIN_POWER ? t->mc.samples
+                    : sd_gof_runs_for_power(target, alt, V, t->bins, 1000, 1e9, 5.0, o->alpha, 100, rng);
+    gsl_rng_free(rng);
+    free(alt);
+}
+
 static int run_token(const mc_opts *o, const char *cmd, const double *draft, const double *target,
                      size_t V, token_run *t)
 {
@@ -219,6 +248,8 @@ static int run_token(const mc_opts *o, const char *cmd, const double *draft, con
         vp.otm = coupling;
     }
     int rc = sd_mc_token_checked(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, t);
+    if (rc == SD_OK && o->verdict) /* certify: the verdict's other two questions */
+        token_verdict_inputs(o, draft, target, V, t);
     sd_otm_coupling_free(coupling);
     return rc ? cli_fail(cmd, sd_errmsg()) : CLI_OK;
 }
@@ -362,13 +393,19 @@ static int certify_run(mc_opts o, const char *cmd)
             return cli_fail(cmd, sd_errmsg());
         }
     }
-    int token_pass = t.gof.min_p >= o.alpha;
-    int seq_pass = sc.min_p >= o.alpha;
+    sd_gof_verdict tv = sd_gof_verdict_of(t.gof.min_p, t.too_good, t.power, o.alpha);
+    sd_gof_verdict sv = sd_gof_verdict_of(sc.min_p, sc.too_good, 1, o.alpha); /* power: token level */
+    sd_gof_verdict v = sd_gof_verdict_worse(tv, sv);
+    int token_pass = tv == SD_GOF_PASS, seq_pass = sv == SD_GOF_PASS;
     if (o.json) {
-        printf("{\"scheme\": \"%s\", \"k\": %zu, \"alpha\": %g, \"pass\": %s,\n \"token\": {",
-               sd_scheme_name(o.scheme), o.k, o.alpha, token_pass && seq_pass ? "true" : "false");
+        printf("{\"scheme\": \"%s\", \"k\": %zu, \"alpha\": %g, \"pass\": %s, \"verdict\": \"%s\",\n"
+               " \"token\": {", sd_scheme_name(o.scheme), o.k, o.alpha, v == SD_GOF_PASS ? "true" : "false",
+               sd_gof_verdict_name(v));
         print_token_json(&t, &o);
-        printf(", \"pass\": %s},\n \"sequence\": ", token_pass ? "true" : "false");
+        printf(", \"tail_p\": %.6g, \"too_good\": %s, \"power\": %.6g, \"power_samples\": %.0f, "
+               "\"verdict\": \"%s\", \"pass\": %s},\n \"sequence\": ", t.gof.tail_p,
+               t.too_good ? "true" : "false", t.power, t.power_runs, sd_gof_verdict_name(tv),
+               token_pass ? "true" : "false");
         printf("{\"model\": \"%s\", \"sequences\": %.0f, \"depth\": %zu, \"length\": %zu, "
                "\"cells\": %zu, \"joint_chi2_p\": ", o.lm, o.seq_samples, o.depth, o.length,
                sc.cells);
@@ -378,12 +415,19 @@ static int certify_run(mc_opts o, const char *cmd)
         printf(", \"pair_min_p\": ");
         cli_json_double(stdout, sc.cells ? NAN : sc.pair_min.min_p);
         printf(", \"marginal_min_p\": %.6g, \"min_p\": %.6g, \"block_efficiency\": %.6g, "
-               "\"pass\": %s}}\n", sc.marginal_min.min_p, sc.min_p, sc.block_efficiency,
+               "\"too_good\": %s, \"verdict\": \"%s\", \"pass\": %s}}\n", sc.marginal_min.min_p, sc.min_p,
+               sc.block_efficiency, sc.too_good ? "true" : "false", sd_gof_verdict_name(sv),
                seq_pass ? "true" : "false");
     } else {
-        printf("== token level: %s\n", token_pass ? "PASS" : "FAIL");
+        printf("== token level: %s\n", sd_gof_verdict_name(tv));
         print_token_text(&t, &o, V);
-        printf("== sequence level: %s\n", seq_pass ? "PASS" : "FAIL");
+        printf("tail test       p = %.4g (each pooled token against its binomial law)%s\n", t.gof.tail_p,
+               t.too_good ? "; the fit is too good for independent draws" : "");
+        printf("power           %.3f against a planted bug (one draft, correction from the target), "
+               "%.0f samples%s", t.power, t.mc.samples, t.power >= SD_GOF_MIN_POWER ? "\n" : "; ");
+        if (t.power < SD_GOF_MIN_POWER && t.power_runs > 0) printf("0.9 from about %.0f\n", t.power_runs);
+        else if (t.power < SD_GOF_MIN_POWER) printf("below 0.9 up to 1e9\n");
+        printf("== sequence level: %s\n", sd_gof_verdict_name(sv));
         if (o.shape)
             printf("# %s, %.0f sequences of %zu tokens, tree %s\n", o.lm, o.seq_samples,
                    o.length, o.shape);
@@ -400,10 +444,16 @@ static int certify_run(mc_opts o, const char *cmd)
         printf("marginals       smallest p = %.4g (position %zu)\n",
                sc.marginal_min.min_p, sc.marginal_pos);
         printf("block efficiency %.4f tokens per target call\n", sc.block_efficiency);
-        printf("== %s at p >= %g\n", token_pass && seq_pass ? "PASS" : "FAIL", o.alpha);
+        if (sc.too_good) printf("the sequences fit too well for independent draws\n");
     }
+    char detail[200] = "";
+    if (v == SD_GOF_INCONCLUSIVE && t.power_runs > 0)
+        snprintf(detail, sizeof detail, "token-level power %.3f < 0.9; about %.0f samples give 0.9", t.power,
+                 t.power_runs);
+    else if (v == SD_GOF_INCONCLUSIVE)
+        snprintf(detail, sizeof detail, "token-level power %.3f < 0.9, and below 0.9 up to 1e9 samples", t.power);
     sd_mc_result_free(&t.mc);
-    return token_pass && seq_pass ? CLI_OK : CLI_FAIL;
+    return o.json ? cli_verdict_status(v) : cli_verdict_print(v, o.alpha, detail);
 }
 
 int cmd_certify(int argc, char **argv)
@@ -415,6 +465,7 @@ int cmd_certify(int argc, char **argv)
             return cmd_certify_decoder(argc, argv);
     mc_opts o = default_opts();
     o.mp.samples = 3e6;
+    o.verdict = 1;
     int rc = parse(argc, argv, cmd, certify_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (o.k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");

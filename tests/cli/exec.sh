@@ -2,7 +2,9 @@
 # Command-line tests of 'specdec certify --exec': the C and Python adapters that are
 # correct pass, every planted bug of tests/exec/adapter.py is rejected, and a program
 # that crashes, hangs or answers garbage ends the run with a clear error, the pairs
-# finished before it kept; and 'certify --decoder' on specdec's own generate. About 25 s.
+# finished before it kept; and 'certify --decoder' on specdec's own generate and decode,
+# with negative controls, no power, and an LCG decoder's too-good fit. About 25 s on the
+# 2-core machine (60 s when others load it), half of it the decoder's checks.
 # usage: exec.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 . "$(dirname "$0")/lib.sh"
@@ -18,9 +20,11 @@ expect 1 "dirichlet" -- "$SPECDEC" certify --exec true --pair dirichlet:0,1,1
 
 # the C adapter (standalone), default pairs and logged rows
 if [ -x "$ADAPTER" ]; then
-    expect 0 "== PASS: 6 passed" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer -k 1,3 --samples 100000
-    expect 0 "== PASS: 3 passed" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --samples 100000
+    expect 0 "== PASS at p >= 1e-06: 6 passed" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer -k 1,3 --samples 100000
+    expect 0 "== PASS at p >= 1e-06: 3 passed" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --samples 100000
     expect 0 "log:row@5 .*PASS" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer --log data/logs/sample.safetensors --rows 0,5 --samples 50000
+    # too few cases for power against the planted bug: inconclusive, with the cases that give it
+    expect 3 "== INCONCLUSIVE at p >= 1e-06: 0 passed, 0 failed, 1 inconclusive" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --pair "$PAIR" --samples 300
     # the right law but another scheme's acceptance: specinfer's verifier claimed as K-SEQ
     expect 1 "FAIL dirichlet:6,1,2385, V = 6, k = 3: acceptance 0.81.* for kseq" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme kseq -k 3 --pair "$PAIR" --samples 100000
 else
@@ -37,7 +41,7 @@ if [ -z "$PY" ]; then
 else
     A="$PY tests/exec/adapter.py"
     for s in sd specinfer rrs kseq; do
-        expect 0 "== PASS: 2 passed" -- "$SPECDEC" certify --exec "$A $s" --scheme $s -k 3 --pair "$PAIR" --pair zipf:50,1.2,0.7 --samples 30000
+        expect 0 "== PASS at p >= 1e-06: 2 passed" -- "$SPECDEC" certify --exec "$A $s" --scheme $s -k 3 --pair "$PAIR" --pair zipf:50,1.2,0.7 --samples 30000
     done
     # every planted bug rejected (samples: a few times what make bench-exec finds each needs)
     for b in rrs-remove-first:rrs:8000 ratio-inverted:specinfer:8000 residual-unnormalised:specinfer:8000 \
@@ -57,6 +61,10 @@ else
     expect 1 "no answer for 1 s .* after 100 of 1024 answers: killed" -- timeout 30 "$SPECDEC" certify --exec "$A sd --hang-after 100" --scheme sd --timeout 1
     [ $(( $(date +%s) - t0 )) -lt 10 ] && ok || bad "hang: the run took $(( $(date +%s) - t0 )) s"
 fi
+# a stratified sampler: it cycles through the target's 10 tokens, ignoring its seed and
+# the drafts, so every count is exact: too good to be independent draws (exit 4)
+expect 4 "== TOO-GOOD at p >= 1e-06: 0 passed, 0 failed, 0 inconclusive, 1 too good" -- "$SPECDEC" certify \
+    --exec 'n=0; while read w rest; do [ "$w" = case ] && echo $((n % 10)) 0 && n=$((n + 1)); done' --pair uniform:20,2 --samples 10000
 # garbage, impossible answers, a program that is not there or does not read
 expect 1 "answered 'hello' to case 1: expected 'TOKEN ACCEPTED'" -- "$SPECDEC" certify --exec "yes hello" --pair "$PAIR"
 expect 1 "answered '7 0' to case 1: expected 'TOKEN ACCEPTED' with TOKEN in 0..5" -- "$SPECDEC" certify --exec "yes '7 0'" --pair "$PAIR"
@@ -64,27 +72,60 @@ expect 1 "marked accepted but is none of the case's 2 drafts" -- "$SPECDEC" cert
 expect 1 "exited with status 127" -- "$SPECDEC" certify --exec "/nonexistent/sampler" --pair "$PAIR"
 expect 1 "after 0 of 1024 answers" -- "$SPECDEC" certify --exec "true" --pair "$PAIR"
 
-# certify --decoder: specdec's own sampler through its command line passes; the same
-# run at another temperature than claimed fails; crash, garbage and hang are named
+# certify --decoder. Positive checks and negative controls at the same size (200 runs of
+# prompt "The sea", where the pair test has power about 1 against the planted argmax-draft
+# bug): specdec's own sampler and its speculative decoder pass with hashed seeds, with
+# the power asserted; a constant decoder and the sampler at another temperature than
+# claimed fail.
 G="$SPECDEC generate --model data/models/target.gguf --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
-D="--target data/models/target.gguf --prompt Ishmael --samples 100"
-expect 0 "usage: specdec certify --decoder" -- "$SPECDEC" certify --decoder x --help
-expect 2 "needs --target" -- "$SPECDEC" certify --decoder x --prompt y
-expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G 2>/dev/null" $D
-expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G --temperature 0.6 2>/dev/null" $D
-# specdec's speculative decoder (K-SEQ trees: its sequences may share their first token)
 S="$SPECDEC decode --target data/models/target.gguf --draft data/models/draft.gguf --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1 --quiet"
-expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$S --scheme spectr" $D
+L="$(dirname "$SPECDEC")/tests/exec/lcg_decoder data/models/target.gguf {prompt} {seed}"
+T="--target data/models/target.gguf"
+P="--draft data/models/draft.gguf --planted argmax-draft"
+D="$T --prompt Ishmael --samples 100"
+expect 0 "usage: specdec certify --decoder" -- "$SPECDEC" certify --decoder x --help
+expect 0 "INCONCLUSIVE  3" -- "$SPECDEC" certify --decoder x --help
+expect 2 "needs --target" -- "$SPECDEC" certify --decoder x --prompt y
+POWER="power           \(0\.9[0-9][0-9]\|1\.000\) against the planted bug"
+out=$("$SPECDEC" certify --decoder "$G 2>/dev/null" $T --prompt "The sea" --samples 200 $P 2>&1); rc=$?
+[ $rc = 0 ] && printf '%s' "$out" | grep -q "^== PASS at p >= 1e-06$" && printf '%s' "$out" | grep -q "$POWER" \
+    && ok || bad "generate at 200 runs: exit $rc, $out"
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "echo 0 0" $T --prompt "The sea" --samples 200 $P
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G --temperature 0.6 2>/dev/null" $T --prompt "The sea" --samples 200 $P
+# specdec's speculative decoder (K-SEQ trees: its sequences may share their first token)
+expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$S --scheme spectr" $T --prompt "The sea" --samples 200 $P
+# the constant decoder at 100 runs: its first token sits in the pool of small expected
+# counts, where the tail test finds it (chi-square and G alone give p = 9e-4 and 5e-6)
+expect 1 "tail p = 0$" -- "$SPECDEC" certify --decoder "echo 0 0" $D
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "echo 0 0" $D
+# no power: the same sampler at 100 runs, and without a planted bug to measure it against
+expect 3 "== INCONCLUSIVE at p >= 1e-06: power 0.000 < 0.9 against the planted bug; about 800 runs give 0.9" -- \
+    "$SPECDEC" certify --decoder "$G 2>/dev/null" $D $P
+expect 3 "== INCONCLUSIVE at p >= 1e-06: no planted bug" -- "$SPECDEC" certify --decoder "$G 2>/dev/null" $D --samples 20
+# an exact decoder whose draws come from an LCG seeded with the run's seed (as llama.cpp's
+# examples/speculative): consecutive seeds make a lattice, flagged too good; hashed
+# seeds make independent runs, and it passes
+expect 4 "== TOO-GOOD at p >= 1e-06" -- "$SPECDEC" certify --decoder "$L" $T --prompt "The sea" --samples 600 --consecutive-seeds
+expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$L" $T --prompt "The sea" --samples 200 $P
+expect 2 "needs --draft" -- "$SPECDEC" certify --decoder x $T --prompt y --planted argmax-draft
+# the seeds: hashed by default (each run's written by --seeds-out), S, S + 1, ... on request
+SEEDS=$(mktemp)
+expect 1 "seeds: 1 + splitmix64 mix of (7, run index)" -- "$SPECDEC" certify --decoder "echo 0 0" $D --seed 7 --seeds-out "$SEEDS"
+[ "$(grep -c '^[0-9]* 0 0$' "$SEEDS")" = 100 ] && [ "$(cut -d' ' -f1 "$SEEDS" | grep -v '#' | sort -u | wc -l)" = 100 ] \
+    && ok || bad "--seeds-out: $(head -3 "$SEEDS")"
+expect 1 "seeds 5 to 104 (consecutive)" -- "$SPECDEC" certify --decoder "echo 0 0" $D --seed 5 --consecutive-seeds
+rm -f "$SEEDS"
+expect 2 "--decoder needs a command" -- "$SPECDEC" certify --decoder "" $D
 expect 2 "--ids decodes once" -- "$SPECDEC" decode --target x --draft y --ids --json
 expect 1 "--ids runs one scheme of fixed shape (not gt)" -- \
     "$SPECDEC" decode --target data/models/target.gguf --draft data/models/draft.gguf --scheme gt --ids
 # the power against a planted bug, from the exact laws (a decoder that always says "0 0")
 expect 1 "power           1.000 against the planted bug (argmax draft verified as drawn at t2" -- \
     "$SPECDEC" certify --decoder "echo 0 0" $D --draft data/models/draft.gguf --planted argmax-draft --samples 1000 --power 20
-# two jobs at a time: whichever of seeds 1 and 2 ends first is the one reported
-expect 1 "seed [12] printed 'hello" -- "$SPECDEC" certify --decoder "echo hello" $D
-expect 1 "seed 4 exited with status 3" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
-expect 1 "== INCOMPLETE: 3 of 100 runs" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 $D
-expect 1 "seed [12] took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
+# two jobs at a time: whichever of the first two runs ends first is the one reported
+expect 1 "the run with seed [0-9]* printed 'hello" -- "$SPECDEC" certify --decoder "echo hello" $D
+expect 1 "seed 4 exited with status 3" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 --consecutive-seeds $D
+expect 1 "== INCOMPLETE: 3 of 100 runs" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 --consecutive-seeds $D
+expect 1 "seed [0-9]* took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
 
 finish "cli certify --exec"

@@ -21,6 +21,10 @@ expect 0 "binned by target probability" -- "$SPECDEC" mc --pair zipf:5000,1.1,1.
 # rrs with k above the draft's support drafts the whole support, and says so
 expect 0 "k used = 2: the draft's whole support" -- "$SPECDEC" mc --pair bernoulli:0.3,0.6 --scheme rrs -k 4 --samples 20000
 expect 0 '"k": 4, .*"k_used": 2' -- "$SPECDEC" mc --pair bernoulli:0.3,0.6 --scheme rrs -k 4 --samples 20000 --json
+# certify: too few token-level samples for power against the planted bug: inconclusive (3)
+expect 3 "== INCONCLUSIVE at p >= 1e-06: token-level power 0.110 < 0.9; about 1000 samples give 0.9" -- \
+    "$SPECDEC" certify --scheme specinfer --samples 300 --seq-samples 20000
+expect 3 '"verdict": "INCONCLUSIVE"' -- "$SPECDEC" certify --scheme specinfer --samples 300 --seq-samples 20000 --json
 # certify: passes a correct scheme, JSON says so
 expect 0 '"pass": true' -- "$SPECDEC" certify --scheme specinfer -k 2 --samples 300000 --seq-samples 100000 --json
 expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 2 --pair dirichlet:5,1,1 --samples 200000

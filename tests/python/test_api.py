@@ -164,7 +164,10 @@ def test_certify():
         close(where + " z", py["z"], float(f[6]), atol=5e-3)
         close(where + " chi2 p", py["chi2_p"], float(f[7]), rtol=5e-3, atol=1e-300)
         close(where + " G p", py["g_p"], float(f[8]), rtol=5e-3, atol=1e-300)
-        check(where + " verdict", py["pass"] == (f[10] == "PASS"), "python %s, command %s" % (py["pass"], f[10]))
+        close(where + " tail p", py["tail_p"], float(f[9]), rtol=5e-3, atol=1e-300)
+        close(where + " power", py["power"], float(f[10]), atol=5e-4)
+        check(where + " verdict", py["verdict"] == f[-1], "python %s, command %s" % (py["verdict"], f[-1]))
+        check(where + " pass", py["pass"] == (f[-1] == "PASS"), "python %s, command %s" % (py["pass"], f[-1]))
         check(where + " verdict expected", py["pass"] == (scheme == impl and not bug), str(py["pass"]))
 
 

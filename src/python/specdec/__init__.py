@@ -199,8 +199,11 @@ def certify(sampler, draft, target, k=2, scheme=None, samples=2e5, seed=2385, na
     rate (against scheme's exact value) are tested at p >= alpha. start(vocab, k, seed),
     if given, is called first with the seed certify --exec would send for --pair name.
     A dict of k, cases, accepted, acceptance, exact, z, acceptance_p, chi2, chi2_p, g,
-    g_p, cells, binned, pass (bool), skipped (bool, with "note"), seed. An exception in
-    the sampler ends the run and is raised again."""
+    g_p, cells, binned, pass (bool), skipped (bool, with "note"), seed, tail_p, power
+    (against the planted correction-from-target bug), power_runs (the cases that give 0.9),
+    too_good (bool) and verdict: "PASS", "FAIL", "INCONCLUSIVE" (power below 0.9) or
+    "TOO-GOOD" (a fit too good for independent draws), as certify --exec decides; pass is
+    verdict == "PASS". An exception in the sampler ends the run and is raised again."""
     d, t = _law(draft, "draft"), _law(target, "target")
     if d.ndim != 1 or d.shape != t.shape:
         raise ValueError("certify: draft and target must be 1-D arrays of one length")
@@ -235,8 +238,9 @@ def certify(sampler, draft, target, k=2, scheme=None, samples=2e5, seed=2385, na
         raise raised[0]
     _check(status)
     r = _fields("certify", out)
-    for key in ("pass", "binned"):
+    for key in ("pass", "binned", "too_good"):
         r[key] = bool(r[key])
+    r["verdict"] = ("PASS", "FAIL", "INCONCLUSIVE", "TOO-GOOD")[int(r["verdict"])]
     r["skipped"] = bool(r["skipped"])
     if r["skipped"]:
         r["note"] = _lib.sd_api_errmsg().decode(errors="replace")

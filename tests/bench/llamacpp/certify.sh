@@ -5,15 +5,22 @@
 # the shipped pair, at temperature 1 and at 0.7 with top-p 0.9 (llama.cpp filters
 # before the temperature: --filter-first), beside specdec's own generate and its
 # speculative decode (sd, spectr) as controls. Each run: p-values of the first token
-# and of the (t1, t2) pair, the power of the same test against a planted bug, and the
-# fit of the runs to that bug's law.
+# and of the (t1, t2) pair, the power of the same test against a planted bug, the fit
+# of the runs to that bug's law, and the verdict (PASS 0, FAIL 1, INCONCLUSIVE 3,
+# TOO-GOOD 4). Every row has hashed seeds (certify --decoder's default: run i's seed
+# mixed from (1, i)); one more llama-speculative row has seeds 1..N, as the first table
+# had: its verification draws come from std::default_random_engine seeded with the seed,
+# an LCG whose runs from consecutive seeds are not independent.
 #
 # llama.cpp runs generate -n 8 (they may stop after the first token when it is end-of-text).
-# usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: about
-#   6 minutes a llama.cpp row on this 2-core machine, loaded; needs tests/bench/llamacpp/build.sh first)
+# usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: 2 to 2.5
+#   minutes a llama.cpp row on this 2-core machine, loaded, 11 minutes in all; needs
+#   tests/bench/llamacpp/build.sh first)
+#   env: JOBS (runs at a time, default 2), LLAMA_BUILD, PROMPT
 set -u
 BUILD=${1:-build}
 N=${2:-600}
+JOBS=${JOBS:-2}
 S=$BUILD/specdec
 B=${LLAMA_BUILD:-.cache/llama.cpp-build}/bin
 T=data/models/target.gguf
@@ -32,14 +39,14 @@ row() { # NAME PLANTED SPECDEC-ARGS -- COMMAND
     name=$1; planted=$2; shift 2
     echo "== $name"
     # shellcheck disable=SC2086
-    "$S" certify --target $T --draft $D --planted $planted --prompt "$PROMPT" --samples $N "$@"
+    "$S" certify --target $T --draft $D --planted $planted --prompt "$PROMPT" --samples $N --jobs $JOBS "$@"
     echo "(exit $?)"
 }
 
-echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (two tests a row)"
-row "specdec generate, T = 1 (control)" correction-from-target \
+echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (two tests a row), hashed seeds unless said"
+row "specdec generate, T = 1 (control)" argmax-draft \
     --decoder "$GEN 2>/dev/null"
-row "specdec generate, T = 0.7, top-p 0.9 (control)" correction-from-target \
+row "specdec generate, T = 0.7, top-p 0.9 (control)" argmax-draft \
     --temperature 0.7 --top-p 0.9 --decoder "$GEN --temperature 0.7 --top-p 0.9 2>/dev/null"
 DEC="$S decode --target $T --draft $D --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1 --quiet"
 row "specdec decode --scheme sd (speculative control), T = 1" argmax-draft \
@@ -47,6 +54,8 @@ row "specdec decode --scheme sd (speculative control), T = 1" argmax-draft \
 row "specdec decode --scheme spectr (speculative control), T = 0.7, top-p 0.9" argmax-draft \
     --temperature 0.7 --top-p 0.9 --decoder "$DEC --scheme spectr --temperature 0.7 --top-p 0.9"
 row "llama-speculative, T = 1" argmax-draft \
+    --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $B/llama-speculative $LL --temp 1 --top-p 1"
+row "llama-speculative, T = 1, seeds 1..$N (consecutive)" argmax-draft --consecutive-seeds \
     --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $B/llama-speculative $LL --temp 1 --top-p 1"
 row "llama-speculative, T = 0.7, top-p 0.9" argmax-draft --temperature 0.7 --top-p 0.9 --filter-first \
     --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $B/llama-speculative $LL --temp 0.7 --top-p 0.9"
