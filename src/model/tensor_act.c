@@ -206,13 +206,20 @@ static void dots_act(sd_ttype t, const unsigned char *restrict row, const float 
  * eight lanes, hsum) are block_dot's callers', lane for lane. So every output equals
  * dot_act_q8_0/q4_0's bit for bit, and llama.cpp's as before, at half the
  * instructions per token; a tile of ACT_R rows x ACT_P pairs also reuses each loaded
- * block across rows and tokens. */
-enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16 };
+ * block across rows and tokens.
+ * Four rows side by side are four streams as short as a row, which the hardware
+ * prefetcher barely learns before each ends: the first tile of each group of rows
+ * prefetches the group ACT_PF rows ahead, a line as its blocks reach one (the order
+ * of the sums is untouched). Measured on one thread, 168 MB of Q8_0 rows of 1024
+ * columns, 32-row calls, thread CPU time: 2 tokens 26.8 -> 18.8 ms, 8 tokens 41.0 ->
+ * 27.5, 16 tokens 68.2 -> 50.5 (a row at a time against token pairs was slower from
+ * 4 tokens on: its activations' loads serve one row, not four). */
+enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16, ACT_PF = 4 };
 
 #define ACT_TILE(R, P, name)                                                                          \
     static void name(sd_ttype type, const unsigned char *restrict row, size_t rbytes,                 \
-                     const float *restrict scale, const int8_t *restrict q, size_t n, size_t t0,      \
-                     float *restrict y, size_t ys)                                                    \
+                     const unsigned char *pf, const float *restrict scale, const int8_t *restrict q,  \
+                     size_t n, size_t t0, float *restrict y, size_t ys)                               \
     {                                                                                                 \
         const size_t nb = n / SD_QK, bytes = type == SD_T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;            \
         const __m512i bias = _mm512_set1_epi8((char)0x80);                                            \
@@ -220,6 +227,9 @@ enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16 };
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                          \
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) acc[r][p] = _mm512_setzero_ps();     \
         for (size_t b = 0; b < nb; b++) {                                                             \
+            if (pf && (b == 0 || (b * bytes) / 64 != ((b + 1) * bytes) / 64)) /* a line starts */      \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                   \
+                    _mm_prefetch((const char *)pf + (size_t)r * rbytes + (b + (b > 0)) * bytes, _MM_HINT_T0); \
             __m512i x2[P];                                                                            \
             __m512 xs[P];                                                                             \
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                     \
@@ -256,19 +266,19 @@ ACT_TILE(ACT_R, 1, act_tile_r1)
 ACT_TILE(1, ACT_P, act_tile_1p)
 ACT_TILE(1, 1, act_tile_11)
 
-typedef void act_tile_fn(sd_ttype, const unsigned char *restrict, size_t, const float *restrict,
-                         const int8_t *restrict, size_t, size_t, float *restrict, size_t);
+typedef void act_tile_fn(sd_ttype, const unsigned char *restrict, size_t, const unsigned char *,
+                         const float *restrict, const int8_t *restrict, size_t, size_t, float *restrict, size_t);
 
 /* R (1 or ACT_R) rows from wr against tokens [t0, t1): pairs of pairs, a pair, then the
  * odd token by the one-token kernel. yr: the first row's outputs. */
-static void act_span(sd_ttype type, const unsigned char *wr, size_t R, size_t rbytes, const float *scale,
-                     const int8_t *q, size_t n, size_t t0, size_t t1, float *yr, size_t ys)
+static void act_span(sd_ttype type, const unsigned char *wr, size_t R, size_t rbytes, const unsigned char *pf,
+                     const float *scale, const int8_t *q, size_t n, size_t t0, size_t t1, float *yr, size_t ys)
 {
     act_tile_fn *tp = R == ACT_R ? act_tile_rp : act_tile_1p, *t2 = R == ACT_R ? act_tile_r1 : act_tile_11;
     const size_t nb = n / SD_QK;
     size_t t = t0;
-    for (; t + 2 * ACT_P <= t1; t += 2 * ACT_P) tp(type, wr, rbytes, scale, q, n, t, yr, ys);
-    for (; t + 2 <= t1; t += 2) t2(type, wr, rbytes, scale, q, n, t, yr, ys);
+    for (; t + 2 * ACT_P <= t1; t += 2 * ACT_P, pf = NULL) tp(type, wr, rbytes, pf, scale, q, n, t, yr, ys);
+    for (; t + 2 <= t1; t += 2, pf = NULL) t2(type, wr, rbytes, pf, scale, q, n, t, yr, ys);
     for (; t < t1; t++)
         for (size_t j = 0; j < R; j++)
             yr[t * ys + j] = type == SD_T_Q8_0 ? dot_act_q8_0(wr + j * rbytes, scale + t * nb, q + t * n, nb)
@@ -283,7 +293,9 @@ static void rows_act512(sd_ttype type, const unsigned char *w, size_t nrows, con
         size_t t1 = ntok - t0 < ACT_TB ? ntok : t0 + ACT_TB;
         for (size_t r = 0; r < nrows;) {
             size_t R = nrows - r >= ACT_R ? ACT_R : 1;
-            act_span(type, w + r * rbytes, R, rbytes, scale, q, n, t0, t1, y + r, ys);
+            /* the rows ACT_PF ahead, while within the product's, by the first tile */
+            const unsigned char *pf = t0 == 0 && r + ACT_PF + R <= nrows ? w + (r + ACT_PF) * rbytes : NULL;
+            act_span(type, w + r * rbytes, R, rbytes, pf, scale, q, n, t0, t1, y + r, ys);
             r += R;
         }
     }
