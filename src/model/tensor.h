@@ -75,8 +75,9 @@ void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols,
                        size_t stride, float *buf);
 /* y[t ys + r] = sd_dot_row(t, row r of w, x + t cols, cols) bit for bit, for the nrows
  * rows of w (consecutive, of type t) and n >= 1 tokens: the matrix product of every
- * forward pass (register tiles of rows x tokens, tokens in chunks that stay in the L1
- * cache; x 64-byte aligned runs fastest). ws: sd_dot_rows_ws(cols) floats of work
+ * forward pass (a few tokens: one row at a time, the rows read in one stream as a
+ * single token's are; else register tiles of rows x tokens; tokens in chunks that stay
+ * in the L1 cache; x 64-byte aligned runs fastest). ws: sd_dot_rows_ws(cols) floats of work
  * space (one per thread). */
 size_t sd_dot_rows_ws(size_t cols);
 void sd_dot_rows_tokens(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
