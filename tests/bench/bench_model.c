@@ -33,6 +33,7 @@
 #include "model/gemm.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/pool.h"
 #include "model/tensor.h"
 #include "sd_error.h"
 
@@ -201,43 +202,58 @@ static double fma_rate(int threads)
     return sum;
 }
 
-/* GB/s of `threads` threads reading a buffer of `bytes` over and over, each its own
- * contiguous share from start to end, as a pass streams its rows: the best of the
- * passes (at least 8, and 2 GB read in all). */
+/* A read of a buffer in chunks of BW_CHUNK bytes, handed out by the pool as a pass's
+ * rows are: a thread the OS has taken off its core holds up one chunk, not half the
+ * buffer (an OpenMP region with a half per thread measured a third of the pass's own
+ * rate beside busy processes). */
+enum { BW_CHUNK = 1 << 20 };
+typedef struct {
+    const float *buf;
+    size_t nf;
+    double sink[64];
+} bw_job;
+
+static void bw_task(void *ctx, size_t c, int thread)
+{
+    bw_job *j = ctx;
+    size_t i0 = c * (BW_CHUNK / sizeof(float)), i1 = i0 + BW_CHUNK / sizeof(float);
+    if (i1 > j->nf) i1 = j->nf;
+    const float *p = j->buf;
+#if defined(__AVX512F__)
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = i0; i + 64 <= i1; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i)), a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32)), a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    }
+    j->sink[thread & 63] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#else
+    float a[16] = {0};
+    for (size_t i = i0; i + 16 <= i1; i += 16)
+        for (int k = 0; k < 16; k++) a[k] += p[i + k];
+    for (int k = 0; k < 16; k++) j->sink[thread & 63] += a[k];
+#endif
+}
+
+/* GB/s of `threads` threads reading a buffer of `bytes` over and over, in order, in
+ * the pool's chunks: the best of the passes (at least 8, and 2 GB read in all). */
 static double read_bandwidth(int threads, size_t bytes)
 {
     bytes = (bytes + 4095) / 4096 * 4096;
     float *buf = aligned_alloc(64, bytes);
-    const size_t nf = bytes / sizeof *buf;
+    bw_job j = {buf, bytes / sizeof *buf, {0}};
+    for (size_t i = 0; i < j.nf; i++) buf[i] = (float)(i & 7);
     const int reps = 8 + (int)((2u << 30) / bytes);
-    for (size_t i = 0; i < nf; i++) buf[i] = (float)(i & 7);
-    double best = INFINITY, sink = 0;
+    const size_t chunks = (bytes + BW_CHUNK - 1) / BW_CHUNK;
+    double best = INFINITY;
     for (int rep = 0; rep < reps; rep++) {
         double t0 = sd_seconds();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-        {
-            size_t share = nf / (size_t)threads / 64 * 64, i0 = (size_t)omp_get_thread_num() * share;
-            const float *p = buf + i0;
-#if defined(__AVX512F__)
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (size_t i = 0; i < share; i += 64) {
-                a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i)), a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-                a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32)), a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
-            }
-            sink += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-#else
-            float a[16] = {0};
-            for (size_t i = 0; i < share; i += 16)
-                for (int k = 0; k < 16; k++) a[k] += p[i + k];
-            for (int k = 0; k < 16; k++) sink += a[k];
-#endif
-        }
+        sd_pool_for(threads, chunks, bw_task, &j);
         double dt = sd_seconds() - t0;
         if (dt < best) best = dt;
     }
-    if (sink == 1.2345) printf(" "); /* keeps the sums live */
+    if (j.sink[0] == 1.2345) printf(" "); /* keeps the sums live */
     free(buf);
-    return (double)(nf / (size_t)threads / 64 * 64 * (size_t)threads * sizeof *buf) / best / 1e9;
+    return (double)bytes / best / 1e9;
 }
 
 /* The best of reps runs of fn over the product (rows x cols of type t, n tokens). */
