@@ -128,10 +128,11 @@ static void test_gemm_dot_tokens_bitwise(void **state)
     gsl_rng_free(r);
 }
 
-/* The batched product of the decoder: every token x row equals the single-token dot
- * product bit for bit, F32, F16 and BF16 rows, every batch from 1 to 20 tokens (up to
- * 16 one row at a time against all tokens in groups of up to 6; past 16 tiles of 4
- * rows x 3 tokens, tokens in chunks) and 71, depths with and without a tail past the
+/* The batched product of the decoder, for weights in the cache and streamed from
+ * memory: every token x row equals the single-token dot product bit for bit, F32, F16
+ * and BF16 rows, every batch from 1 to 20 tokens (streamed, up to 16 one row at a time
+ * against all tokens in groups of up to 6, up to 8 for F32 rows of 704; else tiles of
+ * 4 rows x 3 tokens, tokens in chunks) and 71, depths with and without a tail past the
  * lanes, 70 rows (a partial block of 16 and of 4). */
 static void test_gemm_dot_rows_tokens_bitwise(void **state)
 {
@@ -141,23 +142,24 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
     static const size_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 71};
     for (size_t c = 0; c < 6; c++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
-            for (int f16 = 0; f16 < 3; f16++) { /* F32, F16, BF16 (expanded rows) */
+            for (int f16 = 0; f16 < 6; f16++) { /* F32, F16, BF16 (expanded rows); then streamed */
                 size_t C = cols[c], n = ns[k], rows = 70, ys = rows + 2;
                 float *w = gauss(r, rows * C), *x = gauss(r, n * C), *y = malloc(n * ys * sizeof *y);
                 float *ws = malloc(sd_dot_rows_ws(C) * sizeof *ws);
                 uint16_t *h = malloc(rows * C * sizeof *h);
-                sd_ttype t = f16 == 2 ? SD_T_BF16 : f16 ? SD_T_F16 : SD_T_F32;
-                if (f16) sd_quantize_row(t, w, h, rows * C);
-                const char *wt = f16 ? (const char *)h : (const char *)w;
+                int stream = f16 >= 3;
+                sd_ttype t = f16 % 3 == 2 ? SD_T_BF16 : f16 % 3 ? SD_T_F16 : SD_T_F32;
+                if (t != SD_T_F32) sd_quantize_row(t, w, h, rows * C);
+                const char *wt = t != SD_T_F32 ? (const char *)h : (const char *)w;
                 size_t rb = sd_ttype_row_bytes(t, C);
                 for (size_t i = 0; i < n * ys; i++) y[i] = -7.0f;
-                sd_dot_rows_tokens(t, wt, rows, x, C, n, y, ys, ws);
+                (stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(t, wt, rows, x, C, n, y, ys, ws);
                 for (size_t tk = 0; tk < n; tk++) {
                     for (size_t o = 0; o < rows; o++) {
                         float one = sd_dot_row(t, wt + o * rb, x + tk * C, C);
                         if (memcmp(&one, &y[tk * ys + o], sizeof one))
-                            fail_msg("%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
-                                     sd_ttype_name(t), C, n, tk, o, y[tk * ys + o], one);
+                            fail_msg("%s%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
+                                     sd_ttype_name(t), stream ? " streamed" : "", C, n, tk, o, y[tk * ys + o], one);
                     }
                     assert_true(y[tk * ys + rows] == -7.0f && y[tk * ys + rows + 1] == -7.0f);
                 }

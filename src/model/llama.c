@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #endif
 #include <stdlib.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -289,6 +291,7 @@ typedef struct {
     float *rows;   /* [threads][cols] */
     int threads;   /* this pass's threads (sd_pool_for) */
     int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
+    int stream;    /* weights beyond the last-level cache: sd_dot_rows_tokens_stream */
 } mm_scratch;
 
 /* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
@@ -373,8 +376,8 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
     if (mm_quantized(w))
         sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->cols, j->n, o[i].y + r0, rows);
     else
-        sd_dot_rows_tokens(w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows,
-                           j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
+        (j->s->stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(
+            w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows, j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
 }
 
 static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
@@ -405,6 +408,31 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
     if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
     sd_pool_for(threads, chunks, mm_rows_task, &j);
 }
+
+/* The last-level cache's bytes as the kernel reports them (sysfs: glibc's sysconf
+ * read 320 MB on a virtual machine whose L3 is 32 MB), else 32 MiB; read once. */
+static long llc_bytes(void)
+{
+    static _Atomic long cached;
+    long c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c > 0) return c;
+    c = 32L << 20;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (f) {
+        long k;
+        char unit = 0;
+        if (fscanf(f, "%ld%c", &k, &unit) >= 1 && k > 0 && k < (1L << 40))
+            c = unit == 'M' ? k << 20 : unit == 'K' ? k << 10 : k;
+        fclose(f);
+    }
+    atomic_store_explicit(&cached, c, memory_order_relaxed);
+    return c;
+}
+
+/* 1 when the model's weights exceed the last-level cache: its passes read them from
+ * memory, and a few tokens' products stream their rows one at a time
+ * (sd_dot_rows_tokens_stream); a model in the cache keeps the register tiles. */
+static int weights_stream(const sd_llama *m) { return sd_llama_weight_bytes(m) > (size_t)llc_bytes(); }
 
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
 {
@@ -737,6 +765,7 @@ static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, si
 {
     fwd_ws w;
     forward_carve(&m->cfg, kv, n, 0, threads, &w);
+    w.ms.stream = weights_stream(m);
     forward_embed(m, kv, tokens, n, pos, w.x);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
     kv->n += n;

@@ -253,8 +253,9 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
     }
 }
 
-/* A single token, and up to RS_MAX tokens (a drafted chain or tree to verify) whose
- * rows are short (n x row bytes <= RS_FIT_BYTES): one row at a time against every
+/* A single token, and with weights read from memory (sd_dot_rows_tokens_stream) up to
+ * RS_MAX tokens (a drafted chain or tree to verify) whose rows are short (n x row
+ * bytes <= RS_FIT_BYTES): one row at a time against every
  * token (groups of at most RS_G, as even as they come, the row read again from L1 by
  * each group; tokens in chunks of RS_TB_FLOATS floats that stay in L1). Bound by
  * memory once the weights leave the cache, and there the read order decides: four
@@ -270,7 +271,11 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
  *   F16, 768 columns:  25.2 29.0 36.4 50.8 -> 11.8 15.9 23.0 39.8
  *   F32, 384 columns:  19.6 25.5 28.4 35.3 -> 13.4 16.6 20.1 26.7
  * Rows of 4096 F32 (16 KiB) keep the tiles: one at a time they were slower from 2
- * tokens on (16.2 -> 16.6 ms at 2, 28.7 -> 47.0 at 16). */
+ * tokens on (16.2 -> 16.6 ms at 2, 28.7 -> 47.0 at 16). So do weights in the cache,
+ * where the tiles' fewer loads a multiply-add win (bench_model --kernels, the shipped
+ * target's F16 256-column rows, one thread: 79 against 60 GFLOP/s at 2 tokens, 86
+ * against 70 at 8; its 2-thread passes over 2-8 tokens took 1.4x as long one row at a
+ * time). */
 static void rows_small512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                           float *y, size_t ys)
 {
@@ -308,9 +313,9 @@ static void rows_small512(sd_ttype type, const void *w, size_t nrows, const floa
 enum { RT_TB_FLOATS = 4096 };
 
 static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                           float *y, size_t ys)
+                           float *y, size_t ys, int stream)
 {
-    if (n == 1 || (n <= RS_MAX && n * sd_ttype_row_bytes(type, cols) <= RS_FIT_BYTES)) {
+    if (n == 1 || (stream && n <= RS_MAX && n * sd_ttype_row_bytes(type, cols) <= RS_FIT_BYTES)) {
         rows_small512(type, w, nrows, x, cols, n, y, ys);
         return;
     }
@@ -374,14 +379,16 @@ enum { ROWS_RB = 64, ROWS_TB_FLOATS = 4096 };
 
 size_t sd_dot_rows_ws(size_t cols) { return cols; }
 
-void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                        float *y, size_t ys, float *ws)
+static void rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                        float *y, size_t ys, float *ws, int stream)
 {
 #if defined(__AVX512F__)
     if (type == SD_T_F32 || type == SD_T_F16) {
-        rows_tokens512(type, w, nrows, x, cols, n, y, ys);
+        rows_tokens512(type, w, nrows, x, cols, n, y, ys, stream);
         return;
     }
+#else
+    (void)stream;
 #endif
     size_t rb = sd_ttype_row_bytes(type, cols), tb = ROWS_TB_FLOATS / cols / 4 * 4;
     if (tb < 4) tb = 4;
@@ -394,4 +401,16 @@ void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float 
                 sd_dot_row_tokens(type, (const char *)w + r * rb, x + t0 * cols, cols, nt, y + t0 * ys + r, ys, ws);
         }
     }
+}
+
+void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                        float *y, size_t ys, float *ws)
+{
+    rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 0);
+}
+
+void sd_dot_rows_tokens_stream(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                               float *y, size_t ys, float *ws)
+{
+    rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 1);
 }
