@@ -409,30 +409,22 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
     sd_pool_for(threads, chunks, mm_rows_task, &j);
 }
 
-/* The last-level cache's bytes as the kernel reports them (sysfs: glibc's sysconf
- * read 320 MB on a virtual machine whose L3 is 32 MB), else 32 MiB; read once. */
-static long llc_bytes(void)
-{
-    static _Atomic long cached;
-    long c = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (c > 0) return c;
-    c = 32L << 20;
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    if (f) {
-        long k;
-        char unit = 0;
-        if (fscanf(f, "%ld%c", &k, &unit) >= 1 && k > 0 && k < (1L << 40))
-            c = unit == 'M' ? k << 20 : unit == 'K' ? k << 10 : k;
-        fclose(f);
-    }
-    atomic_store_explicit(&cached, c, memory_order_relaxed);
-    return c;
-}
-
-/* 1 when the model's weights exceed the last-level cache: its passes read them from
- * memory, and a few tokens' products stream their rows one at a time
+/* 1 when the model's weights exceed the last-level cache (as sysfs reports it: glibc's
+ * sysconf said 320 MB on a virtual machine of 32; else 32 MiB): its passes read them
+ * from memory, and a few tokens' products stream their rows one at a time
  * (sd_dot_rows_tokens_stream); a model in the cache keeps the register tiles. */
-static int weights_stream(const sd_llama *m) { return sd_llama_weight_bytes(m) > (size_t)llc_bytes(); }
+static int weights_stream(const sd_llama *m)
+{
+    static _Atomic long llc; /* read once */
+    long c = atomic_load_explicit(&llc, memory_order_relaxed), k;
+    char unit = 0;
+    FILE *f = c ? NULL : fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (!c) c = f && fscanf(f, "%ld%c", &k, &unit) >= 1 && k > 0 && k < (1L << 40)
+                    ? (unit == 'M' ? k << 20 : unit == 'K' ? k << 10 : k) : 32L << 20;
+    if (f) fclose(f);
+    atomic_store_explicit(&llc, c, memory_order_relaxed);
+    return sd_llama_weight_bytes(m) > (size_t)c;
+}
 
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
 {

@@ -53,7 +53,8 @@ void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size
  * The same operations in the same order, so each output equals sd_dot_row's bit for
  * bit at any batch size, tile or thread. bench_model --kernels, one thread, F16
  * weights at 256 columns: 165-175 GFLOP/s from 3 tokens on, of a 237 peak (80-86
- * before). Up to RS_MAX tokens: one row at a time (rows_small512 below). */
+ * before). A single token, and a few streamed from memory: one row at a time
+ * (rows_small512 below). */
 
 /* hsum16's tree for sixteen vectors at once: out[j] = hsum16(v[j]). */
 static inline __m512 hsum16x16(const __m512 *v)
@@ -168,7 +169,7 @@ typedef void tile2_fn(const char *restrict, size_t, const char *, const float *r
 TILES(LOADT_F32, f32)
 TILES(LOADT_F16, f16)
 
-/* Up to RS_MAX tokens: one row at a time (rows_small512 below), against groups of at
+/* Streamed, up to RS_MAX tokens: one row at a time (rows_small512 below), against groups of at
  * most RS_G tokens, in chunks of RS_TB_FLOATS floats; the row RS_PF ahead prefetched. */
 enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G = 6 };
 
