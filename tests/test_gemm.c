@@ -1,6 +1,8 @@
 /* Tests of src/model/gemm: every stride layout of A and B, accumulation, edge
  * tiles and depths past one panel, against a double reference; the three products
- * of a linear layer as gemm.h writes them. */
+ * of a linear layer as gemm.h writes them. And the decoder's batched products of
+ * tensor.h (float and quantized rows): every token's outputs those of a one-token
+ * product, bit for bit, at every batch size. */
 #include "support.h"
 
 #include <math.h>
@@ -126,39 +128,80 @@ static void test_gemm_dot_tokens_bitwise(void **state)
     gsl_rng_free(r);
 }
 
-/* The batched product of the decoder (rows in blocks, tokens in chunks of 16): every
- * token x row equals the single-token dot product bit for bit, F32, F16 and BF16 rows, any
- * batch (partial chunks and groups of 4 tokens), depths with and without a tail past
- * the lanes. */
+/* The batched product of the decoder, for weights in the cache and streamed from
+ * memory: every token x row equals the single-token dot product bit for bit, F32, F16
+ * and BF16 rows, every batch from 1 to 20 tokens (streamed, up to 16 one row at a time
+ * against all tokens in groups of up to 6, up to 8 for F32 rows of 704; else tiles of
+ * 4 rows x 3 tokens, tokens in chunks) and 71, depths with and without a tail past the
+ * lanes, 70 rows (a partial block of 16 and of 4). */
 static void test_gemm_dot_rows_tokens_bitwise(void **state)
 {
     (void)state;
     gsl_rng *r = sd_test_rng(13);
     static const size_t cols[] = {16, 37, 48, 128, 256, 704};
-    static const size_t ns[] = {1, 2, 3, 5, 16, 19, 71};
+    static const size_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 71};
     for (size_t c = 0; c < 6; c++)
-        for (size_t k = 0; k < 7; k++)
-            for (int f16 = 0; f16 < 3; f16++) { /* F32, F16, BF16 (expanded rows) */
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            for (int f16 = 0; f16 < 6; f16++) { /* F32, F16, BF16 (expanded rows); then streamed */
                 size_t C = cols[c], n = ns[k], rows = 70, ys = rows + 2;
                 float *w = gauss(r, rows * C), *x = gauss(r, n * C), *y = malloc(n * ys * sizeof *y);
                 float *ws = malloc(sd_dot_rows_ws(C) * sizeof *ws);
                 uint16_t *h = malloc(rows * C * sizeof *h);
-                sd_ttype t = f16 == 2 ? SD_T_BF16 : f16 ? SD_T_F16 : SD_T_F32;
-                if (f16) sd_quantize_row(t, w, h, rows * C);
-                const char *wt = f16 ? (const char *)h : (const char *)w;
+                int stream = f16 >= 3;
+                sd_ttype t = f16 % 3 == 2 ? SD_T_BF16 : f16 % 3 ? SD_T_F16 : SD_T_F32;
+                if (t != SD_T_F32) sd_quantize_row(t, w, h, rows * C);
+                const char *wt = t != SD_T_F32 ? (const char *)h : (const char *)w;
                 size_t rb = sd_ttype_row_bytes(t, C);
                 for (size_t i = 0; i < n * ys; i++) y[i] = -7.0f;
-                sd_dot_rows_tokens(t, wt, rows, x, C, n, y, ys, ws);
+                (stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(t, wt, rows, x, C, n, y, ys, ws);
                 for (size_t tk = 0; tk < n; tk++) {
                     for (size_t o = 0; o < rows; o++) {
                         float one = sd_dot_row(t, wt + o * rb, x + tk * C, C);
                         if (memcmp(&one, &y[tk * ys + o], sizeof one))
-                            fail_msg("%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
-                                     sd_ttype_name(t), C, n, tk, o, y[tk * ys + o], one);
+                            fail_msg("%s%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
+                                     sd_ttype_name(t), stream ? " streamed" : "", C, n, tk, o, y[tk * ys + o], one);
                     }
                     assert_true(y[tk * ys + rows] == -7.0f && y[tk * ys + rows + 1] == -7.0f);
                 }
                 free(w), free(x), free(y), free(ws), free(h);
+            }
+    gsl_rng_free(r);
+}
+
+/* The quantized product (Q8_0 and Q4_0 rows against activations rounded to Q8 blocks):
+ * every token x row equals the one-token integer dot product bit for bit, every batch
+ * from 1 to 20 tokens (tiles of 4 rows x 4 pairs, of a pair, an odd token alone) and
+ * 37 (past a chunk of 16), 70 rows (a partial tile of 4), depths of 1 to 22 blocks. */
+static void test_gemm_dot_rows_act_tokens_bitwise(void **state)
+{
+    (void)state;
+    gsl_rng *r = sd_test_rng(19);
+    static const size_t cols[] = {32, 96, 256, 704};
+    static const sd_ttype types[] = {SD_T_Q8_0, SD_T_Q4_0};
+    for (size_t c = 0; c < 4; c++)
+        for (size_t n = 1; n <= 21; n++)
+            for (int ti = 0; ti < 2; ti++) {
+                size_t C = cols[c], nt = n == 21 ? 37 : n, rows = 70, ys = rows + 2, nb = C / 32;
+                sd_ttype t = types[ti];
+                size_t rb = sd_ttype_row_bytes(t, C);
+                float *w = gauss(r, rows * C), *x = gauss(r, nt * C), *y = malloc(nt * ys * sizeof *y);
+                float *scale = malloc(nt * nb * sizeof *scale);
+                int8_t *q = malloc(nt * C);
+                unsigned char *wq = malloc(rows * rb);
+                sd_quantize_row(t, w, wq, rows * C);
+                for (size_t k = 0; k < nt; k++) sd_quantize_act(x + k * C, C, scale + k * nb, q + k * C);
+                for (size_t i = 0; i < nt * ys; i++) y[i] = -7.0f;
+                sd_dot_rows_act_tokens(t, wq, rows, scale, q, C, nt, y, ys);
+                for (size_t k = 0; k < nt; k++) {
+                    for (size_t o = 0; o < rows; o++) {
+                        float one = sd_dot_row_act(t, wq + o * rb, scale + k * nb, q + k * C, C);
+                        if (memcmp(&one, &y[k * ys + o], sizeof one))
+                            fail_msg("%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
+                                     sd_ttype_name(t), C, nt, k, o, y[k * ys + o], one);
+                    }
+                    assert_true(y[k * ys + rows] == -7.0f && y[k * ys + rows + 1] == -7.0f);
+                }
+                free(w), free(x), free(y), free(scale), free(q), free(wq);
             }
     gsl_rng_free(r);
 }
@@ -197,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_gemm_linear_layer_forms),
         cmocka_unit_test(test_gemm_dot_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_rows_tokens_bitwise),
+        cmocka_unit_test(test_gemm_dot_rows_act_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_short_rows_bitwise),
     };
     return cmocka_run_group_tests_name("gemm", tests, NULL, NULL);

@@ -42,7 +42,7 @@
  * Memory: keys, scalar strings, the tensor table and an index of string-array
  * elements are in memory; array elements and tensor data are only mapped. The file
  * must not be truncated while open (a mapped page past a new end raises SIGBUS).
- * Tensor data is used in place: the host must be little-endian (tensor.c checks).
+ * Tensor data is used in place: the host must be little-endian (tensor_impl.h checks).
  */
 #ifndef SD_GGUF_H
 #define SD_GGUF_H

@@ -184,7 +184,7 @@ int sd_gguf_writer_set_arr(sd_gguf_writer *w, const char *key, sd_gguf_type elem
     put_le(&v, n, 8);
     for (size_t i = 0; i < n; i++) {
         uint64_t bits = 0;
-        memcpy(&bits, p + i * esize, esize);   /* host order is little-endian (tensor.c) */
+        memcpy(&bits, p + i * esize, esize);   /* host order is little-endian (tensor_impl.h) */
         if (elem_type == SD_GGUF_BOOL && bits > 1) {
             free(v.b);
             return sd_error(SD_EINVAL, "gguf writer: key '%s': bool element %zu is %u, not 0 or 1",

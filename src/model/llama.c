@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #endif
 #include <stdlib.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -289,6 +291,7 @@ typedef struct {
     float *rows;   /* [threads][cols] */
     int threads;   /* this pass's threads (sd_pool_for) */
     int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
+    int stream;    /* weights beyond the last-level cache: sd_dot_rows_tokens_stream */
 } mm_scratch;
 
 /* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
@@ -373,8 +376,8 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
     if (mm_quantized(w))
         sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->cols, j->n, o[i].y + r0, rows);
     else
-        sd_dot_rows_tokens(w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows,
-                           j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
+        (j->s->stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(
+            w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows, j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
 }
 
 static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
@@ -404,6 +407,23 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
     if (pre) sd_pool_for(threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &j);
     if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
     sd_pool_for(threads, chunks, mm_rows_task, &j);
+}
+
+/* 1 when the model's weights exceed the last-level cache (as sysfs reports it: glibc's
+ * sysconf said 320 MB on a virtual machine of 32; else 32 MiB): its passes read them
+ * from memory, and a few tokens' products stream their rows one at a time
+ * (sd_dot_rows_tokens_stream); a model in the cache keeps the register tiles. */
+static int weights_stream(const sd_llama *m)
+{
+    static _Atomic long llc; /* read once */
+    long c = atomic_load_explicit(&llc, memory_order_relaxed), k;
+    char unit = 0;
+    FILE *f = c ? NULL : fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (!c) c = f && fscanf(f, "%ld%c", &k, &unit) >= 1 && k > 0 && k < (1L << 40)
+                    ? (unit == 'M' ? k << 20 : unit == 'K' ? k << 10 : k) : 32L << 20;
+    if (f) fclose(f);
+    atomic_store_explicit(&llc, c, memory_order_relaxed);
+    return sd_llama_weight_bytes(m) > (size_t)c;
 }
 
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
@@ -737,6 +757,7 @@ static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, si
 {
     fwd_ws w;
     forward_carve(&m->cfg, kv, n, 0, threads, &w);
+    w.ms.stream = weights_stream(m);
     forward_embed(m, kv, tokens, n, pos, w.x);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
     kv->n += n;

@@ -75,12 +75,19 @@ void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols,
                        size_t stride, float *buf);
 /* y[t ys + r] = sd_dot_row(t, row r of w, x + t cols, cols) bit for bit, for the nrows
  * rows of w (consecutive, of type t) and n >= 1 tokens: the matrix product of every
- * forward pass (register tiles of rows x tokens, tokens in chunks that stay in the L1
- * cache; x 64-byte aligned runs fastest). ws: sd_dot_rows_ws(cols) floats of work
+ * forward pass (one token: one row at a time, the rows read in one stream; more:
+ * register tiles of rows x tokens; tokens in chunks that stay in the L1 cache; x
+ * 64-byte aligned runs fastest). ws: sd_dot_rows_ws(cols) floats of work
  * space (one per thread). */
 size_t sd_dot_rows_ws(size_t cols);
 void sd_dot_rows_tokens(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                         float *y, size_t ys, float *ws);
+/* The same, the same bits, for weights read from memory rather than the cache (a model
+ * larger than the last-level cache): up to 16 tokens whose rows are short are taken one
+ * row at a time, every row read once in one stream as a single token's pass reads it,
+ * the rows ahead prefetched (in the cache the register tiles are faster). */
+void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                               float *y, size_t ys, float *ws);
 /* out[j] = e^((x[j] - shift) scale) for j < n (out may be x), for arguments up to 88:
  * below -87.3 (and -inf) 0, NaN kept. Softmax's exponential (attention, the
  * trainer's losses): with AVX-512 a polynomial sixteen at a time, within 1e-7

@@ -1,7 +1,10 @@
 /* bench_model: the decoder's speed (make bench): prompt and generation tokens per
  * second, and the cost of one batched forward pass over n = 1, 2, 4, ..., 64 tree
  * tokens after a prompt relative to n = 1 (the M_T(n) curve of the speedup model),
- * for F32, F16 and Q8_0 weights.
+ * for F32, F16 and Q8_0 weights; beside each M_T(n) the pass's roofline, max(its
+ * matrices' bytes / the rate at which the machine reads a buffer of that size, 2 x
+ * their parameters x n / its FMA rate), both measured here with the run's threads,
+ * and the ratio measured / roofline.
  *
  * usage: bench_model [MODEL.gguf] [--threads N]   (default: a random 15.7M-parameter
  *        model: dim 384, 6 layers, 6 heads, 2 key/value heads, ffn 1024, vocab 8192)
@@ -30,6 +33,7 @@
 #include "model/gemm.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/pool.h"
 #include "model/tensor.h"
 #include "sd_error.h"
 
@@ -57,6 +61,35 @@ static double time_forward(const sd_llama *m, sd_kv *kv, size_t prefix, size_t n
     return best;
 }
 
+/* The machine's ceilings, measured with the run's thread count: the rate (bytes/s) at
+ * which it reads a buffer the size of the model's matrices (main: from DRAM beyond the
+ * L3, from the cache below it), and its FMA rate (FLOP/s). */
+static double machine_bw, machine_flops;
+static double read_bandwidth(int threads, size_t bytes);
+
+/* The bytes and parameters of a pass's matrices: every layer's seven and the output
+ * (embedding rows, norms and attention left out: under 2% of either at these sizes). */
+static void pass_matrices(const sd_llama *m, double *bytes, double *params)
+{
+    *bytes = (double)m->output.nbytes, *params = (double)m->output.dims[0] * (double)m->output.dims[1];
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l];
+        const sd_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) *bytes += (double)w[i]->nbytes, *params += (double)w[i]->dims[0] * (double)w[i]->dims[1];
+    }
+}
+
+/* A pass's floor over n tokens, every token's logits: its matrices read once at the
+ * machine's bandwidth, or their 2 x params x n FLOP at its FMA rate, whichever takes
+ * longer. */
+static double roofline(const sd_llama *m, size_t n)
+{
+    double bytes, params;
+    pass_matrices(m, &bytes, &params);
+    double tm = bytes / machine_bw, tf = 2.0 * params * (double)n / machine_flops;
+    return tm > tf ? tm : tf;
+}
+
 static void bench(const sd_llama *m, const char *what)
 {
     enum { PROMPT = 64, GEN = 64 };
@@ -64,6 +97,11 @@ static void bench(const sd_llama *m, const char *what)
     sd_kv *kv;
     if (sd_kv_alloc(m, PROMPT + GEN + 64, &kv)) exit(1);
     float *logits = malloc((size_t)64 * V * sizeof *logits);
+    double bytes, params;
+    pass_matrices(m, &bytes, &params);
+    machine_bw = 1e9 * read_bandwidth(omp_get_max_threads(), bytes < 512e6 ? (size_t)bytes : (size_t)512 << 20);
+    printf("# %s: %.1f MB of matrices, %.1fM parameters; a buffer of their size is read at %.1f GB/s\n", what,
+           bytes / 1e6, params / 1e6, machine_bw / 1e9);
     /* prompt: 64 tokens in one pass; generation: 64 passes of one token */
     double tp = time_forward(m, kv, 0, PROMPT, 10, logits, 1);
     double best_gen = INFINITY;
@@ -92,6 +130,11 @@ static void bench(const sd_llama *m, const char *what)
         for (int k = 0; k < 7; k++) printf(" %.3f", 1e3 * mt[last][k]);
         printf("\n");
     }
+    printf("# %s roofline, ms, n = 1 2 4 ... 64 (every token's logits):", what);
+    for (size_t k = 0, n = 1; k < 7; k++, n *= 2) printf(" %.3f", 1e3 * roofline(m, n));
+    printf("\n# %s M_T(n) / roofline (every token's logits):", what);
+    for (size_t k = 0, n = 1; k < 7; k++, n *= 2) printf(" %.2f", mt[0][k] / roofline(m, n));
+    printf("\n");
     printf("# %s M_T(n)/M_T(1), the last token's logits only:", what);
     for (int k = 1; k < 7; k++) printf(" %5.2f", mt[1][k] / mt[1][0]);
     printf("\n");
@@ -148,6 +191,69 @@ static double fma_peak(void)
     }
     if (out[0] == 12345.0f) printf(" ");  /* keeps the chains live */
     return 2.0 * width * 12 * (double)iters / best / 1e9;
+}
+
+/* GFLOP/s of fma_peak's chains run on every thread at once, summed. */
+static double fma_rate(int threads)
+{
+    double sum = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+    sum += fma_peak();
+    return sum;
+}
+
+/* A read of a buffer in chunks of BW_CHUNK bytes, handed out by the pool as a pass's
+ * rows are: a thread the OS has taken off its core holds up one chunk, not half the
+ * buffer (an OpenMP region with a half per thread measured a third of the pass's own
+ * rate beside busy processes). */
+enum { BW_CHUNK = 1 << 20 };
+typedef struct {
+    const float *buf;
+    size_t nf;
+    double sink[64];
+} bw_job;
+
+static void bw_task(void *ctx, size_t c, int thread)
+{
+    bw_job *j = ctx;
+    size_t i0 = c * (BW_CHUNK / sizeof(float)), i1 = i0 + BW_CHUNK / sizeof(float);
+    if (i1 > j->nf) i1 = j->nf;
+    const float *p = j->buf;
+#if defined(__AVX512F__)
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = i0; i + 64 <= i1; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i)), a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32)), a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    }
+    j->sink[thread & 63] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#else
+    float a[16] = {0};
+    for (size_t i = i0; i + 16 <= i1; i += 16)
+        for (int k = 0; k < 16; k++) a[k] += p[i + k];
+    for (int k = 0; k < 16; k++) j->sink[thread & 63] += a[k];
+#endif
+}
+
+/* GB/s of `threads` threads reading a buffer of `bytes` over and over, in order, in
+ * the pool's chunks: the best of the passes (at least 8, and 2 GB read in all). */
+static double read_bandwidth(int threads, size_t bytes)
+{
+    bytes = (bytes + 4095) / 4096 * 4096;
+    float *buf = aligned_alloc(64, bytes);
+    bw_job j = {buf, bytes / sizeof *buf, {0}};
+    for (size_t i = 0; i < j.nf; i++) buf[i] = (float)(i & 7);
+    const int reps = 8 + (int)((2u << 30) / bytes);
+    const size_t chunks = (bytes + BW_CHUNK - 1) / BW_CHUNK;
+    double best = INFINITY;
+    for (int rep = 0; rep < reps; rep++) {
+        double t0 = sd_seconds();
+        sd_pool_for(threads, chunks, bw_task, &j);
+        double dt = sd_seconds() - t0;
+        if (dt < best) best = dt;
+    }
+    if (j.sink[0] == 1.2345) printf(" "); /* keeps the sums live */
+    free(buf);
+    return (double)bytes / best / 1e9;
 }
 
 /* The best of reps runs of fn over the product (rows x cols of type t, n tokens). */
@@ -322,6 +428,12 @@ int main(int argc, char **argv)
            "%d threads%s\n", path ? path : "random model", sd_llama_params(m) / 1e6, c->dim, c->n_layer,
            c->n_head, c->n_head_kv, c->ffn_dim, c->n_vocab, omp_get_max_threads(),
            load ? ", beside busy processes" : "");
+    if (!kernels) {
+        int th = omp_get_max_threads();
+        machine_flops = 1e9 * fma_rate(th);
+        printf("# this machine, %d threads: reads 256 MB (beyond the L3) at %.1f GB/s; FMA rate %.1f GFLOP/s\n",
+               th, read_bandwidth(th, (size_t)256 << 20), machine_flops / 1e9);
+    }
     printf("# prompt: 64 tokens in one pass, the last one's logits (best of 10); generation: 64 single-token\n"
            "# passes after it (best of 5); M_T(n)/M_T(1): one pass of n tree tokens after the 64-token prompt,\n"
            "# every token's logits (llama-bench's pp n computes the last one's only)\n");

@@ -20,7 +20,7 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/l
 echo
 echo "## the model, 2 threads: specdec and llama.cpp (OpenMP's passive and active waits)"
 echo "specdec:"
-"$B" "$MODEL" --threads 2 | tail -n 4 | sed 's/^/  /'
+"$B" "$MODEL" --threads 2 | grep -v "^# prompt\|^# passes\|^# every\|^type" | sed 's/^/  /'
 if [ -x "$LB" ]; then
     for pol in passive active; do
         echo "llama-bench, OMP_WAIT_POLICY=$pol:"

@@ -1,0 +1,69 @@
+/* tensor_impl: what the row kernels of tensor.c (types, dequantization, the one-token
+ * dot product, quantization), tensor_tiles.c (float rows x tokens) and tensor_act.c
+ * (integer products against Q8 activations) share: the lane count, the block sizes,
+ * a block's scale, hsum16's reduction tree and an F16 row's tail. Not a public
+ * interface. */
+#ifndef SD_TENSOR_IMPL_H
+#define SD_TENSOR_IMPL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "half.h"
+#include "tensor.h"
+
+#if defined(__F16C__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+/* Tensor data is used in place from the file: ggml's formats are little-endian. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "src/model/tensor_impl.h: GGUF tensor data is little-endian; big-endian hosts are not supported"
+#endif
+
+enum {
+#if defined(__AVX512F__)
+    NACC = 64,              /* lanes of the dot product: four independent 16-wide chains */
+#else
+    NACC = 16,              /* independent accumulators of the dot product */
+#endif
+    CHUNK = 64,             /* elements dequantized at a time (a multiple of NACC and SD_QK) */
+    Q8_0_BYTES = 2 + SD_QK, /* f16 scale, 32 int8 */
+    Q4_0_BYTES = 2 + SD_QK / 2 /* f16 scale, 16 bytes of nibbles */
+};
+
+/* The f16 scale at the start of a block (no alignment assumed). */
+static inline float block_scale(const unsigned char *b)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss((unsigned short)(b[0] | b[1] << 8)); /* the same value, one instruction */
+#else
+    return sd_half_to_float((uint16_t)(b[0] | b[1] << 8));
+#endif
+}
+
+#if defined(__AVX512F__)
+/* The sixteen lanes summed across in a fixed tree, pairs (i, i + 8), then (i, i + 4),
+ * (i, i + 2), (i, i + 1) (GCC's _mm512_reduce_add_ps, written out so that no compiler's
+ * choice can change it): tensor_tiles.c's hsum16x16 sums sixteen vectors at once in this tree. */
+static inline float hsum16(__m512 v)
+{
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
+/* The tail of an F16 row (n < NACC elements) as floats, converted 16 at a time in
+ * registers (exact, as the body's conversion). */
+static inline void f16_tail(const uint16_t *restrict h, size_t n, float *restrict out)
+{
+    if (!n) return;
+    uint16_t pad[NACC] = {0};
+    memcpy(pad, h, n * sizeof *h);
+    for (size_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pad + i))));
+}
+#endif
+
+#endif
