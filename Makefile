@@ -117,7 +117,7 @@ $(BUILD)/libspecdec.so: $(LIB_OBJ) $(API_OBJ)
 	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,-soname,libspecdec.so -o $@ $^ $(LDLIBS)
 
 # test helpers shared by the test and benchmark programs (planted bugs live here, not in the library)
-TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/planted.o $(BUILD)/tests/fuzz_core.o
+TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/ref_llama.o $(BUILD)/tests/planted.o $(BUILD)/tests/fuzz_core.o
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
