@@ -187,7 +187,7 @@ bench-e2e-cuda-dry: $(BIN)
 
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
-test: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(TEST_BIN) shared $(if $(HAVE_MPI),mpi)
+test: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(TEST_BIN) $(BUILD)/tests/bench/bench_llamacpp shared $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # test-slurm: tests/cli/slurm.sh alone (make test runs it too): paper-figs/slurm.sbatch

@@ -15,6 +15,7 @@
 #include "model/gguf.h"
 #include "model/llama.h"
 #include "model/randmodel.h"
+#include "model/tokenizer.h"
 #include "ref_llama.h"
 #include "sd_error.h"
 #include "mask.h"
@@ -288,12 +289,41 @@ static void test_arch_refused(void **state)
     }
 }
 
+/* sd_tokenizer_check_pair on files without a tokenizer: none on either side passes
+ * (the sizes were checked), one side only is refused naming both files. */
+static void test_arch_vocab_pair(void **state)
+{
+    (void)state;
+    char with[256], without[256];
+    sd_test_path(with, "with.gguf");
+    sd_test_path(without, "without.gguf");
+    gsl_rng *r = sd_test_rng(95);
+    assert_int_equal(sd_randmodel_write_arch(&shape, SD_RANDMODEL_QWEN2, SD_T_Q8_0, r, NULL, with), SD_OK);
+    gsl_rng_free(r);
+    sd_llama *m = build(SD_RANDMODEL_QWEN2, SD_T_Q8_0, 95);
+    sd_gguf_writer *w = sd_gguf_writer_init();
+    assert_int_equal(sd_llama_to_gguf(m, "bare", w), SD_OK);
+    assert_int_equal(sd_gguf_writer_write(w, without), SD_OK);
+    sd_gguf_writer_free(w);
+    sd_llama_free(m);
+    sd_gguf *a, *b;
+    assert_int_equal(sd_gguf_open(with, &a), SD_OK);
+    assert_int_equal(sd_gguf_open(without, &b), SD_OK);
+    assert_int_equal(sd_tokenizer_check_pair(a, a), SD_OK);
+    assert_int_equal(sd_tokenizer_check_pair(b, b), SD_OK);
+    assert_int_equal(sd_tokenizer_check_pair(b, a), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "with.gguf has a tokenizer (tokenizer.ggml.tokens), "));
+    assert_non_null(strstr(sd_errmsg(), "without.gguf none"));
+    sd_gguf_close(a), sd_gguf_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arch_reference),       cmocka_unit_test(test_arch_tree),
         cmocka_unit_test(test_arch_gguf_round_trip), cmocka_unit_test(test_arch_convert),
         cmocka_unit_test(test_arch_extras_refused),  cmocka_unit_test(test_arch_refused),
+        cmocka_unit_test(test_arch_vocab_pair),
     };
     return cmocka_run_group_tests_name("arch", tests, sd_test_dir_setup, sd_test_dir_teardown);
 }

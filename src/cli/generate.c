@@ -98,6 +98,10 @@ static int draft_logits(const gen_opts *o, const sd_llama *target, const int32_t
         sd_llama_free(d);
         return rc;
     }
+    if ((rc = sd_tokenizer_check_pair(d->file, target->file))) {
+        sd_llama_free(d);
+        return rc;
+    }
     size_t V = d->cfg.n_vocab, n = n_prompt + n_gen - 1;
     sd_backend *be;
     void *kv = NULL;
