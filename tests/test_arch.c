@@ -249,8 +249,8 @@ static void test_arch_refused(void **state)
         {SD_RANDMODEL_QWEN2, "general.architecture", 0, "gemma2", 0, NULL, NULL,
          "general.architecture is 'gemma2'"},
         {SD_RANDMODEL_QWEN2, "qwen2.rope.scaling.type", 0, "yarn", 0, NULL, NULL, "qwen2.rope.scaling.type is 'yarn'"},
-        {SD_RANDMODEL_LLAMA3, "llama.rope.scaling.type", 0, "linear", 0, NULL, NULL,
-         "llama.rope.scaling.type is 'linear'"},
+        {SD_RANDMODEL_LLAMA3, "llama.rope.scaling.type", 0, "longrope", 0, NULL, NULL,
+         "llama.rope.scaling.type is 'longrope'"},
         {SD_RANDMODEL_LLAMA3, "llama.rope.scaling.factor", 1, NULL, 8, NULL, NULL, "llama.rope.scaling.factor is 8"},
         {SD_RANDMODEL_QWEN3, "qwen3.expert_count", 2, NULL, 8, NULL, NULL, "qwen3.expert_count is 8"},
         {SD_RANDMODEL_QWEN3, "qwen3.attention.value_length", 2, NULL, 16, NULL, NULL,
@@ -276,6 +276,7 @@ static void test_arch_refused(void **state)
     /* what llama.cpp accepts as no scaling loads */
     static const bad_case fine[] = {
         {SD_RANDMODEL_QWEN2, "qwen2.rope.scaling.type", 0, "none", 0, NULL, NULL, NULL},
+        {SD_RANDMODEL_QWEN2, "qwen2.rope.scaling.type", 0, "linear", 0, NULL, NULL, NULL},
         {SD_RANDMODEL_LLAMA3, "llama.rope.scaling.factor", 1, NULL, 1, NULL, NULL, NULL},
         {SD_RANDMODEL_QWEN3, "qwen3.expert_count", 2, NULL, 0, NULL, NULL, NULL},
     };

@@ -53,9 +53,10 @@ static int read_arch(const sd_gguf *g, const char *path, sd_llama_arch *out)
                     "'qwen3' models", path, (int)(alen > 64 ? 64 : alen), arch);
 }
 
-/* The RoPE scaling keys llama.cpp reads: only none is run (llama3's scaling is the
- * rope_freqs.weight tensor, with no key); linear, yarn and longrope are refused, and
- * so is a scaling factor other than 1; and mixtures of experts. */
+/* The RoPE scaling keys llama.cpp reads: no scaling is run (type none, or linear, its
+ * default, with a factor of 1 or none: llama3's scaling is the rope_freqs.weight
+ * tensor, with no key); yarn and longrope are refused, and so is a factor other than
+ * 1; and mixtures of experts. */
 static int check_rope_scaling(const sd_gguf *g, const char *path, const sd_llama_config *c)
 {
     char key[96];
@@ -64,9 +65,10 @@ static int check_rope_scaling(const sd_gguf *g, const char *path, const sd_llama
     int rc;
     if (sd_gguf_find_key(g, akey(c, "rope.scaling.type", key, sizeof key)) >= 0) {
         if ((rc = sd_gguf_get_str(g, key, &type, &tlen))) return rc;
-        if (!(tlen == 4 && !memcmp(type, "none", 4)))
-            return sd_error(SD_EUNSUP, "%s: %s is '%.*s': only 'none' is supported (and Llama 3's "
-                            "rope_freqs.weight)", path, key, (int)(tlen > 32 ? 32 : tlen), type);
+        if (!(tlen == 4 && !memcmp(type, "none", 4)) && !(tlen == 6 && !memcmp(type, "linear", 6)))
+            return sd_error(SD_EUNSUP, "%s: %s is '%.*s': only unscaled RoPE is supported ('none', or "
+                            "'linear' with factor 1; and Llama 3's rope_freqs.weight)", path, key,
+                            (int)(tlen > 32 ? 32 : tlen), type);
     }
     static const char *const factors[2] = {"rope.scaling.factor", "rope.scale_linear"};
     for (int i = 0; i < 2; i++) {
