@@ -117,7 +117,7 @@ $(BUILD)/libspecdec.so: $(LIB_OBJ) $(API_OBJ)
 	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,-soname,libspecdec.so -o $@ $^ $(LDLIBS)
 
 # test helpers shared by the test and benchmark programs (planted bugs live here, not in the library)
-TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/planted.o $(BUILD)/tests/fuzz_core.o
+TEST_AUX := $(BUILD)/tests/support.o $(BUILD)/tests/ref_llama.o $(BUILD)/tests/planted.o $(BUILD)/tests/fuzz_core.o
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_AUX) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
@@ -187,7 +187,7 @@ bench-e2e-cuda-dry: $(BIN)
 
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
-test: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(TEST_BIN) shared $(if $(HAVE_MPI),mpi)
+test: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(TEST_BIN) $(BUILD)/tests/bench/bench_llamacpp shared $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # test-slurm: tests/cli/slurm.sh alone (make test runs it too): paper-figs/slurm.sbatch

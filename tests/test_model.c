@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ref_llama.h"
 #include "model/backend.h"
 #include "model/gguf.h"
 #include "dist.h"
@@ -40,102 +41,9 @@ static const sd_llama_config *const tiny_and_wide[2] = {&tiny, &wide};
 
 #define random_model sd_test_llama_random
 
-/* ---- the reference: the architecture written out in double, no cache, no batching ---- */
-
-static const float *W(const sd_tensor *t) { return (const float *)t->data; }
-
-static void ref_matvec(double *y, const float *w, const double *x, size_t rows, size_t cols)
-{
-    for (size_t r = 0; r < rows; r++) {
-        double s = 0;
-        for (size_t c = 0; c < cols; c++) s += (double)w[r * cols + c] * x[c];
-        y[r] = s;
-    }
-}
-
-static void ref_rmsnorm(double *o, const double *x, const float *w, size_t d, double eps)
-{
-    double ss = 0;
-    for (size_t i = 0; i < d; i++) ss += x[i] * x[i];
-    double inv = 1 / sqrt(ss / (double)d + eps);
-    for (size_t i = 0; i < d; i++) o[i] = x[i] * inv * w[i];
-}
-
-static void ref_rope(double *v, size_t heads, size_t hd, size_t pos, double base)
-{
-    for (size_t h = 0; h < heads; h++)
-        for (size_t i = 0; i < hd / 2; i++) {
-            double a = (double)pos * pow(base, -2.0 * (double)i / (double)hd);
-            double *p = v + h * hd + 2 * i, x0 = p[0], x1 = p[1];
-            p[0] = x0 * cos(a) - x1 * sin(a);
-            p[1] = x0 * sin(a) + x1 * cos(a);
-        }
-}
-
-/* Logits of the last token of seq[0..n-1] (positions 0..n-1). F32 models only. */
-static void ref_logits(const sd_llama *m, const int32_t *seq, size_t n, double *out)
-{
-    const sd_llama_config *c = &m->cfg;
-    size_t d = c->dim, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, F = c->ffn_dim;
-    double *x = calloc(n * d, sizeof *x), *xn = calloc(d, sizeof *xn);
-    double *q = calloc(n * nh * hd, sizeof *q), *k = calloc(n * nkv * hd, sizeof *k);
-    double *v = calloc(n * nkv * hd, sizeof *v), *ao = calloc(nh * hd, sizeof *ao);
-    double *t1 = calloc(F > d ? F : d, sizeof *t1), *g = calloc(F, sizeof *g), *u = calloc(F, sizeof *u);
-    double *p = calloc(n, sizeof *p), *att = calloc(n * nh * hd, sizeof *att);
-    for (size_t i = 0; i < n; i++)
-        for (size_t e = 0; e < d; e++) x[i * d + e] = W(&m->tok_embd)[(size_t)seq[i] * d + e];
-    for (uint32_t l = 0; l < c->n_layer; l++) {
-        const sd_llama_layer *L = &m->layer[l];
-        for (size_t i = 0; i < n; i++) {
-            ref_rmsnorm(xn, x + i * d, W(&L->attn_norm), d, c->rms_eps);
-            ref_matvec(q + i * nh * hd, W(&L->wq), xn, nh * hd, d);
-            ref_matvec(k + i * nkv * hd, W(&L->wk), xn, nkv * hd, d);
-            ref_matvec(v + i * nkv * hd, W(&L->wv), xn, nkv * hd, d);
-            ref_rope(q + i * nh * hd, nh, hd, i, c->rope_base);
-            ref_rope(k + i * nkv * hd, nkv, hd, i, c->rope_base);
-        }
-        for (size_t i = 0; i < n; i++) {
-            for (size_t h = 0; h < nh; h++) {
-                size_t kh = h / (nh / nkv);
-                double mx = -INFINITY, z = 0;
-                for (size_t j = 0; j <= i; j++) {
-                    double s = 0;
-                    for (size_t e = 0; e < hd; e++) s += q[i * nh * hd + h * hd + e] * k[j * nkv * hd + kh * hd + e];
-                    p[j] = s / sqrt((double)hd);
-                    if (p[j] > mx) mx = p[j];
-                }
-                for (size_t j = 0; j <= i; j++) z += p[j] = exp(p[j] - mx);
-                for (size_t e = 0; e < hd; e++) {
-                    double o = 0;
-                    for (size_t j = 0; j <= i; j++) o += p[j] / z * v[j * nkv * hd + kh * hd + e];
-                    att[i * nh * hd + h * hd + e] = o;
-                }
-            }
-        }
-        for (size_t i = 0; i < n; i++) {
-            for (size_t e = 0; e < nh * hd; e++) ao[e] = att[i * nh * hd + e];
-            ref_matvec(t1, W(&L->wo), ao, d, nh * hd);
-            for (size_t e = 0; e < d; e++) x[i * d + e] += t1[e];
-            ref_rmsnorm(xn, x + i * d, W(&L->ffn_norm), d, c->rms_eps);
-            ref_matvec(g, W(&L->w_gate), xn, F, d);
-            ref_matvec(u, W(&L->w_up), xn, F, d);
-            for (size_t e = 0; e < F; e++) g[e] = g[e] / (1 + exp(-g[e])) * u[e];
-            ref_matvec(t1, W(&L->w_down), g, d, F);
-            for (size_t e = 0; e < d; e++) x[i * d + e] += t1[e];
-        }
-    }
-    ref_rmsnorm(xn, x + (n - 1) * d, W(&m->out_norm), d, c->rms_eps);
-    ref_matvec(out, W(&m->output), xn, c->n_vocab, d);
-    free(x), free(xn), free(q), free(k), free(v), free(ao), free(t1), free(g), free(u), free(p), free(att);
-}
-
-static double max_rel_diff(const float *a, const double *b, size_t n)
-{
-    double scale = 0, worst = 0;
-    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
-    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]) / scale);
-    return worst;
-}
+/* the reference: tests/ref_llama.c, the architectures written out in double */
+#define ref_logits sd_test_ref_logits
+#define max_rel_diff sd_test_max_rel_diff
 
 /* Every position's logits from one causal batch = the reference, tied and untied. */
 static void test_model_reference(void **state)

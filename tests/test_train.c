@@ -30,7 +30,7 @@
 static sd_llama_config tiny_config(uint32_t vocab, uint32_t dim, uint32_t layers, uint32_t heads,
                                    uint32_t kv_heads, uint32_t ffn, uint32_t ctx)
 {
-    sd_llama_config c = {vocab, dim, layers, heads, kv_heads, dim / heads, ffn, ctx, 1e-5f, 10000.0f, 0};
+    sd_llama_config c = {vocab, dim, layers, heads, kv_heads, dim / heads, ffn, ctx, 1e-5f, 10000.0f, 0, SD_ARCH_LLAMA};
     return c;
 }
 

@@ -27,18 +27,18 @@ static const char *const help =
     "                        [--seed S] [--threads N] [--ctx N] [--no-bos] [--stop-at-eos]\n"
     "                        [--log-logits FILE.safetensors --draft D.gguf] [--json] [--ids]\n"
     "\n"
-    "Generates text with a Llama-family GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights;\n"
-    "llama or gpt2 tokenizer from the file's metadata), one token per forward pass,\n"
-    "and prints it on stdout as it comes. On stderr (or in --json): prompt and\n"
-    "generated tokens, and tokens per second for each phase, timed in the forward\n"
-    "passes alone after a first pass over the prompt (thread start, first reads of the\n"
-    "weights, growing the work space), which is reported apart; generation also with\n"
-    "sampling and output, and steady (1 / the median pass: the first passes run cold).\n"
-    "Each pass runs on one thread or on all of --threads, whichever that width has run\n"
-    "faster lately (a busy machine makes one thread the faster; SPECDEC_FIXED_THREADS=1:\n"
-    "always all).\n"
+    "Generates text with a GGUF model of the llama, qwen2 or qwen3 architecture (F32,\n"
+    "F16, BF16, Q8_0, Q4_0 weights; llama or gpt2 tokenizer from the file's metadata),\n"
+    "one token per forward pass, and prints it on stdout as it comes. On stderr (or in\n"
+    "--json): prompt and generated tokens, and tokens per second for each phase, timed\n"
+    "in the forward passes alone after a first pass over the prompt (thread start,\n"
+    "first reads of the weights, growing the work space), which is reported apart;\n"
+    "generation also with sampling and output, and steady (1 / the median pass: the\n"
+    "first passes run cold). Each pass runs on one thread or on all of --threads,\n"
+    "whichever that width has run faster lately (a busy machine makes one thread the\n"
+    "faster; SPECDEC_FIXED_THREADS=1: always all).\n"
     "\n"
-    "  --model FILE       the model (GGUF v3, llama architecture)\n"
+    "  --model FILE       the model (GGUF v3, llama, qwen2 or qwen3 architecture)\n"
     "  --prompt TEXT      the prompt; --prompt-file F reads it from a file\n"
     "  --max-tokens N     tokens to generate (default 64)\n"
     "  --temperature T    0 is greedy (default 1)\n"
@@ -55,7 +55,8 @@ static const char *const help =
     "                     format (.safetensors: target_logits from --model, draft_logits\n"
     "                     from --draft scored on the same text, tokens); then\n"
     "                     'specdec replay --log FILE' answers every scheme's acceptance\n"
-    "  --draft D.gguf     the draft model for --log-logits (same vocabulary)\n"
+    "  --draft D.gguf     the draft model for --log-logits (same vocabulary, token for\n"
+    "                     token: checked)\n"
     "  --json             one JSON object on stdout instead of the text\n"
     "  --ids              the generated token ids (space-separated) instead of the text\n"
     "                     (what 'specdec certify --decoder' reads)\n";
@@ -95,6 +96,10 @@ static int draft_logits(const gen_opts *o, const sd_llama *target, const int32_t
     if (d->cfg.n_vocab != target->cfg.n_vocab) {
         rc = sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, the target's has %u", o->draft,
                       d->cfg.n_vocab, target->cfg.n_vocab);
+        sd_llama_free(d);
+        return rc;
+    }
+    if ((rc = sd_tokenizer_check_pair(d->file, target->file))) {
         sd_llama_free(d);
         return rc;
     }

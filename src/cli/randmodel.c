@@ -15,19 +15,26 @@
 int cmd_random_model(int argc, char **argv);
 
 static const char *const help =
-    "usage: specdec random-model --out FILE.gguf [--type T] [--shape S] [--ctx N] [--seed N]\n"
+    "usage: specdec random-model --out FILE.gguf [--arch A] [--vocab V.gguf] [--type T] [--shape S]\n"
+    "                            [--ctx N] [--seed N]\n"
     "\n"
-    "Writes a Llama-architecture GGUF model with seeded random weights (matrices of\n"
-    "variance 1/inputs, norms near 1) and a minimal llama tokenizer (<unk> <s> </s>,\n"
-    "256 byte tokens, filler pieces), for speed measurements where no model can be\n"
-    "downloaded: specdec generate, decode and llama.cpp load it. It needs the weights\n"
-    "in memory as stored (1b: 2.2 GB in F16, 1.2 GB in Q8_0).\n"
+    "Writes a GGUF model with seeded random weights (matrices of variance 1/inputs,\n"
+    "norms near 1) and a minimal llama tokenizer (<unk> <s> </s>, 256 byte tokens,\n"
+    "filler pieces) or the tokenizer of --vocab, for speed measurements and tests where\n"
+    "no model can be downloaded: specdec generate, decode and llama.cpp load it. It\n"
+    "needs the weights in memory as stored (1b: 2.2 GB in F16, 1.2 GB in Q8_0).\n"
     "\n"
     "  --out FILE     the file to write\n"
+    "  --arch A       llama (default), llama3 (a llama with Llama 3.1's rope_freqs.weight,\n"
+    "                 rope base 500000), qwen2 (Q/K/V biases, NEOX RoPE, base 1e6, eps 1e-6)\n"
+    "                 or qwen3 (per-head Q/K RMSNorm, NEOX RoPE, base 1e6, eps 1e-6)\n"
+    "  --vocab V      copy the tokenizer.* keys of the GGUF V (e.g. llama.cpp's\n"
+    "                 models/ggml-vocab-qwen2.gguf); its token count is the vocabulary\n"
     "  --type T       f32, f16, bf16, q8_0 or q4_0 for the matrices (default f16;\n"
     "                 norms are always f32)\n"
     "  --shape S      1b (default: dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 32000)\n"
-    "                 or DIM,LAYERS,HEADS,KV_HEADS,FFN,VOCAB (vocab >= 260)\n"
+    "                 or DIM,LAYERS,HEADS,KV_HEADS,FFN,VOCAB[,HEAD_DIM] (vocab >= 260;\n"
+    "                 HEAD_DIM other than DIM/HEADS: qwen3 only)\n"
     "  --ctx N        context length (default 4096)\n"
     "  --seed N       seed of the weights (default 2385)\n"
     "\n"
@@ -45,26 +52,29 @@ static int parse_type(const char *s, sd_ttype *t)
 static int parse_shape(const char *s, sd_llama_config *c)
 {
     if (!strcmp(s, "1b")) return 0;
-    unsigned v[6];
+    unsigned v[7];
     char tail;
-    if (sscanf(s, "%u,%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6) return -1;
+    int k = sscanf(s, "%u,%u,%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &tail);
+    if (k != 6 && k != 7) return -1;
     c->dim = v[0], c->n_layer = v[1], c->n_head = v[2], c->n_head_kv = v[3], c->ffn_dim = v[4], c->n_vocab = v[5];
-    c->head_dim = c->n_head ? c->dim / c->n_head : 0;
-    if (c->head_dim * c->n_head != c->dim) return -1;
+    c->head_dim = k == 7 ? v[6] : c->n_head ? c->dim / c->n_head : 0;
+    if (k == 6 && c->head_dim * c->n_head != c->dim) return -1;
     return 0;
 }
 
 int cmd_random_model(int argc, char **argv)
 {
-    const char *cmd = "random-model", *out = NULL;
+    const char *cmd = "random-model", *out = NULL, *vocab = NULL;
+    sd_randmodel_arch arch = SD_RANDMODEL_LLAMA;
     sd_ttype type = SD_T_F16;
     sd_llama_config c = sd_randmodel_1b();
     size_t seed = 2385, ctx = 4096;
-    enum { O_OUT = OPT_FIRST_FREE, O_TYPE, O_SHAPE, O_CTX, O_SEED };
+    enum { O_OUT = OPT_FIRST_FREE, O_TYPE, O_SHAPE, O_CTX, O_SEED, O_ARCH, O_VOCAB };
     static const struct option opts[] = {
         {"out", required_argument, 0, O_OUT}, {"type", required_argument, 0, O_TYPE},
         {"shape", required_argument, 0, O_SHAPE}, {"ctx", required_argument, 0, O_CTX},
-        {"seed", required_argument, 0, O_SEED}, {"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
+        {"seed", required_argument, 0, O_SEED}, {"arch", required_argument, 0, O_ARCH},
+        {"vocab", required_argument, 0, O_VOCAB}, {"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -83,6 +93,13 @@ int cmd_random_model(int argc, char **argv)
                 return CLI_USAGE;
             }
             break;
+        case O_ARCH:
+            if (sd_randmodel_arch_parse(optarg, &arch)) {
+                fprintf(stderr, "specdec %s: --arch: %s\n", cmd, sd_errmsg());
+                return CLI_USAGE;
+            }
+            break;
+        case O_VOCAB: vocab = optarg; break;
         case O_CTX: if (cli_parse_size(optarg, "--ctx", cmd, &ctx)) return CLI_USAGE; break;
         case O_SEED: if (cli_parse_size(optarg, "--seed", cmd, &seed)) return CLI_USAGE; break;
         case OPT_HELP: fputs(help, stdout); return CLI_OK;
@@ -102,17 +119,28 @@ int cmd_random_model(int argc, char **argv)
         return CLI_USAGE;
     }
     c.ctx_len = (uint32_t)ctx;
+    if (c.head_dim * c.n_head != c.dim && arch != SD_RANDMODEL_QWEN3) {
+        fprintf(stderr, "specdec %s: --shape: a head size %u other than DIM/HEADS is qwen3's only\n", cmd,
+                c.head_dim);
+        return CLI_USAGE;
+    }
+    if (arch == SD_RANDMODEL_LLAMA3) c.rope_base = 500000.0f;
+    if (arch == SD_RANDMODEL_QWEN2 || arch == SD_RANDMODEL_QWEN3) c.rope_base = 1000000.0f, c.rms_eps = 1e-6f;
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, (unsigned long)seed);
     double t0 = sd_seconds();
-    int rc = sd_randmodel_write(&c, type, r, out);
+    int rc = sd_randmodel_write_arch(&c, arch, type, r, vocab, out);
     gsl_rng_free(r);
     if (rc) {
         fprintf(stderr, "specdec %s: %s\n", cmd, sd_errmsg());
         return CLI_FAIL;
     }
-    fprintf(stderr, "specdec %s: wrote %s (dim %u, %u layers, %u/%u heads, ffn %u, vocab %u, %s) in %.1f s\n", cmd,
-            out, c.dim, c.n_layer, c.n_head, c.n_head_kv, c.ffn_dim, c.n_vocab, sd_ttype_name(type),
-            sd_seconds() - t0);
+    static const char *const an[4] = {"llama", "llama3", "qwen2", "qwen3"};
+    char vs[300];
+    if (vocab) snprintf(vs, sizeof vs, "vocab of %s", vocab);
+    else snprintf(vs, sizeof vs, "vocab %u", c.n_vocab);
+    fprintf(stderr, "specdec %s: wrote %s (%s, dim %u, %u layers, %u/%u heads of %u, ffn %u, %s, %s) in %.1f s\n",
+            cmd, out, an[arch], c.dim, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.ffn_dim, vs,
+            sd_ttype_name(type), sd_seconds() - t0);
     return CLI_OK;
 }

@@ -616,7 +616,7 @@ static int make_model(run *r, const sd_tokenizer *tok)
     if (!o->init) {
         sd_llama_config c = {V, (uint32_t)o->dim, (uint32_t)o->layers, (uint32_t)o->heads,
                              (uint32_t)o->kv_heads, (uint32_t)(o->dim / o->heads), (uint32_t)o->ffn,
-                             (uint32_t)o->ctx, 1e-5f, 10000.0f, (uint32_t)r->K};
+                             (uint32_t)o->ctx, 1e-5f, 10000.0f, (uint32_t)r->K, SD_ARCH_LLAMA};
         return sd_train_alloc(&c, !o->untied, r->seq, &r->t);
     }
     sd_llama *src, *m;

@@ -20,6 +20,23 @@
 
 /* ---- configuration and models ---- */
 
+const char *sd_llama_arch_name(sd_llama_arch a)
+{
+    return a == SD_ARCH_QWEN2 ? "qwen2" : a == SD_ARCH_QWEN3 ? "qwen3" : "llama";
+}
+
+int sd_llama_has_extras(const sd_llama *m, const char **what)
+{
+    const char *w = NULL;
+    if (m->cfg.arch != SD_ARCH_LLAMA) w = sd_llama_arch_name(m->cfg.arch);
+    else if (m->rope_freqs.data) w = "rope_freqs.weight (llama3 RoPE scaling)";
+    else if (m->cfg.n_head * m->cfg.head_dim != m->cfg.dim) w = "a head size other than dim / n_head";
+    for (uint32_t l = 0; !w && l < m->cfg.n_layer; l++)
+        if (m->layer[l].bq.data || m->layer[l].bk.data || m->layer[l].bv.data) w = "Q/K/V biases";
+    if (what) *what = w;
+    return w != NULL;
+}
+
 int sd_llama_config_check(const sd_llama_config *c, const char *what)
 {
     if (!c->n_vocab || !c->dim || !c->n_layer || !c->n_head || !c->n_head_kv || !c->ffn_dim)
@@ -127,8 +144,12 @@ int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out)
         const sd_tensor *ms[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < 7; i++) need += sd_ttype_row_bytes(t, ms[i]->dims[0]) * ms[i]->dims[1];
         need += 2 * d * sizeof(float);
+        const sd_tensor *ex[5] = {&L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+        for (int i = 0; i < 5; i++)
+            if (ex[i]->data) need += ex[i]->dims[0] * sizeof(float);
     }
     need += d * sizeof(float);
+    if (m->rope_freqs.data) need += m->rope_freqs.dims[0] * sizeof(float);
     char *at = q->qbuf = sd_xmalloc(need + 64);
     int rc = convert_tensor(&m->tok_embd, &q->tok_embd, t, &at);
     for (uint32_t l = 0; !rc && l < c->n_layer; l++) {
@@ -142,7 +163,12 @@ int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out)
             (rc = convert_tensor(&L->w_up, &Q->w_up, t, &at)) ||
             (rc = convert_tensor(&L->w_down, &Q->w_down, t, &at)))
             break;
+        const sd_tensor *ex[5] = {&L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+        sd_tensor *qx[5] = {&Q->bq, &Q->bk, &Q->bv, &Q->q_norm, &Q->k_norm};
+        for (int i = 0; !rc && i < 5; i++)
+            if (ex[i]->data) rc = convert_tensor(ex[i], qx[i], SD_T_F32, &at);
     }
+    if (!rc && m->rope_freqs.data) rc = convert_tensor(&m->rope_freqs, &q->rope_freqs, SD_T_F32, &at);
     if (!rc) rc = convert_tensor(&m->out_norm, &q->out_norm, SD_T_F32, &at);
     if (!rc) {
         if (m->tied) q->output = q->tok_embd;
@@ -170,6 +196,11 @@ int sd_llama_to_f32(const sd_llama *src, uint32_t n_mask, sd_llama **out)
 {
     sd_llama_config c = src->cfg;
     c.n_mask = n_mask;
+    const char *what;
+    *out = NULL;
+    if (sd_llama_has_extras(src, &what))
+        return sd_error(SD_EUNSUP, "%s: %s: the trainer computes the plain llama block only",
+                        src->path ? src->path : "model", what);
     int rc = sd_llama_alloc(&c, src->tied, out);
     if (rc) return rc;
     sd_llama *m = *out;
@@ -201,6 +232,7 @@ void sd_llama_free(sd_llama *m)
 
 static size_t tensor_elems(const sd_tensor *t)
 {
+    if (!t->data) return 0; /* an absent optional tensor */
     size_t n = 1;
     for (uint32_t i = 0; i < t->ndim; i++) n *= t->dims[i];
     return n;
@@ -214,9 +246,11 @@ size_t sd_llama_params(const sd_llama *m)
         const sd_llama_layer *L = &m->layer[l];
         n += tensor_elems(&L->attn_norm) + tensor_elems(&L->wq) + tensor_elems(&L->wk) +
              tensor_elems(&L->wv) + tensor_elems(&L->wo) + tensor_elems(&L->ffn_norm) +
-             tensor_elems(&L->w_gate) + tensor_elems(&L->w_up) + tensor_elems(&L->w_down);
+             tensor_elems(&L->w_gate) + tensor_elems(&L->w_up) + tensor_elems(&L->w_down) +
+             tensor_elems(&L->bq) + tensor_elems(&L->bk) + tensor_elems(&L->bv) +
+             tensor_elems(&L->q_norm) + tensor_elems(&L->k_norm);
     }
-    return n;
+    return n + tensor_elems(&m->rope_freqs);
 }
 
 size_t sd_llama_weight_bytes(const sd_llama *m)
@@ -226,9 +260,10 @@ size_t sd_llama_weight_bytes(const sd_llama *m)
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
         const sd_llama_layer *L = &m->layer[l];
         n += L->attn_norm.nbytes + L->wq.nbytes + L->wk.nbytes + L->wv.nbytes + L->wo.nbytes +
-             L->ffn_norm.nbytes + L->w_gate.nbytes + L->w_up.nbytes + L->w_down.nbytes;
+             L->ffn_norm.nbytes + L->w_gate.nbytes + L->w_up.nbytes + L->w_down.nbytes +
+             L->bq.nbytes + L->bk.nbytes + L->bv.nbytes + L->q_norm.nbytes + L->k_norm.nbytes;
     }
-    return n;
+    return n + m->rope_freqs.nbytes;
 }
 
 /* ---- activations ---- */
@@ -442,15 +477,18 @@ static float rmsnorm(float *out, const float *x, const float *w, size_t d, float
     return inv;
 }
 
-/* Rotates adjacent pairs of each head of x (heads x hd) to position pos. */
-static void rope(float *x, size_t heads, size_t hd, size_t pos, const float *freq)
+/* Rotates the pairs of each head of x (heads x hd) to position pos: adjacent ones
+ * (x[2i], x[2i+1]) for llama, the halves (x[i], x[i + hd/2]) when neox (qwen2, qwen3:
+ * llama.cpp's LLAMA_ROPE_TYPE_NEOX). */
+static void rope(float *x, size_t heads, size_t hd, size_t pos, const float *freq, int neox)
 {
+    size_t stride = neox ? 1 : 2, other = neox ? hd / 2 : 1;
     for (size_t i = 0; i < hd / 2; i++) {
         float a = (float)pos * freq[i], c = cosf(a), s = sinf(a);
         for (size_t h = 0; h < heads; h++) {
-            float *p = x + h * hd + 2 * i, x0 = p[0], x1 = p[1];
+            float *p = x + h * hd + stride * i, x0 = p[0], x1 = p[other];
             p[0] = x0 * c - x1 * s;
-            p[1] = x0 * s + x1 * c;
+            p[other] = x0 * s + x1 * c;
         }
     }
 }
@@ -468,7 +506,8 @@ typedef struct {
     float *x;        /* (n, dim) the residual stream */
     float *wbuf;     /* (3, dim) this layer's two norm weights, then the output norm's */
     float *tmp;      /* (n, dim) a projection before it joins the stream */
-    float *freq;     /* (head_dim / 2) rope frequencies */
+    float *freq;     /* (head_dim / 2) rope frequencies (divided by rope_freqs' factors) */
+    float *abuf;     /* (n_head hd + 2 n_head_kv hd + 2 hd) this layer's q/k/v biases, q/k norms */
     float *xn, *q, *ao, *gate, *up, *att; /* activations when no record keeps them */
     mm_scratch ms;
 } fwd_ws;
@@ -507,8 +546,9 @@ static int forward_check(const sd_llama *m, const sd_kv *kv, const int32_t *toke
 /* Work space from the cache's scratch (grown to the largest call, then reused: a
  * generation step allocates nothing); the trainer's record replaces the parts the
  * backward pass reads. */
-static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int record, int threads, fwd_ws *w)
+static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, int threads, fwd_ws *w)
 {
+    const sd_llama_config *c = &m->cfg;
     size_t d = c->dim, hd = c->head_dim, nh = c->n_head, F = c->ffn_dim, qw = nh * hd;
     size_t ctx = kv->n + n, cmax = d > qw ? d : qw;
     if (F > cmax) cmax = F;
@@ -519,6 +559,7 @@ static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int rec
 #define TAKE(ptr, count) \
     (ptr = pass ? (void *)(kv->scratch + at) : NULL, at += ((count) * sizeof *(ptr) + 63) / 64 * 64)
         TAKE(w->x, n * d), TAKE(w->wbuf, 3 * d), TAKE(w->tmp, n * d), TAKE(w->freq, hd / 2);
+        TAKE(w->abuf, qw + 2 * (size_t)c->n_head_kv * hd + 2 * hd);
         if (!record) {
             TAKE(w->xn, n * d), TAKE(w->q, n * qw), TAKE(w->ao, n * qw), TAKE(w->gate, n * F);
             TAKE(w->up, n * F), TAKE(w->att, n * nh * ctx);
@@ -533,6 +574,10 @@ static void forward_carve(const sd_llama_config *c, sd_kv *kv, size_t n, int rec
         }
     }
     for (size_t i = 0; i < hd / 2; i++) w->freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
+    if (m->rope_freqs.data) { /* llama3: theta_i / factor_i, as ggml_rope_ext's freq_factors */
+        sd_dequant_row(m->rope_freqs.type, m->rope_freqs.data, w->abuf, hd / 2);
+        for (size_t i = 0; i < hd / 2; i++) w->freq[i] /= w->abuf[i];
+    }
 }
 
 /* x[i] = the embedding of tokens[i] ([MASK]_i: row i - 1 of mask_embd); records the
@@ -664,6 +709,31 @@ static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t 
     sd_pool_for(tasks * (kv->n + n) > 4096 ? threads : 1, tasks, attention_task, &a);
 }
 
+/* y[i][e] += bias[e] for the n rows of width wd (bias: the tensor, dequantized into buf). */
+static void add_bias(float *y, const sd_tensor *bias, size_t n, size_t wd, float *buf)
+{
+    sd_dequant_row(bias->type, bias->data, buf, wd);
+    for (size_t i = 0; i < n; i++)
+        for (size_t e = 0; e < wd; e++) y[i * wd + e] += buf[e];
+}
+
+/* What the architectures add between the q/k/v products and RoPE: the biases
+ * (qwen2, or a llama file that has them), then each head of q and k RMS-normed with
+ * its own weights (qwen3). buf: room for qw + 2 kw + 2 hd floats. */
+static void qk_extras(const sd_llama_layer *L, size_t n, size_t qw, size_t kw, size_t hd, float eps,
+                      float *q, float *k, float *v, float *buf)
+{
+    if (L->bq.data) add_bias(q, &L->bq, n, qw, buf);
+    if (L->bk.data) add_bias(k, &L->bk, n, kw, buf + qw);
+    if (L->bv.data) add_bias(v, &L->bv, n, kw, buf + qw + kw);
+    if (!L->q_norm.data) return;
+    float *wq = buf + qw + 2 * kw, *wk = wq + hd;
+    sd_dequant_row(L->q_norm.type, L->q_norm.data, wq, hd);
+    sd_dequant_row(L->k_norm.type, L->k_norm.data, wk, hd);
+    for (size_t h = 0; h < n * (qw / hd); h++) rmsnorm(q + h * hd, q + h * hd, wq, hd, eps);
+    for (size_t h = 0; h < n * (kw / hd); h++) rmsnorm(k + h * hd, k + h * hd, wk, hd, eps);
+}
+
 /* x += wo attention(norm(x)); the new keys and values go to the cache (and the record). */
 static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
                             const unsigned char *mask, fwd_ws *w, const layer_bufs *b,
@@ -677,9 +747,11 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
     const mm_out qkv[3] = {{b->q, &L->wq, qw}, {kc, &L->wk, kw}, {vc, &L->wv, kw}};
     matmul_group(b->xn, n, d, &w->ms, 3, qkv, NULL);
+    qk_extras(L, n, qw, kw, hd, c->rms_eps, b->q, kc, vc, w->abuf);
+    int neox = c->arch != SD_ARCH_LLAMA;
     for (size_t i = 0; i < n; i++) {
-        rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq);
-        rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq);
+        rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq, neox);
+        rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq, neox);
     }
     if (A) {
         memcpy(A->k, kc, n * kw * sizeof *kc);
@@ -756,7 +828,7 @@ static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, si
                          const unsigned char *mask, const size_t *rows, size_t n_rows, float *logits, int threads)
 {
     fwd_ws w;
-    forward_carve(&m->cfg, kv, n, 0, threads, &w);
+    forward_carve(m, kv, n, 0, threads, &w);
     w.ms.stream = weights_stream(m);
     forward_embed(m, kv, tokens, n, pos, w.x);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
@@ -795,8 +867,11 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
     if (!n) return SD_OK;
     int rc = forward_check(m, kv, tokens, n, pos, mask, acts);
     if (rc) return rc;
+    const char *what;
+    if (sd_llama_has_extras(m, &what))
+        return sd_error(SD_EUNSUP, "training forward: %s: the backward pass knows the plain llama block only", what);
     fwd_ws w;
-    forward_carve(&m->cfg, kv, n, 1, omp_in_parallel() ? 1 : omp_get_max_threads(), &w);
+    forward_carve(m, kv, n, 1, omp_in_parallel() ? 1 : omp_get_max_threads(), &w);
     w.ms.gemm = n >= 16;
     forward_embed(m, kv, tokens, n, pos, w.x);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, &acts->layer[l]);

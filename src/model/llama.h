@@ -6,7 +6,15 @@
  * then RMSNorm and the output matrix (tied to the embedding when the file has no
  * output.weight). Grouped-query attention: n_head query heads share n_head_kv key
  * and value heads. RoPE rotates adjacent pairs (x[2i], x[2i+1]) by pos * base^(-2i/hd),
- * llama.cpp's layout for the llama architecture. Weights are F32, F16, BF16, Q8_0 or
+ * llama.cpp's layout for the llama architecture.
+ *
+ * The same pass runs the architectures llama.cpp calls (general.architecture):
+ *   llama  as above; optional biases on Q, K, V; optional rope_freqs.weight (Llama 3.x's
+ *          "llama3" RoPE scaling: frequency i divided by factor i)
+ *   qwen2  biases on Q, K, V; RoPE on the halves (x[i], x[i + hd/2]) (llama.cpp's NEOX)
+ *   qwen3  RMSNorm of each head of Q and K (attn_q_norm, attn_k_norm) before RoPE, NEOX
+ *          RoPE, a head size of its own (n_head hd need not be dim)
+ * Weights are F32, F16, BF16, Q8_0 or
  * Q4_0 (src/model/tensor.h), read in place from the memory-mapped GGUF file.
  *
  * One forward pass serves everything: a prompt, one generated token, a whole draft
@@ -31,13 +39,18 @@
 typedef struct sd_gguf sd_gguf;
 typedef struct sd_gguf_writer sd_gguf_writer;
 
+/* The architectures (general.architecture) and what each changes in the pass. */
+typedef enum { SD_ARCH_LLAMA, SD_ARCH_QWEN2, SD_ARCH_QWEN3 } sd_llama_arch;
+/* "llama", "qwen2", "qwen3": the GGUF name and key prefix */
+const char *sd_llama_arch_name(sd_llama_arch a);
+
 typedef struct {
     uint32_t n_vocab;
     uint32_t dim;        /* embedding width */
     uint32_t n_layer;
     uint32_t n_head;     /* query heads */
     uint32_t n_head_kv;  /* key/value heads (n_head a multiple of it) */
-    uint32_t head_dim;   /* dim / n_head */
+    uint32_t head_dim;   /* dim / n_head unless the file says ({arch}.attention.key_length) */
     uint32_t ffn_dim;    /* hidden width of the SwiGLU MLP */
     uint32_t ctx_len;    /* longest sequence the model was trained for */
     float rms_eps;
@@ -45,6 +58,7 @@ typedef struct {
     uint32_t n_mask;     /* ParallelSpec's [MASK] tokens (0: a plain model): input ids
                             n_vocab .. n_vocab + n_mask - 1 are [MASK]_1 .. [MASK]_n_mask,
                             embedded by mask_embd; they are inputs only, never outputs */
+    sd_llama_arch arch;  /* 0 (llama) for models built in memory */
 } sd_llama_config;
 
 typedef struct {
@@ -52,6 +66,8 @@ typedef struct {
     sd_tensor wq, wk, wv, wo;         /* {dim, n_head hd}, {dim, n_head_kv hd} x2, {n_head hd, dim} */
     sd_tensor ffn_norm;               /* {dim} */
     sd_tensor w_gate, w_up, w_down;   /* {dim, ffn} x2, {ffn, dim} */
+    sd_tensor bq, bk, bv;             /* {n_head hd}, {n_head_kv hd} x2; data NULL: no bias */
+    sd_tensor q_norm, k_norm;         /* {hd} (qwen3; data NULL otherwise) */
 } sd_llama_layer;
 
 typedef struct {
@@ -61,6 +77,7 @@ typedef struct {
     sd_tensor output;       /* {dim, n_vocab}; a copy of tok_embd's view when tied */
     int tied;
     sd_tensor mask_embd;    /* {dim, n_mask}: row i is [MASK]_{i+1}'s embedding (n_mask > 0) */
+    sd_tensor rope_freqs;   /* {hd / 2} llama3 RoPE factors (data NULL: none) */
     sd_llama_layer *layer;  /* [n_layer] */
     sd_gguf *file;          /* the mapping the tensors point into (NULL when built in memory) */
     char *path;             /* for messages */
@@ -83,11 +100,16 @@ int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out);
 /* An F32 copy of any model in sd_llama_alloc's one buffer (to fine-tune it), with
  * n_mask [MASK] embeddings: src's own when it has as many, else zeros. */
 int sd_llama_to_f32(const sd_llama *src, uint32_t n_mask, sd_llama **out);
+/* 1 when m has more than the plain llama block (biases, Q/K norms, NEOX RoPE, RoPE
+ * factors): what the trainer's backward pass and the CUDA kernels do not compute.
+ * what names the first such feature (for messages). */
+int sd_llama_has_extras(const sd_llama *m, const char **what);
 /* A copy of m with its matrices (embedding, attention, MLP, output) stored as type t
- * (F32, F16, BF16, Q8_0, Q4_0: quantized as ggml does); the norm weights stay F32.
+ * (F32, F16, BF16, Q8_0, Q4_0: quantized as ggml does); the norm weights, biases and
+ * RoPE factors stay F32.
  * The copy owns its weights. SD_EINVAL if a row length is not a multiple of t's block. */
 int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out);
-/* Adds the model's hyper-parameters (llama.* keys, general.architecture, general.name
+/* Adds the model's hyper-parameters ({arch}.* keys, general.architecture, general.name
  * = name) and its tensors, as they are stored, to a GGUF writer (a parallel drafter's
  * mask embeddings as SD_LLAMA_MASK_TENSOR, their count as SD_LLAMA_MASK_KEY); the caller adds the
  * tokenizer (tokenizer.ggml.*) and writes. The tensors must outlive the write. */

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "mask.h"
 #include "sd_error.h"
+#include "tokenizer.h"
 
 #define MAX_THREADS 256
 
@@ -461,6 +462,7 @@ int sd_lm_llama_pair_parse(const char *spec, sd_device device, sd_lm **draft, sd
     if (!rc && dm->cfg.n_vocab != tm->cfg.n_vocab)
         rc = sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, %s has %u: a draft and its target must "
                       "share one", dp, dm->cfg.n_vocab, tp, tm->cfg.n_vocab);
+    if (!rc) rc = sd_tokenizer_check_pair(dm->file, tm->file);
     sd_lm_llama_params p = sd_lm_llama_default_params();
     p.temperature = temp, p.device = device;
     if (!rc && !(rc = sd_lm_llama_init(dm, 1, p, draft))) {

@@ -9,21 +9,104 @@
 #include "llama.h"
 #include "sd_error.h"
 
-/* A required u32 hyper-parameter, or a default when dflt != 0 and the key is absent. */
-static int hparam(const sd_gguf *g, const char *path, const char *key, uint32_t dflt, uint32_t *out)
+/* The key "{arch}.{name}" (llama.cpp's LLM_KV names: llama.block_count, qwen2.block_count). */
+static const char *akey(const sd_llama_config *c, const char *name, char *buf, size_t cap)
 {
+    snprintf(buf, cap, "%s.%s", sd_llama_arch_name(c->arch), name);
+    return buf;
+}
+
+/* A required u32 hyper-parameter {arch}.name, or a default when dflt != 0 and the key is absent. */
+static int hparam(const sd_gguf *g, const char *path, const sd_llama_config *c, const char *name,
+                  uint32_t dflt, uint32_t *out)
+{
+    char key[96];
+    akey(c, name, key, sizeof key);
     if (sd_gguf_find_key(g, key) < 0) {
         if (dflt) return *out = dflt, SD_OK;
-        return sd_error(SD_EFORMAT, "%s: no key %s (a llama model needs it)", path, key);
+        return sd_error(SD_EFORMAT, "%s: no key %s (a %s model needs it)", path, key, sd_llama_arch_name(c->arch));
     }
     return sd_gguf_get_u32(g, key, out);
 }
 
-static int fparam(const sd_gguf *g, const char *key, float dflt, float *out)
+static int fparam(const sd_gguf *g, const sd_llama_config *c, const char *name, float dflt, float *out)
 {
+    char key[96];
+    akey(c, name, key, sizeof key);
     if (sd_gguf_find_key(g, key) < 0) return *out = dflt, SD_OK;
     return sd_gguf_get_f32(g, key, out);
 }
+
+/* general.architecture: one of the architectures the pass runs. */
+static int read_arch(const sd_gguf *g, const char *path, sd_llama_arch *out)
+{
+    const char *arch;
+    size_t alen;
+    int rc = sd_gguf_get_str(g, "general.architecture", &arch, &alen);
+    if (rc) return rc;
+    static const sd_llama_arch all[3] = {SD_ARCH_LLAMA, SD_ARCH_QWEN2, SD_ARCH_QWEN3};
+    for (int i = 0; i < 3; i++) {
+        const char *name = sd_llama_arch_name(all[i]);
+        if (alen == strlen(name) && !memcmp(arch, name, alen)) return *out = all[i], SD_OK;
+    }
+    return sd_error(SD_EUNSUP, "%s: general.architecture is '%.*s': specdec runs 'llama', 'qwen2' and "
+                    "'qwen3' models", path, (int)(alen > 64 ? 64 : alen), arch);
+}
+
+/* The RoPE scaling keys llama.cpp reads: no scaling is run (type none, or linear, its
+ * default, with a factor of 1 or none: llama3's scaling is the rope_freqs.weight
+ * tensor, with no key); yarn and longrope are refused, and so is a factor other than
+ * 1; and mixtures of experts. */
+static int check_rope_scaling(const sd_gguf *g, const char *path, const sd_llama_config *c)
+{
+    char key[96];
+    const char *type;
+    size_t tlen;
+    int rc;
+    if (sd_gguf_find_key(g, akey(c, "rope.scaling.type", key, sizeof key)) >= 0) {
+        if ((rc = sd_gguf_get_str(g, key, &type, &tlen))) return rc;
+        if (!(tlen == 4 && !memcmp(type, "none", 4)) && !(tlen == 6 && !memcmp(type, "linear", 6)))
+            return sd_error(SD_EUNSUP, "%s: %s is '%.*s': only unscaled RoPE is supported ('none', or "
+                            "'linear' with factor 1; and Llama 3's rope_freqs.weight)", path, key,
+                            (int)(tlen > 32 ? 32 : tlen), type);
+    }
+    static const char *const factors[2] = {"rope.scaling.factor", "rope.scale_linear"};
+    for (int i = 0; i < 2; i++) {
+        float f;
+        if (sd_gguf_find_key(g, akey(c, factors[i], key, sizeof key)) < 0) continue;
+        if ((rc = sd_gguf_get_f32(g, key, &f))) return rc;
+        if (f != 0.0f && f != 1.0f)
+            return sd_error(SD_EUNSUP, "%s: %s is %g: scaled RoPE is not supported", path, key, (double)f);
+    }
+    uint32_t experts = 0;
+    if (sd_gguf_find_key(g, akey(c, "expert_count", key, sizeof key)) >= 0 &&
+        !(rc = sd_gguf_get_u32(g, key, &experts)) && experts)
+        return sd_error(SD_EUNSUP, "%s: %s is %u: mixtures of experts are not supported", path, key, experts);
+    return SD_OK;
+}
+
+/* Tensors llama.cpp would use that the pass does not compute: refused by name. */
+static int check_unsupported_tensors(const sd_gguf *g, const char *path, uint32_t n_layer)
+{
+    static const char *const top[3] = {"output.bias", "rope_factors_long.weight", "rope_factors_short.weight"};
+    for (int i = 0; i < 3; i++)
+        if (sd_gguf_find_tensor(g, top[i]))
+            return sd_error(SD_EUNSUP, "%s: tensor %s is not supported", path, top[i]);
+    static const char *const per[4] = {"attn_qkv.weight", "attn_output.bias", "ffn_gate_inp.weight",
+                                       "attn_qkv.bias"};
+    for (uint32_t l = 0; l < n_layer; l++)
+        for (int i = 0; i < 4; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s", l, per[i]);
+            if (sd_gguf_find_tensor(g, name))
+                return sd_error(SD_EUNSUP, "%s: tensor %s is not supported", path, name);
+        }
+    return SD_OK;
+}
+
+/* The 1-D tensor blk.l.name {d0} (F32, F16 or BF16); left zeroed when absent unless need. */
+static int layer_vec(const sd_gguf *g, const char *path, uint32_t l, const char *name, uint64_t d0, int need,
+                     sd_tensor *out);
 
 /* The tensor `name` with dims {d0, d1} (d1 = 0: one-dimensional {d0}). */
 static int tensor(const sd_gguf *g, const char *path, const char *name, uint64_t d0, uint64_t d1,
@@ -51,7 +134,7 @@ static int tensor(const sd_gguf *g, const char *path, const char *name, uint64_t
                         path, name, have, (unsigned long long)d0);
     }
     if (!d1 && t->type != SD_T_F32 && t->type != SD_T_F16 && t->type != SD_T_BF16)
-        return sd_error(SD_EUNSUP, "%s: norm tensor %s is %s (F32, F16 or BF16 expected)", path,
+        return sd_error(SD_EUNSUP, "%s: vector tensor %s is %s (F32, F16 or BF16 expected)", path,
                         name, sd_ttype_name(t->type));
     *out = *t;
     return SD_OK;
@@ -65,41 +148,47 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
     m->path = sd_xmalloc(strlen(path) + 1);
     strcpy(m->path, path);
     sd_llama_config *c = &m->cfg;
-    const char *arch;
-    size_t alen;
-    int rc = sd_gguf_get_str(g, "general.architecture", &arch, &alen);
-    if (!rc && (alen != 5 || memcmp(arch, "llama", 5)))
-        rc = sd_error(SD_EUNSUP, "%s: general.architecture is '%.*s': specdec runs 'llama' models", path,
-                      (int)(alen > 64 ? 64 : alen), arch);
-    uint32_t rope_dims = 0;
-    if (!rc) rc = hparam(g, path, "llama.embedding_length", 0, &c->dim);
-    if (!rc) rc = hparam(g, path, "llama.block_count", 0, &c->n_layer);
-    if (!rc) rc = hparam(g, path, "llama.feed_forward_length", 0, &c->ffn_dim);
-    if (!rc) rc = hparam(g, path, "llama.attention.head_count", 0, &c->n_head);
-    if (!rc) rc = hparam(g, path, "llama.attention.head_count_kv", c->n_head, &c->n_head_kv);
-    if (!rc) rc = hparam(g, path, "llama.context_length", 0, &c->ctx_len);
-    if (!rc) rc = fparam(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f, &c->rms_eps);
-    if (!rc) rc = fparam(g, "llama.rope.freq_base", 10000.0f, &c->rope_base);
-    if (!rc && c->n_head) c->head_dim = c->dim / c->n_head;
-    if (!rc) rc = hparam(g, path, "llama.rope.dimension_count", c->head_dim ? c->head_dim : 1, &rope_dims);
-    if (!rc && c->n_head && c->dim % c->n_head)
-        rc = sd_error(SD_EFORMAT, "%s: llama.embedding_length %u is not a multiple of "
-                      "llama.attention.head_count %u", path, c->dim, c->n_head);
+    int rc = read_arch(g, path, &c->arch);
+    const char *an = sd_llama_arch_name(c->arch);
+    uint32_t rope_dims = 0, v_dim = 0;
+    if (!rc) rc = hparam(g, path, c, "embedding_length", 0, &c->dim);
+    if (!rc) rc = hparam(g, path, c, "block_count", 0, &c->n_layer);
+    if (!rc) rc = hparam(g, path, c, "feed_forward_length", 0, &c->ffn_dim);
+    if (!rc) rc = hparam(g, path, c, "attention.head_count", 0, &c->n_head);
+    if (!rc) rc = hparam(g, path, c, "attention.head_count_kv", c->n_head, &c->n_head_kv);
+    if (!rc) rc = hparam(g, path, c, "context_length", 0, &c->ctx_len);
+    if (!rc) rc = fparam(g, c, "attention.layer_norm_rms_epsilon", 1e-5f, &c->rms_eps);
+    if (!rc) rc = fparam(g, c, "rope.freq_base", 10000.0f, &c->rope_base);
+    char kl[96];
+    int own_head = sd_gguf_find_key(g, akey(c, "attention.key_length", kl, sizeof kl)) >= 0;
+    if (!rc && c->n_head && c->dim % c->n_head && !own_head)
+        rc = sd_error(SD_EFORMAT, "%s: %s.embedding_length %u is not a multiple of "
+                      "%s.attention.head_count %u", path, an, c->dim, an, c->n_head);
+    /* head size: key_length (qwen3 sets it), else dim / n_head; values the same */
+    if (!rc) rc = hparam(g, path, c, "attention.key_length", c->n_head ? c->dim / c->n_head : 1, &c->head_dim);
+    if (!rc) rc = hparam(g, path, c, "attention.value_length", c->head_dim ? c->head_dim : 1, &v_dim);
+    if (!rc && v_dim != c->head_dim)
+        rc = sd_error(SD_EUNSUP, "%s: %s.attention.value_length %u differs from the key length %u", path, an,
+                      v_dim, c->head_dim);
+    if (!rc) rc = hparam(g, path, c, "rope.dimension_count", c->head_dim ? c->head_dim : 1, &rope_dims);
     if (!rc && rope_dims != c->head_dim)
-        rc = sd_error(SD_EUNSUP, "%s: llama.rope.dimension_count %u: only full-head RoPE (%u) is "
-                      "supported", path, rope_dims, c->head_dim);
+        rc = sd_error(SD_EUNSUP, "%s: %s.rope.dimension_count %u: only full-head RoPE (%u) is "
+                      "supported", path, an, rope_dims, c->head_dim);
+    if (!rc) rc = check_rope_scaling(g, path, c);
     /* the vocabulary is the embedding's second dimension */
     const sd_tensor *emb = rc ? NULL : sd_gguf_find_tensor(g, "token_embd.weight");
     if (!rc && !emb) rc = sd_error(SD_EFORMAT, "%s: no tensor token_embd.weight", path);
     if (!rc) {
         c->n_vocab = emb->ndim >= 2 && emb->dims[1] <= UINT32_MAX ? (uint32_t)emb->dims[1] : 0;
         uint32_t vs;
-        if (sd_gguf_find_key(g, "llama.vocab_size") >= 0 &&
-            !(rc = sd_gguf_get_u32(g, "llama.vocab_size", &vs)) && vs != c->n_vocab)
-            rc = sd_error(SD_EFORMAT, "%s: llama.vocab_size %u but token_embd.weight has %u rows",
-                          path, vs, c->n_vocab);
+        char key[96];
+        if (sd_gguf_find_key(g, akey(c, "vocab_size", key, sizeof key)) >= 0 &&
+            !(rc = sd_gguf_get_u32(g, key, &vs)) && vs != c->n_vocab)
+            rc = sd_error(SD_EFORMAT, "%s: %s %u but token_embd.weight has %u rows", path, key, vs, c->n_vocab);
     }
     if (!rc) rc = sd_llama_config_check(c, path);
+    if (!rc) rc = check_unsupported_tensors(g, path, c->n_layer);
+    if (!rc) rc = tensor(g, path, "rope_freqs.weight", c->head_dim / 2, 0, 1, &m->rope_freqs, NULL);
     size_t d = c->dim, qw = (size_t)c->n_head * c->head_dim, kw = (size_t)c->n_head_kv * c->head_dim;
     if (!rc) rc = tensor(g, path, "token_embd.weight", d, c->n_vocab, 0, &m->tok_embd, NULL);
     if (!rc) rc = tensor(g, path, "output_norm.weight", d, 0, 0, &m->out_norm, NULL);
@@ -129,6 +218,22 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
             snprintf(name, sizeof name, "blk.%u.%s.weight", l, names[i]);
             rc = tensor(g, path, name, shape[i][0], shape[i][1], 0, dst[i], NULL);
         }
+        /* biases: qwen2 has them (llama.cpp's create_tensor_qkv takes them on any of the
+         * three); per-head Q/K norms: qwen3, and only qwen3 */
+        int bias = c->arch == SD_ARCH_QWEN2, qkn = c->arch == SD_ARCH_QWEN3;
+        if (!rc) rc = layer_vec(g, path, l, "attn_q.bias", qw, bias, &L->bq);
+        if (!rc) rc = layer_vec(g, path, l, "attn_k.bias", kw, bias, &L->bk);
+        if (!rc) rc = layer_vec(g, path, l, "attn_v.bias", kw, bias, &L->bv);
+        static const char *const qk[2] = {"attn_q_norm.weight", "attn_k_norm.weight"};
+        sd_tensor *qkd[2] = {&L->q_norm, &L->k_norm};
+        for (int i = 0; !rc && i < 2; i++) {
+            char full[64];
+            snprintf(full, sizeof full, "blk.%u.%s", l, qk[i]);
+            if (qkn) rc = layer_vec(g, path, l, qk[i], c->head_dim, 1, qkd[i]);
+            else if (sd_gguf_find_tensor(g, full))
+                rc = sd_error(SD_EUNSUP, "%s: tensor %s in a %s model (qwen3 has per-head Q/K norms, %s not)",
+                              path, full, an, an);
+        }
     }
     if (rc) {
         sd_llama_free(m);
@@ -136,6 +241,15 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
     }
     *out = m;
     return SD_OK;
+}
+
+static int layer_vec(const sd_gguf *g, const char *path, uint32_t l, const char *name, uint64_t d0, int need,
+                     sd_tensor *out)
+{
+    char full[64];
+    snprintf(full, sizeof full, "blk.%u.%s", l, name);
+    memset(out, 0, sizeof *out);
+    return tensor(g, path, full, d0, 0, !need, out, NULL);
 }
 
 int sd_llama_load(const char *path, sd_llama **out)
@@ -151,19 +265,27 @@ int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w)
 {
     const sd_llama_config *c = &m->cfg;
     int rc = SD_OK;
-    if ((rc = sd_gguf_writer_set_str(w, "general.architecture", "llama")) ||
+    char k[12][96]; /* the writer copies its keys */
+    if ((rc = sd_gguf_writer_set_str(w, "general.architecture", sd_llama_arch_name(c->arch))) ||
         (rc = sd_gguf_writer_set_str(w, "general.name", name ? name : "specdec model")) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.context_length", c->ctx_len)) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.embedding_length", c->dim)) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.block_count", c->n_layer)) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.feed_forward_length", c->ffn_dim)) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.attention.head_count", c->n_head)) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.attention.head_count_kv", c->n_head_kv)) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.rope.dimension_count", c->head_dim)) ||
-        (rc = sd_gguf_writer_set_u32(w, "llama.vocab_size", c->n_vocab)) ||
-        (rc = sd_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", c->rms_eps)) ||
-        (rc = sd_gguf_writer_set_f32(w, "llama.rope.freq_base", c->rope_base)))
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "context_length", k[0], 96), c->ctx_len)) ||
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "embedding_length", k[1], 96), c->dim)) ||
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "block_count", k[2], 96), c->n_layer)) ||
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "feed_forward_length", k[3], 96), c->ffn_dim)) ||
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "attention.head_count", k[4], 96), c->n_head)) ||
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "attention.head_count_kv", k[5], 96), c->n_head_kv)) ||
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "rope.dimension_count", k[6], 96), c->head_dim)) ||
+        (rc = sd_gguf_writer_set_u32(w, akey(c, "vocab_size", k[7], 96), c->n_vocab)) ||
+        (rc = sd_gguf_writer_set_f32(w, akey(c, "attention.layer_norm_rms_epsilon", k[8], 96), c->rms_eps)) ||
+        (rc = sd_gguf_writer_set_f32(w, akey(c, "rope.freq_base", k[9], 96), c->rope_base)))
         return rc;
+    if (c->n_head * c->head_dim != c->dim &&
+        ((rc = sd_gguf_writer_set_u32(w, akey(c, "attention.key_length", k[10], 96), c->head_dim)) ||
+         (rc = sd_gguf_writer_set_u32(w, akey(c, "attention.value_length", k[11], 96), c->head_dim))))
+        return rc;
+    if (m->rope_freqs.data)
+        rc = sd_gguf_writer_add_tensor(w, "rope_freqs.weight", m->rope_freqs.type, 1, m->rope_freqs.dims,
+                                       m->rope_freqs.data);
     const sd_tensor *ts[4] = {&m->tok_embd, &m->out_norm, m->tied ? NULL : &m->output, NULL};
     const char *tn[3] = {"token_embd.weight", "output_norm.weight", "output.weight"};
     for (int i = 0; i < 3 && !rc; i++)
@@ -178,6 +300,15 @@ int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w)
             char tname[64];
             snprintf(tname, sizeof tname, "blk.%u.%s.weight", l, names[i]);
             rc = sd_gguf_writer_add_tensor(w, tname, src[i]->type, src[i]->ndim, src[i]->dims, src[i]->data);
+        }
+        static const char *const xnames[5] = {"attn_q.bias", "attn_k.bias", "attn_v.bias",
+                                              "attn_q_norm.weight", "attn_k_norm.weight"};
+        const sd_tensor *xs[5] = {&L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+        for (int i = 0; !rc && i < 5; i++) {
+            if (!xs[i]->data) continue;
+            char tname[64];
+            snprintf(tname, sizeof tname, "blk.%u.%s", l, xnames[i]);
+            rc = sd_gguf_writer_add_tensor(w, tname, xs[i]->type, 1, xs[i]->dims, xs[i]->data);
         }
     }
     if (!rc && c->n_mask) { /* a parallel drafter's masks, last */

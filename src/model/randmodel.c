@@ -31,9 +31,41 @@ static void fill(sd_tensor *dst, const char *name, sd_ttype t, size_t cols, size
     *at += (rows * rb + 63) / 64 * 64;
 }
 
+int sd_randmodel_arch_parse(const char *name, sd_randmodel_arch *out)
+{
+    static const char *const names[4] = {"llama", "llama3", "qwen2", "qwen3"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i])) return *out = (sd_randmodel_arch)i, SD_OK;
+    return sd_error(SD_EINVAL, "architecture '%s': not one of llama, llama3, qwen2, qwen3", name);
+}
+
+/* Llama 3.1's RoPE factors (its config's rope_scaling, as llama.cpp's converter turns
+ * it into rope_freqs.weight): 1 for short wavelengths, 8 for long ones, smooth between. */
+static void llama3_factors(float *f, size_t hd, float base)
+{
+    const double factor = 8, lo = 1, hi = 4, old_ctx = 8192, pi = 3.14159265358979323846;
+    for (size_t i = 0; i < hd / 2; i++) {
+        double freq = 1.0 / pow(base, 2.0 * (double)i / (double)hd), wavelen = 2 * pi / freq;
+        if (wavelen < old_ctx / hi) f[i] = 1;
+        else if (wavelen > old_ctx / lo) f[i] = (float)factor;
+        else {
+            double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            f[i] = (float)(1 / ((1 - smooth) / factor + smooth));
+        }
+    }
+}
+
 int sd_randmodel_build(const sd_llama_config *c, sd_ttype t, gsl_rng *r, sd_llama **out)
 {
+    return sd_randmodel_build_arch(c, SD_RANDMODEL_LLAMA, t, r, out);
+}
+
+int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_ttype t, gsl_rng *r,
+                            sd_llama **out)
+{
     *out = NULL;
+    sd_llama_config cc = *c0, *c = &cc;
+    c->arch = a == SD_RANDMODEL_QWEN2 ? SD_ARCH_QWEN2 : a == SD_RANDMODEL_QWEN3 ? SD_ARCH_QWEN3 : SD_ARCH_LLAMA;
     int rc = sd_llama_config_check(c, "random model");
     if (rc) return rc;
     if (c->n_vocab < SD_RANDMODEL_MIN_VOCAB)
@@ -48,11 +80,13 @@ int sd_randmodel_build(const sd_llama_config *c, sd_ttype t, gsl_rng *r, sd_llam
                             sd_ttype_name(t));
     size_t need = 0;
 #define ROOM(tt, cc, rr) (need += (sd_ttype_row_bytes((tt), (cc)) * (rr) + 63) / 64 * 64)
-    ROOM(t, d, c->n_vocab), ROOM(t, d, c->n_vocab), ROOM(SD_T_F32, d, 1);
+    ROOM(t, d, c->n_vocab), ROOM(t, d, c->n_vocab), ROOM(SD_T_F32, d, 1), ROOM(SD_T_F32, c->head_dim, 1);
     if (c->n_mask) ROOM(t, d, c->n_mask);
     for (uint32_t l = 0; l < c->n_layer; l++) {
         ROOM(SD_T_F32, d, 1), ROOM(t, d, q), ROOM(t, d, kv), ROOM(t, d, kv), ROOM(t, q, d);
         ROOM(SD_T_F32, d, 1), ROOM(t, d, F), ROOM(t, d, F), ROOM(t, F, d);
+        ROOM(SD_T_F32, q, 1), ROOM(SD_T_F32, kv, 1), ROOM(SD_T_F32, kv, 1);
+        ROOM(SD_T_F32, c->head_dim, 1), ROOM(SD_T_F32, c->head_dim, 1);
     }
 #undef ROOM
     sd_llama *m = sd_xcalloc(1, sizeof *m);
@@ -74,6 +108,22 @@ int sd_randmodel_build(const sd_llama_config *c, sd_ttype t, gsl_rng *r, sd_llam
         fill(&L->w_gate, "ffn_gate", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
         fill(&L->w_up, "ffn_up", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
         fill(&L->w_down, "ffn_down", t, F, d, sqrt(3.0 / F), 0, r, &at, row);
+        if (a == SD_RANDMODEL_QWEN2) {
+            fill(&L->bq, "attn_q.bias", SD_T_F32, q, 1, 0.5, 0, r, &at, row);
+            fill(&L->bk, "attn_k.bias", SD_T_F32, kv, 1, 0.5, 0, r, &at, row);
+            fill(&L->bv, "attn_v.bias", SD_T_F32, kv, 1, 0.5, 0, r, &at, row);
+        }
+        if (a == SD_RANDMODEL_QWEN3) {
+            fill(&L->q_norm, "attn_q_norm", SD_T_F32, c->head_dim, 1, 0.1, 1, r, &at, row);
+            fill(&L->k_norm, "attn_k_norm", SD_T_F32, c->head_dim, 1, 0.1, 1, r, &at, row);
+        }
+    }
+    if (a == SD_RANDMODEL_LLAMA3) {
+        llama3_factors(row, c->head_dim, c->rope_base);
+        sd_tensor v = {"rope_freqs.weight", SD_T_F32, 1, {c->head_dim / 2, 1, 1, 1}, at, c->head_dim / 2 * 4};
+        memcpy(at, row, v.nbytes);
+        m->rope_freqs = v;
+        at += (v.nbytes + 63) / 64 * 64;
     }
     fill(&m->out_norm, "output_norm.weight", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
     fill(&m->output, "output.weight", t, d, c->n_vocab, sqrt(3.0 / d), 0, r, &at, row);
@@ -113,15 +163,42 @@ static int tokenizer_keys(uint32_t n_vocab, sd_gguf_writer *w)
 
 int sd_randmodel_write(const sd_llama_config *c, sd_ttype t, gsl_rng *r, const char *path)
 {
+    return sd_randmodel_write_arch(c, SD_RANDMODEL_LLAMA, t, r, NULL, path);
+}
+
+int sd_randmodel_write_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_ttype t, gsl_rng *r,
+                            const char *vocab, const char *path)
+{
+    sd_llama_config c = *c0;
+    sd_gguf *vg = NULL;
+    int rc = SD_OK;
+    if (vocab) { /* the vocabulary's size is its token count */
+        sd_gguf_type et;
+        size_t nt = 0;
+        if ((rc = sd_gguf_open(vocab, &vg)) || (rc = sd_gguf_get_arr(vg, "tokenizer.ggml.tokens", &et, &nt))) {
+            sd_gguf_close(vg);
+            return rc;
+        }
+        if (nt > (1u << 24)) {
+            sd_gguf_close(vg);
+            return sd_error(SD_EFORMAT, "%s: %zu tokens", vocab, nt);
+        }
+        c.n_vocab = (uint32_t)nt;
+    }
     sd_llama *m;
-    int rc = sd_randmodel_build(c, t, r, &m);
-    if (rc) return rc;
-    char name[64];
-    snprintf(name, sizeof name, "specdec-random-%ux%u-%s", c->dim, c->n_layer, sd_ttype_name(t));
+    if ((rc = sd_randmodel_build_arch(&c, a, t, r, &m))) {
+        sd_gguf_close(vg);
+        return rc;
+    }
+    static const char *const an[4] = {"llama", "llama3", "qwen2", "qwen3"};
+    char name[80];
+    snprintf(name, sizeof name, "specdec-random-%s-%ux%u-%s", an[a], c.dim, c.n_layer, sd_ttype_name(t));
     sd_gguf_writer *w = sd_gguf_writer_init();
-    if (!(rc = sd_llama_to_gguf(m, name, w)) && !(rc = tokenizer_keys(c->n_vocab, w)))
-        rc = sd_gguf_writer_write(w, path);
+    if (!(rc = sd_llama_to_gguf(m, name, w)))
+        rc = vg ? sd_gguf_writer_copy_keys(w, vg, "tokenizer.") : tokenizer_keys(c.n_vocab, w);
+    if (!rc) rc = sd_gguf_writer_write(w, path);
     sd_gguf_writer_free(w);
     sd_llama_free(m);
+    sd_gguf_close(vg);
     return rc;
 }

@@ -160,6 +160,11 @@ int sd_tokenizer_piece(const sd_tokenizer *t, int32_t id, const char **piece, si
  * and its target must). Returns the first id that differs, or SIZE_MAX when none does
  * (the first id past the shorter vocabulary when only the sizes differ). */
 size_t sd_tokenizer_first_difference(const sd_tokenizer *a, const sd_tokenizer *b);
+/* The vocabulary check of a draft/target pair, on their GGUF files: the same token
+ * count and the same piece for every id (neither file having a tokenizer passes).
+ * SD_EINVAL naming both files and what differs: the sizes, or the first id that
+ * differs with its piece in each; or the error of reading a tokenizer. */
+int sd_tokenizer_check_pair(const sd_gguf *draft, const sd_gguf *target);
 
 /* ids[0..n) to text: *text (malloc'ed, NUL-terminated, caller frees) of *len bytes.
  * Control and unknown tokens are left out unless flags has SD_TOK_RENDER_SPECIAL.

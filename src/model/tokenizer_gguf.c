@@ -211,3 +211,52 @@ int sd_tokenizer_from_gguf(const sd_gguf *g, sd_tokenizer **out)
     arrays_free(&a);
     return rc;
 }
+
+/* Up to 24 bytes of a piece, quoted, with bytes outside printable ASCII as \xNN. */
+static void quote_piece(const char *p, size_t len, char out[112])
+{
+    size_t at = 0;
+    out[at++] = '\'';
+    for (size_t i = 0; i < len && i < 24; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x20 && c < 0x7f && c != '\'') out[at++] = (char)c;
+        else at += (size_t)snprintf(out + at, 5, "\\x%02X", c);
+    }
+    if (len > 24) out[at++] = '.', out[at++] = '.', out[at++] = '.';
+    out[at++] = '\'';
+    out[at] = 0;
+}
+
+int sd_tokenizer_check_pair(const sd_gguf *draft, const sd_gguf *target)
+{
+    const char *dn = sd_gguf_path(draft), *tn = sd_gguf_path(target);
+    int hd = sd_gguf_find_key(draft, "tokenizer.ggml.tokens") >= 0;
+    int ht = sd_gguf_find_key(target, "tokenizer.ggml.tokens") >= 0;
+    if (!hd && !ht) return SD_OK;
+    if (hd != ht)
+        return sd_error(SD_EINVAL, "%s has a tokenizer (tokenizer.ggml.tokens), %s none: a draft and its "
+                        "target must share one vocabulary", hd ? dn : tn, hd ? tn : dn);
+    sd_tokenizer *d = NULL, *t = NULL;
+    int rc = sd_tokenizer_from_gguf(draft, &d);
+    if (!rc) rc = sd_tokenizer_from_gguf(target, &t);
+    if (rc) goto done;
+    size_t nd = sd_tokenizer_n_vocab(d), nt = sd_tokenizer_n_vocab(t), at = sd_tokenizer_first_difference(d, t);
+    if (nd != nt) {
+        rc = sd_error(SD_EINVAL, "the draft %s has a vocabulary of %zu tokens, the target %s %zu: a draft and "
+                      "its target must share one vocabulary (a vocabulary map is not supported)", dn, nd, tn, nt);
+    } else if (at != SIZE_MAX) {
+        const char *pd, *pt;
+        size_t ld, lt;
+        char qd[112], qt[112];
+        sd_tokenizer_piece(d, (int32_t)at, &pd, &ld);
+        sd_tokenizer_piece(t, (int32_t)at, &pt, &lt);
+        quote_piece(pd, ld, qd), quote_piece(pt, lt, qt);
+        rc = sd_error(SD_EINVAL, "the draft %s and the target %s have different vocabularies: token %zu is %s "
+                      "in the draft, %s in the target (a draft and its target must share one vocabulary)",
+                      dn, tn, at, qd, qt);
+    }
+done:
+    sd_tokenizer_free(d);
+    sd_tokenizer_free(t);
+    return rc;
+}

@@ -4,8 +4,10 @@
  * prints the largest difference relative to the largest logit, the mean one, and
  * how often the two argmaxes agree.
  *
- * usage: bench_llamacpp MODEL.gguf REF.npy TOKENS [--threads N]
+ * usage: bench_llamacpp MODEL.gguf REF.npy TOKENS [--threads N] [--max-rel X]
  *   TOKENS: comma-separated token ids (the ones ref_logits evaluated)
+ *   --max-rel X: a check (tests/cli/arch.sh): exit 3 when either way's largest
+ *   difference relative to the largest logit exceeds X or an argmax disagrees
  * exit 0 when it ran (the numbers are the result), 1 on an error. */
 #include <math.h>
 #include <omp.h>
@@ -29,7 +31,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_llamacpp MODEL.gguf REF.npy TOKENS [--threads N]\n");
         return 2;
     }
-    if (argc >= 6 && !strcmp(argv[4], "--threads")) omp_set_num_threads(atoi(argv[5]));
+    double max_rel = -1;
+    for (int a = 4; a + 1 < argc; a += 2) {
+        if (!strcmp(argv[a], "--threads")) omp_set_num_threads(atoi(argv[a + 1]));
+        else if (!strcmp(argv[a], "--max-rel")) max_rel = atof(argv[a + 1]);
+        else {
+            fprintf(stderr, "bench_llamacpp: unknown option '%s'\n", argv[a]);
+            return 2;
+        }
+    }
+    int over = 0;
     size_t n = 0, cap = 16;
     int32_t *tok = malloc(cap * sizeof *tok);
     for (char *s = argv[3], *end; *s; s = *end ? end + 1 : end) {
@@ -81,9 +92,11 @@ int main(int argc, char **argv)
         printf("specdec %-15s max |diff| / max |logit| %.3g (position %zu, token %zu), mean |diff| "
                "%.3g, argmax agrees at %zu/%zu positions\n", how[k], worst / scale, wi, wt,
                sum / (double)(n * V), agree, n);
+        over |= max_rel >= 0 && (!(worst / scale <= max_rel) || agree != n);
     }
     free(batch), free(one), free(ref), free(tok);
     sd_kv_free(kv);
     sd_llama_free(m);
-    return 0;
+    if (over) printf("bench_llamacpp: FAIL: over --max-rel %g or an argmax differs\n", max_rel);
+    return over ? 3 : 0;
 }

@@ -32,6 +32,12 @@ size_t sd_cuda_plan(const sd_llama *m, sd_cuda_slot *slots, int *rc)
 {
     size_t k = walk(m, slots), at = 0;
     *rc = SD_OK;
+    const char *what;
+    if (sd_llama_has_extras(m, &what)) {
+        *rc = sd_error(SD_EUNSUP, "CUDA upload: %s: the CUDA kernels run the plain llama block only (no "
+                       "Q/K/V biases, Q/K norms, NEOX or scaled RoPE); use --device cpu", what);
+        return 0;
+    }
     for (size_t i = 0; i < k; i++) {
         const sd_tensor *t = slots[i].src;
         if (!slots[i].f32 && !sd_ttype_block(t->type)) {

@@ -22,7 +22,9 @@ typedef struct {
  * w_gate w_up w_down, out_norm, output (absent when tied), mask_embd (n_mask > 0). */
 size_t sd_cuda_plan_count(const sd_llama *m);
 /* Fills slots[0 .. sd_cuda_plan_count(m) - 1] and returns the buffer's size in bytes.
- * *rc: SD_OK, or SD_EUNSUP naming a tensor whose type the kernels cannot read. */
+ * *rc: SD_OK, or SD_EUNSUP naming a tensor whose type the kernels cannot read, or
+ * the architecture or feature they do not compute (qwen2, qwen3, rope_freqs: the
+ * CPU runs those). */
 size_t sd_cuda_plan(const sd_llama *m, sd_cuda_slot *slots, int *rc);
 
 /* The checks of sd_llama_forward on its arguments (capacity, context, token ids, the

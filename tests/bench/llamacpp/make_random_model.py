@@ -18,10 +18,21 @@ Weights are Gaussian with std 1/sqrt(fan_in) (the embedding: std 1; the output
 head: 2/sqrt(dim), logits of order 2), norms 1 + 0.1 N(0, 1): awkward values,
 not ones. Deterministic for a given --seed (default 1234).
 
-usage: make_random_model.py [-o OUT.gguf] [--type f32|f16|q8_0|q4_0] [--dim 64]
-         [--layers 2] [--heads 4] [--kv-heads 2] [--ffn 128] [--ctx 2048]
-         [--vocab VOCAB.gguf] [--seed 1234] [--tied]
+--arch writes the other architectures specdec runs, with gguf-py's own key
+writers and tensor names (gguf.MODEL_ARCH, gguf.TENSOR_NAMES), so that a key or
+name specdec misreads is not written by specdec alone: qwen2 (Q/K/V biases,
+std 0.3), qwen3 (attn_q_norm/attn_k_norm of --head-dim, 1 + 0.1 N(0, 1); a head
+size other than dim/heads is written as {arch}.attention.key_length and
+value_length), llama3 (a llama with rope_freqs.weight computed as llama.cpp's
+converter does from Llama 3.1's rope_scaling: factor 8, low/high frequency
+factors 1 and 4, original context 8192).
+
+usage: make_random_model.py [-o OUT.gguf] [--arch llama|llama3|qwen2|qwen3]
+         [--type f32|f16|q8_0|q4_0] [--dim 64] [--layers 2] [--heads 4]
+         [--kv-heads 2] [--head-dim N] [--ffn 128] [--ctx 2048] [--rope-base B]
+         [--eps E] [--vocab VOCAB.gguf] [--seed 1234] [--tied]
 """
+import math
 import argparse
 import os
 import sys
@@ -58,6 +69,8 @@ def parse_args():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--arch", choices=["llama", "llama3", "qwen2", "qwen3"], default="llama")
+    ap.add_argument("--head-dim", type=int, default=0, help="qwen3 only: head size other than dim/heads")
     ap.add_argument("--ffn", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=2048, help="llama.context_length")
     ap.add_argument("--rope-base", type=float, default=10000.0)
@@ -66,9 +79,11 @@ def parse_args():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--tied", action="store_true", help="no output.weight: the head is token_embd (std 1: logits of order sqrt(dim))")
     a = ap.parse_args()
-    if a.dim % a.heads or a.heads % a.kv_heads:
+    if a.head_dim and a.arch != "qwen3":
+        ap.error("--head-dim is qwen3's only")
+    if a.dim % a.heads and not a.head_dim or a.heads % a.kv_heads:
         ap.error("--dim must be a multiple of --heads, and --heads of --kv-heads")
-    if (a.dim // a.heads) % 2:
+    if (a.head_dim or a.dim // a.heads) % 2:
         ap.error("head size (dim / heads) must be even for RoPE")
     if a.type in ("q8_0", "q4_0") and (a.dim % 32 or a.ffn % 32):
         ap.error("--type q8_0/q4_0 needs --dim and --ffn multiples of 32 (the block size)")
@@ -102,15 +117,38 @@ def add_weight(writer, name, array, qtype):
         writer.add_tensor(name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
 
 
+def llama3_factors(head, base):
+    """Llama 3.1's rope_scaling as llama.cpp's converter turns it into rope_freqs."""
+    factor, lo, hi, old_ctx = 8.0, 1.0, 4.0, 8192
+    out = []
+    for i in range(0, head, 2):
+        wavelen = 2 * math.pi * base ** (i / head)
+        if wavelen < old_ctx / hi:
+            out.append(1.0)
+        elif wavelen > old_ctx / lo:
+            out.append(factor)
+        else:
+            smooth = (old_ctx / wavelen - lo) / (hi - lo)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def tname(t, bid=None):
+    """gguf-py's name of tensor t (gguf.MODEL_TENSOR), of block bid."""
+    return gguf.TENSOR_NAMES[t].format(bid=bid) + ".weight"
+
+
 def main():
     a = parse_args()
     rng = np.random.default_rng(a.seed)
     qtype, file_type = FILE_TYPES[a.type]
-    head = a.dim // a.heads
+    head = a.head_dim or a.dim // a.heads
+    arch = {"llama": gguf.MODEL_ARCH.LLAMA, "llama3": gguf.MODEL_ARCH.LLAMA,
+            "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}[a.arch]
 
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    w = gguf.GGUFWriter(a.out, "llama")
-    w.add_name(f"random-llama-d{a.dim}-l{a.layers}-seed{a.seed}")
+    w = gguf.GGUFWriter(a.out, gguf.MODEL_ARCH_NAMES[arch])
+    w.add_name(f"random-{a.arch}-d{a.dim}-l{a.layers}-seed{a.seed}")
     w.add_context_length(a.ctx)
     w.add_embedding_length(a.dim)
     w.add_block_count(a.layers)
@@ -118,6 +156,9 @@ def main():
     w.add_head_count(a.heads)
     w.add_head_count_kv(a.kv_heads)
     w.add_rope_dimension_count(head)
+    if head * a.heads != a.dim:
+        w.add_key_length(head)
+        w.add_value_length(head)
     w.add_rope_freq_base(a.rope_base)
     w.add_layer_norm_rms_eps(a.eps)
     w.add_file_type(file_type)
@@ -130,10 +171,20 @@ def main():
     def norm():
         return 1.0 + 0.1 * rng.standard_normal(a.dim, dtype=np.float32)
 
-    add_weight(w, "token_embd.weight", gauss(n_vocab, a.dim, 1.0), qtype)
+    T = gguf.MODEL_TENSOR
+    add_weight(w, tname(T.TOKEN_EMBD), gauss(n_vocab, a.dim, 1.0), qtype)
+    if a.arch == "llama3":
+        add_weight(w, tname(T.ROPE_FREQS), llama3_factors(head, a.rope_base), qtype)
     for i in range(a.layers):
         p = f"blk.{i}."
         add_weight(w, p + "attn_norm.weight", norm(), qtype)
+        if a.arch == "qwen2":
+            for t, n in ((T.ATTN_Q, a.heads), (T.ATTN_K, a.kv_heads), (T.ATTN_V, a.kv_heads)):
+                bias = 0.3 * rng.standard_normal(n * head, dtype=np.float32)
+                add_weight(w, gguf.TENSOR_NAMES[t].format(bid=i) + ".bias", bias, qtype)
+        if a.arch == "qwen3":
+            for t in (T.ATTN_Q_NORM, T.ATTN_K_NORM):
+                add_weight(w, tname(t, i), 1.0 + 0.1 * rng.standard_normal(head, dtype=np.float32), qtype)
         add_weight(w, p + "attn_q.weight", gauss(a.heads * head, a.dim, a.dim ** -0.5), qtype)
         add_weight(w, p + "attn_k.weight", gauss(a.kv_heads * head, a.dim, a.dim ** -0.5), qtype)
         add_weight(w, p + "attn_v.weight", gauss(a.kv_heads * head, a.dim, a.dim ** -0.5), qtype)
@@ -150,7 +201,7 @@ def main():
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    print(f"{a.out}: llama dim {a.dim} layers {a.layers} heads {a.heads}/{a.kv_heads} "
+    print(f"{a.out}: {a.arch} dim {a.dim} layers {a.layers} heads {a.heads}/{a.kv_heads} "
           f"ffn {a.ffn} vocab {n_vocab} type {a.type} seed {a.seed}")
 
 

@@ -1,0 +1,150 @@
+#!/bin/sh
+# Command-line tests of the architectures beyond the plain llama block (qwen2, qwen3,
+# Llama 3.x): random-model --arch, a draft/target pair whose vocabularies differ, the
+# speculative decoder certified on a qwen2 pair, and, on files with llama.cpp's real
+# test vocabularies written both by specdec and by llama.cpp's own gguf-py writer,
+# the logits and the greedy text against llama.cpp's.
+# The llama.cpp part needs its test vocabularies (.cache/llama.cpp/models, from
+# tests/fetch-llama-cpp.sh), numpy for gguf-py and a llama.cpp build with ref_logits
+# and llama-completion (tests/bench/llamacpp/build.sh; LLAMA_BUILD=DIR to point at one):
+# without them that part is skipped, saying so.
+# usage: arch.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SHAPE=64,2,4,2,128,300
+
+# --- random-model --arch: usage, and what the files say of themselves ---
+expect 2 "--arch: architecture 'gemma': not one of llama, llama3, qwen2, qwen3" -- \
+    "$SPECDEC" random-model --out "$T/x.gguf" --arch gemma
+expect 2 "a head size 32 other than DIM/HEADS is qwen3's only" -- \
+    "$SPECDEC" random-model --out "$T/x.gguf" --arch qwen2 --shape $SHAPE,32
+expect 1 "no such file\|cannot open" -- "$SPECDEC" random-model --out "$T/x.gguf" --vocab "$T/none.gguf" --shape $SHAPE
+for a in llama3 qwen2 qwen3; do
+    s=$SHAPE; [ $a = qwen3 ] && s=$SHAPE,32
+    expect 0 "($a, dim 64, 2 layers, 4/2 heads of 1\?[0-9]*, ffn 128, vocab 300, Q8_0)" -- \
+        "$SPECDEC" random-model --out "$T/$a.gguf" --arch $a --shape $s --type q8_0 --ctx 64
+    expect 0 "generated 6 tokens" -- "$SPECDEC" generate --model "$T/$a.gguf" --prompt "t1 t2" --max-tokens 6 --temperature 0
+done
+# the draft: the same weights in Q4_0 (close to the target, so that the planted bug shows)
+"$SPECDEC" random-model --out "$T/qwen2-d.gguf" --arch qwen2 --shape $SHAPE --type q4_0 --ctx 64 2>/dev/null \
+    || bad "random-model the qwen2 draft"
+
+# --- a draft and a target must share a vocabulary: the size, then the tokens ---
+"$SPECDEC" random-model --out "$T/v280.gguf" --arch qwen2 --shape 64,2,4,2,128,280 --ctx 64 --type q8_0 2>/dev/null \
+    || bad "random-model v280"
+expect 1 "vocabulary of 280 tokens, .*qwen2.gguf of 300" -- \
+    "$SPECDEC" decode --target "$T/qwen2.gguf" --draft "$T/v280.gguf" --prompt "t1" --max-tokens 2 --quiet
+tiny_models "$T" 64 # m.gguf: a trained BPE tokenizer of 300 tokens, as many as qwen2.gguf's
+expect 1 "the draft .*m.gguf and the target .*qwen2.gguf have different vocabularies: token 0 is '.*' in the draft, '<unk>' in the target" -- \
+    "$SPECDEC" decode --target "$T/qwen2.gguf" --draft "$T/m.gguf" --prompt "t1" --max-tokens 2 --quiet
+expect 1 "have different vocabularies: token 0" -- \
+    "$SPECDEC" generate --model "$T/qwen2.gguf" --draft "$T/m.gguf" --log-logits "$T/l.safetensors" --prompt "t1" --max-tokens 2
+expect 1 "have different vocabularies: token 0" -- \
+    "$SPECDEC" certify --scheme sd --lm "gguf:$T/m.gguf,$T/qwen2.gguf"
+
+# --- the speculative decoder on a qwen2 pair: greedy identity for every scheme, and the
+# law of its first two tokens certified (400 runs at temperature 0.3, where the pair test
+# has power >= 0.9 against the planted argmax-draft bug; at 1 the random model's law is
+# too flat for 400 runs) ---
+expect 0 "" -- "$SPECDEC" decode --target "$T/qwen2.gguf" --draft "$T/qwen2-d.gguf" --prompt "t1 t2 t3" \
+    --max-tokens 12 --scheme all --check --quiet
+S="$SPECDEC decode --target $T/qwen2.gguf --draft $T/qwen2-d.gguf --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1 --quiet --temperature 0.3"
+expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$S --scheme spectr" --target "$T/qwen2.gguf" \
+    --prompt "t1 t2" --samples 400 --temperature 0.3 --draft "$T/qwen2-d.gguf" --planted argmax-draft
+
+# --- against llama.cpp, on files with real vocabularies ---
+VOC=$ROOT/.cache/llama.cpp/models
+LB=
+for d in "${LLAMA_BUILD:-}" "$ROOT/.cache/llama.cpp-build" "$ROOT/out/llama.cpp-build"; do
+    if [ -n "$d" ] && [ -x "$d/bin/ref_logits" ] && [ -x "$d/bin/llama-completion" ]; then LB=$d/bin; break; fi
+done
+PY=python3
+$PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
+BENCH=$(dirname "$SPECDEC")/tests/bench/bench_llamacpp
+why=
+[ -f "$VOC/ggml-vocab-qwen2.gguf" ] && [ -f "$VOC/ggml-vocab-llama-bpe.gguf" ] || why="no llama.cpp test vocabularies in $VOC (tests/fetch-llama-cpp.sh)"
+[ -z "$why" ] && [ -z "$LB" ] && why="no llama.cpp build with ref_logits and llama-completion (tests/bench/llamacpp/build.sh)"
+[ -z "$why" ] && ! $PY -c 'import numpy' 2>/dev/null && why="no numpy for llama.cpp's gguf-py writer"
+[ -z "$why" ] && [ ! -x "$BENCH" ] && why="no $BENCH (make test builds it)"
+if [ -n "$why" ]; then
+    echo "cli arch: skipped: the comparison with llama.cpp: $why"
+    finish "cli arch"
+    exit
+fi
+MK="$PY $ROOT/tests/bench/llamacpp/make_random_model.py"
+# 48 tokens spread over the vocabularies (positions to 47: llama3's factors and NEOX's
+# halves turn visibly)
+TOK=$(seq 5 997 47000 | head -48 | paste -sd, -)
+# Tolerance, relative to the largest logit, by weight type: F32 1e-5 (both sum in F32 in
+# different orders: 2.5e-7 to 5.8e-7 measured); Q8_0 and Q4_0 3e-2 (both round the
+# activations to Q8 blocks, in integers: bit-identical or 9.5e-8 on most files, but one
+# activation rounded to the other side of a Q8 step moves a logit by up to ~1/127 of its
+# block: 7.3e-3 measured on a qwen2 file); F16 5e-3 (llama.cpp also rounds the
+# activations to F16, 2^-11 each, specdec does not: 6.6e-4 to 8.3e-4 measured).
+check_logits() { # FILE TOL LABEL
+    if ! "$LB/ref_logits" -m "$1" -o "$T/ref.npy" --tokens "$TOK" >"$T/ref.log" 2>&1; then
+        bad "$3: ref_logits failed: $(tail -2 "$T/ref.log")"; return; fi
+    out=$("$BENCH" "$1" "$T/ref.npy" "$TOK" --max-rel "$2" 2>&1) && ok || bad "$3 (tolerance $2): $out"
+    echo "$3: $(printf '%s' "$out" | sed -n 2p | sed 's/^specdec one pass *//')"
+}
+for a in qwen2 qwen3 llama3; do
+    v=$VOC/ggml-vocab-qwen2.gguf; s=64,2,4,2,128,0; base=1e6; eps=1e-6; hd=
+    [ $a = llama3 ] && v=$VOC/ggml-vocab-llama-bpe.gguf base=500000 eps=1e-5
+    [ $a = qwen3 ] && s=$s,32 hd="--head-dim 32"
+    types="f32 q8_0"; [ $a = qwen3 ] && types="f32 q8_0 f16 q4_0"
+    for ty in $types; do
+        tol=3e-2; [ $ty = f32 ] && tol=1e-5; [ $ty = f16 ] && tol=5e-3
+        "$SPECDEC" random-model --arch $a --vocab "$v" --type $ty --shape $s --ctx 256 --out "$T/sd-$a.gguf" \
+            2>/dev/null || bad "random-model $a $ty"
+        check_logits "$T/sd-$a.gguf" $tol "specdec-written $a $ty"
+    done
+    $MK --arch $a $hd --vocab "$v" --rope-base $base --eps $eps --ctx 256 -o "$T/py-$a.gguf" >/dev/null \
+        || bad "gguf-py $a"
+    check_logits "$T/py-$a.gguf" 1e-5 "gguf-py-written $a f32"
+done
+# greedy text: 20 prompts on the llama3 file, the first 5 on the qwen ones (each
+# llama-completion run reads a vocabulary of 128k-152k tokens: 1.5 s on a quiet core),
+# 16 tokens each, on the gguf-py files, byte for byte, against
+# llama-completion with the K/V cache in F32 and flash attention off (its defaults, F16
+# K/V, move the logits by ~2e-3: on random weights a near-tie then flips, as llama-simple
+# did on the llama3 file at a gap of 4e-5); it prints the prompt, then the text, then
+# two newlines)
+cat > "$T/prompts.txt" <<'EOF'
+Hello world
+The capital of France is
+Once upon a time
+def fibonacci(n):
+In 1492, Columbus
+The quick brown fox
+Speculative decoding is
+int main(void) {
+Water boils at
+My favourite colour is
+The sea was calm and
+Call me Ishmael.
+1, 2, 3, 4,
+To be or not to be
+The weather today
+A draft model proposes
+SELECT * FROM
+Il était une fois
+Photosynthesis converts
+import numpy as np
+EOF
+for a in qwen2 qwen3 llama3; do
+    same=0 n=5; [ $a = llama3 ] && n=20
+    head -n $n "$T/prompts.txt" > "$T/pr.txt"
+    while IFS= read -r p; do
+        want=$(timeout 60 "$LB/llama-completion" -m "$T/py-$a.gguf" -p "$p" -n 16 --temp 0 -ctk f32 -ctv f32 \
+            -fa off -no-cnv -t 1 -c 256 --no-warmup </dev/null 2>/dev/null)
+        got=$(timeout 60 "$SPECDEC" generate --model "$T/py-$a.gguf" --prompt "$p" --max-tokens 16 --temperature 0 \
+            --threads 2 2>/dev/null)
+        if [ "$want" = "$p$got" ]; then same=$((same + 1)); else echo "$a '$p': llama.cpp '$want', specdec '$p$got'"; fi
+    done < "$T/pr.txt"
+    [ $same = $n ] && ok || bad "$a: greedy text identical for $same of $n prompts"
+    echo "$a: greedy text identical to llama-completion's for $same of $n prompts"
+done
+finish "cli arch"
