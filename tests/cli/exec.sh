@@ -18,10 +18,10 @@ expect 2 "needs --log" -- "$SPECDEC" certify --exec true --rows 1
 expect 2 "unknown scheme" -- "$SPECDEC" certify --exec true --scheme nope
 expect 1 "dirichlet" -- "$SPECDEC" certify --exec true --pair dirichlet:0,1,1
 
-# the C adapter (standalone), default pairs and logged rows
+# the C adapter (standalone), the default plan's pairs (family.h) at -k 1,3 and logged rows
 if [ -x "$ADAPTER" ]; then
-    expect 0 "== PASS at p >= 1e-06: 6 passed" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer -k 1,3 --samples 100000
-    expect 0 "== PASS at p >= 1e-06: 3 passed" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --samples 100000
+    expect 0 "== PASS at p >= 1e-06: 26 passed" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer -k 1,3 --samples 100000
+    expect 0 "== PASS at p >= 1e-06: 13 passed" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --samples 100000
     expect 0 "log:row@5 .*PASS" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer --log data/logs/sample.safetensors --rows 0,5 --samples 50000
     # too few cases for power against the planted bug: inconclusive, with the cases that give it
     expect 3 "== INCONCLUSIVE at p >= 1e-06: 0 passed, 0 failed, 1 inconclusive" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --pair "$PAIR" --samples 300
