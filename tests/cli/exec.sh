@@ -50,6 +50,16 @@ else
         expect 1 "reproduce: specdec certify --exec .*--bug $bug' --scheme $s --pair $PAIR -k 3" -- \
             "$SPECDEC" certify --exec "$A $s --bug $bug" --scheme $s -k 3 --pair "$PAIR" --samples $n
     done
+    # bugs only some pairs expose: the old default pairs (full supports, k = 2 and 3) pass
+    # them, the default plan (family.h) rejects each on the case of its class
+    OLD="--pair $PAIR --pair zipf:50,1.2,0.7 --pair bernoulli:0.3,0.6 -k 2,3"
+    for b in residual-draft-support:zipf:50,1.2,0.7,10 zero-target-accepted:trunc:50,1.2,1.4,0,1,0,0.8 \
+             rounds-capped:dirichlet:20,0.5,7; do
+        bug=${b%%:*}; fam=${b#*:}
+        expect 0 "== PASS at p >= 1e-06: 6 passed" -- "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer $OLD --samples 30000
+        expect 1 "reproduce: specdec certify --exec .*--bug $bug' --scheme specinfer --pair $fam -k" -- \
+            "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer --samples 20000
+    done
     # a crash after the first pair: its row is kept, the error names the pair and the exit
     out=$("$SPECDEC" certify --exec "$A specinfer --die-after 2500" --scheme specinfer --pair "$PAIR" --pair zipf:50,1.2,0.7 --samples 2000 2>&1); rc=$?
     [ $rc = 1 ] && ok || bad "crash: exit $rc"

@@ -21,6 +21,12 @@ Planted bugs (tests/planted.c, written again here), each one step of a real sche
     correction-from-target  specinfer: the correction drawn from the target
     kseq-low-gamma          kseq at gamma = 1, below its lossless range
     specinfer-last-round    specinfer: the correction from round k-1's residual
+Planted bugs that only some pairs expose (the default plan's families catch them, the
+old default pairs with full supports and k <= 3 do not; tests/planted.c's
+sd_planted_family_bugs):
+    residual-draft-support  specinfer: residuals formed on the draft's support only
+    zero-target-accepted    specinfer: a draft of target probability 0 accepted
+    rounds-capped           specinfer: residuals kept for 4 rounds, rounds 5..k reuse the 4th
 --die-after N and --hang-after N exit (status 3) or stop answering after N cases: the
 harness's own tests use them.
 """
@@ -37,6 +43,9 @@ BUGS = {
     "correction-from-target": "specinfer",
     "kseq-low-gamma": "kseq",
     "specinfer-last-round": "specinfer",
+    "residual-draft-support": "specinfer",
+    "zero-target-accepted": "specinfer",
+    "rounds-capped": "specinfer",
 }
 
 
@@ -105,16 +114,23 @@ class Sampler:
             self.final = cdf_of(res)
             return
         rounds = [target]  # sd and specinfer: r_0 .. r_k
-        for _ in range(k):
+        for i in range(k):
             if bug == "residual-unnormalised":
                 nxt = np.maximum(rounds[-1] - draft, 0.0)
                 rounds.append(nxt if nxt.sum() > 0 else rounds[-1].copy())
+            elif bug == "residual-draft-support":
+                nxt = np.where(draft > 0, np.maximum(rounds[-1] - draft, 0.0), 0.0)
+                rounds.append(nxt / nxt.sum() if nxt.sum() > 0 else rounds[-1].copy())
+            elif bug == "rounds-capped" and i >= 4:
+                rounds.append(rounds[4])
             else:
                 rounds.append(residual(rounds[-1], draft))
         if bug == "ratio-inverted":
             acc = [np.where(r > 0, np.minimum(1.0, draft / np.where(r > 0, r, 1.0)), 1.0) for r in rounds[:k]]
         else:
             acc = [np.where(draft > 0, np.minimum(1.0, r / safe), (r > 0) * 1.0) for r in rounds[:k]]
+        if bug == "zero-target-accepted":
+            acc = [np.where(target > 0, a, 1.0) for a in acc]
         self.accept = [a.tolist() for a in acc]
         final = {"correction-from-target": target, "specinfer-last-round": rounds[k - 1]}.get(bug, rounds[k])
         self.final = cdf_of(final)
