@@ -118,6 +118,11 @@ expect 3 "== INCONCLUSIVE at p >= 1e-06: no planted bug" -- "$SPECDEC" certify -
 expect 4 "== TOO-GOOD at p >= 1e-06" -- "$SPECDEC" certify --decoder "$L" $T --prompt "The sea" --samples 600 --consecutive-seeds
 expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$L" $T --prompt "The sea" --samples 200 $P
 expect 2 "needs --draft" -- "$SPECDEC" certify --decoder x $T --prompt y --planted argmax-draft
+# temperature 0: the law all on the argmax; greedy generate keeps it (no planted bug
+# changes it: inconclusive), the sampler at temperature 1 claimed greedy fails
+expect 3 "first token     1 cells, chi-square p = 1" -- "$SPECDEC" certify --decoder "$G --temperature 0 2>/dev/null" $T --prompt "The sea" --samples 20 --temperature 0 $P
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G 2>/dev/null" $T --prompt "The sea" --samples 20 --temperature 0
+expect 2 "temperature must be >= 0" -- "$SPECDEC" certify --decoder x $T --prompt y --temperature -1
 # the seeds: hashed by default (each run's written by --seeds-out), S, S + 1, ... on request
 SEEDS=$(mktemp)
 expect 1 "seeds: 1 + splitmix64 mix of (7, run index)" -- "$SPECDEC" certify --decoder "echo 0 0" $D --seed 7 --seeds-out "$SEEDS"
