@@ -56,9 +56,9 @@ else
     for b in residual-draft-support:zipf:50,1.2,0.7,10 zero-target-accepted:trunc:50,1.2,1.4,0,1,0,0.8 \
              rounds-capped:dirichlet:20,0.5,7; do
         bug=${b%%:*}; fam=${b#*:}
-        expect 0 "== PASS at p >= 1e-06: 6 passed" -- "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer $OLD --samples 30000
+        expect 0 "== PASS at p >= 1e-06: 6 passed" -- "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer $OLD --samples 20000
         expect 1 "reproduce: specdec certify --exec .*--bug $bug' --scheme specinfer --pair $fam -k" -- \
-            "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer --samples 20000
+            "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer --samples 12000
     done
     # a crash after the first pair: its row is kept, the error names the pair and the exit
     out=$("$SPECDEC" certify --exec "$A specinfer --die-after 2500" --scheme specinfer --pair "$PAIR" --pair zipf:50,1.2,0.7 --samples 2000 2>&1); rc=$?
