@@ -57,13 +57,13 @@ echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (two tests a row), hashed se
 DEF="--temp 0.8 --top-k 40 --top-p 0.95"
 fix_rows() {
     for prog in "$B/llama-speculative" "$F"; do
-        name=$(basename "$prog")
-        row "$name, T = 1" argmax-draft \
+        prog_name=$(basename "$prog")
+        row "$prog_name, T = 1" argmax-draft \
             --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $LL --temp 1 --top-p 1"
-        row "$name, llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off)" argmax-draft \
+        row "$prog_name, llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off)" argmax-draft \
             --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first \
             --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $LL $DEF"
-        row "$name, T = 0 (greedy)" argmax-draft --temperature 0 \
+        row "$prog_name, T = 0 (greedy)" argmax-draft --temperature 0 \
             --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $LL --temp 0"
     done
 }

@@ -55,8 +55,9 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     # llama.cpp's log is written by a worker thread: on a busy machine a run's debug lines
-    # are sometimes missing when the program exits. The same seed gives the same tokens,
-    # so a run whose log has no ids is run again (three times at most).
+    # are sometimes missing when the program exits (no ids, or the first alone). The same
+    # seed gives the same tokens, so a run whose log has fewer than two ids is run again
+    # (three times at most; a first token that ends the text has one id every time).
     ids = []
     for _ in range(3):
         p = subprocess.run(argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -65,8 +66,10 @@ def main(argv):
         if p.returncode != 0:
             sys.stderr.write(log[-2000:])
             return p.returncode if p.returncode > 0 else 1
-        ids = tree_ids(log) if argv[1] == "tree" else simple_ids(log)
-        if ids:
+        got = tree_ids(log) if argv[1] == "tree" else simple_ids(log)
+        if len(got) > len(ids):
+            ids = got
+        if len(ids) >= 2:
             break
     if not ids:
         sys.stderr.write("spec_ids.py: no token ids in the log of %s\n" % argv[2])
