@@ -5,9 +5,11 @@ reads. Neither program prints ids in its output; both print them in their debug 
 
     spec_ids.py tree|simple PROGRAM ARGS...
 
-tree    (llama-speculative): "draft token I of sequence S (ID, '...') accepted" and
-        "the sampled target token (ID, '...') did not match" lines, in order: a block's
-        accepted drafts, then the token sampled by the target (residual or bonus).
+tree    (llama-speculative): "draft token I of sequence S (ID, '...') accepted" (at
+        temperature 0: "the sampled target token matches the Ith drafted token of
+        sequence S (ID, '...')") and "the sampled target token (ID, '...') did not
+        match" lines, in order: a block's accepted drafts, then the token sampled by
+        the target (residual or bonus).
 simple  (llama-speculative-simple): the draft is candidate 0 at each position of
         "draft candidate   0, pos P: ID" lines; "accepted A/D draft tokens, the last
         target token is: (ID)" ends a block: its tokens are the first A drafts and ID.
@@ -20,7 +22,8 @@ import subprocess
 import sys
 
 TREE = re.compile(r"draft token \d+ of sequence \d+ \((\d+), '.*?'\) (accepted|rejected)"
-                  r"|the sampled target token \((\d+), '", re.S)
+                  r"|the sampled target token \((\d+), '"
+                  r"|the sampled target token matches the \d+th drafted token of sequence \d+ \((\d+), '", re.S)
 SIMPLE = re.compile(r"seq_id 0, draft candidate +0, pos +(\d+): +(\d+) "
                     r"|accepted (\d+)/\d+ draft tokens, the last target token is: \((\d+)\)")
 
@@ -31,8 +34,10 @@ def tree_ids(log):
         if m.group(1) is not None:
             if m.group(2) == "accepted":
                 ids.append(int(m.group(1)))
-        else:
+        elif m.group(3) is not None:
             ids.append(int(m.group(3)))
+        else:  # greedy verification (temperature 0): a draft equal to the target's token
+            ids.append(int(m.group(4)))
     return ids
 
 
