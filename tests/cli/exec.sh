@@ -3,8 +3,9 @@
 # correct pass, every planted bug of tests/exec/adapter.py is rejected, and a program
 # that crashes, hangs or answers garbage ends the run with a clear error, the pairs
 # finished before it kept; and 'certify --decoder' on specdec's own generate and decode,
-# with negative controls, no power, and an LCG decoder's too-good fit. About 25 s on the
-# 2-core machine (60 s when others load it), half of it the decoder's checks.
+# with negative controls, no power, and an LCG decoder's too-good fit; the default plan
+# (family.h) against the bugs only some pairs expose. 38 s measured on the 2-core machine
+# with a load of 4 (94 s at a load of 11, where the version before the default plan took 65 s).
 # usage: exec.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 . "$(dirname "$0")/lib.sh"
