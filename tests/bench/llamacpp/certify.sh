@@ -15,7 +15,9 @@
 # The fix: llama-speculative-drawn (tests/bench/llamacpp/build-patched.sh: the draft
 # proposes the token its sampler drew) beside the original, at temperature 1, at
 # llama.cpp's default filters (temperature 0.8, top-k 40, top-p 0.95; min-p off, which
-# certify cannot model) and at temperature 0 (greedy: every run must print the argmax).
+# certify cannot model) and at temperature 0 (greedy: every run must print the argmax);
+# and llama-speculative-fixed (its residual also pairs the two laws by token id) at the
+# default filters.
 #
 # llama.cpp runs generate -n 8 (they may stop after the first token when it is end-of-text).
 # usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: 2 to 2.5
@@ -39,7 +41,10 @@ for p in llama-speculative llama-speculative-simple; do
     [ -x "$B/$p" ] || { echo "certify.sh: no $B/$p: run tests/bench/llamacpp/build.sh" >&2; exit 1; }
 done
 F=${PATCHED:-out/llama.cpp-patched}/bin/llama-speculative-drawn
-[ -x "$F" ] || { echo "certify.sh: no $F: run tests/bench/llamacpp/build-patched.sh" >&2; exit 1; }
+F2=${PATCHED:-out/llama.cpp-patched}/bin/llama-speculative-fixed
+for p in "$F" "$F2"; do
+    [ -x "$p" ] || { echo "certify.sh: no $p: run tests/bench/llamacpp/build-patched.sh" >&2; exit 1; }
+done
 PART=${PART:-all}
 LL="-m $T -md $D -p {prompt} -n 8 --seed {seed} -t 1 -c 128 --top-k 0 --min-p 0 -v"
 SIMPLE="--spec-type draft-simple"
@@ -66,6 +71,10 @@ fix_rows() {
         row "$prog_name, T = 0 (greedy)" argmax-draft --temperature 0 \
             --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $LL --temp 0"
     done
+    # the residual paired by token id as well: only the filtered rows differ
+    row "llama-speculative-fixed, llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off)" argmax-draft \
+        --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first \
+        --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $F2 $LL $DEF"
 }
 if [ "$PART" = fix ]; then fix_rows; exit 0; fi
 row "specdec generate, T = 1 (control)" argmax-draft \

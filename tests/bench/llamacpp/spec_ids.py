@@ -15,7 +15,7 @@ simple  (llama-speculative-simple): the draft is candidate 0 at each position of
         target token is: (ID)" ends a block: its tokens are the first A drafts and ID.
 
 Exits with the program's status when it fails, 3 when no id could be read (after
-three runs with the same seed).
+eight runs with the same seed).
 """
 import re
 import subprocess
@@ -62,9 +62,10 @@ def main(argv):
     # llama.cpp's log is written by a worker thread: on a busy machine a run's debug lines
     # are sometimes missing when the program exits (no ids, or the first alone). The same
     # seed gives the same tokens, so a run whose log has fewer than two ids is run again
-    # (three times at most; a first token that ends the text has one id every time).
+    # (eight times at most; a first token that ends the text has one id every time, and
+    # its program exits at once, when a lost line is likeliest).
     ids = []
-    for _ in range(3):
+    for _ in range(8):
         p = subprocess.run(argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE)
         log = p.stderr.decode("utf-8", "replace")
