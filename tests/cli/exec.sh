@@ -26,6 +26,10 @@ if [ -x "$ADAPTER" ]; then
     expect 0 "log:row@5 .*PASS" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer --log data/logs/sample.safetensors --rows 0,5 --samples 50000
     # too few cases for power against the planted bug: inconclusive, with the cases that give it
     expect 3 "== INCONCLUSIVE at p >= 1e-06: 0 passed, 0 failed, 1 inconclusive" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --pair "$PAIR" --samples 300
+    # pairs where the planted bug changes nothing (draft = target, a one-hot target): each
+    # passes with its power rule waived, the run alone shows no power: inconclusive
+    expect 3 "2 passed, .*; the planted bug changes no tested pair's law: no power shown" -- "$SPECDEC" certify \
+        --exec "$ADAPTER specinfer" --scheme specinfer --pair zipf:50,1.2,1 --pair onehot:50,1.2,3 --samples 20000
     # the right law but another scheme's acceptance: specinfer's verifier claimed as K-SEQ
     expect 1 "FAIL dirichlet:6,1,2385, V = 6, k = 3: acceptance 0.81.* for kseq" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme kseq -k 3 --pair "$PAIR" --samples 100000
 else
