@@ -250,7 +250,7 @@ bench-exec: $(BIN) $(EXEC_ADAPTER)
 	sh tests/bench/exec.sh $(BUILD)
 
 bench-certify-llamacpp: $(BIN)
-	sh tests/bench/llamacpp/certify.sh $(BUILD)
+	sh tests/bench/llamacpp/build-patched.sh && sh tests/bench/llamacpp/certify.sh $(BUILD)
 
 bench-e2e: $(BIN)
 	sh tests/bench/e2e.sh $(BUILD)
@@ -329,8 +329,8 @@ help:
 	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
-	@echo "make bench-exec  certify --exec: power table of the Python planted bugs, protocol throughput"
-	@echo "make bench-certify-llamacpp  certify --decoder on llama.cpp's speculative decoding (after tests/bench/llamacpp/build.sh)"
+	@echo "make bench-exec  certify --exec: power table of the planted bugs on the default plan, the default run's time, protocol throughput"
+	@echo "make bench-certify-llamacpp  certify --decoder on llama.cpp's speculative decoding and on its fix (after tests/bench/llamacpp/build.sh)"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
 	@echo "make bench-ladder  the draft's size: per draft, acceptance, c = M_D/M_T, predicted and measured speedup, SpecTr Table 4 in kind"
 	@echo "make models-ladder  the draft ladder (d48, d96, the target's first block) distilled from the shipped target"

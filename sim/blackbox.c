@@ -78,12 +78,18 @@ static int run_tests(const double *draft, const double *target, unsigned long pa
     sd_gof_planted_correction(draft, target, r->vocab, alt);
     gsl_rng *rng = sd_mc_chunk_rng(pair_seed, 1);
     r->too_good = sd_gof_too_good(r->counts, target, r->vocab, nbins, 5.0, rng, NULL);
-    r->power = sd_gof_power(target, alt, r->vocab, nbins, r->cases, 5.0, p->alpha, 200, rng, NULL);
-    r->power_runs = r->power >= SD_GOF_MIN_POWER ? r->cases
-                    : sd_gof_runs_for_power(target, alt, r->vocab, nbins, 1000, 1e9, 5.0, p->alpha, 100, rng);
+    r->power_na = !sd_gof_planted_shows(target, alt, r->vocab);
+    if (r->power_na) {
+        r->power = NAN, r->power_runs = -1;
+    } else {
+        r->power = sd_gof_power(target, alt, r->vocab, nbins, r->cases, 5.0, p->alpha, 200, rng, NULL);
+        r->power_runs = r->power >= SD_GOF_MIN_POWER ? r->cases
+                        : sd_gof_runs_for_power(target, alt, r->vocab, nbins, 1000, 1e9, 5.0, p->alpha, 100, rng);
+    }
     gsl_rng_free(rng);
     free(alt);
-    r->verdict = sd_gof_verdict_of(fmin(r->gof.min_p, r->acc_p), r->too_good, r->power, p->alpha);
+    r->verdict = sd_gof_verdict_of(fmin(r->gof.min_p, r->acc_p), r->too_good, r->power_na ? 1 : r->power,
+                                   p->alpha);
     r->pass = r->verdict == SD_GOF_PASS;
     return SD_OK;
 }

@@ -10,7 +10,8 @@
  * and the verdict (sim/gof.h): FAIL when a test rejects, TOO-GOOD when the law fits too
  * well for independent draws, INCONCLUSIVE when the output test had power below 0.9
  * against the planted bug (a correction drawn from the target instead of the
- * residual), else PASS.
+ * residual), else PASS. On a pair where that bug does not change the law (draft =
+ * target, a one-hot target) the power rule is waived (power_na).
  * What `specdec certify --exec` does for each pair and k, with a child process as the
  * sampler (sim/exec.h: sd_exec_pair is a start, sd_exec_cases a cases callback), and
  * what the Python package's certify() does with a Python function (src/api/).
@@ -69,6 +70,8 @@ typedef struct {
     int too_good;              /* the law fits too well for independent draws (sd_gof_too_good) */
     double power, power_runs;  /* against the planted correction-from-target bug; the cases
                                   that give SD_GOF_MIN_POWER (-1: none up to 1e9) */
+    int power_na;              /* the planted bug does not change this pair's law
+                                  (sd_gof_planted_shows): power NaN, its rule waived */
     sd_gof_verdict verdict;    /* from the tests' smallest p-value, too_good and power */
     char note[200];            /* why it was skipped */
     double seconds, draw_seconds; /* the whole run; drawing the drafts */

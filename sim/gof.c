@@ -265,6 +265,13 @@ void sd_gof_planted_correction(const double *draft, const double *target, size_t
     for (size_t x = 0; x < vocab; x++) out[x] = fmin(draft[x], target[x]) + (1 - beta) * target[x];
 }
 
+int sd_gof_planted_shows(const double *law, const double *alt, size_t n_cells)
+{
+    double tv = 0;
+    for (size_t i = 0; i < n_cells; i++) tv += fabs(law[i] - alt[i]);
+    return tv / 2 > 1e-9;
+}
+
 sd_gof_verdict sd_gof_verdict_of(double min_p, int too_good, double power, double alpha)
 {
     if (!(min_p >= alpha)) return SD_GOF_FAIL;

@@ -88,6 +88,12 @@ double sd_gof_runs_for_power(const double *law, const double *alt, size_t n_cell
  * acceptance sum_x min(draft[x], target[x]). out may not alias the inputs. */
 void sd_gof_planted_correction(const double *draft, const double *target, size_t vocab, double *out);
 
+/* 1 if the planted law alt differs from law on this pair (total variation above 1e-9).
+ * Where it does not (draft = target, a one-hot target: the bug never changes the
+ * output), no sample size gives power against it, and a certification waives the
+ * power rule for that pair (its other pairs must carry it). */
+int sd_gof_planted_shows(const double *law, const double *alt, size_t n_cells);
+
 typedef enum {
     SD_GOF_PASS,         /* no test rejects, the fits are ordinary, and the power is there */
     SD_GOF_FAIL,         /* a test rejects the law at alpha */

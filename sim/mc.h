@@ -112,6 +112,7 @@ typedef struct {
      * planted correction-from-target bug with the samples that give 0.9 (sd_gof_power) */
     int too_good;
     double power, power_runs;
+    int power_na;      /* the planted bug does not change this pair's law (sd_gof_planted_shows) */
 } sd_mc_token_report;
 
 int sd_mc_token_checked(sd_scheme scheme, const double *draft, const double *target, size_t vocab,

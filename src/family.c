@@ -11,9 +11,31 @@
 #include "sd_error.h"
 
 const char *const sd_family_help =
-    "bernoulli:P,Q | uniform:V,R | dirichlet:V,ALPHA,SEED | zipf:V,S,T[,K]";
+    "bernoulli:P,Q | uniform:V,R | dirichlet:V,ALPHA,SEED | zipf:V,S,T[,K] | "
+    "trunc:V,S,T,KD,PD,KT,PT | onehot:V,S,J | tiny:V,E";
 
-#define MAX_ARGS 4
+/* The default plan: each bug class of the literature and the planted sets has a case
+ * that exposes it (README, "Default pairs"). */
+const sd_family_case sd_family_defaults[] = {
+    {"dirichlet:6,1,2385", 2, 0, "small V, full supports"},
+    {"zipf:50,1.2,0.7", 2, 0, "smooth, full supports"},
+    {"bernoulli:0.3,0.6", 1, 0, "two tokens"},
+    {"zipf:50,1.2,0.7,10", 2, 0, "top-k draft: draft zero where the target is not"},
+    {"trunc:50,1.2,0.7,0,0.8,0,1", 3, 0, "top-p draft"},
+    {"trunc:50,1.2,1.4,0,1,0,0.8", 2, 0, "top-p target: target zero where the draft is not"},
+    {"onehot:50,1.2,3", 2, 0, "temperature-0 target, one-hot off the draft's top"},
+    {"zipf:50,5,2.5", 2, 0, "near-one-hot target"},
+    {"zipf:50,1.2,1", 2, 0, "draft = target"},
+    {"tiny:8,1e-12", 2, 0, "masses of 1e-12 beside 1e-1"},
+    {"zipf:32000,1.1,0.8,40", 4, 0, "32k tokens, top-40 draft (binned by target mass)"},
+    {"trunc:150000,1.1,0.8,40,0.95,0,1", 2, 0, "150k tokens, top-40 top-p 0.95 draft"},
+    {"dirichlet:20,0.5,7", 8, 0, "k = 8, drafts with replacement"},
+    {"dirichlet:20,0.5,7", 8, 1, "k = 8, drafts without replacement"},
+    {"zipf:50,1.2,0.7,10", 8, 0, "k = 8 from a top-k draft"},
+};
+const size_t sd_family_default_count = sizeof sd_family_defaults / sizeof *sd_family_defaults;
+
+#define MAX_ARGS 8
 
 int sd_spec_numbers(const char *spec, const char *name, double *out, int max)
 {
@@ -111,6 +133,50 @@ int sd_family_make(const char *spec, double **draft_out, double **target_out, si
             free(target);
             return rc;
         }
+    } else if (IS("trunc")) {
+        if (n != 7 || !whole(a[0]) || a[0] < 2 || !(a[1] >= 0) || !(a[2] > 0) || !whole(a[3]) ||
+            !whole(a[5]) || !(a[4] > 0 && a[4] <= 1) || !(a[6] > 0 && a[6] <= 1))
+            return bad(spec, "trunc:V,S,T,KD,PD,KT,PT takes V >= 2, S >= 0, T > 0, top-K >= 0 "
+                             "(0 = off) and top-P in (0, 1] (1 = off) for the draft, then the target");
+        V = (size_t)a[0];
+        if (V > SD_VOCAB_MAX) return bad(spec, "V is beyond the vocabulary limit");
+        draft = sd_xmalloc(V * sizeof *draft);
+        target = sd_xmalloc(V * sizeof *target);
+        zipf(target, V, a[1]);
+        zipf(draft, V, a[1] / a[2]);
+        sd_dist_normalize(target, V, "target");
+        sd_dist_normalize(draft, V, "draft");
+        if ((a[3] > 0 && (rc = sd_dist_top_k(draft, V, (size_t)a[3]))) ||
+            (rc = sd_dist_top_p(draft, V, a[4])) ||
+            (a[5] > 0 && (rc = sd_dist_top_k(target, V, (size_t)a[5]))) ||
+            (rc = sd_dist_top_p(target, V, a[6]))) {
+            free(draft);
+            free(target);
+            return rc;
+        }
+    } else if (IS("onehot")) {
+        if (n != 3 || !whole(a[0]) || a[0] < 2 || !(a[1] >= 0) || !whole(a[2]) || a[2] >= a[0])
+            return bad(spec, "onehot:V,S,J takes V >= 2, S >= 0 and a token J < V");
+        V = (size_t)a[0];
+        if (V > SD_VOCAB_MAX) return bad(spec, "V is beyond the vocabulary limit");
+        draft = sd_xmalloc(V * sizeof *draft);
+        target = sd_xmalloc(V * sizeof *target);
+        zipf(draft, V, a[1]);
+        sd_dist_normalize(draft, V, "draft");
+        for (size_t i = 0; i < V; i++) target[i] = i == (size_t)a[2];
+    } else if (IS("tiny")) {
+        if (n != 2 || !whole(a[0]) || a[0] < 4 || fmod(a[0], 4) != 0 || !(a[1] > 0 && a[1] < 1e-3))
+            return bad(spec, "tiny:V,E takes V >= 4, a multiple of 4, and a tiny mass 0 < E < 1e-3");
+        V = (size_t)a[0];
+        if (V > SD_VOCAB_MAX) return bad(spec, "V is beyond the vocabulary limit");
+        draft = sd_xmalloc(V * sizeof *draft);
+        target = sd_xmalloc(V * sizeof *target);
+        for (size_t i = 0; i < V; i++) { /* quarters: (big, tiny) (big, big) (tiny, big) (tiny, tiny) */
+            target[i] = i < V / 2 ? 0.1 : a[1];
+            draft[i] = i >= V / 4 && i < 3 * V / 4 ? 0.1 : a[1];
+        }
+        sd_dist_normalize(target, V, "target");
+        sd_dist_normalize(draft, V, "draft");
     } else {
         return bad(spec, "unknown family");
     }

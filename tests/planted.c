@@ -107,6 +107,45 @@ static double sibling_stale_accept(sd_verifier *v, size_t round, size_t x)
 }
 static const double *sibling_stale_residual(sd_verifier *v) { return v->rounds; }
 
+/* specinfer: residuals formed on the draft's support only (a token the draft excludes
+ * is dropped from every residual): where the draft is truncated and the target is
+ * not, the target's tail is never output. */
+static int support_only_prepare(sd_verifier *v)
+{
+    int rc = sd_ops_specinfer.prepare(v);
+    size_t V = v->vocab;
+    for (size_t i = 1; i <= v->k; i++) {
+        double *prev = v->rounds + (i - 1) * V, *cur = v->rounds + i * V, mass = 0;
+        for (size_t y = 0; y < V; y++) {
+            double d = prev[y] - v->draft[y];
+            cur[y] = v->draft[y] > 0 && d > 0 ? d : 0;
+            mass += cur[y];
+        }
+        if (mass > 0)
+            for (size_t y = 0; y < V; y++) cur[y] /= mass;
+        else
+            memcpy(cur, prev, V * sizeof *cur);
+    }
+    return rc;
+}
+
+/* specinfer: a draft the target excludes accepted (a zero guard that says yes). */
+static double zero_target_accept(sd_verifier *v, size_t round, size_t x)
+{
+    return v->target[x] <= 0 ? 1 : sd_ops_specinfer.accept(v, round, x);
+}
+
+/* specinfer: residuals kept for 4 rounds only; rounds 5 to k reuse the 4th. */
+static int capped_prepare(sd_verifier *v)
+{
+    int rc = sd_ops_specinfer.prepare(v);
+    size_t V = v->vocab;
+    for (size_t i = 5; i <= v->k; i++) memcpy(v->rounds + i * V, v->rounds + 4 * V, V * sizeof *v->rounds);
+    return rc;
+}
+
+static sd_verify_ops ops_support_only, ops_zero_target, ops_capped;
+
 static sd_verify_ops ops_rrs_remove_first, ops_inverted, ops_unnormalised, ops_target_res,
     ops_off_by_one, ops_sibling_stale;
 
@@ -130,6 +169,12 @@ __attribute__((constructor)) static void planted_init(void)
     ops_sibling_stale = sd_ops_specinfer;
     ops_sibling_stale.accept = sibling_stale_accept;
     ops_sibling_stale.residual = sibling_stale_residual;
+    ops_support_only = sd_ops_specinfer;
+    ops_support_only.prepare = support_only_prepare;
+    ops_zero_target = sd_ops_specinfer;
+    ops_zero_target.accept = zero_target_accept;
+    ops_capped = sd_ops_specinfer;
+    ops_capped.prepare = capped_prepare;
 }
 
 /* otm (keyed) whose acceptance coin reads a of the next draft's token, not its own:
@@ -178,10 +223,27 @@ const sd_planted sd_planted_bugs[] = {
 
 const size_t sd_planted_count = sizeof sd_planted_bugs / sizeof *sd_planted_bugs;
 
+const sd_planted sd_planted_family_bugs[] = {
+    {"residual-draft-support", "residuals formed on the draft's support only", SD_SCHEME_SPECINFER,
+     &ops_support_only, 0, 0, NULL},
+    {"zero-target-accepted", "a draft of target probability 0 accepted", SD_SCHEME_SPECINFER,
+     &ops_zero_target, 0, 0, NULL},
+    {"rounds-capped", "residuals kept for 4 rounds; rounds 5 to k reuse the 4th", SD_SCHEME_SPECINFER,
+     &ops_capped, 0, 0, NULL},
+};
+
+const size_t sd_planted_family_count = sizeof sd_planted_family_bugs / sizeof *sd_planted_family_bugs;
+
 const sd_verify_ops *sd_planted_rrs_other_order(void) { return &ops_rrs_remove_first; }
 
 double sd_planted_token_p(const sd_planted *b, sd_scheme scheme, const double *draft,
                           const double *target, size_t vocab, double n)
+{
+    return sd_planted_token_p_k(b, scheme, draft, target, vocab, SD_PLANTED_TOKEN_K, n);
+}
+
+double sd_planted_token_p_k(const sd_planted *b, sd_scheme scheme, const double *draft,
+                            const double *target, size_t vocab, size_t k, double n)
 {
     sd_verify_params vp = sd_verify_default_params();
     if (b && b->kseq_gamma > 0) vp.kseq_gamma = b->kseq_gamma, vp.allow_lossy = 1;
@@ -189,10 +251,11 @@ double sd_planted_token_p(const sd_planted *b, sd_scheme scheme, const double *d
     mp.samples = n;
     sd_mc_result r;
     if (sd_mc_token(b ? b->ops : NULL, b ? b->scheme : scheme, draft, target, vocab,
-                    SD_PLANTED_TOKEN_K, vp, mp, &r))
+                    k, vp, mp, &r))
         return -1;
     sd_gof_result g;
-    int rc = sd_gof_test(r.counts, target, vocab, 5.0, &g);
+    int rc = vocab > 256 ? sd_gof_binned(r.counts, target, vocab, 64, 5.0, &g)
+                         : sd_gof_test(r.counts, target, vocab, 5.0, &g);
     sd_mc_result_free(&r);
     return rc ? -1 : g.min_p;
 }

@@ -21,6 +21,12 @@ typedef struct {
 
 extern const sd_planted sd_planted_bugs[];
 extern const size_t sd_planted_count;
+/* Bugs that only some families expose (family.h's default plan catches each; the old
+ * default pairs, all with full supports and k <= 3, do not): a residual on the draft's
+ * support only (truncated drafts), a draft of target probability 0 accepted
+ * (truncated and one-hot targets), residuals capped at 4 rounds (k > 4). */
+extern const sd_planted sd_planted_family_bugs[];
+extern const size_t sd_planted_family_count;
 
 /* The certification settings the tests and bench_planted share. */
 #define SD_PLANTED_ALPHA 1e-6                       /* reject at p below this */
@@ -33,6 +39,9 @@ struct sd_lm;
  * scheme when b is NULL) at n samples, seed fixed; -1 on error. */
 double sd_planted_token_p(const sd_planted *b, sd_scheme scheme, const double *draft,
                           const double *target, size_t vocab, double n);
+/* The same at k drafts (above 256 tokens, binned into 64 bins of equal target mass). */
+double sd_planted_token_p_k(const sd_planted *b, sd_scheme scheme, const double *draft,
+                            const double *target, size_t vocab, size_t k, double n);
 /* The same at sequence level (joint law and per-position marginals), n sequences. */
 double sd_planted_seq_p(const sd_planted *b, sd_scheme scheme, struct sd_lm *draft,
                         struct sd_lm *target, double n);

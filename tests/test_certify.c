@@ -138,10 +138,58 @@ static void test_certify_split(void **state)
     sd_lm_free(target);
 }
 
+
+/* The default plan (family.h) against the bugs only some families expose: each is
+ * rejected on some case of the plan, and none on the old default pairs (full supports,
+ * k = 2 and 3), at the same samples per pair. */
+#define FAMILY_SAMPLES 2e5
+static void test_certify_default_plan(void **state)
+{
+    (void)state;
+    static const char *const old_pairs[] = {"dirichlet:6,1,2385", "zipf:50,1.2,0.7", "bernoulli:0.3,0.6"};
+    assert_int_equal(sd_planted_family_count, 3);
+    for (size_t b = 0; b < sd_planted_family_count; b++) {
+        const sd_planted *bug = &sd_planted_family_bugs[b];
+        double *draft, *target;
+        size_t V;
+        for (size_t i = 0; i < 3; i++)
+            for (size_t k = 2; k <= 3; k++) {
+                assert_int_equal(sd_family_make(old_pairs[i], &draft, &target, &V), SD_OK);
+                double p = sd_planted_token_p_k(bug, 0, draft, target, V, k, FAMILY_SAMPLES);
+                if (!(p >= SD_PLANTED_ALPHA)) fail_msg("%s rejected on old pair %s, k = %zu: p = %g", bug->name,
+                                                       old_pairs[i], k, p);
+                free(draft), free(target);
+            }
+        const char *caught = NULL;
+        for (size_t i = 0; i < sd_family_default_count && !caught; i++) {
+            const sd_family_case *c = &sd_family_defaults[i];
+            if (c->without_replacement) continue; /* specinfer drafts i.i.d. */
+            assert_int_equal(sd_family_make(c->spec, &draft, &target, &V), SD_OK);
+            double p = sd_planted_token_p_k(bug, 0, draft, target, V, c->k, FAMILY_SAMPLES);
+            assert_true(p >= 0);
+            if (p < SD_PLANTED_ALPHA) caught = c->spec;
+            free(draft), free(target);
+        }
+        if (!caught) fail_msg("%s not rejected on the default plan", bug->name);
+        print_message("%s: rejected on %s\n", bug->name, caught);
+    }
+    /* the correct scheme passes every case of the plan */
+    for (size_t i = 0; i < sd_family_default_count; i++) {
+        const sd_family_case *c = &sd_family_defaults[i];
+        double *draft, *target;
+        size_t V;
+        assert_int_equal(sd_family_make(c->spec, &draft, &target, &V), SD_OK);
+        double p = sd_planted_token_p_k(NULL, SD_SCHEME_SPECINFER, draft, target, V, c->k, FAMILY_SAMPLES);
+        if (!(p >= SD_PLANTED_ALPHA)) fail_msg("specinfer rejected on %s: p = %g", c->spec, p);
+        free(draft), free(target);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_certify_token_level),
+        cmocka_unit_test(test_certify_default_plan),
         cmocka_unit_test(test_certify_sequence_level),
         cmocka_unit_test(test_certify_beyond_enumeration),
         cmocka_unit_test(test_certify_split),

@@ -10,6 +10,14 @@
 
 #include "accept.h"
 #include "family.h"
+
+/* sum_{i=1..V} i^-s: the Zipf normaliser */
+static double zipf_mass(size_t V, double s)
+{
+    double z = 0;
+    for (size_t i = 1; i <= V; i++) z += pow((double)i, -s);
+    return z;
+}
 #include "gof.h"
 #include <gsl/gsl_randist.h>
 #include "lm.h"
@@ -429,6 +437,52 @@ static void test_gof_power_and_verdict(void **state)
     assert_string_equal(sd_gof_verdict_name(SD_GOF_TOO_GOOD), "TOO-GOOD");
 }
 
+
+/* The default plan's families: the truncations, the one-hot and tiny targets are what
+ * they claim, every case of the plan builds, bad specs are refused; and the planted
+ * bug shows on a pair exactly where it changes the law. */
+static void test_family_default_plan(void **state)
+{
+    (void)state;
+    double *draft, *target;
+    size_t V, dz = 0, tz = 0;
+    assert_int_equal(sd_family_make("trunc:50,1.2,0.7,0,0.8,0,1", &draft, &target, &V), SD_OK);
+    for (size_t i = 0; i < V; i++) dz += draft[i] == 0, tz += target[i] == 0;
+    assert_true(dz > 30 && tz == 0); /* top-p 0.8 of a sharp draft keeps a few tokens */
+    free(draft), free(target);
+    assert_int_equal(sd_family_make("trunc:50,1.2,1.4,7,1,0,0.8", &draft, &target, &V), SD_OK);
+    dz = tz = 0;
+    for (size_t i = 0; i < V; i++) dz += draft[i] == 0, tz += target[i] == 0;
+    assert_true(dz == 43 && tz > 10);
+    free(draft), free(target);
+    assert_int_equal(sd_family_make("onehot:50,1.2,3", &draft, &target, &V), SD_OK);
+    assert_close(target[3], 1, 0, 0);
+    assert_close(draft[0], 1 / zipf_mass(50, 1.2), 1e-12, 0);
+    double *alt = malloc(V * sizeof *alt);
+    sd_gof_planted_correction(draft, target, V, alt);
+    assert_false(sd_gof_planted_shows(target, alt, V)); /* the bug keeps a one-hot target */
+    free(draft), free(target);
+    assert_int_equal(sd_family_make("tiny:8,1e-12", &draft, &target, &V), SD_OK);
+    assert_close(target[0], 0.1 / (0.4 + 4e-12), 1e-12, 0);
+    assert_close(target[7], 1e-12 / (0.4 + 4e-12), 1e-12, 0);
+    assert_close(draft[0], 1e-12 / (0.4 + 4e-12), 1e-12, 0);
+    assert_close(draft[2], 0.1 / (0.4 + 4e-12), 1e-12, 0);
+    sd_gof_planted_correction(draft, target, V, alt);
+    assert_true(sd_gof_planted_shows(target, alt, V));
+    free(draft), free(target), free(alt);
+    for (size_t i = 0; i < sd_family_default_count; i++) {
+        assert_int_equal(sd_family_make(sd_family_defaults[i].spec, &draft, &target, &V), SD_OK);
+        assert_true(sd_family_defaults[i].k >= 1 && sd_family_defaults[i].k <= 8);
+        free(draft), free(target);
+    }
+    const char *badspecs[] = {"trunc:50,1.2,0.7,0,0.8,0", "trunc:50,1.2,0.7,0,1.5,0,1", "onehot:50,1.2,50",
+                              "tiny:6,1e-12", "tiny:8,0.1", "onehot:1,1,0"};
+    for (size_t i = 0; i < sizeof badspecs / sizeof *badspecs; i++) {
+        assert_int_equal(sd_family_make(badspecs[i], &draft, &target, &V), SD_EINVAL);
+        assert_non_null(strstr(sd_errmsg(), badspecs[i]));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_gof_tail_test),
         cmocka_unit_test(test_gof_too_good),
         cmocka_unit_test(test_gof_power_and_verdict),
+        cmocka_unit_test(test_family_default_plan),
     };
     return cmocka_run_group_tests_name("mc", tests, NULL, NULL);
 }

@@ -62,7 +62,8 @@ static const char *const decoder_help =
     "  --prompt TEXT       the prompt\n"
     "  --samples N         runs (default 2000)\n"
     "  --temperature T, --top-k K, --top-p P   the command's sampling settings (default\n"
-    "                      1, 0 = off, 1 = off)\n"
+    "                      1, 0 = off, 1 = off; T = 0: greedy, every run must print the\n"
+    "                      argmax tokens, and no planted bug changes that law)\n"
     "  --filter-first      top-k/top-p on the untempered law, then the temperature\n"
     "                      (llama.cpp's sampler chain); default: temperature first (specdec)\n"
     "  --seed S            the base seed (default 1): run i's seed is 1 + (the splitmix64\n"
@@ -131,8 +132,8 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
                 return cli_usage(cmd, "--samples must be 10 to 1e7");
             break;
         case D_TEMP:
-            if (cli_parse_double(optarg, "--temperature", cmd, &o->temperature) || !(o->temperature > 0))
-                return cli_usage(cmd, "--temperature must be > 0 (a greedy decoder has nothing to test)");
+            if (cli_parse_double(optarg, "--temperature", cmd, &o->temperature) || !(o->temperature >= 0))
+                return cli_usage(cmd, "--temperature must be >= 0 (0: greedy, the law all on the argmax)");
             break;
         case D_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &o->top_k)) return CLI_USAGE; break;
         case D_TOPP:
@@ -351,7 +352,7 @@ static int law_of(const dec_opts *o, const float *logits, size_t V, double *law)
     double *lg = sd_xmalloc(V * sizeof *lg);
     for (size_t i = 0; i < V; i++) lg[i] = logits[i];
     int rc;
-    if (!o->filter_first) {
+    if (!o->filter_first || o->temperature == 0) { /* greedy: the argmax whatever the filters */
         rc = sd_dist_from_logits(lg, V, o->temperature, o->top_k, o->top_p, law, "logits");
     } else if (!(rc = sd_dist_from_logits(lg, V, 1.0, o->top_k, o->top_p, law, "logits"))) {
         double mx = -INFINITY, sum = 0;

@@ -46,6 +46,8 @@ static const char *const exec_help =
     "  TOO-GOOD      4  a fit with p > 1 - 1e-4, confirmed by simulation: the answers are\n"
     "                   not independent draws (a sampler that ignores its seed, reseeds at\n"
     "                   every case, or stratifies)\n"
+    "A pair where that bug changes nothing (draft = target, a one-hot target) has its\n"
+    "power rule waived (power '-'); a run with no other pair is INCONCLUSIVE.\n"
     "(2: a usage error.) A program that crashes, hangs past the time limit or answers\n"
     "garbage ends the run with exit 1, a message naming the case, and the pairs\n"
     "finished before it.\n"
@@ -56,12 +58,18 @@ static const char *const exec_help =
     "                         are drawn (rrs: without replacement, others i.i.d.; sd: k = 1)\n"
     "                         and the exact acceptance the program is held to\n"
     "  --pair SPEC            a synthetic pair (repeatable; family.h: bernoulli:P,Q,\n"
-    "                         uniform:V,R, dirichlet:V,ALPHA,SEED, zipf:V,S,T[,K]); default:\n"
-    "                         dirichlet:6,1,2385, zipf:50,1.2,0.7 and bernoulli:0.3,0.6\n"
+    "                         uniform:V,R, dirichlet:V,ALPHA,SEED, zipf:V,S,T[,K],\n"
+    "                         trunc:V,S,T,KD,PD,KT,PT, onehot:V,S,J, tiny:V,E); default: the\n"
+    "                         plan of 15 cases (README, \"Default pairs\"): truncated drafts\n"
+    "                         and targets (top-k, top-p), one-hot and near-one-hot targets,\n"
+    "                         draft = target, masses of 1e-12, V = 32000 and 150000, k up to\n"
+    "                         8 (with --scheme none, with and without replacement), each\n"
+    "                         case at its own k unless -k is given\n"
     "  --log FILE             logged logits (.safetensors, data/logs/FORMAT.md): each row of\n"
     "                         --rows (default 0) is a pair, softmax at --temperature (def. 1)\n"
-    "  -k, --k K[,K...]       drafts per case (default 2); a pair with fewer tokens of\n"
-    "                         positive draft mass than rrs needs is skipped, with a note\n"
+    "  -k, --k K[,K...]       drafts per case (default 2; on the plan, each case's own); a\n"
+    "                         pair with fewer tokens of positive draft mass than rrs needs\n"
+    "                         is skipped, with a note\n"
     "  --samples N            cases per pair and k (default 2e5)\n"
     "  --seed S               seed (default 2385); each pair's drafts and the seed sent to\n"
     "                         the program depend only on (S, pair, k)\n"
@@ -181,6 +189,8 @@ typedef struct {
     char name[300];
     double *draft, *target;
     size_t vocab;
+    size_t ks[MAX_KS], n_ks; /* the k to run it at */
+    int wor;                 /* with --scheme none: its drafts without replacement */
 } exec_pair;
 
 
@@ -211,7 +221,7 @@ static void print_reproduce(const exec_opts *o, const exec_pair *p, size_t k)
         printf(" --pair %s", p->name);
     }
     printf(" -k %zu --samples %.0f --seed %lu%s\n", k, o->samples, o->seed,
-           o->wor && !o->have_scheme ? " --without-replacement" : "");
+           (o->wor || p->wor) && !o->have_scheme ? " --without-replacement" : "");
 }
 
 /* The five tokens whose counts are furthest from the target's, in standard errors. */
@@ -264,7 +274,7 @@ static int exec_answer(void *ctx, const size_t *drafts, size_t n, size_t k, size
 static int run_one(sd_exec *x, const exec_opts *o, const exec_pair *p, size_t k, exec_result *r)
 {
     sd_blackbox_params bp = sd_blackbox_default_params();
-    bp.have_scheme = o->have_scheme, bp.scheme = o->scheme, bp.without_replacement = o->wor;
+    bp.have_scheme = o->have_scheme, bp.scheme = o->scheme, bp.without_replacement = o->wor || p->wor;
     bp.samples = o->samples, bp.alpha = o->alpha, bp.batch = o->batch, bp.bins = 64;
     exec_sampler e = {x, o->have_scheme ? sd_scheme_name(o->scheme) : "none"};
     sd_blackbox_sampler s = {exec_start, exec_answer, &e};
@@ -275,28 +285,41 @@ static int run_one(sd_exec *x, const exec_opts *o, const exec_pair *p, size_t k,
 static void print_row(const exec_pair *p, const exec_result *r)
 {
     if (r->skipped) {
-        printf("%-28s %6zu %3zu  skipped: %s\n", p->name, p->vocab, r->k, r->note);
+        printf("%-32s %6zu %3zu  skipped: %s\n", p->name, p->vocab, r->k, r->note);
         return;
     }
-    printf("%-28s %6zu %3zu %9.0f %9.6f ", p->name, p->vocab, r->k, r->cases, r->accepted / r->cases);
+    printf("%-32s %6zu %3zu %9.0f %9.6f ", p->name, p->vocab, r->k, r->cases, r->accepted / r->cases);
     if (isfinite(r->exact)) printf("%9.6f %+7.2f ", r->exact, r->z);
     else printf("%9s %7s ", "-", "-");
-    printf("%10.3g %10.3g %10.3g %6.3f %9.0f  %s\n", r->gof.chi2_p, r->gof.g_p, r->gof.tail_p, r->power,
-           r->cases / r->seconds, sd_gof_verdict_name(r->verdict));
+    printf("%10.3g %10.3g %10.3g ", r->gof.chi2_p, r->gof.g_p, r->gof.tail_p);
+    if (r->power_na) printf("%6s ", "-");
+    else printf("%6.3f ", r->power);
+    printf("%9.0f  %s%s\n", r->cases / r->seconds, sd_gof_verdict_name(r->verdict), p->wor ? " (w/o repl.)" : "");
 }
 
-/* The pairs to certify: --pair specs, --log rows, or the default families. */
-static int load_pairs(const exec_opts *o, exec_pair *pairs, size_t *n)
+/* The pairs to certify: --pair specs, --log rows, or the default plan (family.h:
+ * each case at its own k, unless -k is given; with a scheme named, the scheme decides
+ * how it drafts, and the plan's cases without replacement are left to it). */
+static int load_pairs(const exec_opts *o, int user_ks, exec_pair *pairs, size_t *n)
 {
-    static const char *const defaults[] = {"dirichlet:6,1,2385", "zipf:50,1.2,0.7", "bernoulli:0.3,0.6"};
-    size_t np = o->n_pairs;
-    const char *const *specs = o->pairs;
-    if (!np && !o->log) specs = defaults, np = 3;
+    int plan = !o->n_pairs && !o->log;
+    size_t np = plan ? sd_family_default_count : o->n_pairs;
     *n = 0;
     for (size_t i = 0; i < np; i++) {
+        const char *spec = plan ? sd_family_defaults[i].spec : o->pairs[i];
+        int wor = plan && !user_ks && sd_family_defaults[i].without_replacement;
+        if (plan && user_ks) { /* each spec once, at the -k list */
+            int seen = 0;
+            for (size_t j = 0; j < i; j++) seen |= !strcmp(sd_family_defaults[j].spec, spec);
+            if (seen) continue;
+        }
+        if (wor && o->have_scheme) continue;
         exec_pair *p = &pairs[(*n)++];
-        snprintf(p->name, sizeof p->name, "%s", specs[i]);
-        if (sd_family_make(specs[i], &p->draft, &p->target, &p->vocab)) return cli_fail("certify", sd_errmsg());
+        snprintf(p->name, sizeof p->name, "%s", spec);
+        p->wor = wor;
+        if (plan && !user_ks) p->ks[0] = sd_family_defaults[i].k, p->n_ks = 1;
+        else memcpy(p->ks, o->ks, sizeof p->ks), p->n_ks = o->n_ks;
+        if (sd_family_make(spec, &p->draft, &p->target, &p->vocab)) return cli_fail("certify", sd_errmsg());
     }
     if (!o->log) return CLI_OK;
     sd_log *log;
@@ -317,6 +340,7 @@ static int load_pairs(const exec_opts *o, exec_pair *pairs, size_t *n)
         p->draft = sd_xmalloc(V * sizeof *p->draft);
         p->target = sd_xmalloc(V * sizeof *p->target);
         p->vocab = V;
+        memcpy(p->ks, o->ks, sizeof p->ks), p->n_ks = o->n_ks;
         ++*n;
         snprintf(p->name, sizeof p->name, "log:row@%zu", rows[i]);
         if (sd_log_row(log, rows[i], p->draft, p->target) ||
@@ -328,18 +352,34 @@ static int load_pairs(const exec_opts *o, exec_pair *pairs, size_t *n)
     return rc;
 }
 
+/* 1 if an earlier case runs the same drafts (sd drafts one whatever k says). */
+static int same_case_before(const exec_opts *o, const exec_pair *pairs, size_t i, size_t j)
+{
+    sd_blackbox_params bp = sd_blackbox_default_params();
+    bp.have_scheme = o->have_scheme, bp.scheme = o->scheme;
+    size_t k = sd_blackbox_k(&bp, pairs[i].ks[j]);
+    for (size_t a = 0; a <= i; a++)
+        for (size_t b = 0; b < pairs[a].n_ks && (a < i || b < j); b++)
+            if (!strcmp(pairs[a].name, pairs[i].name) && pairs[a].wor == pairs[i].wor &&
+                sd_blackbox_k(&bp, pairs[a].ks[b]) == k)
+                return 1;
+    return 0;
+}
+
 int cmd_certify_exec(int argc, char **argv)
 {
     exec_opts o;
     memset(&o, 0, sizeof o);
-    o.ks[0] = 2, o.n_ks = 1, o.batch = 1024, o.samples = 2e5, o.alpha = 1e-6, o.timeout = 10;
+    o.batch = 1024, o.samples = 2e5, o.alpha = 1e-6, o.timeout = 10;
     o.temperature = 1, o.seed = 2385;
     int rc = parse_exec(argc, argv, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
+    int user_ks = o.n_ks > 0;
+    if (!user_ks) o.ks[0] = 2, o.n_ks = 1;
     exec_pair pairs[MAX_PAIRS];
     size_t np = 0;
     memset(pairs, 0, sizeof pairs);
-    rc = load_pairs(&o, pairs, &np);
+    rc = load_pairs(&o, user_ks, pairs, &np);
     sd_exec *x = NULL;
     if (rc == CLI_OK && sd_exec_start(&x, o.command, o.timeout)) rc = cli_fail("certify", sd_errmsg());
     if (rc == CLI_OK) {
@@ -347,19 +387,20 @@ int cmd_certify_exec(int argc, char **argv)
         print_quoted(o.command);
         printf(": scheme %s, %.0f cases per pair and k, alpha %g, seed %lu\n",
                o.have_scheme ? sd_scheme_name(o.scheme) : "none", o.samples, o.alpha, o.seed);
-        printf("%-28s %6s %3s %9s %9s %9s %7s %10s %10s %10s %6s %9s  %s\n", "pair", "V", "k", "cases",
+        printf("%-32s %6s %3s %9s %9s %9s %7s %10s %10s %10s %6s %9s  %s\n", "pair", "V", "k", "cases",
                "accept", "exact", "z", "chi2 p", "G p", "tail p", "power", "cases/s", "verdict");
     }
-    size_t passed = 0, failed = 0, skipped = 0, inconclusive = 0, too_good = 0;
+    size_t passed = 0, failed = 0, skipped = 0, inconclusive = 0, too_good = 0, with_power = 0;
     sd_gof_verdict verdict = SD_GOF_PASS;
     double cases = 0, seconds = 0, draw_seconds = 0;
     exec_result res[MAX_PAIRS * MAX_KS];
     size_t nres = 0;
     for (size_t i = 0; rc == CLI_OK && i < np; i++)
-        for (size_t j = 0; rc == CLI_OK && j < o.n_ks; j++) {
+        for (size_t j = 0; rc == CLI_OK && j < pairs[i].n_ks; j++) {
             exec_result *r = &res[nres];
-            if (run_one(x, &o, &pairs[i], o.ks[j], r)) {
-                printf("%-28s %6zu %3zu  ERROR after %.0f cases\n", pairs[i].name, pairs[i].vocab,
+            if (same_case_before(&o, pairs, i, j)) continue;
+            if (run_one(x, &o, &pairs[i], pairs[i].ks[j], r)) {
+                printf("%-32s %6zu %3zu  ERROR after %.0f cases\n", pairs[i].name, pairs[i].vocab,
                        r->k, r->cases);
                 char msg[600];
                 snprintf(msg, sizeof msg, "--exec: pair %.100s, V = %zu, k = %zu: %.400s", pairs[i].name,
@@ -373,6 +414,7 @@ int cmd_certify_exec(int argc, char **argv)
             print_row(&pairs[i], r);
             if (r->skipped) { skipped++; continue; }
             cases += r->cases, seconds += r->seconds, draw_seconds += r->draw_seconds;
+            with_power += !r->power_na;
             verdict = sd_gof_verdict_worse(verdict, r->verdict);
             if (r->verdict == SD_GOF_PASS) { passed++; continue; }
             if (r->verdict == SD_GOF_INCONCLUSIVE) {
@@ -387,7 +429,7 @@ int cmd_certify_exec(int argc, char **argv)
                 too_good++;
                 printf("TOO-GOOD %s, V = %zu, k = %zu: the output law fits too well (chi-square p = %.6f, "
                        "G p = %.6f)\n", pairs[i].name, r->vocab, r->k, r->gof.chi2_p, r->gof.g_p);
-                print_reproduce(&o, &pairs[i], o.ks[j]);
+                print_reproduce(&o, &pairs[i], pairs[i].ks[j]);
                 continue;
             }
             failed++;
@@ -400,7 +442,7 @@ int cmd_certify_exec(int argc, char **argv)
                        r->exact, sd_scheme_name(o.scheme), r->z);
             printf("\n");
             print_worst(r, pairs[i].target);
-            print_reproduce(&o, &pairs[i], o.ks[j]);
+            print_reproduce(&o, &pairs[i], pairs[i].ks[j]);
         }
     sd_exec_stop(x);
     for (size_t i = 0; i < nres; i++) free(res[i].counts);
@@ -419,6 +461,11 @@ int cmd_certify_exec(int argc, char **argv)
     if (passed + failed + inconclusive + too_good == 0) { /* every pair skipped: nothing certified */
         printf("== FAIL: no pair tested (%s)\n", detail);
         return CLI_FAIL;
+    }
+    if (verdict == SD_GOF_PASS && !with_power) { /* power waived on every pair: none shown */
+        verdict = SD_GOF_INCONCLUSIVE;
+        snprintf(detail + strlen(detail), sizeof detail - strlen(detail),
+                 "; the planted bug changes no tested pair's law: no power shown");
     }
     return cli_verdict_print(verdict, o.alpha, detail);
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "family.h"
+#include "gof.h"
 #include "lm.h"
 #include "lm_spec.h"
 #include "mc.h"
@@ -54,8 +56,12 @@ static const char *const certify_help =
     "\n"
     "Certifies that a scheme preserves the target distribution, and exits 0 only if it\n"
     "passes both levels:\n"
-    "  token level     N verifications on the pair (default: zipf:50,1.2,0.7, the numbers\n"
-    "                  of data/pair/); chi-square and G tests of the output tokens\n"
+    "  token level     N verifications on each pair (default: the plan of 15 cases of\n"
+    "                  the README's \"Default pairs\", each at its own k unless -k is\n"
+    "                  given: truncated drafts and targets, one-hot targets, draft =\n"
+    "                  target, masses of 1e-12, V up to 150000, k up to 8; with --pair\n"
+    "                  or --draft/--target, that pair at -k, default 2); chi-square and\n"
+    "                  G tests of the output tokens\n"
     "  sequence level  M sequences of L tokens from the full speculative loop (draft G\n"
     "                  levels of k candidates, verify, correction or bonus token) on a\n"
     "                  Markov model pair; the law of whole sequences (V^L cells) and of\n"
@@ -73,12 +79,14 @@ static const char *const certify_help =
     "  INCONCLUSIVE  3  nothing rejected, but power < 0.9: it prints the N that gives 0.9\n"
     "  TOO-GOOD      4  a fit with p > 1 - 1e-4, confirmed by simulation: the draws are\n"
     "                   not independent\n"
+    "A pair where the planted bug changes nothing (draft = target, a one-hot target) has\n"
+    "its power rule waived; a run with no other pair is INCONCLUSIVE.\n"
     "(2: a usage error.)\n"
     "\n" CLI_PAIR_HELP
     "  --scheme NAME          sd, specinfer, rrs, kseq, otm (any vocabulary) or otm-lp (an\n"
     "                         LP per context: small vocabularies, for checking)\n"
-    "  -k, --k K              candidates per position (default 2)\n"
-    "  --samples N            token-level trials (default 3e6)\n"
+    "  -k, --k K              candidates per position (default 2; the plan's own k)\n"
+    "  --samples N            token-level trials per pair (default 3e6)\n"
     "  --lm SPEC              const:ALPHA, markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]] or\n"
     "                         gguf:DRAFT.gguf,TARGET.gguf[,TEMP] (default\n"
     "                         markov:4,1,0.5,7,0.8: 4 tokens, order 1, draft mixed 80%\n"
@@ -224,9 +232,12 @@ static void token_verdict_inputs(const mc_opts *o, const double *draft, const do
     sd_gof_planted_correction(draft, target, V, alt);
     gsl_rng *rng = sd_mc_chunk_rng(o->mp.seed, o->mp.chunks);
     t->too_good = sd_gof_too_good(t->mc.counts, target, V, t->bins, 5.0, rng, NULL);
-    t->power = sd_gof_power(target, alt, V, t->bins, t->mc.samples, 5.0, o->alpha, 200, rng, NULL);
-    t->power_runs = t->power >= SD_GOF_MIN_POWER ? t->mc.samples
-                    : sd_gof_runs_for_power(target, alt, V, t->bins, 1000, 1e9, 5.0, o->alpha, 100, rng);
+    t->power_na = !sd_gof_planted_shows(target, alt, V);
+    if (t->power_na) t->power = NAN, t->power_runs = -1;
+    else t->power = sd_gof_power(target, alt, V, t->bins, t->mc.samples, 5.0, o->alpha, 200, rng, NULL);
+    if (!t->power_na)
+        t->power_runs = t->power >= SD_GOF_MIN_POWER ? t->mc.samples
+                        : sd_gof_runs_for_power(target, alt, V, t->bins, 1000, 1e9, 5.0, o->alpha, 100, rng);
     gsl_rng_free(rng);
     free(alt);
 }
@@ -340,18 +351,92 @@ int cmd_mc(int argc, char **argv)
     return cli_mpi_finish(&m, rc);
 }
 
+/* certify's token level on one pair at k: the run and its verdict (power waived where
+ * the planted bug does not change the law). */
+static int certify_token(mc_opts o, const char *cmd, const double *draft, const double *target, size_t V,
+                         size_t k, token_run *t, sd_gof_verdict *v)
+{
+    o.k = k;
+    int rc = run_token(&o, cmd, draft, target, V, t);
+    if (rc == CLI_OK)
+        *v = sd_gof_verdict_of(t->gof.min_p, t->too_good, t->power_na ? 1 : t->power, o.alpha);
+    return rc;
+}
+
+/* The token level over the default plan (family.h), each case at its k (or -k): one
+ * row per case; *t and *tv the case that decides the verdict (the first of the worst). */
+static int certify_plan(const mc_opts *o, const char *cmd, token_run *t, sd_gof_verdict *tv, size_t *vocab,
+                        const char **decisive, size_t *decisive_k)
+{
+    int rc = CLI_OK, have = 0, with_power = 0;
+    if (!o->json)
+        printf("== token level: the default plan (%zu cases; README, \"Default pairs\")\n"
+               "%-34s %6s %2s %10s %10s %8s %10s %10s %10s %6s  %s\n", sd_family_default_count,
+               "pair", "V", "k", "acceptance", "exact", "z", "chi2 p", "G p", "tail p", "power", "verdict");
+    for (size_t i = 0; rc == CLI_OK && i < sd_family_default_count; i++) {
+        const sd_family_case *c = &sd_family_defaults[i];
+        int seen = c->without_replacement; /* the scheme decides how it drafts */
+        size_t k = o->k ? o->k : c->k;
+        for (size_t j = 0; j < i; j++)
+            seen |= !strcmp(sd_family_defaults[j].spec, c->spec) &&
+                    (o->scheme == SD_SCHEME_SD || (o->k ? o->k : sd_family_defaults[j].k) == k);
+        if (seen) continue;
+        double *draft, *target;
+        size_t V;
+        if (sd_family_make(c->spec, &draft, &target, &V)) return cli_fail(cmd, sd_errmsg());
+        token_run r;
+        sd_gof_verdict v;
+        rc = certify_token(*o, cmd, draft, target, V, k, &r, &v);
+        free(draft);
+        free(target);
+        if (rc) break;
+        with_power |= !r.power_na;
+        if (!o->json) {
+            printf("%-34s %6zu %2zu %10.6f ", c->spec, V, k, r.mc.acceptance);
+            if (isfinite(r.exact)) printf("%10.6f %+8.2f ", r.exact, r.z);
+            else printf("%10s %8s ", "-", "-");
+            printf("%10.3g %10.3g %10.3g ", r.gof.chi2_p, r.gof.g_p, r.gof.tail_p);
+            if (r.power_na) printf("%6s", "-");
+            else printf("%6.3f", r.power);
+            printf("  %s\n", sd_gof_verdict_name(v));
+        }
+        if (!have || sd_gof_verdict_worse(*tv, v) != *tv) {
+            if (have) sd_mc_result_free(&t->mc);
+            *t = r, *tv = v, *vocab = V, *decisive = c->spec, *decisive_k = k, have = 1;
+        } else {
+            sd_mc_result_free(&r.mc);
+        }
+    }
+    if (rc) {
+        if (have) sd_mc_result_free(&t->mc);
+        return rc;
+    }
+    if (*tv == SD_GOF_PASS && !with_power) *tv = SD_GOF_INCONCLUSIVE;
+    return CLI_OK;
+}
+
 /* Both levels and the verdict (every MPI rank runs it; rank 0's output is seen). */
 static int certify_run(mc_opts o, const char *cmd)
 {
     int rc;
-    double *draft, *target;
-    size_t V;
-    if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
     token_run t;
-    rc = run_token(&o, cmd, draft, target, V, &t);
-    free(draft);
-    free(target);
-    if (rc) return rc;
+    sd_gof_verdict tv = SD_GOF_PASS;
+    size_t V, plan_k = 0;
+    const char *plan_pair = NULL;
+    if (!o.pair.family && !o.pair.draft && !o.pair.target) {
+        rc = certify_plan(&o, cmd, &t, &tv, &V, &plan_pair, &plan_k);
+        if (rc) return rc;
+        o.k = plan_k; /* the decisive case's, printed below */
+    } else {
+        double *draft, *target;
+        if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
+        if (!o.k) o.k = 2;
+        rc = certify_token(o, cmd, draft, target, V, o.k, &t, &tv);
+        if (rc == CLI_OK && tv == SD_GOF_PASS && t.power_na) tv = SD_GOF_INCONCLUSIVE; /* no power shown */
+        free(draft);
+        free(target);
+        if (rc) return rc;
+    }
 
     sd_seq_cert sc;
     memset(&sc, 0, sizeof sc);
@@ -393,7 +478,6 @@ static int certify_run(mc_opts o, const char *cmd)
             return cli_fail(cmd, sd_errmsg());
         }
     }
-    sd_gof_verdict tv = sd_gof_verdict_of(t.gof.min_p, t.too_good, t.power, o.alpha);
     sd_gof_verdict sv = sd_gof_verdict_of(sc.min_p, sc.too_good, 1, o.alpha); /* power: token level */
     sd_gof_verdict v = sd_gof_verdict_worse(tv, sv);
     int token_pass = tv == SD_GOF_PASS, seq_pass = sv == SD_GOF_PASS;
@@ -402,10 +486,12 @@ static int certify_run(mc_opts o, const char *cmd)
                " \"token\": {", sd_scheme_name(o.scheme), o.k, o.alpha, v == SD_GOF_PASS ? "true" : "false",
                sd_gof_verdict_name(v));
         print_token_json(&t, &o);
-        printf(", \"tail_p\": %.6g, \"too_good\": %s, \"power\": %.6g, \"power_samples\": %.0f, "
-               "\"verdict\": \"%s\", \"pass\": %s},\n \"sequence\": ", t.gof.tail_p,
-               t.too_good ? "true" : "false", t.power, t.power_runs, sd_gof_verdict_name(tv),
-               token_pass ? "true" : "false");
+        printf(", \"tail_p\": %.6g, \"too_good\": %s, \"power\": ", t.gof.tail_p, t.too_good ? "true" : "false");
+        cli_json_double(stdout, t.power);
+        printf(", \"power_samples\": %.0f, \"verdict\": \"%s\", \"pass\": %s", t.power_runs,
+               sd_gof_verdict_name(tv), token_pass ? "true" : "false");
+        if (plan_pair) printf(", \"pair\": \"%s\", \"plan_cases\": %zu", plan_pair, sd_family_default_count);
+        printf("},\n \"sequence\": ");
         printf("{\"model\": \"%s\", \"sequences\": %.0f, \"depth\": %zu, \"length\": %zu, "
                "\"cells\": %zu, \"joint_chi2_p\": ", o.lm, o.seq_samples, o.depth, o.length,
                sc.cells);
@@ -419,13 +505,20 @@ static int certify_run(mc_opts o, const char *cmd)
                sc.block_efficiency, sc.too_good ? "true" : "false", sd_gof_verdict_name(sv),
                seq_pass ? "true" : "false");
     } else {
-        printf("== token level: %s\n", sd_gof_verdict_name(tv));
+        if (plan_pair) printf("== token level: %s (the worst case: %s, k = %zu)\n", sd_gof_verdict_name(tv),
+                              plan_pair, plan_k);
+        else printf("== token level: %s\n", sd_gof_verdict_name(tv));
         print_token_text(&t, &o, V);
         printf("tail test       p = %.4g (each pooled token against its binomial law)%s\n", t.gof.tail_p,
                t.too_good ? "; the fit is too good for independent draws" : "");
-        printf("power           %.3f against a planted bug (one draft, correction from the target), "
-               "%.0f samples%s", t.power, t.mc.samples, t.power >= SD_GOF_MIN_POWER ? "\n" : "; ");
-        if (t.power < SD_GOF_MIN_POWER && t.power_runs > 0) printf("0.9 from about %.0f\n", t.power_runs);
+        if (t.power_na)
+            printf("power           not asked: the planted bug (one draft, correction from the target) "
+                   "does not change this pair's law\n");
+        else
+            printf("power           %.3f against a planted bug (one draft, correction from the target), "
+                   "%.0f samples%s", t.power, t.mc.samples, t.power >= SD_GOF_MIN_POWER ? "\n" : "; ");
+        if (t.power_na) ;
+        else if (t.power < SD_GOF_MIN_POWER && t.power_runs > 0) printf("0.9 from about %.0f\n", t.power_runs);
         else if (t.power < SD_GOF_MIN_POWER) printf("below 0.9 up to 1e9\n");
         printf("== sequence level: %s\n", sd_gof_verdict_name(sv));
         if (o.shape)
@@ -447,7 +540,9 @@ static int certify_run(mc_opts o, const char *cmd)
         if (sc.too_good) printf("the sequences fit too well for independent draws\n");
     }
     char detail[200] = "";
-    if (v == SD_GOF_INCONCLUSIVE && t.power_runs > 0)
+    if (v == SD_GOF_INCONCLUSIVE && tv == SD_GOF_INCONCLUSIVE && (t.power_na || !isfinite(t.power)))
+        snprintf(detail, sizeof detail, "the planted bug changes no tested pair's law: no power shown");
+    else if (v == SD_GOF_INCONCLUSIVE && t.power_runs > 0)
         snprintf(detail, sizeof detail, "token-level power %.3f < 0.9; about %.0f samples give 0.9", t.power,
                  t.power_runs);
     else if (v == SD_GOF_INCONCLUSIVE)
@@ -466,11 +561,12 @@ int cmd_certify(int argc, char **argv)
     mc_opts o = default_opts();
     o.mp.samples = 3e6;
     o.verdict = 1;
+    o.k = 0; /* not given: each default case's k, or 2 on a given pair */
     int rc = parse(argc, argv, cmd, certify_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (o.k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
-    if (!o.pair.family && !o.pair.draft && !o.pair.target)
-        o.pair.family = "zipf:50,1.2,0.7"; /* the numbers of data/pair/, without the files */
+    for (int i = 1; i < argc; i++)
+        if ((!strcmp(argv[i], "-k") || !strncmp(argv[i], "--k", 3)) && o.k < 1)
+            return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     cli_mpi m;
     if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
     cli_mpi_mc(&m, &o.mp);

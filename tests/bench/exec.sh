@@ -1,19 +1,22 @@
 #!/bin/sh
 # make bench-exec: what `specdec certify --exec` costs and catches.
-#  1. the power table: cases the certification needs to reject each planted bug of
-#     tests/exec/adapter.py (Python), doubling from 1000, with the output law alone
-#     (--scheme none) and with the acceptance test of the named scheme as well;
-#  2. the correct adapters at a large sample;
+#  1. the power table: for each planted bug of tests/exec/adapter.py (Python), the
+#     cases needed on the old default pairs (dirichlet:6,1,2385, zipf:50,1.2,0.7,
+#     bernoulli:0.3,0.6 at k = 2, 3), how many cases of the default plan (family.h)
+#     reject it at 128000 cases, and the plan's case that needs the fewest cases with
+#     that number (doubling from 1000; law and acceptance tests of the named scheme);
+#  2. the default run (the plan, 2e5 cases a case) through each correct adapter, timed;
 #  3. the protocol's throughput: cases/s through the C adapter against specdec's own
 #     verifier in process (specdec mc, one thread), the overhead per case, and the
 #     effect of the batch size (cases per flush).
-# usage: exec.sh [BUILD]   (about two minutes; timings move with the machine's load;
-# EXEC_BENCH_PART=throughput runs part 3 alone)
+# usage: exec.sh [BUILD]   (about eight minutes; timings move with the machine's load;
+# EXEC_BENCH_PART=power|default|throughput runs one part)
 BUILD=${1:-build}
 S=$BUILD/specdec
 A=$BUILD/tests/exec/adapter
 PAIR=dirichlet:6,1,2385
 K=3
+PART=${EXEC_BENCH_PART:-all}
 PY=""
 for p in python3 /usr/bin/python3; do
     if command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
@@ -21,40 +24,58 @@ done
 [ -n "$PY" ] || { echo "bench-exec: no python3 with numpy (sh install-deps.sh)" >&2; exit 1; }
 P="$PY tests/exec/adapter.py"
 
-# needed SCHEME_ARGS...: the smallest n = 1000 * 2^i (up to 1024000) that fails
+# needed MAX ARGS...: the smallest n = 1000 * 2^i (up to MAX) at which certify FAILs
 needed() {
+    max=$1; shift
     n=1000
-    while [ $n -le 1024000 ]; do
-        if "$S" certify --pair $PAIR -k $K --samples $n "$@" 2>/dev/null | grep -q "^== FAIL"; then
+    while [ $n -le "$max" ]; do
+        if "$S" certify --samples $n "$@" 2>/dev/null | grep -q "^== FAIL"; then
             echo $n; return; fi
         n=$((n * 2))
     done
-    echo "> 1024000"
+    echo "> $max"
 }
 
-[ "${EXEC_BENCH_PART:-all}" = throughput ] || {
-echo "# 1. power: cases needed to reject at p < 1e-6, pair $PAIR, k = $K (Python adapters)"
-printf '%-24s %-10s %14s %14s\n' "planted bug" "scheme" "law only" "law + accept"
+if [ "$PART" = all ] || [ "$PART" = power ]; then
+OLD="--pair dirichlet:6,1,2385 --pair zipf:50,1.2,0.7 --pair bernoulli:0.3,0.6 -k 2,3"
+echo "# 1. power: cases to reject at p < 1e-6 (Python adapters, law + acceptance of the scheme)"
+printf '%-24s %-10s %10s %9s  %-36s %8s\n' "planted bug" "scheme" "old pairs" "plan" "fastest case of the plan" "cases"
 for b in rrs-remove-first:rrs ratio-inverted:specinfer residual-unnormalised:specinfer \
-         correction-from-target:specinfer kseq-low-gamma:kseq specinfer-last-round:specinfer; do
+         correction-from-target:specinfer kseq-low-gamma:kseq specinfer-last-round:specinfer \
+         residual-draft-support:specinfer zero-target-accepted:specinfer rounds-capped:specinfer; do
     bug=${b%%:*}; s=${b#*:}
-    wor=""; [ $s = rrs ] && wor=--without-replacement
-    a=$(needed --exec "$P $s --bug $bug" --scheme none $wor)
-    c=$(needed --exec "$P $s --bug $bug" --scheme $s)
-    printf '%-24s %-10s %14s %14s\n' "$bug" "$s" "$a" "$c"
+    old=$(needed 256000 --exec "$P $s --bug $bug" --scheme $s $OLD)
+    # the plan's cases that reject it at 128000 (rows "PAIR V K ... FAIL")
+    out=$("$S" certify --exec "$P $s --bug $bug" --scheme $s --samples 128000 2>/dev/null)
+    rows=$(printf '%s\n' "$out" | awk '$NF == "FAIL" && $3 ~ /^[0-9]+$/ { print $1 ":" $3 }')
+    total=$(printf '%s\n' "$out" | sed -n 's/^== .*: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) inconclusive, \([0-9]*\) too good.*/\1 \2 \3 \4/p' | awk '{ print $1 + $2 + $3 + $4 }')
+    best=""; bestn=256000
+    for r in $rows; do
+        spec=${r%:*}; k=${r##*:}
+        n=$(needed $((bestn / 2)) --exec "$P $s --bug $bug" --scheme $s --pair $spec -k $k)
+        case $n in ">"*) ;; *) best="$spec k=$k"; bestn=$n ;; esac
+    done
+    nrows=$(echo $rows | wc -w)
+    [ -n "$best" ] || { best="-"; bestn="> 128000"; }
+    printf '%-24s %-10s %10s %4s of %2s  %-36s %8s\n' "$bug" "$s" "$old" "$nrows" "$total" "$best" "$bestn"
 done
+fi
 
-echo "# 2. correct adapters, 2e5 cases (Python) and 2e6 (C) per pair, default pairs and k = 1,3"
+if [ "$PART" = all ] || [ "$PART" = default ]; then
+echo "# 2. the default run: the plan (family.h), 2e5 cases a case, through each correct adapter"
 for s in sd specinfer rrs kseq; do
-    k=1,3; [ $s = sd ] && k=1
-    "$S" certify --exec "$P $s" --scheme $s -k $k --samples 2e5 | grep "^==\|^# [0-9]" | sed "s/^/python $s: /"
+    t0=$(date +%s.%N)
+    v=$("$S" certify --exec "$P $s" --scheme $s | grep "^==")
+    awk -v s=$s -v v="$v" -v t0=$t0 -v t1=$(date +%s.%N) 'BEGIN { printf "python %-10s %6.1f s  %s\n", s, t1 - t0, v }'
 done
 for s in sd specinfer; do
-    k=1,3; [ $s = sd ] && k=1
-    "$S" certify --exec "$A $s" --scheme $s -k $k --samples 2e6 | grep "^==\|^# [0-9]" | sed "s/^/C $s: /"
+    t0=$(date +%s.%N)
+    v=$("$S" certify --exec "$A $s" --scheme $s | grep "^==")
+    awk -v s=$s -v v="$v" -v t0=$t0 -v t1=$(date +%s.%N) 'BEGIN { printf "C      %-10s %6.1f s  %s\n", s, t1 - t0, v }'
 done
+fi
 
-}
+[ "$PART" = all ] || [ "$PART" = throughput ] || exit 0
 echo "# 3. throughput, pair $PAIR, specinfer k = $K, 2e6 cases (1e5 below batch 256; median of 3)"
 med() { sort -g | sed -n 2p; }
 inproc=$(for i in 1 2 3; do "$S" mc --pair $PAIR --scheme specinfer -k $K --samples 1e7 --threads 1 --json | sed 's/.*"rate": \([0-9.e+]*\).*/\1/'; done | med)

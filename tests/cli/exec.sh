@@ -3,8 +3,9 @@
 # correct pass, every planted bug of tests/exec/adapter.py is rejected, and a program
 # that crashes, hangs or answers garbage ends the run with a clear error, the pairs
 # finished before it kept; and 'certify --decoder' on specdec's own generate and decode,
-# with negative controls, no power, and an LCG decoder's too-good fit. About 25 s on the
-# 2-core machine (60 s when others load it), half of it the decoder's checks.
+# with negative controls, no power, and an LCG decoder's too-good fit; the default plan
+# (family.h) against the bugs only some pairs expose. 38 s measured on the 2-core machine
+# with a load of 4 (94 s at a load of 11, where the version before the default plan took 65 s).
 # usage: exec.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 . "$(dirname "$0")/lib.sh"
@@ -18,13 +19,17 @@ expect 2 "needs --log" -- "$SPECDEC" certify --exec true --rows 1
 expect 2 "unknown scheme" -- "$SPECDEC" certify --exec true --scheme nope
 expect 1 "dirichlet" -- "$SPECDEC" certify --exec true --pair dirichlet:0,1,1
 
-# the C adapter (standalone), default pairs and logged rows
+# the C adapter (standalone), the default plan's pairs (family.h) at -k 1,3 and logged rows
 if [ -x "$ADAPTER" ]; then
-    expect 0 "== PASS at p >= 1e-06: 6 passed" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer -k 1,3 --samples 100000
-    expect 0 "== PASS at p >= 1e-06: 3 passed" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --samples 100000
+    expect 0 "== PASS at p >= 1e-06: 26 passed" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer -k 1,3 --samples 100000
+    expect 0 "== PASS at p >= 1e-06: 13 passed" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --samples 100000
     expect 0 "log:row@5 .*PASS" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme specinfer --log data/logs/sample.safetensors --rows 0,5 --samples 50000
     # too few cases for power against the planted bug: inconclusive, with the cases that give it
     expect 3 "== INCONCLUSIVE at p >= 1e-06: 0 passed, 0 failed, 1 inconclusive" -- "$SPECDEC" certify --exec "$ADAPTER sd" --scheme sd --pair "$PAIR" --samples 300
+    # pairs where the planted bug changes nothing (draft = target, a one-hot target): each
+    # passes with its power rule waived, the run alone shows no power: inconclusive
+    expect 3 "2 passed, .*; the planted bug changes no tested pair's law: no power shown" -- "$SPECDEC" certify \
+        --exec "$ADAPTER specinfer" --scheme specinfer --pair zipf:50,1.2,1 --pair onehot:50,1.2,3 --samples 20000
     # the right law but another scheme's acceptance: specinfer's verifier claimed as K-SEQ
     expect 1 "FAIL dirichlet:6,1,2385, V = 6, k = 3: acceptance 0.81.* for kseq" -- "$SPECDEC" certify --exec "$ADAPTER specinfer" --scheme kseq -k 3 --pair "$PAIR" --samples 100000
 else
@@ -49,6 +54,16 @@ else
         bug=${b%%:*}; rest=${b#*:}; s=${rest%%:*}; n=${rest#*:}
         expect 1 "reproduce: specdec certify --exec .*--bug $bug' --scheme $s --pair $PAIR -k 3" -- \
             "$SPECDEC" certify --exec "$A $s --bug $bug" --scheme $s -k 3 --pair "$PAIR" --samples $n
+    done
+    # bugs only some pairs expose: the old default pairs (full supports, k = 2 and 3) pass
+    # them, the default plan (family.h) rejects each on the case of its class
+    OLD="--pair $PAIR --pair zipf:50,1.2,0.7 --pair bernoulli:0.3,0.6 -k 2,3"
+    for b in residual-draft-support:zipf:50,1.2,0.7,10 zero-target-accepted:trunc:50,1.2,1.4,0,1,0,0.8 \
+             rounds-capped:dirichlet:20,0.5,7; do
+        bug=${b%%:*}; fam=${b#*:}
+        expect 0 "== PASS at p >= 1e-06: 6 passed" -- "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer $OLD --samples 20000
+        expect 1 "reproduce: specdec certify --exec .*--bug $bug' --scheme specinfer --pair $fam -k" -- \
+            "$SPECDEC" certify --exec "$A specinfer --bug $bug" --scheme specinfer --samples 12000
     done
     # a crash after the first pair: its row is kept, the error names the pair and the exit
     out=$("$SPECDEC" certify --exec "$A specinfer --die-after 2500" --scheme specinfer --pair "$PAIR" --pair zipf:50,1.2,0.7 --samples 2000 2>&1); rc=$?
@@ -108,6 +123,11 @@ expect 3 "== INCONCLUSIVE at p >= 1e-06: no planted bug" -- "$SPECDEC" certify -
 expect 4 "== TOO-GOOD at p >= 1e-06" -- "$SPECDEC" certify --decoder "$L" $T --prompt "The sea" --samples 600 --consecutive-seeds
 expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$L" $T --prompt "The sea" --samples 200 $P
 expect 2 "needs --draft" -- "$SPECDEC" certify --decoder x $T --prompt y --planted argmax-draft
+# temperature 0: the law all on the argmax; greedy generate keeps it (no planted bug
+# changes it: inconclusive), the sampler at temperature 1 claimed greedy fails
+expect 3 "first token     1 cells, chi-square p = 1" -- "$SPECDEC" certify --decoder "$G --temperature 0 2>/dev/null" $T --prompt "The sea" --samples 20 --temperature 0 $P
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$G 2>/dev/null" $T --prompt "The sea" --samples 20 --temperature 0
+expect 2 "temperature must be >= 0" -- "$SPECDEC" certify --decoder x $T --prompt y --temperature -1
 # the seeds: hashed by default (each run's written by --seeds-out), S, S + 1, ... on request
 SEEDS=$(mktemp)
 expect 1 "seeds: 1 + splitmix64 mix of (7, run index)" -- "$SPECDEC" certify --decoder "echo 0 0" $D --seed 7 --seeds-out "$SEEDS"

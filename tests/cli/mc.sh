@@ -23,10 +23,13 @@ expect 0 "k used = 2: the draft's whole support" -- "$SPECDEC" mc --pair bernoul
 expect 0 '"k": 4, .*"k_used": 2' -- "$SPECDEC" mc --pair bernoulli:0.3,0.6 --scheme rrs -k 4 --samples 20000 --json
 # certify: too few token-level samples for power against the planted bug: inconclusive (3)
 expect 3 "== INCONCLUSIVE at p >= 1e-06: token-level power 0.110 < 0.9; about 1000 samples give 0.9" -- \
-    "$SPECDEC" certify --scheme specinfer --samples 300 --seq-samples 20000
+    "$SPECDEC" certify --scheme specinfer --pair zipf:50,1.2,0.7 --samples 300 --seq-samples 20000
 expect 3 '"verdict": "INCONCLUSIVE"' -- "$SPECDEC" certify --scheme specinfer --samples 300 --seq-samples 20000 --json
-# certify: passes a correct scheme, JSON says so
-expect 0 '"pass": true' -- "$SPECDEC" certify --scheme specinfer -k 2 --samples 300000 --seq-samples 100000 --json
+# certify: passes a correct scheme on the default plan (family.h), JSON says so
+expect 0 '"pass": true.*"plan_cases": 15' -- "$SPECDEC" certify --scheme specinfer --samples 300000 --seq-samples 100000 --json
+expect 0 "^trunc:150000,1.1,0.8,40,0.95,0,1 .* 8 .*PASS" -- "$SPECDEC" certify --scheme specinfer --samples 100000 --seq-samples 20000 -k 8
+# a pair where the planted bug changes nothing (draft = target): its power rule waived
+expect 3 "no power shown" -- "$SPECDEC" certify --scheme specinfer --pair zipf:50,1.2,1 --samples 100000 --seq-samples 20000
 expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 2 --pair dirichlet:5,1,1 --samples 200000
 # otm at a vocabulary no LP reaches (the keyed sampler), and the LP coupling by name
 expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 4 --pair dirichlet:32000,1,5 --samples 200000 --seq-samples 20000
@@ -38,7 +41,7 @@ expect 2 "unknown scheme" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --sc
 expect 2 "--scheme is required" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5
 expect 1 "draft: .*negative" -- "$SPECDEC" mc --draft -0.5,1.5 --target 0.5,0.5 --scheme sd
 expect 1 "model spec" -- "$SPECDEC" certify --scheme sd --lm markov:1 --samples 1000
-expect 0 "adjacent pairs" -- "$SPECDEC" certify --scheme rrs -k 2 --lm markov:50,1,1,1,0.5 --length 6 --samples 1000 --seq-samples 100000
+expect 0 "adjacent pairs" -- "$SPECDEC" certify --scheme rrs -k 2 --pair zipf:50,1.2,0.7 --lm markov:50,1,1,1,0.5 --length 6 --samples 1000 --seq-samples 100000
 expect 1 "not lossless" -- "$SPECDEC" mc --draft 0.75,0.25 --target 0.5,0.5 --scheme kseq --gamma 1 --samples 100
 
 finish "cli mc/certify"

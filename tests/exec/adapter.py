@@ -21,6 +21,12 @@ Planted bugs (tests/planted.c, written again here), each one step of a real sche
     correction-from-target  specinfer: the correction drawn from the target
     kseq-low-gamma          kseq at gamma = 1, below its lossless range
     specinfer-last-round    specinfer: the correction from round k-1's residual
+Planted bugs that only some pairs expose (the default plan's families catch them, the
+old default pairs with full supports and k <= 3 do not; tests/planted.c's
+sd_planted_family_bugs):
+    residual-draft-support  specinfer: residuals formed on the draft's support only
+    zero-target-accepted    specinfer: a draft of target probability 0 accepted
+    rounds-capped           specinfer: residuals kept for 4 rounds, rounds 5..k reuse the 4th
 --die-after N and --hang-after N exit (status 3) or stop answering after N cases: the
 harness's own tests use them.
 """
@@ -37,6 +43,9 @@ BUGS = {
     "correction-from-target": "specinfer",
     "kseq-low-gamma": "kseq",
     "specinfer-last-round": "specinfer",
+    "residual-draft-support": "specinfer",
+    "zero-target-accepted": "specinfer",
+    "rounds-capped": "specinfer",
 }
 
 
@@ -92,6 +101,7 @@ class Sampler:
         self.draft, self.target = draft, target
         bug, safe = self.bug, np.where(draft > 0, draft, 1.0)
         if self.scheme == "rrs":
+            self.pair_rrs(draft, target)
             return
         if self.scheme == "kseq":
             gamma = 1.0 if bug == "kseq-low-gamma" else kseq_gamma_star(draft, target, k)
@@ -105,16 +115,23 @@ class Sampler:
             self.final = cdf_of(res)
             return
         rounds = [target]  # sd and specinfer: r_0 .. r_k
-        for _ in range(k):
+        for i in range(k):
             if bug == "residual-unnormalised":
                 nxt = np.maximum(rounds[-1] - draft, 0.0)
                 rounds.append(nxt if nxt.sum() > 0 else rounds[-1].copy())
+            elif bug == "residual-draft-support":
+                nxt = np.where(draft > 0, np.maximum(rounds[-1] - draft, 0.0), 0.0)
+                rounds.append(nxt / nxt.sum() if nxt.sum() > 0 else rounds[-1].copy())
+            elif bug == "rounds-capped" and i >= 4:
+                rounds.append(rounds[4])
             else:
                 rounds.append(residual(rounds[-1], draft))
         if bug == "ratio-inverted":
             acc = [np.where(r > 0, np.minimum(1.0, draft / np.where(r > 0, r, 1.0)), 1.0) for r in rounds[:k]]
         else:
             acc = [np.where(draft > 0, np.minimum(1.0, r / safe), (r > 0) * 1.0) for r in rounds[:k]]
+        if bug == "zero-target-accepted":
+            acc = [np.where(target > 0, a, 1.0) for a in acc]
         self.accept = [a.tolist() for a in acc]
         final = {"correction-from-target": target, "specinfer-last-round": rounds[k - 1]}.get(bug, rounds[k])
         self.final = cdf_of(final)
@@ -127,23 +144,49 @@ class Sampler:
                 return x, 1
         return self.sample(self.final), 0
 
+    def pair_rrs(self, draft, target):
+        """rrs keeps each residual on the draft's support D, explicit, and c * target off
+        it: drafts never leave D, so max(r - draft, 0) = r off D and a case costs O(|D|),
+        not O(V) (a top-40 draft over 150k tokens)."""
+        self.D = np.flatnonzero(draft > 0)
+        self.pos = {int(t): i for i, t in enumerate(self.D)}
+        self.dD, self.tD = draft[self.D], target[self.D]
+        off = target.copy()
+        off[self.D] = 0.0
+        self.t_off = off.sum()
+        self.off_cdf = np.cumsum(off)
+
     def case_rrs(self, xs):
-        r, d = self.target, self.draft
+        rD, c, dD = self.tD, 1.0, self.dD  # r = rD on D, c * target off D
+
+        def residual_D(rD, c, dD):
+            new = np.maximum(rD - dD, 0.0)
+            mass = new.sum() + c * self.t_off
+            return (new / mass, c / mass) if mass > 0 else (rD, c)
+
         for x in xs:
-            dx = d[x]
-            if dx > 0 and self.uniform() * dx < r[x]:
+            i = self.pos[x]
+            dx = dD[i]
+            if dx > 0 and self.uniform() * dx < rD[i]:
                 return x, 1
             if self.bug == "rrs-remove-first":
-                d = d.copy()
-                d[x] = 0.0
-                d = d / d.sum()
-                r = residual(r, d)
+                dD = dD.copy()
+                dD[i] = 0.0
+                dD = dD / dD.sum()
+                rD, c = residual_D(rD, c, dD)
             else:
-                r = residual(r, d)
-                d = d.copy()
-                d[x] = 0.0
-                d = d / d.sum()
-        return self.sample(cdf_of(r)), 0
+                rD, c = residual_D(rD, c, dD)
+                dD = dD.copy()
+                dD[i] = 0.0
+                dD = dD / dD.sum()
+        off = c * self.t_off
+        u = self.uniform() * (rD.sum() + off)
+        if u < off:  # a token off D, drawn from the target there
+            j = int(np.searchsorted(self.off_cdf, u / c, side="right"))
+            return min(j, self.V - 1), 0
+        cum = np.cumsum(rD)
+        j = int(np.searchsorted(cum, u - off, side="right"))
+        return int(self.D[min(j, len(self.D) - 1)]), 0
 
 
 def main(argv):

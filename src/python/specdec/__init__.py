@@ -200,7 +200,8 @@ def certify(sampler, draft, target, k=2, scheme=None, samples=2e5, seed=2385, na
     if given, is called first with the seed certify --exec would send for --pair name.
     A dict of k, cases, accepted, acceptance, exact, z, acceptance_p, chi2, chi2_p, g,
     g_p, cells, binned, pass (bool), skipped (bool, with "note"), seed, tail_p, power
-    (against the planted correction-from-target bug), power_runs (the cases that give 0.9),
+    (against the planted correction-from-target bug; NaN, its rule waived, where that bug
+    changes nothing: draft = target, a one-hot target), power_runs (the cases that give 0.9),
     too_good (bool) and verdict: "PASS", "FAIL", "INCONCLUSIVE" (power below 0.9) or
     "TOO-GOOD" (a fit too good for independent draws), as certify --exec decides; pass is
     verdict == "PASS". An exception in the sampler ends the run and is raised again."""

@@ -12,11 +12,20 @@
 # had: its verification draws come from std::default_random_engine seeded with the seed,
 # an LCG whose runs from consecutive seeds are not independent.
 #
+# The fix: llama-speculative-drawn (tests/bench/llamacpp/build-patched.sh: the draft
+# proposes the token its sampler drew) beside the original, at temperature 1, at
+# llama.cpp's default filters (temperature 0.8, top-k 40, top-p 0.95; min-p off, which
+# certify cannot model) and at temperature 0 (greedy: every run must print the argmax);
+# and llama-speculative-fixed (its residual also pairs the two laws by token id) at the
+# default filters.
+#
 # llama.cpp runs generate -n 8 (they may stop after the first token when it is end-of-text).
 # usage: tests/bench/llamacpp/certify.sh [BUILD] [RUNS]  (RUNS default 600: 2 to 2.5
-#   minutes a llama.cpp row on this 2-core machine, loaded, 11 minutes in all; needs
-#   tests/bench/llamacpp/build.sh first)
-#   env: JOBS (runs at a time, default 2), LLAMA_BUILD, PROMPT
+#   minutes a llama.cpp row on this 2-core machine, loaded, 25 minutes in all; needs
+#   tests/bench/llamacpp/build.sh and build-patched.sh first)
+#   env: JOBS (runs at a time, default 2), LLAMA_BUILD, PATCHED (build-patched.sh's
+#   folder, default out/llama.cpp-patched), PROMPT, PART (all, default; fix: the rows of
+#   the fix alone)
 set -u
 BUILD=${1:-build}
 N=${2:-600}
@@ -31,6 +40,12 @@ command -v $PY >/dev/null 2>&1 || PY=/usr/bin/python3
 for p in llama-speculative llama-speculative-simple; do
     [ -x "$B/$p" ] || { echo "certify.sh: no $B/$p: run tests/bench/llamacpp/build.sh" >&2; exit 1; }
 done
+F=${PATCHED:-out/llama.cpp-patched}/bin/llama-speculative-drawn
+F2=${PATCHED:-out/llama.cpp-patched}/bin/llama-speculative-fixed
+for p in "$F" "$F2"; do
+    [ -x "$p" ] || { echo "certify.sh: no $p: run tests/bench/llamacpp/build-patched.sh" >&2; exit 1; }
+done
+PART=${PART:-all}
 LL="-m $T -md $D -p {prompt} -n 8 --seed {seed} -t 1 -c 128 --top-k 0 --min-p 0 -v"
 SIMPLE="--spec-type draft-simple"
 GEN="$S generate --model $T --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
@@ -44,6 +59,24 @@ row() { # NAME PLANTED SPECDEC-ARGS -- COMMAND
 }
 
 echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (two tests a row), hashed seeds unless said"
+DEF="--temp 0.8 --top-k 40 --top-p 0.95"
+fix_rows() {
+    for prog in "$B/llama-speculative" "$F"; do
+        prog_name=$(basename "$prog")
+        row "$prog_name, T = 1" argmax-draft \
+            --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $LL --temp 1 --top-p 1"
+        row "$prog_name, llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off)" argmax-draft \
+            --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first \
+            --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $LL $DEF"
+        row "$prog_name, T = 0 (greedy)" argmax-draft --temperature 0 \
+            --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $LL --temp 0"
+    done
+    # the residual paired by token id as well: only the filtered rows differ
+    row "llama-speculative-fixed, llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off)" argmax-draft \
+        --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first \
+        --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $F2 $LL $DEF"
+}
+if [ "$PART" = fix ]; then fix_rows; exit 0; fi
 row "specdec generate, T = 1 (control)" argmax-draft \
     --decoder "$GEN 2>/dev/null"
 row "specdec generate, T = 0.7, top-p 0.9 (control)" argmax-draft \
@@ -63,3 +96,4 @@ row "llama-speculative-simple, T = 1" argmax-draft \
     --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $SIMPLE $LL --temp 1 --top-p 1"
 row "llama-speculative-simple, T = 0.7, top-p 0.9" argmax-draft --temperature 0.7 --top-p 0.9 --filter-first \
     --decoder "$PY tests/bench/llamacpp/spec_ids.py simple $B/llama-speculative-simple $SIMPLE $LL --temp 0.7 --top-p 0.9"
+fix_rows
