@@ -134,7 +134,16 @@ static int parse_exec(int argc, char **argv, exec_opts *o)
     optind = 1;
     while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
         switch (opt) {
-        case X_EXEC: o->command = optarg; break;
+        case X_EXEC: /* "--exec --help", typed without CMD: the help, not sh -c --help */
+            if (!strcmp(optarg, "--help") || !strcmp(optarg, "-h")) {
+                fputs(exec_help, stdout);
+                return -1;
+            }
+            if (optarg[0] == '-')
+                return cli_usage(cmd, "--exec %s: the sampler's command line comes first (--exec 'CMD ARGS'), "
+                                      "not an option", optarg);
+            o->command = optarg;
+            break;
         case X_SCHEME:
             if (!strcmp(optarg, "none")) { o->have_scheme = 0; break; }
             if (sd_scheme_parse(optarg, &o->scheme)) return cli_usage(cmd, "%s (or none)", sd_errmsg());

@@ -15,6 +15,9 @@ PAIR=dirichlet:6,1,2385
 expect 0 "usage: specdec certify --exec" -- "$SPECDEC" certify --exec x --help
 expect 0 "certify --exec CMD" -- "$SPECDEC" certify --help
 expect 2 "needs a command" -- "$SPECDEC" certify --exec ""
+# typed without CMD: the help (exit 0), not "sh -c --help"; another option there is refused
+expect 0 "usage: specdec certify --exec" -- "$SPECDEC" certify --exec --help
+expect 2 "the sampler's command line comes first" -- "$SPECDEC" certify --exec --scheme sd
 expect 2 "needs --log" -- "$SPECDEC" certify --exec true --rows 1
 expect 2 "unknown scheme" -- "$SPECDEC" certify --exec true --scheme nope
 expect 1 "dirichlet" -- "$SPECDEC" certify --exec true --pair dirichlet:0,1,1
