@@ -66,6 +66,17 @@ static void zipf(double *prob, size_t V, double s)
     for (size_t i = 0; i < V; i++) prob[i] = pow((double)(i + 1), -s);
 }
 
+/* zipf's and trunc's pair before truncation: target Zipf(S), draft Zipf(S / T). */
+static void zipf_pair(size_t V, double s, double temp, double **draft, double **target)
+{
+    *draft = sd_xmalloc(V * sizeof **draft);
+    *target = sd_xmalloc(V * sizeof **target);
+    zipf(*target, V, s);
+    zipf(*draft, V, s / temp);
+    sd_dist_normalize(*target, V, "target");
+    sd_dist_normalize(*draft, V, "draft");
+}
+
 int sd_family_make(const char *spec, double **draft_out, double **target_out, size_t *vocab)
 {
     const char *colon = strchr(spec, ':');
@@ -122,12 +133,7 @@ int sd_family_make(const char *spec, double **draft_out, double **target_out, si
             return bad(spec, "zipf:V,S,T[,K] takes V >= 2, S >= 0, temperature T > 0, top-K >= 0");
         V = (size_t)a[0];
         if (V > SD_VOCAB_MAX) return bad(spec, "V is beyond the vocabulary limit");
-        draft = sd_xmalloc(V * sizeof *draft);
-        target = sd_xmalloc(V * sizeof *target);
-        zipf(target, V, a[1]);
-        zipf(draft, V, a[1] / a[2]);
-        sd_dist_normalize(target, V, "target");
-        sd_dist_normalize(draft, V, "draft");
+        zipf_pair(V, a[1], a[2], &draft, &target);
         if (n == 4 && (rc = sd_dist_top_k(draft, V, (size_t)a[3]))) {
             free(draft);
             free(target);
@@ -140,12 +146,7 @@ int sd_family_make(const char *spec, double **draft_out, double **target_out, si
                              "(0 = off) and top-P in (0, 1] (1 = off) for the draft, then the target");
         V = (size_t)a[0];
         if (V > SD_VOCAB_MAX) return bad(spec, "V is beyond the vocabulary limit");
-        draft = sd_xmalloc(V * sizeof *draft);
-        target = sd_xmalloc(V * sizeof *target);
-        zipf(target, V, a[1]);
-        zipf(draft, V, a[1] / a[2]);
-        sd_dist_normalize(target, V, "target");
-        sd_dist_normalize(draft, V, "draft");
+        zipf_pair(V, a[1], a[2], &draft, &target);
         if ((a[3] > 0 && (rc = sd_dist_top_k(draft, V, (size_t)a[3]))) ||
             (rc = sd_dist_top_p(draft, V, a[4])) ||
             (a[5] > 0 && (rc = sd_dist_top_k(target, V, (size_t)a[5]))) ||
