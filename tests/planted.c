@@ -55,8 +55,10 @@ static double inverted_accept(sd_verifier *v, size_t round, size_t x)
     return d / r < 1 ? d / r : 1;
 }
 
-/* specinfer: residuals max(r - draft, 0) left unnormalised between rounds. */
-static int unnormalised_prepare(sd_verifier *v)
+/* specinfer's residual rounds formed again, with a planted difference: not normalised
+ * (normalise 0), or kept to the draft's support (support_only 1). A round with no mass
+ * keeps the one before it. */
+static int planted_rounds(sd_verifier *v, int normalise, int support_only)
 {
     int rc = sd_ops_specinfer.prepare(v);
     size_t V = v->vocab;
@@ -64,13 +66,18 @@ static int unnormalised_prepare(sd_verifier *v)
         double *prev = v->rounds + (i - 1) * V, *cur = v->rounds + i * V, mass = 0;
         for (size_t y = 0; y < V; y++) {
             double d = prev[y] - v->draft[y];
-            cur[y] = d > 0 ? d : 0;
+            cur[y] = (!support_only || v->draft[y] > 0) && d > 0 ? d : 0;
             mass += cur[y];
         }
         if (!(mass > 0)) memcpy(cur, prev, V * sizeof *cur);
+        else if (normalise)
+            for (size_t y = 0; y < V; y++) cur[y] /= mass;
     }
     return rc;
 }
+
+/* specinfer: residuals max(r - draft, 0) left unnormalised between rounds. */
+static int unnormalised_prepare(sd_verifier *v) { return planted_rounds(v, 0, 0); }
 
 /* specinfer: the correction token drawn from the target instead of the residual. */
 static const double *target_residual(sd_verifier *v) { return v->target; }
@@ -110,24 +117,7 @@ static const double *sibling_stale_residual(sd_verifier *v) { return v->rounds; 
 /* specinfer: residuals formed on the draft's support only (a token the draft excludes
  * is dropped from every residual): where the draft is truncated and the target is
  * not, the target's tail is never output. */
-static int support_only_prepare(sd_verifier *v)
-{
-    int rc = sd_ops_specinfer.prepare(v);
-    size_t V = v->vocab;
-    for (size_t i = 1; i <= v->k; i++) {
-        double *prev = v->rounds + (i - 1) * V, *cur = v->rounds + i * V, mass = 0;
-        for (size_t y = 0; y < V; y++) {
-            double d = prev[y] - v->draft[y];
-            cur[y] = v->draft[y] > 0 && d > 0 ? d : 0;
-            mass += cur[y];
-        }
-        if (mass > 0)
-            for (size_t y = 0; y < V; y++) cur[y] /= mass;
-        else
-            memcpy(cur, prev, V * sizeof *cur);
-    }
-    return rc;
-}
+static int support_only_prepare(sd_verifier *v) { return planted_rounds(v, 1, 1); }
 
 /* specinfer: a draft the target excludes accepted (a zero guard that says yes). */
 static double zero_target_accept(sd_verifier *v, size_t round, size_t x)
