@@ -66,7 +66,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check fuzz bench bench-kernels bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check fuzz bench bench-kernels bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -214,14 +214,26 @@ bench: $(BENCH_BIN)
 	@for b in $(filter-out %/bench_llamacpp %/bench_cuda,$(BENCH_BIN)); do echo "== $$b"; $$b || exit 1; done
 	@echo "== llama.cpp side by side"; sh tests/bench/llamacpp/bench.sh $(BUILD)
 
+# bench-mt: M_T(n) of the large and the shipped target beside their rooflines, n = 1..64
+# (tests/bench/mt-curve.sh; RECORD=1 writes paper-figs/cpu/, which make figs draws).
+bench-mt: $(BENCH_BIN)
+	sh tests/bench/mt-curve.sh $(BUILD)
+
 # bench-kernels: the CPU kernels and threads on the shipped target, beside llama-bench.
 bench-kernels: $(BUILD)/tests/bench/bench_model
 	sh tests/bench/kernels.sh $(BUILD)
 
-# demo: the main job on the shipped default pair (README's first command).
+# demo: the main job on the default pair (README's first command): every scheme measured
+# beside its prediction. PAIR=large: the large target (75 MB of weights streamed from
+# memory each pass, where speculation pays) and its draft LARGE_DRAFT, the default when
+# data/models/large-target.gguf is here; PAIR=small: the shipped 5.5M pair (in the cache).
+LARGE_DRAFT ?= large-draft
+PAIR ?= $(if $(wildcard data/models/large-target.gguf),large,small)
+DEMO_large = --target data/models/large-target.gguf --draft data/models/$(LARGE_DRAFT).gguf --n-prompts 10
+DEMO_small = --target data/models/target.gguf --draft data/models/draft.gguf --n-prompts 20
 demo: $(BIN)
-	$(BIN) decode --target data/models/target.gguf --draft data/models/draft.gguf \
-	  --scheme all --n-prompts 20 --max-tokens 64 --threads 2
+	$(if $(DEMO_$(PAIR)),,$(error PAIR=$(PAIR): expected large or small))
+	$(BIN) decode $(DEMO_$(PAIR)) --scheme all --max-tokens 64 --threads 2
 
 # figs: the data of every recipe (specdec figs), then gnuplot draws PNG and SVG.
 # SWEEP=1 runs the recipes as the cells of paper-figs/figs.grid through specdec sweep
@@ -239,8 +251,10 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	  sh plots/draw.sh "$$d" --into out/figs/gpu$$sub --thumbs paper-figs/img/gpu$$sub --recipes-only || exit 1; \
 	done && \
 	if [ $$gpu = 0 ]; then echo "figs: no GPU results in paper-figs/gpu/ (make gpu-check RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
-	if ls paper-figs/ladder/*.tsv >/dev/null 2>&1; then \
-	  sh plots/draw.sh paper-figs/ladder --into out/figs/ladder --thumbs paper-figs/img/ladder --recipes-only; fi && \
+	for d in paper-figs/ladder paper-figs/ladder-* paper-figs/cpu; do \
+	  ls "$$d"/*.tsv >/dev/null 2>&1 || continue; sub=$${d#paper-figs/}; \
+	  sh plots/draw.sh "$$d" --into out/figs/$$sub --thumbs paper-figs/img/$$sub --recipes-only || exit 1; \
+	done && \
 	FIGS_SECONDS=$$(( $$(date +%s) - start )) sh plots/gallery.sh out/figs $(BIN)
 
 # bench-e2e: speculative decoding end to end on the default pair: every scheme measured
@@ -253,12 +267,12 @@ bench-certify-llamacpp: $(BIN)
 	sh tests/bench/llamacpp/build-patched.sh && sh tests/bench/llamacpp/certify.sh $(BUILD)
 
 bench-e2e: $(BIN)
-	sh tests/bench/e2e.sh $(BUILD)
+	E2E_PAIR=$(PAIR) LARGE_DRAFT=$(LARGE_DRAFT) sh tests/bench/e2e.sh $(BUILD)
 
 # bench-predict: decode --scheme all five times on the default pair; per scheme the
 # predicted speedup's mean error, spread and the intervals' coverage (tests/bench/predict.sh).
 bench-predict: $(BIN)
-	sh tests/bench/predict.sh $(BUILD)
+	E2E_PAIR=$(PAIR) LARGE_DRAFT=$(LARGE_DRAFT) sh tests/bench/predict.sh $(BUILD)
 
 # bench-mpi: the MPI path against the threaded one (1 and 2 ranks), the load balance of a
 # sweep whose cells differ in cost, and the modelled speedup at N ranks (tests/bench/mpi.sh).
@@ -266,9 +280,9 @@ bench-mpi: $(BIN) mpi
 	sh tests/bench/mpi.sh $(BIN) build-mpi/specdec
 
 # bench-parallel: ParallelSpec's drafter against the sequential one, L = 1..8, on the
-# shipped pair, measured and predicted (tests/bench/parallel.sh; a few minutes).
+# default pair (PAIR, as for make demo), measured and predicted (tests/bench/parallel.sh; a few minutes).
 bench-parallel: $(BIN)
-	sh tests/bench/parallel.sh $(BUILD)
+	E2E_PAIR=$(PAIR) LARGE_DRAFT=$(LARGE_DRAFT) sh tests/bench/parallel.sh $(BUILD)
 
 # bench-ladder: the draft's size measured: per draft of the ladder (make models-ladder) and
 # the shipped one, its size, loss, KL, replayed sd acceptance, c = M_D/M_T, every scheme's
@@ -286,9 +300,10 @@ figs-check: $(BIN)
 models: $(BIN)
 	sh data/models/build.sh $(BIN)
 
-# models-large: the large target (data/models/build-large.sh): 37.5M parameters, 75 MB of
-# F16 weights that stream from memory, with the shipped pair's corpus and tokenizer.
-# Hours on 2 cores; resumable: rerun after a stop and it continues from its checkpoint
+# models-large: the large pair (data/models/build-large.sh): the large target, 37.5M
+# parameters, 75 MB of F16 weights that stream from memory, with the shipped pair's corpus
+# and tokenizer; then the shipped target and draft distilled from it and a ParallelSpec
+# drafter. Hours on 2 cores; resumable: rerun after a stop and it continues from its checkpoint
 # in CKPT_DIR (default .cache/models-large) to the bytes an unbroken run writes.
 models-large: $(BIN)
 	sh data/models/build-large.sh $(BIN)
@@ -319,7 +334,7 @@ clean:
 help:
 	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot) and fetch llama.cpp's test data; needs root or sudo"
 	@echo "make         build $(BIN)"
-	@echo "make demo    run the main job on the shipped default pair"
+	@echo "make demo    run the main job (every scheme measured beside its prediction) on the default pair; PAIR=small: the shipped 5.5M pair"
 	@echo "make shared  build-shared/libspecdec.so, the library the Python package (src/python/) loads"
 	@echo "make test    run the cmocka tests, the command-line tests and the Python package's tests"
 	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
@@ -327,6 +342,7 @@ help:
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
+	@echo "make bench-mt  M_T(n) of the large and the shipped target beside their rooflines, n = 1..64 (RECORD=1: paper-figs/cpu/)"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-exec  certify --exec: power table of the planted bugs on the default plan, the default run's time, protocol throughput"
@@ -342,7 +358,7 @@ help:
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"
 	@echo "make figs-check  only check the figures' reference values"
 	@echo "make models  retrain the default model pair in data/models (about 70 minutes)"
-	@echo "make models-large  train the large (memory-bound) target, resumable: rerun to continue (hours)"
+	@echo "make models-large  train the large (memory-bound) target and its drafts, resumable: rerun to continue (hours)"
 	@echo "make install PREFIX=/usr/local [DESTDIR=]  the binary, libspecdec.so, specdec.h, the Python package, data"
 	@echo "make clean   remove build trees"
 	@echo "V=1 shows the commands; BUILD=dir picks the build tree"

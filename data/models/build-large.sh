@@ -1,18 +1,28 @@
 #!/bin/sh
-# Trains the large target of data/models/ (`make models-large` runs it): a 37.5M-parameter
-# Llama (dim 512, 12 blocks, 8 query / 4 key-value heads, SwiGLU 1408; 75 MB of F16
-# weights, over twice this machine's 32 MB L3), on the shipped pair's corpus and with its
-# tokenizer, so that the shipped target and draft can draft for it. Its pass streams its
-# weights from memory, the regime where speculative decoding pays.
+# Trains the large pair of data/models/ (`make models-large` runs it).
+#   large-target    a 37.5M-parameter Llama (dim 512, 12 blocks, 8 query / 4 key-value
+#                   heads, SwiGLU 1408; 75 MB of F16 weights, over twice this machine's
+#                   32 MB L3), on the shipped pair's corpus and with its tokenizer: its pass
+#                   streams its weights from memory, the regime where speculation pays;
+#   large-mid       the shipped 5.5M target, distilled from it (0.3 x cross-entropy +
+#                   0.7 x KL(large || draft), temperature 1, as the shipped draft was);
+#   large-draft     the shipped 0.87M draft, distilled from it the same way;
+#   large-parallel  a ParallelSpec drafter (large-draft + 7 [MASK] tokens) distilled from it.
+# The drafts start from the shipped pair's weights: trained on the same corpus with the
+# same tokenizer, they already draft for it, and distillation moves them to its law with
+# few tokens (the teacher's pass is most of a distillation step's cost).
 #
-# Hours on 2 cores, so the run is resumable: its checkpoint (450 MB), log and model are
-# kept in CKPT_DIR (default .cache/models-large) while it trains; rerunning the same
-# command after a stop continues from the last checkpoint (at most 10 steps lost) and
-# ends with the bytes an unbroken run writes. At the end the model and its log are
-# copied to data/models/large-target.gguf and .tsv and the loss curves drawn.
+# Hours on 2 cores, so every run is resumable: checkpoints (450 MB for the target), logs
+# and models are kept in CKPT_DIR (default .cache/models-large) while they train;
+# rerunning the same command after a stop continues from the last checkpoint (at most 10
+# steps lost) and ends with the bytes an unbroken run writes; a model already written is
+# not trained again. At the end the models and their logs are copied to data/models/
+# (large-*.gguf, .tsv) and the loss curves drawn.
 # usage: data/models/build-large.sh [SPECDEC_BINARY]      (default build/specdec)
-# LARGE_STEPS overrides the schedule's length (a quick trial: LARGE_STEPS=4, which
-# writes into CKPT_DIR/trial-4 only); STOP_AFTER=N stops after N steps of this process.
+# LARGE_STEPS overrides the target's schedule length (a quick trial: LARGE_STEPS=4, which
+# writes into CKPT_DIR/trial-4 only; DRAFT_STEPS then sets each draft's, default 3);
+# STOP_AFTER=N stops each run after N steps of this process; ONLY=target stops after the
+# target.
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${1:-build/specdec}
@@ -33,15 +43,42 @@ start=$(date +%s)
     --name "specdec large target (Moby-Dick + State of the Union)" \
     --out "$CKPT_DIR/large-target.gguf" --log "$CKPT_DIR/large-target.tsv"
 [ -e "$CKPT_DIR/large-target.gguf" ] || { echo "models-large: stopped; run the same command to continue"; exit 0; }
+[ "${ONLY:-}" = target ] && { echo "models-large: the target is trained (ONLY=target: no drafts)"; exit 0; }
+if [ "$LARGE_STEPS" = 1000 ]; then DRAFT_STEPS=""; else DRAFT_STEPS=${DRAFT_STEPS:-3}; fi
+
+# distill NAME STEPS [train options]: one draft distilled from the large target, resumable
+distill() {
+    name=$1 steps=${DRAFT_STEPS:-$2}
+    shift 2
+    [ -e "$CKPT_DIR/$name.gguf" ] && { echo "models-large: $name already trained"; return 0; }
+    "$BIN" train --corpus "$CORPUS/train.txt" --val "$CORPUS/val.txt" --teacher "$CKPT_DIR/large-target.gguf" \
+        --ctx 256 --steps "$steps" --eval-every 50 --log-every 10 --seed 2385 --alpha 0.7 --temperature 1 \
+        --checkpoint "$CKPT_DIR/$name.ckpt" --checkpoint-every 10 ${STOP_AFTER:+--stop-after "$STOP_AFTER"} \
+        --out "$CKPT_DIR/$name.gguf" --log "$CKPT_DIR/$name.tsv" "$@"
+    [ -e "$CKPT_DIR/$name.gguf" ] || { echo "models-large: stopped in $name; run the same command to continue"; exit 0; }
+}
+# ---- drafts: the shipped target and draft distilled from it, then the parallel drafter
+distill large-mid 200 --init "$OUT/target.gguf" --batch 8 --lr 1e-3 --warmup 20 \
+    --name "specdec large-pair draft (the shipped target, distilled from the large target)"
+distill large-draft 300 --init "$OUT/draft.gguf" --batch 8 --lr 2e-3 --warmup 20 \
+    --name "specdec large-pair draft (the shipped draft, distilled from the large target)"
+distill large-parallel 300 --init "$CKPT_DIR/large-draft.gguf" --parallel 7 --groups 96 --batch 6 \
+    --lr 2e-3 --warmup 30 --eval-tokens 16384 \
+    --name "specdec large-pair parallel drafter (large-draft + 7 [MASK] tokens, distilled from the large target)"
+
 echo "models-large: this process trained for $(( ($(date +%s) - start) / 60 )) minutes"
 if [ "$LARGE_STEPS" != 1000 ]; then
     echo "models-large: a trial of $LARGE_STEPS steps: left in $CKPT_DIR, data/models untouched"
     exit 0
 fi
-cp "$CKPT_DIR/large-target.gguf" "$CKPT_DIR/large-target.tsv" "$OUT/"
+for m in large-target large-mid large-draft large-parallel; do
+    cp "$CKPT_DIR/$m.gguf" "$CKPT_DIR/$m.tsv" "$OUT/"
+done
 if command -v gnuplot >/dev/null 2>&1; then
     for fmt in png svg; do
-        gnuplot -e "target='$OUT/large-target.tsv'; draft='$OUT/target.tsv'; out='$OUT/large-loss'; fmt='$fmt'" plots/models-loss.gp
+        gnuplot -e "target='$OUT/large-target.tsv'; draft='$OUT/large-draft.tsv'; out='$OUT/large-loss'; fmt='$fmt'" plots/models-loss.gp
+        gnuplot -e "log='$OUT/large-parallel.tsv'; out='$OUT/large-parallel'; fmt='$fmt'" plots/parallel-accept.gp
     done
 fi
 ls -l "$OUT"/large-*
+echo "models-large: next, make bench-ladder picks the draft by measured speedup"

@@ -3,15 +3,30 @@
 # size, the device, the output folder and the shipped files.
 # env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2), E2E_DEVICE (cpu, or
 #      cuda with a `make cuda` build: passed as --device to every decode, tree and compare
-#      call), E2E_OUT (out/figs: where the TSVs and figures go).
+#      call), E2E_OUT (out/figs: where the TSVs and figures go), E2E_PAIR (large: the
+#      large target data/models/large-target.gguf with data/models/$LARGE_DRAFT.gguf
+#      (default large-draft) and large-parallel.gguf, the default when they are there;
+#      small: the shipped 5.5M target with draft.gguf and parallel.gguf). PDM: the draft
+#      the pair's parallel drafter was initialised from (its sequential twin).
 cd "$(dirname "$0")/../.."
 SD=$BUILD/specdec
 N=${E2E_PROMPTS:-20}
 TOK=${E2E_TOKENS:-64}
 TH=${E2E_THREADS:-2}
-TM=data/models/target.gguf
-DM=data/models/draft.gguf
-PM=data/models/parallel.gguf
+LARGE_DRAFT=${LARGE_DRAFT:-large-draft}
+if [ -z "${E2E_PAIR:-}" ]; then
+    E2E_PAIR=small
+    [ -s data/models/large-target.gguf ] && [ -s "data/models/$LARGE_DRAFT.gguf" ] && E2E_PAIR=large
+fi
+case $E2E_PAIR in
+    small) TM=data/models/target.gguf DM=data/models/draft.gguf PM=data/models/parallel.gguf PDM=$DM ;;
+    large) TM=data/models/large-target.gguf DM=data/models/$LARGE_DRAFT.gguf PM=data/models/large-parallel.gguf
+           PDM=data/models/large-draft.gguf ;;
+    *) echo "E2E_PAIR=$E2E_PAIR: expected small or large" >&2; exit 2 ;;
+esac
+for f in "$TM" "$DM"; do
+    [ -s "$f" ] || { echo "E2E_PAIR=$E2E_PAIR: no $f (the large pair: make models-large)" >&2; exit 1; }
+done
 OUT=${E2E_OUT:-out/figs}
 # DEV: nothing on the CPU (the commands stay as they were), else --device NAME
 DEV=""

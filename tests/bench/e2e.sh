@@ -1,8 +1,8 @@
 #!/bin/sh
-# make bench-e2e: speculative decoding end to end on the shipped model pair
-# (data/models/{draft,target}.gguf) and the held-out prompts (data/prompts.txt).
+# make bench-e2e: speculative decoding end to end on the default pair (E2E_PAIR: the large pair when
+# its files are here, else the shipped small pair; see e2e-env.sh) and the held-out prompts (data/prompts.txt).
 #   1. every scheme: measured tokens/s against the prediction (specdec decode --scheme all)
-#   2. greedy identity of every scheme on the shipped pair (--check)
+#   2. greedy identity of every scheme on the pair (--check)
 #   3. GT's threshold sweep (GTCP Table 4 and Fig. 3 in kind) at temperatures 0, 0.7, 1
 #   4. the papers' LLM tables in kind on the pair (RSD fixed length/budget, MCSD
 #      k-configurations, SpecTr K x L) through the tree engine's cost model
@@ -19,14 +19,14 @@ set -eu
 BUILD=${1:-build}
 . "$(dirname "$0")/e2e-env.sh"
 PAIR="--target $TM --draft $DM --n-prompts $N --max-tokens $TOK --threads $TH $DEV"
-echo "# bench-e2e: $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
+echo "# bench-e2e: the $E2E_PAIR pair ($TM, $DM), $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
 
 echo
 echo "== 1. every scheme, measured against predicted (temperature 1)"
 "$SD" decode $PAIR --scheme all --tsv "$OUT/e2e-predicted.tsv" --quiet
 
 echo
-echo "== 2. greedy identity on the shipped pair (temperature 0, every scheme's tokens against ar's)"
+echo "== 2. greedy identity on the pair (temperature 0, every scheme's tokens against ar's)"
 "$SD" decode --target $TM --draft $DM --n-prompts "$N" --max-tokens 32 --threads "$TH" $DEV \
     --scheme sd,spectr,mcsd,mcsd-wor,rsd-c,rsd-s,gt,gt-dynamic,throughput --check --quiet | grep '^check:'
 

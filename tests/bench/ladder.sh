@@ -1,6 +1,9 @@
 #!/bin/sh
-# make bench-ladder: the draft's size, measured. For each draft of the ladder
-# (data/models/ladder.sh) and the shipped draft, against the shipped target:
+# make bench-ladder: the draft's size, measured, and the draft picked by measured speedup.
+# For each candidate draft against the target (LADDER_TARGET; the large target when
+# data/models/large-target.gguf is here, with the drafts of data/models/build-large.sh and
+# the shipped target and draft as they are; else the shipped target, with the ladder of
+# data/models/ladder.sh and the shipped draft):
 #   size       parameters (from its training log) and its share of the target's
 #   quality    validation loss and KL to the target (the training log's last evaluation);
 #              sd acceptance on replayed logits (specdec synth-log on the target's own
@@ -13,14 +16,15 @@
 #              (decode --scheme kseq --shape spectr:K,L on the same prompts)
 # Writes ladder.tsv, ladder-table4.tsv (each with a header: device, commit, command,
 # date), and every decode's text output, into out/ladder/ (RECORD=1: paper-figs/ladder/,
-# which make figs draws), then a summary: which draft the prediction picks and whether
+# which make figs draws; for another target than the shipped one, ladder-TARGET/), then
+# a summary: which draft the prediction picks and whether
 # the measurement agrees.
 # usage: tests/bench/ladder.sh [BUILD_DIR] [--quick]
 #   --quick  1 prompt x 8 tokens, K x L in {1,2} x {2}, the shipped draft and ladder-d48
 #            alone (the plumbing, in seconds; tests/cli/ladder.sh)
 #   env: LADDER_PROMPTS (10), LADDER_TOKENS (48), LADDER_THREADS (2), LADDER_POSITIONS
-#        (replayed positions per sequence, 200; 4 sequences), LADDER_DRAFTS (names in
-#        data/models/ without .gguf), LADDER_OUT (the results folder)
+#        (replayed positions per sequence, 200; 4 sequences), LADDER_TARGET and
+#        LADDER_DRAFTS (names in data/models/ without .gguf), LADDER_OUT (the results folder)
 # About 4 minutes on 2 idle cores. Timings wander by tens of percent on a shared machine:
 # decode interleaves its runs prompt by prompt, and prints M_T(1) before and after.
 set -eu
@@ -42,21 +46,27 @@ if [ $QUICK = 1 ]; then
     KS="1 2" LS="2" CAL="--calibrate 1"
 else
     : "${LADDER_PROMPTS:=10}" "${LADDER_TOKENS:=48}" "${LADDER_POSITIONS:=200}"
+    if [ -z "${LADDER_TARGET:-}" ] && [ -s "$M/large-target.gguf" ]; then
+        LADDER_TARGET=large-target
+        : "${LADDER_DRAFTS:=large-draft large-mid draft target}"
+    fi
     : "${LADDER_DRAFTS:=ladder-d48 ladder-d96 draft ladder-t1}"
     KS="1 2 4 8" LS="4 8" CAL=""
 fi
-: "${LADDER_THREADS:=2}"
-R=${LADDER_OUT:-$([ -n "${RECORD:-}" ] && echo paper-figs/ladder || echo out/ladder)}
+: "${LADDER_THREADS:=2}" "${LADDER_TARGET:=target}"
+TG=$LADDER_TARGET
+SFX=$([ "$TG" = target ] || echo "-$TG")   # the large target's results beside the small one's
+R=${LADDER_OUT:-$([ -n "${RECORD:-}" ] && echo paper-figs/ladder$SFX || echo out/ladder$SFX)}
 T=$R/.tmp
 mkdir -p "$T"
-for d in $LADDER_DRAFTS target; do
+for d in $LADDER_DRAFTS $TG; do
     [ -s "$M/$d.gguf" ] || { echo "ladder: no $M/$d.gguf (make models-ladder)" >&2; exit 1; }
 done
-PAIR="--target $M/target.gguf --n-prompts $LADDER_PROMPTS --max-tokens $LADDER_TOKENS --threads $LADDER_THREADS $CAL"
+PAIR="--target $M/$TG.gguf --n-prompts $LADDER_PROMPTS --max-tokens $LADDER_TOKENS --threads $LADDER_THREADS $CAL"
 hdr() {
     echo "# device: cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
     echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo -)$(git diff --quiet -- . ":(exclude)$R" 2>/dev/null || echo ' (modified)')"
-    echo "# command: sh tests/bench/ladder.sh $* (LADDER_PROMPTS=$LADDER_PROMPTS LADDER_TOKENS=$LADDER_TOKENS LADDER_THREADS=$LADDER_THREADS)"
+    echo "# command: sh tests/bench/ladder.sh $* (LADDER_TARGET=$TG LADDER_PROMPTS=$LADDER_PROMPTS LADDER_TOKENS=$LADDER_TOKENS LADDER_THREADS=$LADDER_THREADS)"
     echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 }
 # the training log's facts: parameters, shape, and the last evaluation's loss, KL, acceptance
@@ -67,7 +77,7 @@ logfacts() {
                 /^[0-9]/ && $4 != "nan" { vl = $4; vk = $8; va = $9 }
                 END { printf "%s\t%s\t%s\t%s\t%s\t%s\n", p, d, l, vl, vk, va }' "$1"
 }
-TPARAMS=$(logfacts "$M/target.tsv" | cut -f1)
+TPARAMS=$(logfacts "$M/$TG.tsv" | cut -f1)
 { hdr "$@"
   echo "# per draft: size, quality, c = M_D(1)/M_T(1), sd acceptance on replayed logits (T = 1), and decode --scheme all"
   echo "# ($LADDER_PROMPTS prompts x $LADDER_TOKENS tokens, T = 1): the best speculative scheme by prediction (before the run) and by"
@@ -89,7 +99,7 @@ for d in $LADDER_DRAFTS; do
     facts=$(logfacts "$M/$d.tsv")
     params=$(echo "$facts" | cut -f1)
     # sd acceptance on logged logits: 4 sequences of the target's own samples
-    "$SD" synth-log --lm "gguf:$M/$d.gguf,$M/target.gguf" --positions "$LADDER_POSITIONS" --sequences 4 \
+    "$SD" synth-log --lm "gguf:$M/$d.gguf,$M/$TG.gguf" --positions "$LADDER_POSITIONS" --sequences 4 \
         --out "$T/$d-log" > /dev/null
     "$SD" replay --draft-log "$T/$d-log.draft.npy" --target-log "$T/$d-log.target.npy" --scheme sd -k 1 \
         > "$R/replay-$d.txt"

@@ -1,7 +1,7 @@
 #!/bin/sh
-# make bench-parallel: ParallelSpec's drafter end to end on the shipped pair (ParallelSpec
-# Fig. 4 in kind): data/models/parallel.gguf (the draft plus 7 [MASK] tokens, one pass
-# drafts L tokens) against data/models/draft.gguf (the same network drafting L tokens in
+# make bench-parallel: ParallelSpec's drafter end to end on the default pair (E2E_PAIR) (ParallelSpec
+# Fig. 4 in kind): the pair's parallel drafter (parallel.gguf or large-parallel.gguf: its
+# draft plus 7 [MASK] tokens, one pass drafts L tokens) against that draft (the same network drafting L tokens in
 # L passes), both verified as chains, for L = 1..8; the cost model's prediction for each,
 # the cost ratio above which the parallel drafter wins, token-tree verification, and
 # greedy identity. Figure: out/figs/e2e-parallel.{tsv,png,svg} (paper-figs/e2e-parallel.gp).
@@ -11,7 +11,7 @@
 set -eu
 BUILD=${1:-build}
 . "$(dirname "$0")/e2e-env.sh"
-PAIR="--target $TM --draft $DM --parallel-draft $PM --n-prompts $N --max-tokens $TOK --threads $TH $DEV --quiet"
+PAIR="--target $TM --draft $PDM --parallel-draft $PM --n-prompts $N --max-tokens $TOK --threads $TH $DEV --quiet"
 echo "# bench-parallel: $N prompts x $TOK tokens, $TH threads, load average $(cut -d' ' -f1 /proc/loadavg) at start"
 for temp in 1 0; do
     echo

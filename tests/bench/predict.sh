@@ -1,6 +1,6 @@
 #!/bin/sh
 # make bench-predict: do the predictions hold? `specdec decode --scheme all` runs RUNS
-# times on the shipped pair (each run: its own cost ladder, calibration and measured,
+# times on the default pair (E2E_PAIR) (each run: its own cost ladder, calibration and measured,
 # interleaved runs), and for every scheme this prints the error of the predicted speedup
 # (measured / predicted - 1) over the runs: its mean, spread, median |error|, and how
 # often the measured speedup fell inside the predicted interval (--level, default 0.9).
@@ -15,7 +15,7 @@ BUILD=${1:-build}
 . "$(dirname "$0")/e2e-env.sh"
 RUNS=${PREDICT_RUNS:-5}
 ARGS=${PREDICT_ARGS:-}
-echo "# bench-predict: $RUNS runs of decode --scheme all, $N prompts x $TOK tokens, $TH threads $ARGS;" \
+echo "# bench-predict: the $E2E_PAIR pair ($TM, $DM), $RUNS runs of decode --scheme all, $N prompts x $TOK tokens, $TH threads $ARGS;" \
      "load average $(cut -d' ' -f1 /proc/loadavg) at start"
 rm -f "$OUT/predict-runs.tsv"
 r=1
