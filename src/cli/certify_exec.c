@@ -182,7 +182,7 @@ static int parse_exec(int argc, char **argv, exec_opts *o)
             break;
         case X_WOR: o->wor = 1; break;
         case 'h': fputs(exec_help, stdout); return -1;
-        default: return cli_usage(cmd, "unknown option (certify --exec --help lists them)");
+        default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);

@@ -110,7 +110,8 @@ static const char *const help =
     "  --seed S           sampling seed (default 2385); --threads N (default: all)\n"
     CLI_DEVICE_HELP
     "  --no-bos           do not add the BOS token; --quiet: no progress on stderr\n"
-    "  --json             one JSON object instead of the table\n"
+    "  --json             one JSON object instead of the table (every command's envelope:\n"
+    "                     command, version, settings, costs, ar, results: one per scheme)\n"
     "  --ids              decode the first prompt once with the one scheme (a fixed shape:\n"
     "                     not gt, throughput or gt-dynamic, which need a calibration) and\n"
     "                     print its token ids on one line; no costs, calibration or table\n"
@@ -807,7 +808,7 @@ int cmd_decode(int argc, char **argv)
             break;
         }
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);

@@ -53,7 +53,9 @@ static const char *const help =
     "  --mpi                  share the positions among MPI ranks (build-mpi/specdec under\n"
     "                         mpirun or srun; implied by such a launch; every rank reads the\n"
     "                         log): the output is the same as one process's, bit for bit\n"
-    "  --seed S, --json, -h/--help\n";
+    "  --seed S, -h/--help\n"
+    "  --json                 one object, every command's envelope: command, version,\n"
+    "                         settings, positions, tv, chain, results: one per scheme\n";
 
 static int read_vocab_map(const char *path, size_t vd, size_t vt, size_t **map)
 {
@@ -179,7 +181,7 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
             break;
         case R_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -208,12 +210,39 @@ static int open_inputs(replay_opts *o, sd_log **log, size_t **map)
     return SD_OK;
 }
 
-static void print_json(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
+static void print_json(const replay_opts *o, const sd_log *log, const sd_replay_result *r)
 {
-    printf("{\"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, \"dtype\": \"%s\", "
-           "\"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"results\": [",
-           r->positions, r->skipped, sd_log_vocab_target(log), sd_log_dtype_name(log),
-           p->temperature, p->top_k, p->top_p);
+    const sd_replay_params *p = &o->p;
+    cli_json_open(stdout, "replay");
+    if (o->log) {
+        printf("\"log\": ");
+        cli_json_string(stdout, o->log);
+    } else {
+        printf("\"draft_log\": ");
+        cli_json_string(stdout, o->draft_log);
+        printf(", \"target_log\": ");
+        cli_json_string(stdout, o->target_log);
+    }
+    printf(", \"k\": %zu, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"cost_ratio\": %g, "
+           "\"samples\": %.0f, \"seed\": %lu},\n \"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, "
+           "\"dtype\": \"%s\", \"tv\": {\"mean\": %.10g, \"quantiles\": ",
+           p->k, p->temperature, p->top_k, p->top_p, p->cost_ratio, p->mc_trials, p->seed, r->positions,
+           r->skipped, sd_log_vocab_target(log), sd_log_dtype_name(log), r->tv_mean);
+    json_quantiles(r->tv_quantile);
+    printf("},\n \"chain\": [");
+    for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
+        printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, "
+               "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
+               r->chain_efficiency[g], r->chain_speedup[g], r->leviathan_efficiency[g]);
+    printf("]");
+    if (p->precision_check) {
+        printf(", \"float16\": {\"sd_mean_acceptance\": ");
+        cli_json_double(stdout, r->f16_sd_mean);
+        printf(", \"mean_abs_change\": ");
+        cli_json_double(stdout, r->f16_abs_diff);
+        printf(", \"positions_out_of_range\": %zu}", r->f16_skipped);
+    }
+    cli_json_results(stdout);
     int first = 1;
     for (int s = 0; s < SD_SCHEME_COUNT; s++) {
         const sd_replay_scheme *x = &r->scheme[s];
@@ -227,22 +256,7 @@ static void print_json(const sd_replay_params *p, const sd_log *log, const sd_re
         printf("}");
         first = 0;
     }
-    printf("\n], \"tv\": {\"mean\": %.10g, \"quantiles\": ", r->tv_mean);
-    json_quantiles(r->tv_quantile);
-    printf("}, \"cost_ratio\": %g, \"chain\": [", p->cost_ratio);
-    for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
-        printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, "
-               "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
-               r->chain_efficiency[g], r->chain_speedup[g], r->leviathan_efficiency[g]);
-    printf("]");
-    if (p->precision_check) {
-        printf(", \"float16\": {\"sd_mean_acceptance\": ");
-        cli_json_double(stdout, r->f16_sd_mean);
-        printf(", \"mean_abs_change\": ");
-        cli_json_double(stdout, r->f16_abs_diff);
-        printf(", \"positions_out_of_range\": %zu}", r->f16_skipped);
-    }
-    printf("}\n");
+    cli_json_close(stdout);
 }
 
 static void print_table(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
@@ -289,7 +303,7 @@ int cmd_replay(int argc, char **argv)
     sd_replay_result r;
     rc = m.on ? replay_ranks(&m, log, &o.p, &r) : sd_replay_run(log, &o.p, &r);
     if (rc) rc = cli_fail(cmd, sd_errmsg());
-    else if (o.json) print_json(&o.p, log, &r);
+    else if (o.json) print_json(&o, log, &r);
     else print_table(&o.p, log, &r);
     free(map);
     sd_log_close(log);
@@ -300,7 +314,7 @@ int cmd_replay(int argc, char **argv)
 
 static const char *const synth_help =
     "usage: specdec synth-log --lm SPEC --out PATH [--positions N] [--sequences S]\n"
-    "                         [--dtype f16|bf16|f32|f64] [--seed S]\n"
+    "                         [--dtype f16|bf16|f32|f64] [--seed S] [--threads N]\n"
     "\n"
     "Writes a log of draft and target logits (log-probabilities) along sequences sampled\n"
     "from the target model of a pair (synthetic, or two GGUF models: sequences start at\n"
@@ -313,7 +327,8 @@ static const char *const synth_help =
     "  --device cpu|cuda  gguf: pairs: where the decoder's passes run (default cpu)\n"
     "  --positions N    positions per sequence (default 400)\n"
     "  --sequences S    sequences (default 1; > 1 writes [S, N, V] arrays)\n"
-    "  --dtype D        stored precision (default f32)\n";
+    "  --dtype D        stored precision (default f32)\n"
+    "  --threads N      OpenMP threads of a gguf: pair's passes (default: all)\n";
 
 typedef struct {
     sd_lm *draft, *target;
@@ -341,13 +356,13 @@ static int synth_row(void *p, size_t i, double *dl, double *tl, long long *tok)
 int cmd_synth_log(int argc, char **argv)
 {
     const char *cmd = "synth-log";
-    enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE, S_SEED };
+    enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE, S_SEED, S_THREADS };
     sd_device device = SD_DEVICE_CPU;
     static const struct option longopts[] = {
         {"lm", required_argument, 0, S_LM}, {"out", required_argument, 0, S_OUT}, CLI_DEVICE_LONGOPT,
         {"positions", required_argument, 0, S_POS}, {"sequences", required_argument, 0, S_SEQ},
         {"dtype", required_argument, 0, S_DTYPE}, {"seed", required_argument, 0, S_SEED},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"threads", required_argument, 0, S_THREADS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *lm = NULL, *out = NULL;
     size_t positions = 400, sequences = 1, seed = 2385;
@@ -363,6 +378,9 @@ int cmd_synth_log(int argc, char **argv)
         case S_POS: if (cli_parse_size(optarg, "--positions", cmd, &positions)) return CLI_USAGE; break;
         case S_SEQ: if (cli_parse_size(optarg, "--sequences", cmd, &sequences)) return CLI_USAGE; break;
         case S_SEED: if (cli_parse_size(optarg, "--seed", cmd, &seed)) return CLI_USAGE; break;
+        case S_THREADS:
+            if (cli_threads_option(optarg, cmd)) return CLI_USAGE;
+            break;
         case S_DTYPE:
             if (!strcmp(optarg, "f16")) dtype = SD_NPY_F16;
             else if (!strcmp(optarg, "bf16")) dtype = SD_NPY_BF16;
@@ -371,7 +389,7 @@ int cmd_synth_log(int argc, char **argv)
             else return cli_usage(cmd, "--dtype is f16, bf16, f32 or f64, not '%s'", optarg);
             break;
         case 'h': fputs(synth_help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (!lm || !out) return cli_usage(cmd, "--lm and --out are required");

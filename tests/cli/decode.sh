@@ -89,7 +89,7 @@ expect 2 "picks its own schemes" -- "$SPECDEC" decode $P --parallel-sweep 1-2 --
 
 # one prompt: too few for the paired intervals, which JSON gives as null and the table as none
 out=$("$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6 --json 2>&1)
-printf '%s' "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin)["rows"]; sys.exit(r[1]["vs_best"]["interval"] is not None)' \
+printf '%s' "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin)["results"]; sys.exit(r[1]["vs_best"]["interval"] is not None)' \
     && ok || { bad "decode --prompt --json: not JSON, or an interval from one prompt"; printf '%s\n' "$out" | grep -n nan | head -3; }
 expect 0 "0\.[0-9]* \[none\] .* -$" -- "$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6
 # counts in the singular when they are one

@@ -26,18 +26,18 @@ expect 0 '"positions": 400' -- "$SPECDEC" replay --draft-log $D.draft.npy --targ
 expect 1 "tok64short.npy: 399 tokens for 400 positions" -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --tokens-log "$T/tok64short.npy"
 expect 1 "tok64.npy: dtype '<i8' holds integers, not logits" -- "$SPECDEC" replay --draft-log "$T/tok64.npy" --target-log $D.target.npy
 out=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy -k 2 --scheme sd,rrs --json)
-for key in positions results scheme k mean_acceptance ci_low ci_high; do
+for key in command version settings positions results scheme k mean_acceptance ci_low ci_high; do
     printf '%s' "$out" | grep -q "\"$key\":" && ok || bad "replay --json lacks $key"
 done
 expect 0 "float16 logits" -- "$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd --precision-check --temperature 0.7 --top-p 0.9
 # a log written now replays the same as the shipped one
 expect 0 "written" -- "$SPECDEC" synth-log --lm markov:256,1,0.1,2385,0.4,1.3 --out "$T/again" --positions 400
-a=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd,otm --json)
-b=$("$SPECDEC" replay --draft-log "$T/again.draft.npy" --target-log "$T/again.target.npy" --scheme sd,otm --json)
+a=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd,otm --json | sed 1d)
+b=$("$SPECDEC" replay --draft-log "$T/again.draft.npy" --target-log "$T/again.target.npy" --scheme sd,otm --json | sed 1d)
 [ "$a" = "$b" ] && ok || bad "data/logs/sample differs from a fresh synth-log"
 # the same log as one safetensors file replays the same
-a=$("$SPECDEC" replay --log $D.safetensors --scheme sd,otm,rrs --json)
-b=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd,otm,rrs --json)
+a=$("$SPECDEC" replay --log $D.safetensors --scheme sd,otm,rrs --json | sed 1d)
+b=$("$SPECDEC" replay --draft-log $D.draft.npy --target-log $D.target.npy --scheme sd,otm,rrs --json | sed 1d)
 [ "$a" = "$b" ] && ok || bad "data/logs/sample.safetensors replays differently from the .npy pair"
 printf 'not json at all' > "$T/bad.safetensors"
 expect 1 "bad.safetensors" -- "$SPECDEC" replay --log "$T/bad.safetensors"
