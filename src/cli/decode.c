@@ -27,7 +27,7 @@ static const char *const help =
     "                      [--shape SPEC | --optimize gt|throughput] [--prompt TEXT |\n"
     "                      --prompts FILE] [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                      [--top-k K] [--seed S] [--threads N] [--check] [--gt-sweep M,...]\n"
-    "                      [--json] [--tsv FILE] [--parallel-draft P.gguf]\n"
+    "                      [--json] [--tsv FILE] [--cost-out FILE] [--parallel-draft P.gguf]\n"
     "                      [--parallel-sweep L1-L2] [--ids]\n"
     "\n"
     "Decodes the prompts with the target alone (autoregressive, 'ar') and with each\n"
@@ -118,6 +118,10 @@ static const char *const help =
     "                     (what certify --decoder runs: README, \"certify --decoder\")\n"
     "  --tsv FILE         also a row per scheme (measured and predicted) for plots\n"
     "                     (paper-figs/e2e-predicted.gp, e2e-gt-sweep.gp; make bench-e2e)\n"
+    "  --cost-out FILE    write the measured costs, rows 'n M_T(n) M_D(n)' in ms (one pass\n"
+    "                     of the target, of the draft, over n tree tokens), as soon as they\n"
+    "                     are timed: 'specdec replay --cost FILE' prices its speedups with\n"
+    "                     them instead of assuming M_T(n) = M_T(1)\n"
     "\n"
     "Example: specdec decode --target data/models/target.gguf --draft data/models/draft.gguf\n"
     "         --scheme all --n-prompts 20 --max-tokens 64\n";
@@ -580,6 +584,15 @@ static int measure(const dec_opts *o, session *s)
     int rc = sd_decode_costs_measure(s->target, s->draft, s->pdraft, s->prompt[0], s->plen[0], nmax, s->cache,
                                      &s->costs);
     if (!rc) s->c = MD(s, 1) / MT(s, 1);
+    if (!rc && o->cost_out) {
+        char head[1400];
+        snprintf(head, sizeof head,
+                 "# specdec %s decode --cost-out: M_T(n), M_D(n) in ms, one pass of the target and of the draft\n"
+                 "# over n tree tokens on this machine (median of %d timing passes; %d thread%s)\n"
+                 "# target %.500s\n# draft %.500s\n", SPECDEC_VERSION, SD_COST_PASSES, omp_get_max_threads(),
+                 CLI_S(omp_get_max_threads()), o->target, o->draft);
+        rc = sd_cost_file_write(o->cost_out, head, s->costs.target, s->costs.draft, nmax, 1e3);
+    }
     return rc;
 }
 
@@ -731,7 +744,7 @@ int cmd_decode(int argc, char **argv)
     o.pdraft = "data/models/parallel.gguf";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
-           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS };
+           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS, O_COSTOUT };
     static const struct option longopts[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
@@ -744,7 +757,8 @@ int cmd_decode(int argc, char **argv)
         {"level", required_argument, 0, O_LEVEL}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS},
         {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON}, {"ids", no_argument, 0, O_IDS},
-        {"tsv", required_argument, 0, O_TSV}, {"parallel-draft", required_argument, 0, O_PDRAFT},
+        {"tsv", required_argument, 0, O_TSV}, {"cost-out", required_argument, 0, O_COSTOUT},
+        {"parallel-draft", required_argument, 0, O_PDRAFT},
         {"parallel-sweep", required_argument, 0, O_PSWEEP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
@@ -797,6 +811,7 @@ int cmd_decode(int argc, char **argv)
         case O_JSON: o.json = 1; break;
         case O_IDS: o.ids = 1; break;
         case O_TSV: o.tsv = optarg; break;
+        case O_COSTOUT: o.cost_out = optarg; break;
         case O_PDRAFT: o.pdraft = optarg; break;
         case O_PSWEEP: {
             char *e1, *e2;
@@ -818,8 +833,9 @@ int cmd_decode(int argc, char **argv)
     if ((o.sweep || o.par_hi) && (o.schemes || o.shape || o.optimize))
         return cli_usage(cmd, "--%s picks its own schemes: no --scheme, --shape or --optimize",
                          o.sweep ? "gt-sweep" : "parallel-sweep");
-    if (o.ids && (o.sweep || o.par_hi || o.check || o.json || o.tsv))
-        return cli_usage(cmd, "--ids decodes once: no --gt-sweep, --parallel-sweep, --check, --json or --tsv");
+    if (o.ids && (o.sweep || o.par_hi || o.check || o.json || o.tsv || o.cost_out))
+        return cli_usage(cmd, "--ids decodes once: no --gt-sweep, --parallel-sweep, --check, --json, --tsv "
+                              "or --cost-out");
     if (o.sweep && o.par_hi) return cli_usage(cmd, "--gt-sweep and --parallel-sweep exclude each other");
     if (o.calibrate == 0) return cli_usage(cmd, "--calibrate needs at least 1 prompt");
     if (o.budget == 0 || o.max_depth == 0 || o.max_rank == 0 || o.max_rank > SD_TREE_MAX_CHILDREN)

@@ -17,6 +17,7 @@ typedef enum { BUILD_NONE, BUILD_GT, BUILD_THROUGHPUT, BUILD_DYNAMIC } build_kin
 
 typedef struct {
     const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
+    const char *cost_out;                /* --cost-out: the measured M_T(n), M_D(n) */
     const char *pdraft;                  /* the parallel drafter's file */
     size_t par_lo, par_hi;               /* --parallel-sweep */
     size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;

@@ -22,14 +22,18 @@ static const char *const help =
     "                      [--tokens-log K.npy]) [--scheme LIST|all] [-k K]\n"
     "                      [--temperature T] [--top-k N] [--top-p P] [--cost-ratio C]\n"
     "                      [--vocab-map FILE] [--skip-bad-positions] [--precision-check]\n"
-    "                      [--positions N] [--samples M] [--seed S] [--mpi] [--json]\n"
+    "                      [--positions N] [--samples M] [--seed S] [--cost FILE] [--mpi]\n"
+    "                      [--json]\n"
     "\n"
     "What each verification scheme would have given on logged draft and target logits,\n"
     "without rerunning the models. Per scheme: the mean exact acceptance over positions\n"
     "(Monte Carlo with M trials at positions beyond the exact method's reach) with a\n"
     "99.9% interval over positions and its quantiles; the total variation between the\n"
     "models; the chain's block efficiency along the logged path and its predicted\n"
-    "speedup for gamma = 1..8 at cost ratio C (blocks start where the last one ended).\n"
+    "speedup for gamma = 1..8 (blocks start where the last one ended), priced either by\n"
+    "assumption, a draft call C of a target pass and a target pass over gamma + 1 tokens\n"
+    "as dear as one over 1 (a memory-bound target: a large model, a GPU), or by the costs\n"
+    "measured on this machine (--cost FILE); the table states which beside each speedup.\n"
     "The tokens log (int64, int32 or float), if given, is checked against the positions\n"
     "but not used yet.\n"
     "\n"
@@ -42,7 +46,11 @@ static const char *const help =
     "  -k, --k K              drafts per position (default 4; rrs at a position whose draft\n"
     "                         support s < K, after filtering, drafts all s)\n"
     "  --temperature T, --top-k N, --top-p P   applied to both models at replay time\n"
-    "  --cost-ratio C         M_D / M_T for the chain speedup (default 0.1)\n"
+    "  --cost-ratio C         M_D / M_T for the chain speedup (default 0.1), and M_T(n) =\n"
+    "                         M_T(1): the assumption\n"
+    "  --cost FILE            the costs measured by 'specdec decode --cost-out FILE' (rows\n"
+    "                         'n M_T(n) M_D(n)'): a block of gamma drafts costs gamma M_D(1)\n"
+    "                         + M_T(gamma + 1), against M_T(1) per token without drafts\n"
     "  --vocab-map FILE       draft and target vocabularies differ: lines 'draft_id target_id'\n"
     "                         (draft tokens without a line can never be accepted)\n"
     "  --skip-bad-positions   skip positions with NaN or +inf logits (counted, first reported)\n"
@@ -112,7 +120,8 @@ static int replay_ranks(cli_mpi *m, const sd_log *log, const sd_replay_params *p
 typedef struct {
     sd_replay_params p;
     const char *log, *draft_log, *target_log, *tokens_log, *schemes, *vocab_map;
-    int json, mpi;
+    const char *cost;          /* --cost FILE: the measured M_T(n), M_D(n) */
+    int json, mpi, have_cost_ratio;
 } replay_opts;
 
 /* --scheme LIST into p->want ("all" keeps the default); CLI_USAGE on an unknown name. */
@@ -137,7 +146,7 @@ static int parse_schemes(const char *cmd, const char *schemes, sd_replay_params 
 static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
 {
     enum { R_LOG = 3000, R_DLOG, R_TLOG, R_KLOG, R_SCHEME, R_TEMP, R_TOPK, R_TOPP, R_COST, R_MAP,
-           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON, R_MPI };
+           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON, R_MPI, R_COSTFILE };
     static const struct option longopts[] = {
         {"log", required_argument, 0, R_LOG}, {"draft-log", required_argument, 0, R_DLOG},
         {"target-log", required_argument, 0, R_TLOG}, {"tokens-log", required_argument, 0, R_KLOG},
@@ -148,7 +157,7 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         {"precision-check", no_argument, 0, R_PREC}, {"positions", required_argument, 0, R_POS},
         {"samples", required_argument, 0, R_SAMPLES}, {"seed", required_argument, 0, R_SEED},
         {"json", no_argument, 0, R_JSON}, {"mpi", no_argument, 0, R_MPI},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"cost", required_argument, 0, R_COSTFILE}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
     o->p = sd_replay_default_params();
@@ -169,7 +178,12 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         case R_TEMP: if (cli_parse_double(optarg, "--temperature", cmd, &p->temperature)) return CLI_USAGE; break;
         case R_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &p->top_k)) return CLI_USAGE; break;
         case R_TOPP: if (cli_parse_double(optarg, "--top-p", cmd, &p->top_p)) return CLI_USAGE; break;
-        case R_COST: if (cli_parse_double(optarg, "--cost-ratio", cmd, &p->cost_ratio)) return CLI_USAGE; break;
+        case R_COST:
+            if (cli_parse_double(optarg, "--cost-ratio", cmd, &p->cost_ratio)) return CLI_USAGE;
+            if (!(p->cost_ratio >= 0)) return cli_usage(cmd, "--cost-ratio %s: need a number >= 0", optarg);
+            o->have_cost_ratio = 1;
+            break;
+        case R_COSTFILE: o->cost = optarg; break;
         case R_MAP: o->vocab_map = optarg; break;
         case R_SKIP: p->skip_bad = 1; break;
         case R_PREC: p->precision_check = 1; break;
@@ -188,6 +202,8 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
     const char *dlog = o->draft_log, *tlog = o->target_log;
     if (!o->log == !(dlog && tlog) || ((dlog || tlog) && !(dlog && tlog)))
         return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
+    if (o->cost && o->have_cost_ratio)
+        return cli_usage(cmd, "--cost FILE gives the cost ratio (its M_D(1) / M_T(1)): no --cost-ratio");
     int rc = parse_schemes(cmd, o->schemes, p);
     if (rc) return rc;
     if (p->k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
@@ -195,14 +211,24 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
 }
 
 /* The log and, with --vocab-map, the map (set in o->p; the caller frees *map). */
-static int open_inputs(replay_opts *o, sd_log **log, size_t **map)
+static int open_inputs(replay_opts *o, sd_log **log, size_t **map, sd_cost_curve **curves)
 {
     *map = NULL;
+    curves[0] = curves[1] = NULL;
+    if (o->cost) {
+        int rc = sd_cost_file_read(o->cost, &curves[0], &curves[1]);
+        if (rc) return rc;
+        o->p.target_cost = curves[0], o->p.draft_cost = curves[1];
+    }
     int rc = o->log ? sd_log_open_safetensors(o->log, log)
                     : sd_log_open_npy(o->draft_log, o->target_log, o->tokens_log, log);
-    if (rc || !o->vocab_map) return rc;
+    if (rc || !o->vocab_map) {
+        if (rc) sd_cost_curve_free(curves[0]), sd_cost_curve_free(curves[1]);
+        return rc;
+    }
     if ((rc = read_vocab_map(o->vocab_map, sd_log_vocab_draft(*log), sd_log_vocab_target(*log), map))) {
         sd_log_close(*log);
+        sd_cost_curve_free(curves[0]), sd_cost_curve_free(curves[1]);
         return rc;
     }
     o->p.vocab_map = *map;
@@ -223,17 +249,21 @@ static void print_json(const replay_opts *o, const sd_log *log, const sd_replay_
         printf(", \"target_log\": ");
         cli_json_string(stdout, o->target_log);
     }
-    printf(", \"k\": %zu, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"cost_ratio\": %g, "
+    printf(", \"k\": %zu, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"cost\": ", p->k,
+           p->temperature, p->top_k, p->top_p);
+    if (o->cost) cli_json_string(stdout, o->cost);
+    else printf("null");
+    printf(", \"cost_ratio\": %g, "
            "\"samples\": %.0f, \"seed\": %lu},\n \"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, "
            "\"dtype\": \"%s\", \"tv\": {\"mean\": %.10g, \"quantiles\": ",
-           p->k, p->temperature, p->top_k, p->top_p, p->cost_ratio, p->mc_trials, p->seed, r->positions,
+           r->cost_ratio, p->mc_trials, p->seed, r->positions,
            r->skipped, sd_log_vocab_target(log), sd_log_dtype_name(log), r->tv_mean);
     json_quantiles(r->tv_quantile);
     printf("},\n \"chain\": [");
     for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
-        printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, "
-               "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
-               r->chain_efficiency[g], r->chain_speedup[g], r->leviathan_efficiency[g]);
+        printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, \"target_pass_cost\": %.10g, "
+               "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g, r->chain_efficiency[g], r->chain_speedup[g],
+               r->chain_pass_cost[g], r->leviathan_efficiency[g]);
     printf("]");
     if (p->precision_check) {
         printf(", \"float16\": {\"sd_mean_acceptance\": ");
@@ -259,7 +289,7 @@ static void print_json(const replay_opts *o, const sd_log *log, const sd_replay_
     cli_json_close(stdout);
 }
 
-static void print_table(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
+static void print_table(const sd_replay_params *p, const char *cost, const sd_log *log, const sd_replay_result *r)
 {
     printf("# specdec replay: %zu position%s (%zu skipped), V = %zu, %s logits, T = %g, "
            "top-k %zu, top-p %g, k = %zu\n", r->positions, CLI_S(r->positions), r->skipped, sd_log_vocab_target(log),
@@ -276,10 +306,18 @@ static void print_table(const sd_replay_params *p, const sd_log *log, const sd_r
     }
     printf("total variation: mean %.6f, median %.4f, p90 %.4f\n", r->tv_mean,
            r->tv_quantile[2], r->tv_quantile[3]);
-    printf("chain along the logged path (cost ratio %g):\n  gamma  block eff  speedup  (i.i.d. at mean sd acceptance)\n", p->cost_ratio);
+    if (cost)
+        printf("chain along the logged path, priced by the costs measured in %s: c = M_D(1)/M_T(1) = %.4g,\n"
+               "a target pass over gamma + 1 tokens M_T(gamma+1)/M_T(1) as measured:\n", cost, r->cost_ratio);
+    else
+        printf("chain along the logged path, priced by assumption (--cost FILE from 'specdec decode\n"
+               "--cost-out FILE' prices it as measured): c = M_D/M_T = %g, and a target pass over\n"
+               "gamma + 1 tokens costs one pass over 1 (M_T(gamma+1)/M_T(1) = 1, a memory-bound target):\n",
+               r->cost_ratio);
+    printf("  gamma  block eff  speedup  M_T(g+1)/M_T(1)  (i.i.d. at mean sd acceptance)\n");
     for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
-        printf("  %5d  %9.4f  %7.4f  %9.4f\n", g, r->chain_efficiency[g], r->chain_speedup[g],
-               r->leviathan_efficiency[g]);
+        printf("  %5d  %9.4f  %6.3fx  %15.3f  %9.4f\n", g, r->chain_efficiency[g], r->chain_speedup[g],
+               r->chain_pass_cost[g], r->leviathan_efficiency[g]);
     if (p->precision_check)
         printf("float16 logits: sd acceptance %.6f (as logged: %.6f), mean |change| per "
                "position %.3g%s\n", r->f16_sd_mean, r->scheme[SD_SCHEME_SD].mean, r->f16_abs_diff,
@@ -299,14 +337,16 @@ int cmd_replay(int argc, char **argv)
     o.p.progress = m.rank == 0;
     sd_log *log;
     size_t *map;
-    if (open_inputs(&o, &log, &map)) return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
+    sd_cost_curve *curves[2];
+    if (open_inputs(&o, &log, &map, curves)) return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
     sd_replay_result r;
     rc = m.on ? replay_ranks(&m, log, &o.p, &r) : sd_replay_run(log, &o.p, &r);
     if (rc) rc = cli_fail(cmd, sd_errmsg());
     else if (o.json) print_json(&o, log, &r);
-    else print_table(&o.p, log, &r);
+    else print_table(&o.p, o.cost, log, &r);
     free(map);
     sd_log_close(log);
+    sd_cost_curve_free(curves[0]), sd_cost_curve_free(curves[1]);
     return cli_mpi_finish(&m, rc);
 }
 
