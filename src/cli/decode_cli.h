@@ -26,6 +26,7 @@ typedef struct {
     double draft_temp, threshold, level;
     int no_bos, stop_eos, check, json, quiet;
     int ids;                             /* --ids: one scheme, one prompt, its token ids */
+    int text;                            /* --text: each scheme, one prompt, its text */
 } dec_opts;
 
 typedef struct {

@@ -121,4 +121,15 @@ expect 1 "past the context of 48 (use a smaller shape)" -- "$SPECDEC" decode $D 
 expect 1 "k-configuration has 0 children" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:0
 expect 1 "gt-sweep '1,x'" -- "$SPECDEC" decode $D --gt-sweep 1,x
 
+# --text: at temperature 0 each scheme's text is the target's own greedy text (generate's)
+S="--target data/models/target.gguf --draft data/models/draft.gguf --prompt Ishmael --max-tokens 24 --temperature 0 --quiet"
+g=$("$SPECDEC" generate --model data/models/target.gguf --prompt Ishmael --max-tokens 24 --temperature 0 2>/dev/null)
+"$SPECDEC" decode $S --scheme sd,rsd-s,gt --text > "$T/text.txt" 2>&1 || bad "decode --text failed: $(head -3 "$T/text.txt")"
+for s in sd rsd-s; do
+    d=$(awk -v s="$s" '/^== / { on = ($2 == s) ; next } on && /^prompt: / { p = 1; next } on && p' "$T/text.txt")
+    [ -n "$g" ] && [ "$d" = "$g" ] && ok || bad "decode --text, $s: '$d', generate: '$g'"
+done
+grep -q "^prompt: Ishmael$" "$T/text.txt" && grep -q "^== gt: not run: its tree is built from a calibration" "$T/text.txt" &&
+    ok || bad "decode --text: no prompt line or no word on gt: $(head -3 "$T/text.txt")"
+expect 2 "no --gt-sweep, --parallel-sweep, --check, --json, --tsv, --cost-out or --ids" -- "$SPECDEC" decode $S --text --json
 finish "cli decode"

@@ -79,5 +79,5 @@ printf '1 0.5 0.1\n2 0.4 0.2\n' > "$T/down.tsv"
 expect 1 "down.tsv" -- "$SPECDEC" replay --log "$T/pair.safetensors" --cost "$T/down.tsv"
 expect 2 "no --cost-ratio" -- "$SPECDEC" replay --log "$T/pair.safetensors" --cost "$T/cost.tsv" --cost-ratio 0.2
 expect 1 "no-such.tsv: cannot open" -- "$SPECDEC" replay --log "$T/pair.safetensors" --cost no-such.tsv
-expect 2 "no --gt-sweep, --parallel-sweep, --check, --json, --tsv or --cost-out" -- "$SPECDEC" decode $M --ids --cost-out "$T/x.tsv"
+expect 2 "no --gt-sweep, --parallel-sweep, --check, --json, --tsv, --cost-out or --text" -- "$SPECDEC" decode $M --ids --cost-out "$T/x.tsv"
 finish "cli replay"
