@@ -259,8 +259,8 @@ static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e,
         printf("== %s: built per block, %.2f draft nodes on average (charged so), depth <= %zu\n"
                "   %s\n", label, tree_cost_nodes(t, e->nodes), t->max_depth, shape);
     else
-        printf("== %s: %zu draft nodes, depth %zu, %.0f draft call(s)\n   %s\n", label,
-               sd_tree_nodes(t), t->max_depth, tree_draft_calls(t), shape);
+        printf("== %s: %zu draft node%s, depth %zu, %.0f draft call%s\n   %s\n", label, sd_tree_nodes(t),
+               CLI_S(sd_tree_nodes(t)), t->max_depth, tree_draft_calls(t), CLI_S(tree_draft_calls(t)), shape);
     if (e->predicted > 0) printf("   predicted efficiency %.6f (1 + sum of estimated node acceptance)\n", e->predicted);
     if (e->have_exact) printf("   block efficiency     %.10f (exact)\n", e->exact);
     if (e->have_mc)
