@@ -218,7 +218,7 @@ bench: $(BENCH_BIN)
 bench-kernels: $(BUILD)/tests/bench/bench_model
 	sh tests/bench/kernels.sh $(BUILD)
 
-# demo: the main job on the shipped default pair (README's first command).
+# demo: the main job on the shipped default pair (README, "What the main job prints").
 demo: $(BIN)
 	$(BIN) decode --target data/models/target.gguf --draft data/models/draft.gguf \
 	  --scheme all --n-prompts 20 --max-tokens 64 --threads 2

@@ -17,7 +17,7 @@
 #define CLI_TOO_GOOD 4     /* certify: a fit too good for independent runs */
 
 /* Every certify mode's last line: "== VERDICT at p >= ALPHA" and the detail, and for
- * TOO-GOOD its likely causes (the table of the README, "Verdicts"); returns the exit
+ * TOO-GOOD its likely causes (the table of CERTIFY.md, "Certification verdicts"); returns the exit
  * status: PASS 0, FAIL 1, INCONCLUSIVE 3, TOO-GOOD 4. */
 int cli_verdict_print(sd_gof_verdict v, double alpha, const char *detail);
 /* The exit status alone (--json: the object is all that stdout holds). */

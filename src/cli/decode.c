@@ -115,7 +115,7 @@ static const char *const help =
     "  --ids              decode the first prompt once with the one scheme (a fixed shape:\n"
     "                     not gt, throughput or gt-dynamic, which need a calibration) and\n"
     "                     print its token ids on one line; no costs, calibration or table\n"
-    "                     (what certify --decoder runs: README, \"certify --decoder\")\n"
+    "                     (what certify --decoder runs: CERTIFY.md, \"certify --decoder\")\n"
     "  --text             decode the first prompt once with each scheme (fixed shapes, as\n"
     "                     for --ids; the same seed) and print the prompt and the text each\n"
     "                     produced, to read by eye; no costs, calibration or table\n"

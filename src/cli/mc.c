@@ -59,7 +59,7 @@ static const char *const certify_help =
     "Certifies that a scheme preserves the target distribution, and exits 0 only if it\n"
     "passes both levels:\n"
     "  token level     N verifications on each pair (default: the plan of 15 cases of\n"
-    "                  the README's \"Default pairs\", each at its own k unless -k is\n"
+    "                  CERTIFY.md's \"Default pairs\", each at its own k unless -k is\n"
     "                  given: truncated drafts and targets, one-hot targets, draft =\n"
     "                  target, masses of 1e-12, V up to 150000, k up to 8; with --pair\n"
     "                  or --draft/--target, that pair at -k, default 2); chi-square and\n"
@@ -409,7 +409,7 @@ static int certify_plan(const mc_opts *o, const char *cmd, token_run *t, sd_gof_
 {
     int rc = CLI_OK, have = 0, with_power = 0;
     if (!o->json)
-        printf("== token level: the default plan (%zu cases; README, \"Default pairs\")\n"
+        printf("== token level: the default plan (%zu cases; CERTIFY.md, \"Default pairs\")\n"
                "%-34s %6s %2s %10s %10s %8s %10s %10s %10s %6s  %s\n", sd_family_default_count,
                "pair", "V", "k", "acceptance", "exact", "z", "chi2 p", "G p", "tail p", "power", "verdict");
     for (size_t i = 0; rc == CLI_OK && i < sd_family_default_count; i++) {
