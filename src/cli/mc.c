@@ -314,8 +314,8 @@ static void print_token_json(const token_run *t, const mc_opts *o)
 
 static void print_token_text(const token_run *t, const mc_opts *o, size_t V)
 {
-    printf("# %s, V = %zu, k = %zu, %.0f samples, seed %lu, %.3g trials/s\n",
-           sd_scheme_name(o->scheme), V, o->k, t->mc.samples, o->mp.seed, t->mc.rate);
+    printf("# %s, V = %zu, k = %zu, %.0f sample%s, seed %lu, %.3g trials/s\n", sd_scheme_name(o->scheme), V,
+           o->k, t->mc.samples, CLI_S(t->mc.samples), o->mp.seed, t->mc.rate);
     if (t->k_used < o->k && o->scheme != SD_SCHEME_SD)
         printf("# k used = %zu: the draft's whole support, drafted without replacement\n", t->k_used);
     printf("acceptance      %.8f  99.9%% CI [%.8f, %.8f]\n", t->mc.acceptance, t->mc.ci_low,

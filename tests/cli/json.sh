@@ -49,6 +49,7 @@ for s in sd specinfer rrs kseq otm; do
 done
 expect 0 '^# otm, V = 12' -- "$SPECDEC" mc --pair dirichlet:12,1,3 -k 3 --scheme sd,otm --samples 2000
 expect 2 "certify takes one scheme" -- "$SPECDEC" certify --scheme all
+expect 0 "^# sd, V = 5, k = 2, 1 sample, seed" -- "$SPECDEC" mc --pair dirichlet:5,1,1 --scheme sd --samples 1
 # compare --threads: the same table for any thread count
 a=$("$SPECDEC" compare --lm markov:8,1,0.5,3,0.5 --budget 6 --samples 20000 --threads 1 --json)
 b=$("$SPECDEC" compare --lm markov:8,1,0.5,3,0.5 --budget 6 --samples 20000 --threads 2 --json)
