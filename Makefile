@@ -223,7 +223,7 @@ bench-mt: $(BENCH_BIN)
 bench-kernels: $(BUILD)/tests/bench/bench_model
 	sh tests/bench/kernels.sh $(BUILD)
 
-# demo: the main job on the default pair (README's first command): every scheme measured
+# demo: the main job on the default pair (README, "What the main job prints"): every scheme measured
 # beside its prediction. PAIR=large: the large target (75 MB of weights streamed from
 # memory each pass, where speculation pays) and its draft LARGE_DRAFT, the default when
 # data/models/large-target.gguf is here; PAIR=small: the shipped 5.5M pair (in the cache).

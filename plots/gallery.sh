@@ -72,7 +72,7 @@ echo
 if ls paper-figs/ladder/*.tsv >/dev/null 2>&1; then
     echo "The draft ladder against the shipped target ($(sed -n 's/^# device: //p' paper-figs/ladder/ladder.tsv | head -1),"
     echo "commit $(sed -n 's/^# commit: //p' paper-figs/ladder/ladder.tsv | head -1), $(sed -n 's/^# date: //p' paper-figs/ladder/ladder.tsv | head -1), by \`RECORD=1 make bench-ladder\`;"
-    echo "the data is in \`paper-figs/ladder/\`, the table in the README's \"The draft's size\"). SpecTr Table 4 in kind on"
+    echo "the data is in \`paper-figs/ladder/\`, the table in STUDY.md's \"The draft's size\"). SpecTr Table 4 in kind on"
     echo "distilled drafts, beside the paper's, and per draft its acceptance, cost and speedup:"
     echo
     for name in ladder-table4 ladder; do

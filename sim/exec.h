@@ -1,6 +1,6 @@
 /* exec: a speculative sampler that specdec did not write, run as a child process and
  * spoken to over its standard input and output (the protocol of `specdec certify
- * --exec`, documented in the README). specdec sends a draft/target pair, then cases
+ * --exec`, documented in CERTIFY.md). specdec sends a draft/target pair, then cases
  * (the k drafts it sampled); the program answers each case with its output token and
  * whether it accepted a draft. The certification itself (goodness of fit, acceptance)
  * is the caller's: this module only moves cases and answers, and survives the program.

@@ -281,12 +281,16 @@ int sd_replay_reduce(const sd_log *log, const sd_replay_params *p, const double 
         for (size_t i = 0; i < n; i++)
             if (!isnan(alpha[i])) mean_alpha += alpha[i], na++;
         mean_alpha /= (double)na;
+        double mt1 = p->target_cost ? sd_cost_curve_eval(p->target_cost, 1) : 1;
+        res->cost_ratio = p->target_cost ? sd_cost_curve_eval(p->draft_cost, 1) / mt1 : p->cost_ratio;
         for (size_t g = 1; g <= SD_REPLAY_MAX_GAMMA; g++) {
             double tok = 0, blocks = 0; /* expected, summed over the sequences */
             for (size_t s0 = 0; s0 < n; s0 += len)
                 chain_blocks(alpha + s0, s0 + len <= n ? len : n - s0, g, start, &tok, &blocks);
             res->chain_efficiency[g] = tok / blocks;
-            res->chain_speedup[g] = res->chain_efficiency[g] / ((double)g * p->cost_ratio + 1);
+            /* a block: g draft calls and a target pass over g + 1 tokens, in M_T(1)s */
+            res->chain_pass_cost[g] = p->target_cost ? sd_cost_curve_eval(p->target_cost, (double)g + 1) / mt1 : 1;
+            res->chain_speedup[g] = res->chain_efficiency[g] / ((double)g * res->cost_ratio + res->chain_pass_cost[g]);
             res->leviathan_efficiency[g] = sd_leviathan_tokens(mean_alpha, (double)g);
         }
         free(start);

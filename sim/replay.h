@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 
+#include "cost.h"
 #include "logs.h"
 #include "verify.h"
 
@@ -32,6 +33,11 @@ typedef struct {
     size_t k;                  /* drafts per position (default 4; sd uses 1) */
     int want[SD_SCHEME_COUNT]; /* schemes to replay */
     double cost_ratio;         /* c = M_D / M_T for the chain speedup (default 0.1) */
+    const sd_cost_curve *target_cost, *draft_cost; /* NULL: a pass over gamma + 1 tokens
+                                  costs one pass over 1, and a draft call c of it; else
+                                  measured M_T(n), M_D(n) (cost.h, not owned): a block of
+                                  gamma costs gamma M_D(1) + M_T(gamma + 1), and c is
+                                  M_D(1) / M_T(1), cost_ratio unused */
     int skip_bad;              /* skip positions with NaN / +inf logits instead of failing */
     double mc_trials;          /* per position, where the exact method is out of reach */
     double exact_max_ops;      /* rrs's exact recursion per position (default 2e6 operations,
@@ -62,7 +68,9 @@ typedef struct {
     sd_replay_scheme scheme[SD_SCHEME_COUNT];
     double tv_mean, tv_quantile[5];
     double chain_efficiency[SD_REPLAY_MAX_GAMMA + 1]; /* along the logged path, gamma 1..8 */
-    double chain_speedup[SD_REPLAY_MAX_GAMMA + 1];
+    double chain_speedup[SD_REPLAY_MAX_GAMMA + 1];   /* over one M_T(1) per token */
+    double chain_pass_cost[SD_REPLAY_MAX_GAMMA + 1]; /* the assumption: M_T(gamma+1) / M_T(1) */
+    double cost_ratio;         /* the c it used: cost_ratio, or the measured M_D(1)/M_T(1) */
     double leviathan_efficiency[SD_REPLAY_MAX_GAMMA + 1]; /* i.i.d. at the mean sd acceptance */
     double f16_sd_mean, f16_abs_diff;  /* precision check: sd with float16 logits */
     size_t f16_skipped;        /* positions whose logits overflow float16 */

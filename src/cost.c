@@ -2,7 +2,9 @@
  * the two gamma rules. See cost.h for the model. */
 #include "cost.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,6 +222,62 @@ int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out)
     }
     *out = c;
     return SD_OK;
+}
+
+/* ---- cost files ---- */
+
+int sd_cost_file_write(const char *path, const char *header, const sd_cost_curve *target,
+                       const sd_cost_curve *draft, size_t nmax, double scale)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return sd_error(SD_EIO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "%s", header ? header : "");
+    fprintf(f, "# n\tm_t\tm_d\n");
+    for (size_t n = 1; n <= nmax; n++)
+        fprintf(f, "%zu\t%.6g\t%.6g\n", n, sd_cost_curve_eval(target, (double)n) * scale,
+                sd_cost_curve_eval(draft, (double)n) * scale);
+    if (fclose(f)) return sd_error(SD_EIO, "%s: write error", path);
+    return SD_OK;
+}
+
+int sd_cost_file_read(const char *path, sd_cost_curve **target, sd_cost_curve **draft)
+{
+    *target = *draft = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t m = 0, cap = 64, line = 0;
+    double *mt = sd_xmalloc(cap * sizeof *mt), *md = sd_xmalloc(cap * sizeof *md);
+    char buf[512];
+    int rc = SD_OK;
+    while (rc == SD_OK && fgets(buf, sizeof buf, f)) {
+        line++;
+        char *s = buf + strspn(buf, " \t");
+        if (*s == '#' || *s == '\n' || !*s) continue;
+        double n, t, d;
+        char extra;
+        if (sscanf(s, "%lf %lf %lf %c", &n, &t, &d, &extra) != 3)
+            rc = sd_error(SD_EFORMAT, "%s:%zu: expected 'n M_T(n) M_D(n)'", path, line);
+        else if (n != (double)(m + 1))
+            rc = sd_error(SD_EFORMAT, "%s:%zu: width %g where %zu was due (rows n = 1, 2, ...)", path, line, n, m + 1);
+        else if (!(t > 0 && d > 0 && isfinite(t) && isfinite(d)))
+            rc = sd_error(SD_EFORMAT, "%s:%zu: costs must be positive numbers", path, line);
+        else {
+            if (m == cap) mt = sd_xrealloc(mt, (cap *= 2) * sizeof *mt), md = sd_xrealloc(md, cap * sizeof *md);
+            mt[m] = t, md[m++] = d;
+        }
+    }
+    fclose(f);
+    if (rc == SD_OK && m == 0) rc = sd_error(SD_EFORMAT, "%s: no rows 'n M_T(n) M_D(n)'", path);
+    if (rc == SD_OK && (sd_cost_curve_table(mt, m, target) || sd_cost_curve_table(md, m, draft))) {
+        char why[256]; /* the message is rewritten in the buffer it is read from */
+        snprintf(why, sizeof why, "%s", sd_errmsg());
+        sd_cost_curve_free(*target);
+        *target = NULL;
+        rc = sd_error(SD_EFORMAT, "%s: %s", path, why);
+    }
+    free(mt);
+    free(md);
+    return rc;
 }
 
 /* ---- measured curves ---- */

@@ -93,6 +93,19 @@ int sd_cost_speed(const sd_cost_model *m, double block_efficiency, double draft_
  * (entries > 0, non-decreasing; SD_EINVAL otherwise). */
 int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out);
 
+/* A cost file: the measured curves of a target and its draft, written by specdec decode
+ * --cost-out and read by specdec replay --cost, so that a speedup computed elsewhere is
+ * this machine's. Text: lines starting with '#' are comments (the writer puts header
+ * there: what was measured, where), then one row per width, "n M_T(n) M_D(n)" for
+ * n = 1, 2, ..., m in that order (milliseconds; any unit, the same for both, serves).
+ * sd_cost_file_write writes target(n) and draft(n) for n = 1..nmax scaled by scale
+ * (1e3: seconds to ms); SD_EIO naming the path when it cannot. sd_cost_file_read gives
+ * both as table curves (beyond m, linear extrapolation); SD_EIO or SD_EFORMAT naming the
+ * path and line (a row out of order, a non-positive or decreasing cost). */
+int sd_cost_file_write(const char *path, const char *header, const sd_cost_curve *target,
+                       const sd_cost_curve *draft, size_t nmax, double scale);
+int sd_cost_file_read(const char *path, sd_cost_curve **target, sd_cost_curve **draft);
+
 /* Measured cost curves of nlm (1 to 3) oracles, in seconds: out[j](n) is one call of
  * lm[j] evaluating n tree tokens (a chain of n nodes after a context of about plen + 32
  * tokens made from the prompt, sd_lm_next_tree), for n = 1..nmax. A ladder of widths

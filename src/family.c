@@ -15,7 +15,7 @@ const char *const sd_family_help =
     "trunc:V,S,T,KD,PD,KT,PT | onehot:V,S,J | tiny:V,E";
 
 /* The default plan: each bug class of the literature and the planted sets has a case
- * that exposes it (README, "Default pairs"). */
+ * that exposes it (CERTIFY.md, "Default pairs"). */
 const sd_family_case sd_family_defaults[] = {
     {"dirichlet:6,1,2385", 2, 0, "small V, full supports"},
     {"zipf:50,1.2,0.7", 2, 0, "smooth, full supports"},

@@ -290,6 +290,51 @@ static void test_cost_table_speed_measure(void **state)
     sd_lm_free(d), sd_lm_free(g);
 }
 
+/* A cost file round trip (what decode --cost-out writes, replay --cost reads), and each
+ * malformed file refused naming its path and line. */
+static void test_cost_file_round_trip(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    assert_int_equal(sd_test_tmpdir_make(dir, "costfile"), 0);
+    snprintf(path, sizeof path, "%s/c.tsv", dir);
+    sd_cost_curve *t, *d, *t2, *d2;
+    assert_int_equal(sd_cost_curve_parse("table:0.000412,0.000503,0.00129,0.00141", &t), SD_OK);
+    assert_int_equal(sd_cost_curve_parse("affine:0.0000837,0.0000123", &d), SD_OK);
+    assert_int_equal(sd_cost_file_write(path, "# a header\n", t, d, 5, 1e3), SD_OK);
+    assert_int_equal(sd_cost_file_read(path, &t2, &d2), SD_OK);
+    for (double n = 1; n <= 5; n++) {
+        assert_close(sd_cost_curve_eval(t2, n), sd_cost_curve_eval(t, n) * 1e3, 1e-5, 0);
+        assert_close(sd_cost_curve_eval(d2, n), sd_cost_curve_eval(d, n) * 1e3, 1e-5, 0);
+    }
+    assert_close(sd_cost_curve_eval(t2, 2.385), 0.503 + 0.385 * (1.29 - 0.503), 1e-5, 0);
+    sd_cost_curve_free(t2), sd_cost_curve_free(d2);
+    static const struct { const char *text, *why; } bad[] = {
+        {"# nothing\n", "no rows"},
+        {"1 0.5 0.1\n3 0.9 0.2\n", ":2: width 3 where 2 was due"},
+        {"1 0.5 0.1\n2 0.4 0.2\n", "must not decrease"},
+        {"1 0.5 -0.1\n", ":1: costs must be positive"},
+        {"1 0.5\n", ":1: expected 'n M_T(n) M_D(n)'"},
+        {"1 0.5 0.1 7\n", ":1: expected"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(bad[i].text, f);
+        fclose(f);
+        assert_int_not_equal(sd_cost_file_read(path, &t2, &d2), SD_OK);
+        assert_null(t2);
+        assert_null(d2);
+        assert_non_null(strstr(sd_errmsg(), path));
+        assert_non_null(strstr(sd_errmsg(), bad[i].why));
+    }
+    assert_int_equal(sd_cost_file_read("/nonexistent/c.tsv", &t2, &d2), SD_EIO);
+    assert_int_equal(sd_cost_file_write("/nonexistent/c.tsv", NULL, t, d, 2, 1), SD_EIO);
+    remove(path);
+    sd_test_tmpdir_remove(dir);
+    sd_cost_curve_free(t), sd_cost_curve_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_cost_bad_specs),
         cmocka_unit_test(test_cost_bad_inputs),
         cmocka_unit_test(test_cost_table_speed_measure),
+        cmocka_unit_test(test_cost_file_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

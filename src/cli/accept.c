@@ -23,8 +23,9 @@ static const char *const help =
     "  --gamma G              K-SEQ division factor (default gamma*, the smallest lossless\n"
     "                         one; any G >= gamma* is lossless, below is refused)\n"
     "  --lp-max-mem BYTES     refuse LPs whose estimated memory exceeds this (default 4e9)\n"
-    "  --json                 one JSON object: {\"vocab\", \"k\", \"results\": [{\"scheme\",\n"
-    "                         \"acceptance\", \"method\", \"drafts\"[, \"gamma\"]}]}\n"
+    "  --json                 one JSON object, every command's envelope: {\"command\",\n"
+    "                         \"version\", \"settings\": {\"vocab\", \"k\", ...}, \"results\":\n"
+    "                         [{\"scheme\", \"acceptance\", \"method\", \"drafts\"[, \"gamma\"]}]}\n"
     "  -h, --help             this text\n"
     "\n"
     "Methods: sd sum min(draft, target); specinfer 1 - prod TV(draft, residual_i);\n"
@@ -117,9 +118,13 @@ static void run_scheme(int s, const double *draft, const double *target, size_t 
     r->seconds = sd_seconds() - t0;
 }
 
-static void print_json(const row *rows, const int *want, size_t V, size_t k)
+static void print_json(const row *rows, const int *want, const cli_pair *pair, size_t V, size_t k)
 {
-    printf("{\"vocab\": %zu, \"k\": %zu, \"results\": [", V, k);
+    cli_json_open(stdout, "accept");
+    printf("\"vocab\": %zu, \"k\": %zu, ", V, k);
+    cli_json_pair(stdout, pair);
+    printf("}");
+    cli_json_results(stdout);
     int first = 1;
     for (int s = 0; s < S_COUNT; s++) {
         if (!want[s]) continue;
@@ -143,7 +148,7 @@ static void print_json(const row *rows, const int *want, size_t V, size_t k)
         }
         printf(", \"seconds\": %.6f}", r->seconds);
     }
-    printf("\n]}\n");
+    cli_json_close(stdout);
 }
 
 static void print_table(const row *rows, const int *want, const char *dspec, const char *tspec,
@@ -207,7 +212,7 @@ int cmd_accept(int argc, char **argv)
             break;
         case OPT_JSON: json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -232,7 +237,7 @@ int cmd_accept(int argc, char **argv)
         for (int s = 0; s < S_COUNT; s++)
             if (want[s] && !rows[s].ok) fprintf(stderr, "specdec accept: %s: %s\n", names[s], rows[s].error);
     }
-    if (json) print_json(rows, want, V, k);
+    if (json) print_json(rows, want, &pair, V, k);
     else if (pair.family) print_table(rows, want, pair.family, NULL, V, k);
     else print_table(rows, want, pair.draft, pair.target, V, k);
     free(draft);

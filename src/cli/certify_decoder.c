@@ -168,7 +168,7 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
         case D_CONSECUTIVE: o->consecutive = 1; break;
         case D_SEEDS_OUT: o->seeds_out = optarg; break;
         case 'h': fputs(decoder_help, stdout); return -1;
-        default: return cli_usage(cmd, "unknown option (certify --decoder --help lists them)");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);

@@ -27,8 +27,7 @@ static const char *const exec_help =
     "Certifies a speculative sampler that specdec did not write. specdec starts CMD\n"
     "(/bin/sh -c), sends it each draft/target pair and N cases of k drafts sampled as the\n"
     "scheme samples them, reads its answers (output token, draft accepted or not) over\n"
-    "the protocol of the README (\"certify --exec: the protocol\"), and tests for each\n"
-    "pair and k:\n"
+    "the protocol of CERTIFY.md (\"The protocol\"), and tests for each pair and k:\n"
     "  output law   chi-square and G tests of the output tokens against the target\n"
     "               (above 256 tokens, 64 bins of equal target mass)\n"
     "  acceptance   the rate of accepted drafts against the exact acceptance of --scheme\n"
@@ -60,11 +59,11 @@ static const char *const exec_help =
     "  --pair SPEC            a synthetic pair (repeatable; family.h: bernoulli:P,Q,\n"
     "                         uniform:V,R, dirichlet:V,ALPHA,SEED, zipf:V,S,T[,K],\n"
     "                         trunc:V,S,T,KD,PD,KT,PT, onehot:V,S,J, tiny:V,E); default: the\n"
-    "                         plan of 15 cases (README, \"Default pairs\"): truncated drafts\n"
-    "                         and targets (top-k, top-p), one-hot and near-one-hot targets,\n"
-    "                         draft = target, masses of 1e-12, V = 32000 and 150000, k up to\n"
-    "                         8 (with --scheme none, with and without replacement), each\n"
-    "                         case at its own k unless -k is given\n"
+    "                         plan of 15 cases (CERTIFY.md, \"Default pairs\"): truncated\n"
+    "                         drafts and targets (top-k, top-p), one-hot and near-one-hot\n"
+    "                         targets, draft = target, masses of 1e-12, V = 32000 and\n"
+    "                         150000, k up to 8 (with --scheme none, with and without\n"
+    "                         replacement), each case at its own k unless -k is given\n"
     "  --log FILE             logged logits (.safetensors, data/logs/FORMAT.md): each row of\n"
     "                         --rows (default 0) is a pair, softmax at --temperature (def. 1)\n"
     "  -k, --k K[,K...]       drafts per case (default 2; on the plan, each case's own); a\n"
@@ -182,7 +181,7 @@ static int parse_exec(int argc, char **argv, exec_opts *o)
             break;
         case X_WOR: o->wor = 1; break;
         case 'h': fputs(exec_help, stdout); return -1;
-        default: return cli_usage(cmd, "unknown option (certify --exec --help lists them)");
+        default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);

@@ -17,7 +17,7 @@
 #define CLI_TOO_GOOD 4     /* certify: a fit too good for independent runs */
 
 /* Every certify mode's last line: "== VERDICT at p >= ALPHA" and the detail, and for
- * TOO-GOOD its likely causes (the table of the README, "Verdicts"); returns the exit
+ * TOO-GOOD its likely causes (the table of CERTIFY.md, "Certification verdicts"); returns the exit
  * status: PASS 0, FAIL 1, INCONCLUSIVE 3, TOO-GOOD 4. */
 int cli_verdict_print(sd_gof_verdict v, double alpha, const char *detail);
 /* The exit status alone (--json: the object is all that stdout holds). */
@@ -90,6 +90,10 @@ enum { OPT_S_TEMP = 1900, OPT_S_TOPK, OPT_S_TOPP, OPT_S_SEED, OPT_S_THREADS, OPT
 int cli_device_option(const char *arg, const char *cmd, sd_device *d);
 int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *cmd);
 
+/* --threads N for a command whose parallel loops take OpenMP's default: checked (1 to
+ * 1024) and set for the whole run; 0, or -1 after a usage message. */
+int cli_threads_option(const char *arg, const char *cmd);
+
 /* Returns 1 if opt was a pair option (stored in p), 0 if not, -1 on a bad value. */
 int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd);
 /* Loads, converts and validates both vectors (same V). Prints the error and returns
@@ -113,6 +117,17 @@ int cli_data_file(const char *rel, char *out, size_t cap);
 /* The plural ending of a count: printf("%zu prompt%s", n, CLI_S(n)). */
 #define CLI_S(n) ((n) == 1 ? "" : "s")
 
+/* The option getopt_long refused (it returned '?'; main sets opterr = 0, so it printed
+ * nothing): "unknown option '--sampels'; did you mean '--samples'?" (the nearest long
+ * option by edit distance, when near enough) or "--draft needs an argument"; returns
+ * CLI_USAGE. argv and shortopts as given to getopt_long, longopts its table. */
+struct option;
+int cli_bad_option(const char *cmd, char **argv, const struct option *longopts, const char *shortopts);
+/* The name in names[0..n) nearest word by edit distance (case-insensitive, a swap of two
+ * neighbours counting one), or NULL when none is within a third of the word's length
+ * (at least 1, at most 3 edits). */
+const char *cli_nearest(const char *word, const char *const *names, size_t n);
+
 /* Prints msg as "specdec CMD: msg" and returns CLI_FAIL. */
 int cli_fail(const char *cmd, const char *msg);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -120,6 +135,25 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
  * other than 0 print nothing, and rank 0 reports their failures; see mpi.h). */
 extern int cli_quiet;
 const char *cli_last_error(void);
+
+#ifndef SPECDEC_VERSION
+#define SPECDEC_VERSION "0.1.0"
+#endif
+
+/* Every command's --json output is one object in the same envelope:
+ *   {"command": "accept", "version": "0.1.0", "settings": {what was asked},
+ *    [a few command-specific summaries ("costs", "verdict"),] "results": [one object per
+ *    row: a scheme, an LP, a tree]}
+ * cli_json_open prints up to the settings' opening brace, the caller their members and
+ * the closing brace (and any summaries, each after ", "); cli_json_results opens the
+ * rows' array, cli_json_close closes it and the object. */
+void cli_json_open(FILE *f, const char *cmd);
+void cli_json_results(FILE *f);
+void cli_json_close(FILE *f);
+
+/* The pair's settings as JSON members: "pair": SPEC, or "draft" and "target" (and
+ * "logits", "temperature", "top_k", "top_p" with --logits); no braces, no comma after. */
+void cli_json_pair(FILE *f, const cli_pair *p);
 
 void cli_json_string(FILE *f, const char *s);
 /* A double as JSON: full precision, null for NaN/inf. */

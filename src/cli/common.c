@@ -1,8 +1,11 @@
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <getopt.h>
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +59,71 @@ int cli_usage(const char *cmd, const char *fmt, ...)
     return CLI_USAGE;
 }
 
+/* Edit distance with adjacent swaps (optimal string alignment), letters compared
+ * case-insensitively; names are short (under 64 characters: longer ones count as far). */
+static size_t edit_distance(const char *a, const char *b)
+{
+    enum { N = 64 };
+    size_t la = strlen(a), lb = strlen(b), d[N + 1][N + 1];
+    if (la > N || lb > N) return SIZE_MAX;
+    for (size_t i = 0; i <= la; i++) d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+const char *cli_nearest(const char *word, const char *const *names, size_t n)
+{
+    size_t len = strlen(word), limit = len / 3, best = SIZE_MAX;
+    if (limit < 1) limit = 1;
+    if (limit > 3) limit = 3;
+    const char *found = NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(word, names[i]);
+        if (d < best) best = d, found = names[i];
+    }
+    return best <= limit ? found : NULL;
+}
+
+int cli_bad_option(const char *cmd, char **argv, const struct option *longopts, const char *shortopts)
+{
+    const char *arg = argv[optind - 1];
+    if (optopt && (!arg || strncmp(arg, "--", 2))) { /* a short option */
+        const char *at = strchr(shortopts, optopt);
+        if (at && at[1] == ':') return cli_usage(cmd, "-%c needs an argument", optopt);
+        return cli_usage(cmd, "unknown option '-%c'", optopt);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "%s", arg ? arg + 2 : "");
+    char *eq = strchr(name, '=');
+    if (eq) *eq = 0;
+    const char *names[256];
+    size_t n = 0;
+    for (const struct option *o = longopts; o->name && n < 256; o++) {
+        if (!strcmp(o->name, name)) /* known: the argument is missing or not wanted */
+            return cli_usage(cmd, o->has_arg == no_argument ? "--%s takes no argument" : "--%s needs an argument",
+                             name);
+        names[n++] = o->name;
+    }
+    size_t len = strlen(name), hits = 0;
+    const char *prefix = NULL; /* getopt refuses an ambiguous abbreviation: name the candidates' first */
+    for (size_t i = 0; i < n; i++)
+        if (len && !strncmp(names[i], name, len)) hits++, prefix = prefix ? prefix : names[i];
+    if (hits > 1) return cli_usage(cmd, "option '--%s' is ambiguous (--%s, ...)", name, prefix);
+    const char *near = cli_nearest(name, names, n);
+    if (near) return cli_usage(cmd, "unknown option '--%s'; did you mean '--%s'?", name, near);
+    return cli_usage(cmd, "unknown option '--%s'", name);
+}
+
 int cli_parse_size(const char *s, const char *what, const char *cmd, size_t *out)
 {
     char *end;
@@ -92,6 +160,15 @@ int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd)
     case OPT_TOP_P: return cli_parse_double(arg, "--top-p", cmd, &p->top_p) ? -1 : 1;
     default: return 0;
     }
+}
+
+int cli_threads_option(const char *arg, const char *cmd)
+{
+    size_t n;
+    if (cli_parse_size(arg, "--threads", cmd, &n)) return -1;
+    if (!n || n > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", arg), -1;
+    omp_set_num_threads((int)n);
+    return 0;
 }
 
 int cli_device_option(const char *arg, const char *cmd, sd_device *d)
@@ -194,6 +271,31 @@ void cli_json_string(FILE *f, const char *s)
         else fputc(c, f);
     }
     fputc('"', f);
+}
+
+void cli_json_open(FILE *f, const char *cmd)
+{
+    fprintf(f, "{\"command\": \"%s\", \"version\": \"%s\", \"settings\": {", cmd, SPECDEC_VERSION);
+}
+
+void cli_json_results(FILE *f) { fputs(",\n \"results\": [", f); }
+
+void cli_json_close(FILE *f) { fputs("\n]}\n", f); }
+
+void cli_json_pair(FILE *f, const cli_pair *p)
+{
+    if (p->family) {
+        fputs("\"pair\": ", f);
+        cli_json_string(f, p->family);
+        return;
+    }
+    fputs("\"draft\": ", f);
+    cli_json_string(f, p->draft ? p->draft : "");
+    fputs(", \"target\": ", f);
+    cli_json_string(f, p->target ? p->target : "");
+    if (p->logits)
+        fprintf(f, ", \"logits\": true, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g", p->temperature,
+                p->top_k, p->top_p);
 }
 
 void cli_json_double(FILE *f, double x)

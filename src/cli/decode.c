@@ -27,8 +27,8 @@ static const char *const help =
     "                      [--shape SPEC | --optimize gt|throughput] [--prompt TEXT |\n"
     "                      --prompts FILE] [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                      [--top-k K] [--seed S] [--threads N] [--check] [--gt-sweep M,...]\n"
-    "                      [--json] [--tsv FILE] [--parallel-draft P.gguf]\n"
-    "                      [--parallel-sweep L1-L2] [--ids]\n"
+    "                      [--json] [--tsv FILE] [--cost-out FILE] [--parallel-draft P.gguf]\n"
+    "                      [--parallel-sweep L1-L2] [--ids | --text]\n"
     "\n"
     "Decodes the prompts with the target alone (autoregressive, 'ar') and with each\n"
     "speculative scheme, and prints for each: tokens per second and the speedup over ar,\n"
@@ -110,13 +110,21 @@ static const char *const help =
     "  --seed S           sampling seed (default 2385); --threads N (default: all)\n"
     CLI_DEVICE_HELP
     "  --no-bos           do not add the BOS token; --quiet: no progress on stderr\n"
-    "  --json             one JSON object instead of the table\n"
+    "  --json             one JSON object instead of the table (every command's envelope:\n"
+    "                     command, version, settings, costs, ar, results: one per scheme)\n"
     "  --ids              decode the first prompt once with the one scheme (a fixed shape:\n"
     "                     not gt, throughput or gt-dynamic, which need a calibration) and\n"
     "                     print its token ids on one line; no costs, calibration or table\n"
-    "                     (what certify --decoder runs: README, \"certify --decoder\")\n"
+    "                     (what certify --decoder runs: CERTIFY.md, \"certify --decoder\")\n"
+    "  --text             decode the first prompt once with each scheme (fixed shapes, as\n"
+    "                     for --ids; the same seed) and print the prompt and the text each\n"
+    "                     produced, to read by eye; no costs, calibration or table\n"
     "  --tsv FILE         also a row per scheme (measured and predicted) for plots\n"
     "                     (paper-figs/e2e-predicted.gp, e2e-gt-sweep.gp; make bench-e2e)\n"
+    "  --cost-out FILE    write the measured costs, rows 'n M_T(n) M_D(n)' in ms (one pass\n"
+    "                     of the target, of the draft, over n tree tokens), as soon as they\n"
+    "                     are timed: 'specdec replay --cost FILE' prices its speedups with\n"
+    "                     them instead of assuming M_T(n) = M_T(1)\n"
     "\n"
     "Example: specdec decode --target data/models/target.gguf --draft data/models/draft.gguf\n"
     "         --scheme all --n-prompts 20 --max-tokens 64\n";
@@ -579,6 +587,15 @@ static int measure(const dec_opts *o, session *s)
     int rc = sd_decode_costs_measure(s->target, s->draft, s->pdraft, s->prompt[0], s->plen[0], nmax, s->cache,
                                      &s->costs);
     if (!rc) s->c = MD(s, 1) / MT(s, 1);
+    if (!rc && o->cost_out) {
+        char head[1400];
+        snprintf(head, sizeof head,
+                 "# specdec %s decode --cost-out: M_T(n), M_D(n) in ms, one pass of the target and of the draft\n"
+                 "# over n tree tokens on this machine (median of %d timing passes; %d thread%s)\n"
+                 "# target %.500s\n# draft %.500s\n", SPECDEC_VERSION, SD_COST_PASSES, omp_get_max_threads(),
+                 CLI_S(omp_get_max_threads()), o->target, o->draft);
+        rc = sd_cost_file_write(o->cost_out, head, s->costs.target, s->costs.draft, nmax, 1e3);
+    }
     return rc;
 }
 
@@ -650,9 +667,10 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne, entry 
     return rc;
 }
 
-/* --ids: the first prompt decoded once by the one scheme, its token ids on stdout. No
- * calibration: a shape built from one (gt, throughput, gt-dynamic) is refused. */
-static int ids_run(const dec_opts *o, session *s, entry *e)
+/* --ids, --text: the first prompt decoded once by a scheme, its token ids (one line) or
+ * its text (a header line, the prompt, the text generated) on stdout. No calibration: a
+ * shape built from one (gt, throughput, gt-dynamic) is refused. */
+static int once_run(const dec_opts *o, session *s, entry *e)
 {
     sd_tree_params p = entry_params(e);
     sd_tree_ws *ws;
@@ -667,7 +685,23 @@ static int ids_run(const dec_opts *o, session *s, entry *e)
     sd_decode_stats st;
     memset(&st, 0, sizeof st);
     rc = sd_decode_spec(ws, draft_for(s, e->tree), s->target, s->prompt[0], s->plen[0], &dp, rng, buf, &n, &st);
-    for (size_t i = 0; !rc && i < n; i++) printf("%zu%c", buf[i], i + 1 < n ? ' ' : '\n');
+    if (!rc && o->ids)
+        for (size_t i = 0; i < n; i++) printf("%zu%c", buf[i], i + 1 < n ? ' ' : '\n');
+    if (!rc && o->text) {
+        size_t np = s->plen[0], len;
+        int32_t *ids = sd_xmalloc((np + n + 1) * sizeof *ids);
+        for (size_t i = 0; i < np; i++) ids[i] = (int32_t)s->prompt[0][i];
+        for (size_t i = 0; i < n; i++) ids[np + i] = (int32_t)buf[i];
+        char *prompt = NULL, *text = NULL;
+        if (!(rc = sd_tokenizer_decode(s->tok, ids, np, 0, &prompt, &len)) &&
+            !(rc = sd_tokenizer_decode(s->tok, ids + np, n, 0, &text, &len)))
+            printf("== %s (%s), seed %lu, temperature %g: %zu token%s in %zu block%s\nprompt: %s\n%s\n\n",
+                   e->name, e->shape, o->sm.seed, o->sm.temperature, n, CLI_S(n), (size_t)st.blocks,
+                   CLI_S(st.blocks), prompt, text);
+        free(prompt);
+        free(text);
+        free(ids);
+    }
     free(buf);
     gsl_rng_free(rng);
     sd_tree_ws_free(ws);
@@ -686,9 +720,14 @@ static int decode(const dec_opts *o)
         rc = sd_error(SD_EINVAL, "--ids runs one scheme of fixed shape (not %s): its tree may not depend "
                       "on a calibration", ne != 1 ? "a list" : es[0].name);
     if (!rc) rc = set_up(o, &s, es, ne);
-    if (!rc && o->ids) {
-        if ((rc = ids_run(o, &s, &es[0]))) ret = fail_msg("%s", sd_errmsg());
-        sd_tree_free(es[0].tree);
+    if (!rc && (o->ids || o->text)) {
+        for (size_t i = 0; !rc && i < ne; i++)
+            if (es[i].build != BUILD_NONE) /* --text: gt, throughput, gt-dynamic (--ids refused them) */
+                printf("== %s: not run: its tree is built from a calibration, which --text does not run\n\n",
+                       es[i].name);
+            else if (!es[i].skipped) rc = once_run(o, &s, &es[i]);
+        if (rc) ret = fail_msg("%s", sd_errmsg());
+        for (size_t i = 0; i < ne; i++) sd_tree_free(es[i].tree);
         free(es);
         session_free(&s);
         return ret;
@@ -730,7 +769,7 @@ int cmd_decode(int argc, char **argv)
     o.pdraft = "data/models/parallel.gguf";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
-           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS };
+           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS, O_COSTOUT, O_TEXT };
     static const struct option longopts[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
@@ -743,7 +782,9 @@ int cmd_decode(int argc, char **argv)
         {"level", required_argument, 0, O_LEVEL}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS},
         {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON}, {"ids", no_argument, 0, O_IDS},
-        {"tsv", required_argument, 0, O_TSV}, {"parallel-draft", required_argument, 0, O_PDRAFT},
+        {"tsv", required_argument, 0, O_TSV}, {"cost-out", required_argument, 0, O_COSTOUT},
+        {"text", no_argument, 0, O_TEXT},
+        {"parallel-draft", required_argument, 0, O_PDRAFT},
         {"parallel-sweep", required_argument, 0, O_PSWEEP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
@@ -795,7 +836,9 @@ int cmd_decode(int argc, char **argv)
         case O_QUIET: o.quiet = 1; break;
         case O_JSON: o.json = 1; break;
         case O_IDS: o.ids = 1; break;
+        case O_TEXT: o.text = 1; break;
         case O_TSV: o.tsv = optarg; break;
+        case O_COSTOUT: o.cost_out = optarg; break;
         case O_PDRAFT: o.pdraft = optarg; break;
         case O_PSWEEP: {
             char *e1, *e2;
@@ -807,7 +850,7 @@ int cmd_decode(int argc, char **argv)
             break;
         }
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -817,8 +860,9 @@ int cmd_decode(int argc, char **argv)
     if ((o.sweep || o.par_hi) && (o.schemes || o.shape || o.optimize))
         return cli_usage(cmd, "--%s picks its own schemes: no --scheme, --shape or --optimize",
                          o.sweep ? "gt-sweep" : "parallel-sweep");
-    if (o.ids && (o.sweep || o.par_hi || o.check || o.json || o.tsv))
-        return cli_usage(cmd, "--ids decodes once: no --gt-sweep, --parallel-sweep, --check, --json or --tsv");
+    if ((o.ids || o.text) && (o.sweep || o.par_hi || o.check || o.json || o.tsv || o.cost_out || (o.ids && o.text)))
+        return cli_usage(cmd, "--%s decodes once: no --gt-sweep, --parallel-sweep, --check, --json, --tsv, "
+                              "--cost-out%s", o.ids ? "ids" : "text", o.ids ? " or --text" : " or --ids");
     if (o.sweep && o.par_hi) return cli_usage(cmd, "--gt-sweep and --parallel-sweep exclude each other");
     if (o.calibrate == 0) return cli_usage(cmd, "--calibrate needs at least 1 prompt");
     if (o.budget == 0 || o.max_depth == 0 || o.max_rank == 0 || o.max_rank > SD_TREE_MAX_CHILDREN)

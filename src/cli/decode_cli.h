@@ -17,6 +17,7 @@ typedef enum { BUILD_NONE, BUILD_GT, BUILD_THROUGHPUT, BUILD_DYNAMIC } build_kin
 
 typedef struct {
     const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
+    const char *cost_out;                /* --cost-out: the measured M_T(n), M_D(n) */
     const char *pdraft;                  /* the parallel drafter's file */
     size_t par_lo, par_hi;               /* --parallel-sweep */
     size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;
@@ -25,6 +26,7 @@ typedef struct {
     double draft_temp, threshold, level;
     int no_bos, stop_eos, check, json, quiet;
     int ids;                             /* --ids: one scheme, one prompt, its token ids */
+    int text;                            /* --text: each scheme, one prompt, its text */
 } dec_opts;
 
 typedef struct {

@@ -26,27 +26,30 @@ static void print_widths(FILE *f, const sd_decode_stats *st)
 
 void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t n)
 {
-    printf("{\"target\": ");
+    cli_json_open(stdout, "decode");
+    printf("\"target\": ");
     cli_json_string(stdout, o->target);
     printf(", \"draft\": ");
     cli_json_string(stdout, o->draft);
     printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
-           "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"c\": %.6g, \"c_interval\": [%.6g, %.6g],\n "
-           "\"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"prompt_sd\": %.6g, \"m_t_ms\": [",
-           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed, s->c,
-           s->c_lo, s->c_hi, s->costs.target_scale > 0 ? s->costs.target_scale : 1, s->costs.target_scale_sd,
-           s->costs.prompt_sd);
+           "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"level\": %g},\n \"costs\": {\"c\": %.6g, "
+           "\"c_interval\": [%.6g, %.6g], \"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"prompt_sd\": %.6g, "
+           "\"m_t_ms\": [",
+           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed,
+           o->level, s->c, s->c_lo, s->c_hi, s->costs.target_scale > 0 ? s->costs.target_scale : 1,
+           s->costs.target_scale_sd, s->costs.prompt_sd);
     for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
-    printf("],\n \"m_d_ms\": [");
+    printf("], \"m_d_ms\": [");
     for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
     if (s->pm) {
-        printf("],\n \"m_p_ms\": [");
+        printf("], \"m_p_ms\": [");
         for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MP(s, i) * 1e3);
     }
     const sd_decode_stats *a = &s->ar_run;
-    printf("],\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
-           "\"target_ms_per_token\": %.6g},\n \"rows\": [", a->tokens, a->seconds, rate(a),
+    printf("]},\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
+           "\"target_ms_per_token\": %.6g}", a->tokens, a->seconds, rate(a),
            a->tokens ? a->target_s / (double)a->tokens * 1e3 : 0);
+    cli_json_results(stdout);
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         const sd_decode_stats *r = &e->run;
@@ -96,7 +99,7 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
         if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
         printf("}");
     }
-    printf("\n]}\n");
+    cli_json_close(stdout);
 }
 
 /* Where the parallel drafter's rate beats the sequential one's at equal L, as a range

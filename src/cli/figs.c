@@ -19,7 +19,7 @@
 
 static const char *const help =
     "usage: specdec figs [NAME...] [--out DIR] [--list [--tsv]] [--check]\n"
-    "                    [--lm SPEC] [--cost-draft X] [--cost-target SPEC]\n"
+    "                    [--lm SPEC] [--cost-draft X] [--cost-target SPEC] [--threads N]\n"
     "\n"
     "Writes the data of each paper-figure recipe to DIR/NAME.tsv (a '#' header says\n"
     "what each column is, and the source), and checks the figure's reference values\n"
@@ -37,6 +37,7 @@ static const char *const help =
     "                 what specdec plots, what the paper plotted and what differs)\n"
     "  --check        only compute and check the reference values (exit 1 if one moves\n"
     "                 beyond its tolerance); nothing is written\n"
+    "  --threads N    OpenMP threads (default: all; the data are the same for any N)\n"
     "\n"
     "The S recipes (the papers' experiments in kind) run on one model pair and cost\n"
     "model, which the data headers name:\n"
@@ -347,7 +348,7 @@ int cmd_figs(int argc, char **argv)
         {"check", no_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
         {"lm", required_argument, 0, 'm'}, {"cost-draft", required_argument, 0, 'd'},
         {"cost-target", required_argument, 0, 't'}, {"inventory", required_argument, 0, 'i'},
-        {"tsv", no_argument, 0, 'T'}, {0, 0, 0, 0},
+        {"tsv", no_argument, 0, 'T'}, {"threads", required_argument, 0, 'n'}, {0, 0, 0, 0},
     };
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -364,8 +365,11 @@ int cmd_figs(int argc, char **argv)
                 return cli_usage(cmd, "--cost-draft '%s': need a positive number", optarg);
             break;
         case 't': mt = optarg; break;
+        case 'n':
+            if (cli_threads_option(optarg, cmd)) return CLI_USAGE;
+            break;
         case 'h': printf(help, FIG_DEFAULT_MD); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     { /* the model and the cost model, checked before anything runs */

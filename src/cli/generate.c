@@ -57,7 +57,9 @@ static const char *const help =
     "                     'specdec replay --log FILE' answers every scheme's acceptance\n"
     "  --draft D.gguf     the draft model for --log-logits (same vocabulary, token for\n"
     "                     token: checked)\n"
-    "  --json             one JSON object on stdout instead of the text\n"
+    "  --json             one JSON object on stdout instead of the text (every command's\n"
+    "                     envelope: command, version, settings, results: one row with\n"
+    "                     the counts, times and the text)\n"
     "  --ids              the generated token ids (space-separated) instead of the text\n"
     "                     (what 'specdec certify --decoder' reads)\n";
 
@@ -270,19 +272,24 @@ static void gen_report(const gen_opts *o, const gen_run *g)
         char *text = NULL;
         size_t len = 0;
         sd_tokenizer_decode(g->tok, g->all + g->n_prompt, g->n_gen, 0, &text, &len);
-        printf("{\"model\": ");
+        cli_json_open(stdout, "generate");
+        printf("\"model\": ");
         cli_json_string(stdout, o->model);
-        printf(", \"prompt_tokens\": %zu, \"generated_tokens\": %zu, "
+        printf(", \"max_tokens\": %zu, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"seed\": %lu, "
+               "\"threads\": %d, \"device\": \"%s\"}", o->max_tokens, o->sm.temperature, o->sm.top_k, o->sm.top_p,
+               o->sm.seed, omp_get_max_threads(), sd_device_name(o->sm.device));
+        cli_json_results(stdout);
+        printf("\n  {\"prompt_tokens\": %zu, \"generated_tokens\": %zu, "
                "\"prompt_seconds\": %.6f, \"prompt_tokens_per_second\": %.3f, "
                "\"first_pass_seconds\": %.6f, \"generation_passes\": %zu, "
                "\"generation_seconds\": %.6f, \"generation_tokens_per_second\": %.3f, "
                "\"generation_wall_seconds\": %.6f, \"generation_wall_tokens_per_second\": %.3f, "
                "\"generation_median_pass_seconds\": %.6f, \"generation_steady_tokens_per_second\": %.3f, "
-               "\"threads\": %d, \"device\": \"%s\", \"text\": ",
-               g->n_prompt, g->n_gen, g->t_prompt, pr, g->t_first, passes, g->t_pass, gr, g->t_gen, wr, med, sr,
-               omp_get_max_threads(), sd_device_name(o->sm.device));
+               "\"text\": ",
+               g->n_prompt, g->n_gen, g->t_prompt, pr, g->t_first, passes, g->t_pass, gr, g->t_gen, wr, med, sr);
         cli_json_string(stdout, text ? text : "");
-        printf("}\n");
+        printf("}");
+        cli_json_close(stdout);
         free(text);
         return;
     }
@@ -353,7 +360,7 @@ int cmd_generate(int argc, char **argv)
         case O_JSON: o.json = 1; break;
         case O_IDS: o.ids = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);

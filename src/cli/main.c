@@ -1,4 +1,5 @@
 /* specdec: the command line. One binary, one subcommand per job. */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,10 +8,6 @@
 #include "progress.h"
 
 int cmd_random_model(int argc, char **argv); /* randmodel.c */
-
-#ifndef SPECDEC_VERSION
-#define SPECDEC_VERSION "0.1.0"
-#endif
 
 static const struct {
     const char *name;
@@ -55,6 +52,7 @@ static void print_progress(const sd_progress *p, double seconds, int final, void
 int main(int argc, char **argv)
 {
     sd_progress_set_callback(print_progress, NULL);
+    opterr = 0; /* a refused option is reported by cli_bad_option, with the nearest name */
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
@@ -77,6 +75,13 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    const char *names[sizeof commands / sizeof *commands];
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) names[i] = commands[i].name;
+    const char *near = cli_nearest(cmd, names, sizeof commands / sizeof *commands);
+    if (near) {
+        fprintf(stderr, "specdec: unknown command '%s'; did you mean '%s'? (specdec help lists them)\n", cmd, near);
+        return CLI_USAGE;
+    }
     fprintf(stderr, "specdec: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CLI_USAGE;

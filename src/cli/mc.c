@@ -18,7 +18,7 @@
 #include "seq.h"
 
 static const char *const mc_help =
-    "usage: specdec mc --draft D --target T --scheme NAME [-k K] [--samples N] [--seed S]\n"
+    "usage: specdec mc --draft D --target T --scheme LIST [-k K] [--samples N] [--seed S]\n"
     "                  [--threads N] [--bins B] [--mpi] [--chunks C] [--json]\n"
     "\n"
     "Runs the scheme's verifier N times (drafts drawn as the scheme draws them) and\n"
@@ -27,8 +27,9 @@ static const char *const mc_help =
     "target (cells with expected count < 5 pooled; above 256 tokens, tokens are grouped\n"
     "into B bins of equal target mass first, default 64).\n"
     "\n" CLI_PAIR_HELP
-    "  --scheme NAME          sd, specinfer, rrs, kseq, otm or otm-lp (an LP coupling:\n"
-    "                         small V only)\n"
+    "  --scheme LIST          sd, specinfer, rrs, kseq, otm, a comma-separated list of them\n"
+    "                         or all (each run in turn on the same seed); or otm-lp alone\n"
+    "                         (otm through an LP coupling: small V only)\n"
     "  -k, --k K              drafts per position (default 2)\n"
     "  --gamma G              K-SEQ division factor (default gamma*)\n"
     "  --samples N            trials (default 1e6; up to 1e13)\n"
@@ -42,8 +43,9 @@ static const char *const mc_help =
     "  --chunks C             the fixed split of the trials (default 64; chunk c draws from a\n"
     "                         generator seeded from (seed, c)): the result depends on C, never\n"
     "                         on threads or ranks; more ranks than C leave some idle\n"
-    "  --json                 keys: acceptance, ci_low, ci_high, exact, z, chi2_p, g_p,\n"
-    "                         samples, seed, rate\n"
+    "  --json                 one object, every command's envelope: command, version,\n"
+    "                         settings, results: per scheme acceptance, ci_low, ci_high,\n"
+    "                         exact, z, chi2_p, g_p, samples, seed, rate\n"
     "  -h, --help             this text\n"
     "\n"
     "Progress goes to stderr for runs longer than a second.\n";
@@ -57,7 +59,7 @@ static const char *const certify_help =
     "Certifies that a scheme preserves the target distribution, and exits 0 only if it\n"
     "passes both levels:\n"
     "  token level     N verifications on each pair (default: the plan of 15 cases of\n"
-    "                  the README's \"Default pairs\", each at its own k unless -k is\n"
+    "                  CERTIFY.md's \"Default pairs\", each at its own k unless -k is\n"
     "                  given: truncated drafts and targets, one-hot targets, draft =\n"
     "                  target, masses of 1e-12, V up to 150000, k up to 8; with --pair\n"
     "                  or --draft/--target, that pair at -k, default 2); chi-square and\n"
@@ -102,7 +104,9 @@ static const char *const certify_help =
     "  --alpha A              p-value threshold (default 1e-6)\n"
     "  --seed S, --threads N, --mpi, --chunks C   as for specdec mc (both levels are split\n"
     "                         over ranks)\n"
-    "  --json                 one object with both levels (verdict, tail_p, too_good, power)\n"
+    "  --json                 one object, every command's envelope: command, version,\n"
+    "                         settings, pass, verdict, results: one per level, token and\n"
+    "                         sequence (verdict, tail_p, too_good, power)\n"
     "  -h, --help             this text\n"
     "\n"
     "specdec certify --exec CMD certifies a sampler that specdec did not write, over a\n"
@@ -111,7 +115,9 @@ static const char *const certify_help =
 
 typedef struct {
     cli_pair pair;
-    sd_scheme scheme;
+    sd_scheme scheme;              /* the one being run */
+    sd_scheme schemes[SD_SCHEME_COUNT]; /* mc: --scheme all or a list, in order */
+    size_t nschemes;
     int have_scheme;
     size_t k, bins, depth, length;
     sd_verify_params vp;
@@ -126,6 +132,32 @@ typedef struct {
 
 enum { OPT_SCHEME = OPT_FIRST_FREE, OPT_SAMPLES, OPT_SEED, OPT_THREADS, OPT_BINS, OPT_GAMMA,
        OPT_LM, OPT_SEQ, OPT_DEPTH, OPT_LENGTH, OPT_ALPHA, OPT_SHAPE, OPT_MPI, OPT_CHUNKS };
+
+/* --scheme: one name, otm-lp (alone), and for mc also 'all' or a comma-separated list. */
+static int parse_schemes(const char *arg, const char *cmd, mc_opts *o)
+{
+    o->have_scheme = 1;
+    o->otm_lp = !strcmp(arg, "otm-lp");
+    if (o->otm_lp) {
+        o->scheme = o->schemes[0] = SD_SCHEME_OTM, o->nschemes = 1;
+        return 0;
+    }
+    if (!strcmp(arg, "all")) arg = "sd,specinfer,rrs,kseq,otm";
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", arg);
+    o->nschemes = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o->nschemes == SD_SCHEME_COUNT) return cli_usage(cmd, "--scheme %s: a scheme named twice", arg);
+        if (sd_scheme_parse(tok, &o->schemes[o->nschemes]))
+            return cli_usage(cmd, "%s%s", sd_errmsg(), strcmp(cmd, "mc") ? "" : "; or all, or a comma-separated list");
+        o->nschemes++;
+    }
+    if (!o->nschemes) return cli_usage(cmd, "--scheme '%s' names no scheme", arg);
+    if (o->nschemes > 1 && strcmp(cmd, "mc"))
+        return cli_usage(cmd, "--scheme %s: %s takes one scheme (its verdict is the scheme's)", arg, cmd);
+    o->scheme = o->schemes[0];
+    return 0;
+}
 
 static int parse(int argc, char **argv, const char *cmd, const char *help, mc_opts *o)
 {
@@ -159,10 +191,7 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
         if (pr > 0) continue;
         switch (opt) {
         case OPT_SCHEME:
-            o->otm_lp = !strcmp(optarg, "otm-lp");
-            if (o->otm_lp) o->scheme = SD_SCHEME_OTM;
-            else if (sd_scheme_parse(optarg, &o->scheme)) return cli_usage(cmd, "%s", sd_errmsg());
-            o->have_scheme = 1;
+            if (parse_schemes(optarg, cmd, o)) return CLI_USAGE;
             break;
         case 'k':
             if (cli_parse_size(optarg, "-k", cmd, &o->k)) return CLI_USAGE;
@@ -211,7 +240,7 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
             if (o->mp.chunks < 1 || o->mp.chunks > 4096) return cli_usage(cmd, "--chunks must be 1 to 4096");
             break;
         case 'h': fputs(help, stdout); return -1;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -285,8 +314,8 @@ static void print_token_json(const token_run *t, const mc_opts *o)
 
 static void print_token_text(const token_run *t, const mc_opts *o, size_t V)
 {
-    printf("# %s, V = %zu, k = %zu, %.0f samples, seed %lu, %.3g trials/s\n",
-           sd_scheme_name(o->scheme), V, o->k, t->mc.samples, o->mp.seed, t->mc.rate);
+    printf("# %s, V = %zu, k = %zu, %.0f sample%s, seed %lu, %.3g trials/s\n", sd_scheme_name(o->scheme), V,
+           o->k, t->mc.samples, CLI_S(t->mc.samples), o->mp.seed, t->mc.rate);
     if (t->k_used < o->k && o->scheme != SD_SCHEME_SD)
         printf("# k used = %zu: the draft's whole support, drafted without replacement\n", t->k_used);
     printf("acceptance      %.8f  99.9%% CI [%.8f, %.8f]\n", t->mc.acceptance, t->mc.ci_low,
@@ -333,19 +362,29 @@ int cmd_mc(int argc, char **argv)
     double *draft, *target;
     size_t V;
     if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return cli_mpi_finish(&m, rc);
-    token_run t;
-    rc = run_token(&o, cmd, draft, target, V, &t);
-    if (rc == CLI_OK) {
+    if (o.json) {
+        cli_json_open(stdout, cmd);
+        printf("\"vocab\": %zu, \"k\": %zu, ", V, o.k);
+        cli_json_pair(stdout, &o.pair);
+        printf(", \"samples\": %.0f, \"seed\": %lu}", o.mp.samples, o.mp.seed);
+        cli_json_results(stdout);
+    }
+    for (size_t i = 0; i < o.nschemes && rc == CLI_OK; i++) {
+        token_run t;
+        o.scheme = o.schemes[i];
+        if ((rc = run_token(&o, cmd, draft, target, V, &t))) break;
         if (o.json) {
-            printf("{\"scheme\": \"%s\", \"vocab\": %zu, \"k\": %zu, ", sd_scheme_name(o.scheme),
-                   V, o.k);
+            printf("%s\n  {\"scheme\": \"%s\", \"k\": %zu, ", i ? "," : "", sd_scheme_name(o.scheme), o.k);
             print_token_json(&t, &o);
-            printf("}\n");
+            printf("}");
         } else {
+            if (i) printf("\n");
             print_token_text(&t, &o, V);
         }
         sd_mc_result_free(&t.mc);
     }
+    if (o.json && rc == CLI_OK) cli_json_close(stdout);
+    else if (o.json) printf("\n]}\n"); /* the rows so far, still one object */
     free(draft);
     free(target);
     return cli_mpi_finish(&m, rc);
@@ -370,7 +409,7 @@ static int certify_plan(const mc_opts *o, const char *cmd, token_run *t, sd_gof_
 {
     int rc = CLI_OK, have = 0, with_power = 0;
     if (!o->json)
-        printf("== token level: the default plan (%zu cases; README, \"Default pairs\")\n"
+        printf("== token level: the default plan (%zu cases; CERTIFY.md, \"Default pairs\")\n"
                "%-34s %6s %2s %10s %10s %8s %10s %10s %10s %6s  %s\n", sd_family_default_count,
                "pair", "V", "k", "acceptance", "exact", "z", "chi2 p", "G p", "tail p", "power", "verdict");
     for (size_t i = 0; rc == CLI_OK && i < sd_family_default_count; i++) {
@@ -482,17 +521,19 @@ static int certify_run(mc_opts o, const char *cmd)
     sd_gof_verdict v = sd_gof_verdict_worse(tv, sv);
     int token_pass = tv == SD_GOF_PASS, seq_pass = sv == SD_GOF_PASS;
     if (o.json) {
-        printf("{\"scheme\": \"%s\", \"k\": %zu, \"alpha\": %g, \"pass\": %s, \"verdict\": \"%s\",\n"
-               " \"token\": {", sd_scheme_name(o.scheme), o.k, o.alpha, v == SD_GOF_PASS ? "true" : "false",
-               sd_gof_verdict_name(v));
+        cli_json_open(stdout, "certify");
+        printf("\"scheme\": \"%s\", \"k\": %zu, \"alpha\": %g, \"samples\": %.0f, \"seed\": %lu}, "
+               "\"pass\": %s, \"verdict\": \"%s\"", sd_scheme_name(o.scheme), o.k, o.alpha, o.mp.samples,
+               o.mp.seed, v == SD_GOF_PASS ? "true" : "false", sd_gof_verdict_name(v));
+        cli_json_results(stdout);
+        printf("\n  {\"level\": \"token\", ");
         print_token_json(&t, &o);
         printf(", \"tail_p\": %.6g, \"too_good\": %s, \"power\": ", t.gof.tail_p, t.too_good ? "true" : "false");
         cli_json_double(stdout, t.power);
         printf(", \"power_samples\": %.0f, \"verdict\": \"%s\", \"pass\": %s", t.power_runs,
                sd_gof_verdict_name(tv), token_pass ? "true" : "false");
         if (plan_pair) printf(", \"pair\": \"%s\", \"plan_cases\": %zu", plan_pair, sd_family_default_count);
-        printf("},\n \"sequence\": ");
-        printf("{\"model\": \"%s\", \"sequences\": %.0f, \"depth\": %zu, \"length\": %zu, "
+        printf("},\n  {\"level\": \"sequence\", \"model\": \"%s\", \"sequences\": %.0f, \"depth\": %zu, \"length\": %zu, "
                "\"cells\": %zu, \"joint_chi2_p\": ", o.lm, o.seq_samples, o.depth, o.length,
                sc.cells);
         cli_json_double(stdout, sc.joint.chi2_p);
@@ -501,9 +542,10 @@ static int certify_run(mc_opts o, const char *cmd)
         printf(", \"pair_min_p\": ");
         cli_json_double(stdout, sc.cells ? NAN : sc.pair_min.min_p);
         printf(", \"marginal_min_p\": %.6g, \"min_p\": %.6g, \"block_efficiency\": %.6g, "
-               "\"too_good\": %s, \"verdict\": \"%s\", \"pass\": %s}}\n", sc.marginal_min.min_p, sc.min_p,
+               "\"too_good\": %s, \"verdict\": \"%s\", \"pass\": %s}", sc.marginal_min.min_p, sc.min_p,
                sc.block_efficiency, sc.too_good ? "true" : "false", sd_gof_verdict_name(sv),
                seq_pass ? "true" : "false");
+        cli_json_close(stdout);
     } else {
         if (plan_pair) printf("== token level: %s (the worst case: %s, k = %zu)\n", sd_gof_verdict_name(tv),
                               plan_pair, plan_k);

@@ -29,7 +29,8 @@ static const char *const help =
     "  --theorem1             also evaluate SpecTr's Theorem-1 bound by brute force (tiny V)\n"
     "  --verbose              GLPK's own messages on stderr\n"
     "  --force                solve LPs predicted to take over a minute too\n"
-    "  --json                 one JSON object\n"
+    "  --json                 one JSON object (every command's envelope: command, version,\n"
+    "                         settings, closed_form[, theorem1], results: one per LP)\n"
     "  -h, --help             this text\n"
     "\n"
     "Both LPs are written as max-flow with inequalities (accepted mass per source <= its\n"
@@ -107,7 +108,7 @@ static int parse_args(int argc, char **argv, const char *cmd, otm_opts *o)
         case OPT_FORCE: o->force = 1; break;
         case OPT_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -152,13 +153,16 @@ static int solve_form(const otm_opts *o, int f, const double *draft, const doubl
 static void print_json(const otm_opts *o, size_t V, double closed, double bound,
                        const lp_row *rows)
 {
-    printf("{\"vocab\": %zu, \"k\": %zu, \"closed_form\": ", V, o->k);
+    cli_json_open(stdout, "otm");
+    printf("\"vocab\": %zu, \"k\": %zu, ", V, o->k);
+    cli_json_pair(stdout, &o->pair);
+    printf("}, \"closed_form\": ");
     cli_json_double(stdout, closed);
     if (o->theorem1) {
         printf(", \"theorem1\": ");
         cli_json_double(stdout, bound);
     }
-    printf(", \"lps\": [");
+    cli_json_results(stdout);
     int first = 1;
     for (int f = 0; f < 2; f++) {
         if (!rows[f].ran) continue;
@@ -179,7 +183,7 @@ static void print_json(const otm_opts *o, size_t V, double closed, double bound,
         cli_json_double(stdout, r->acceptance - closed);
         printf("}");
     }
-    printf("\n]}\n");
+    cli_json_close(stdout);
 }
 
 static void print_table(const otm_opts *o, size_t V, double closed, double bound,

@@ -103,7 +103,7 @@ int cmd_random_model(int argc, char **argv)
         case O_CTX: if (cli_parse_size(optarg, "--ctx", cmd, &ctx)) return CLI_USAGE; break;
         case O_SEED: if (cli_parse_size(optarg, "--seed", cmd, &seed)) return CLI_USAGE; break;
         case OPT_HELP: fputs(help, stdout); return CLI_OK;
-        default: fprintf(stderr, "%s", help); return CLI_USAGE;
+        default: return cli_bad_option(cmd, argv, opts, "");
         }
     }
     if (optind < argc) {

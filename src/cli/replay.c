@@ -22,14 +22,18 @@ static const char *const help =
     "                      [--tokens-log K.npy]) [--scheme LIST|all] [-k K]\n"
     "                      [--temperature T] [--top-k N] [--top-p P] [--cost-ratio C]\n"
     "                      [--vocab-map FILE] [--skip-bad-positions] [--precision-check]\n"
-    "                      [--positions N] [--samples M] [--seed S] [--mpi] [--json]\n"
+    "                      [--positions N] [--samples M] [--seed S] [--cost FILE] [--mpi]\n"
+    "                      [--json]\n"
     "\n"
     "What each verification scheme would have given on logged draft and target logits,\n"
     "without rerunning the models. Per scheme: the mean exact acceptance over positions\n"
     "(Monte Carlo with M trials at positions beyond the exact method's reach) with a\n"
     "99.9% interval over positions and its quantiles; the total variation between the\n"
     "models; the chain's block efficiency along the logged path and its predicted\n"
-    "speedup for gamma = 1..8 at cost ratio C (blocks start where the last one ended).\n"
+    "speedup for gamma = 1..8 (blocks start where the last one ended), priced either by\n"
+    "assumption, a draft call C of a target pass and a target pass over gamma + 1 tokens\n"
+    "as dear as one over 1 (a memory-bound target: a large model, a GPU), or by the costs\n"
+    "measured on this machine (--cost FILE); the table states which beside each speedup.\n"
     "The tokens log (int64, int32 or float), if given, is checked against the positions\n"
     "but not used yet.\n"
     "\n"
@@ -42,7 +46,11 @@ static const char *const help =
     "  -k, --k K              drafts per position (default 4; rrs at a position whose draft\n"
     "                         support s < K, after filtering, drafts all s)\n"
     "  --temperature T, --top-k N, --top-p P   applied to both models at replay time\n"
-    "  --cost-ratio C         M_D / M_T for the chain speedup (default 0.1)\n"
+    "  --cost-ratio C         M_D / M_T for the chain speedup (default 0.1), and M_T(n) =\n"
+    "                         M_T(1): the assumption\n"
+    "  --cost FILE            the costs measured by 'specdec decode --cost-out FILE' (rows\n"
+    "                         'n M_T(n) M_D(n)'): a block of gamma drafts costs gamma M_D(1)\n"
+    "                         + M_T(gamma + 1), against M_T(1) per token without drafts\n"
     "  --vocab-map FILE       draft and target vocabularies differ: lines 'draft_id target_id'\n"
     "                         (draft tokens without a line can never be accepted)\n"
     "  --skip-bad-positions   skip positions with NaN or +inf logits (counted, first reported)\n"
@@ -53,7 +61,9 @@ static const char *const help =
     "  --mpi                  share the positions among MPI ranks (build-mpi/specdec under\n"
     "                         mpirun or srun; implied by such a launch; every rank reads the\n"
     "                         log): the output is the same as one process's, bit for bit\n"
-    "  --seed S, --json, -h/--help\n";
+    "  --seed S, -h/--help\n"
+    "  --json                 one object, every command's envelope: command, version,\n"
+    "                         settings, positions, tv, chain, results: one per scheme\n";
 
 static int read_vocab_map(const char *path, size_t vd, size_t vt, size_t **map)
 {
@@ -110,7 +120,8 @@ static int replay_ranks(cli_mpi *m, const sd_log *log, const sd_replay_params *p
 typedef struct {
     sd_replay_params p;
     const char *log, *draft_log, *target_log, *tokens_log, *schemes, *vocab_map;
-    int json, mpi;
+    const char *cost;          /* --cost FILE: the measured M_T(n), M_D(n) */
+    int json, mpi, have_cost_ratio;
 } replay_opts;
 
 /* --scheme LIST into p->want ("all" keeps the default); CLI_USAGE on an unknown name. */
@@ -135,7 +146,7 @@ static int parse_schemes(const char *cmd, const char *schemes, sd_replay_params 
 static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
 {
     enum { R_LOG = 3000, R_DLOG, R_TLOG, R_KLOG, R_SCHEME, R_TEMP, R_TOPK, R_TOPP, R_COST, R_MAP,
-           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON, R_MPI };
+           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON, R_MPI, R_COSTFILE };
     static const struct option longopts[] = {
         {"log", required_argument, 0, R_LOG}, {"draft-log", required_argument, 0, R_DLOG},
         {"target-log", required_argument, 0, R_TLOG}, {"tokens-log", required_argument, 0, R_KLOG},
@@ -146,7 +157,7 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         {"precision-check", no_argument, 0, R_PREC}, {"positions", required_argument, 0, R_POS},
         {"samples", required_argument, 0, R_SAMPLES}, {"seed", required_argument, 0, R_SEED},
         {"json", no_argument, 0, R_JSON}, {"mpi", no_argument, 0, R_MPI},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"cost", required_argument, 0, R_COSTFILE}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
     o->p = sd_replay_default_params();
@@ -167,7 +178,12 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         case R_TEMP: if (cli_parse_double(optarg, "--temperature", cmd, &p->temperature)) return CLI_USAGE; break;
         case R_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &p->top_k)) return CLI_USAGE; break;
         case R_TOPP: if (cli_parse_double(optarg, "--top-p", cmd, &p->top_p)) return CLI_USAGE; break;
-        case R_COST: if (cli_parse_double(optarg, "--cost-ratio", cmd, &p->cost_ratio)) return CLI_USAGE; break;
+        case R_COST:
+            if (cli_parse_double(optarg, "--cost-ratio", cmd, &p->cost_ratio)) return CLI_USAGE;
+            if (!(p->cost_ratio >= 0)) return cli_usage(cmd, "--cost-ratio %s: need a number >= 0", optarg);
+            o->have_cost_ratio = 1;
+            break;
+        case R_COSTFILE: o->cost = optarg; break;
         case R_MAP: o->vocab_map = optarg; break;
         case R_SKIP: p->skip_bad = 1; break;
         case R_PREC: p->precision_check = 1; break;
@@ -179,13 +195,15 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
             break;
         case R_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     const char *dlog = o->draft_log, *tlog = o->target_log;
     if (!o->log == !(dlog && tlog) || ((dlog || tlog) && !(dlog && tlog)))
         return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
+    if (o->cost && o->have_cost_ratio)
+        return cli_usage(cmd, "--cost FILE gives the cost ratio (its M_D(1) / M_T(1)): no --cost-ratio");
     int rc = parse_schemes(cmd, o->schemes, p);
     if (rc) return rc;
     if (p->k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
@@ -193,14 +211,24 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
 }
 
 /* The log and, with --vocab-map, the map (set in o->p; the caller frees *map). */
-static int open_inputs(replay_opts *o, sd_log **log, size_t **map)
+static int open_inputs(replay_opts *o, sd_log **log, size_t **map, sd_cost_curve **curves)
 {
     *map = NULL;
+    curves[0] = curves[1] = NULL;
+    if (o->cost) {
+        int rc = sd_cost_file_read(o->cost, &curves[0], &curves[1]);
+        if (rc) return rc;
+        o->p.target_cost = curves[0], o->p.draft_cost = curves[1];
+    }
     int rc = o->log ? sd_log_open_safetensors(o->log, log)
                     : sd_log_open_npy(o->draft_log, o->target_log, o->tokens_log, log);
-    if (rc || !o->vocab_map) return rc;
+    if (rc || !o->vocab_map) {
+        if (rc) sd_cost_curve_free(curves[0]), sd_cost_curve_free(curves[1]);
+        return rc;
+    }
     if ((rc = read_vocab_map(o->vocab_map, sd_log_vocab_draft(*log), sd_log_vocab_target(*log), map))) {
         sd_log_close(*log);
+        sd_cost_curve_free(curves[0]), sd_cost_curve_free(curves[1]);
         return rc;
     }
     o->p.vocab_map = *map;
@@ -208,12 +236,43 @@ static int open_inputs(replay_opts *o, sd_log **log, size_t **map)
     return SD_OK;
 }
 
-static void print_json(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
+static void print_json(const replay_opts *o, const sd_log *log, const sd_replay_result *r)
 {
-    printf("{\"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, \"dtype\": \"%s\", "
-           "\"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"results\": [",
-           r->positions, r->skipped, sd_log_vocab_target(log), sd_log_dtype_name(log),
+    const sd_replay_params *p = &o->p;
+    cli_json_open(stdout, "replay");
+    if (o->log) {
+        printf("\"log\": ");
+        cli_json_string(stdout, o->log);
+    } else {
+        printf("\"draft_log\": ");
+        cli_json_string(stdout, o->draft_log);
+        printf(", \"target_log\": ");
+        cli_json_string(stdout, o->target_log);
+    }
+    printf(", \"k\": %zu, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"cost\": ", p->k,
            p->temperature, p->top_k, p->top_p);
+    if (o->cost) cli_json_string(stdout, o->cost);
+    else printf("null");
+    printf(", \"cost_ratio\": %g, "
+           "\"samples\": %.0f, \"seed\": %lu},\n \"positions\": %zu, \"skipped\": %zu, \"vocab\": %zu, "
+           "\"dtype\": \"%s\", \"tv\": {\"mean\": %.10g, \"quantiles\": ",
+           r->cost_ratio, p->mc_trials, p->seed, r->positions,
+           r->skipped, sd_log_vocab_target(log), sd_log_dtype_name(log), r->tv_mean);
+    json_quantiles(r->tv_quantile);
+    printf("},\n \"chain\": [");
+    for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
+        printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, \"target_pass_cost\": %.10g, "
+               "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g, r->chain_efficiency[g], r->chain_speedup[g],
+               r->chain_pass_cost[g], r->leviathan_efficiency[g]);
+    printf("]");
+    if (p->precision_check) {
+        printf(", \"float16\": {\"sd_mean_acceptance\": ");
+        cli_json_double(stdout, r->f16_sd_mean);
+        printf(", \"mean_abs_change\": ");
+        cli_json_double(stdout, r->f16_abs_diff);
+        printf(", \"positions_out_of_range\": %zu}", r->f16_skipped);
+    }
+    cli_json_results(stdout);
     int first = 1;
     for (int s = 0; s < SD_SCHEME_COUNT; s++) {
         const sd_replay_scheme *x = &r->scheme[s];
@@ -227,25 +286,10 @@ static void print_json(const sd_replay_params *p, const sd_log *log, const sd_re
         printf("}");
         first = 0;
     }
-    printf("\n], \"tv\": {\"mean\": %.10g, \"quantiles\": ", r->tv_mean);
-    json_quantiles(r->tv_quantile);
-    printf("}, \"cost_ratio\": %g, \"chain\": [", p->cost_ratio);
-    for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
-        printf("%s{\"gamma\": %d, \"block_efficiency\": %.10g, \"speedup\": %.10g, "
-               "\"iid_block_efficiency\": %.10g}", g > 1 ? ", " : "", g,
-               r->chain_efficiency[g], r->chain_speedup[g], r->leviathan_efficiency[g]);
-    printf("]");
-    if (p->precision_check) {
-        printf(", \"float16\": {\"sd_mean_acceptance\": ");
-        cli_json_double(stdout, r->f16_sd_mean);
-        printf(", \"mean_abs_change\": ");
-        cli_json_double(stdout, r->f16_abs_diff);
-        printf(", \"positions_out_of_range\": %zu}", r->f16_skipped);
-    }
-    printf("}\n");
+    cli_json_close(stdout);
 }
 
-static void print_table(const sd_replay_params *p, const sd_log *log, const sd_replay_result *r)
+static void print_table(const sd_replay_params *p, const char *cost, const sd_log *log, const sd_replay_result *r)
 {
     printf("# specdec replay: %zu position%s (%zu skipped), V = %zu, %s logits, T = %g, "
            "top-k %zu, top-p %g, k = %zu\n", r->positions, CLI_S(r->positions), r->skipped, sd_log_vocab_target(log),
@@ -262,10 +306,18 @@ static void print_table(const sd_replay_params *p, const sd_log *log, const sd_r
     }
     printf("total variation: mean %.6f, median %.4f, p90 %.4f\n", r->tv_mean,
            r->tv_quantile[2], r->tv_quantile[3]);
-    printf("chain along the logged path (cost ratio %g):\n  gamma  block eff  speedup  (i.i.d. at mean sd acceptance)\n", p->cost_ratio);
+    if (cost)
+        printf("chain along the logged path, priced by the costs measured in %s: c = M_D(1)/M_T(1) = %.4g,\n"
+               "a target pass over gamma + 1 tokens M_T(gamma+1)/M_T(1) as measured:\n", cost, r->cost_ratio);
+    else
+        printf("chain along the logged path, priced by assumption (--cost FILE from 'specdec decode\n"
+               "--cost-out FILE' prices it as measured): c = M_D/M_T = %g, and a target pass over\n"
+               "gamma + 1 tokens costs one pass over 1 (M_T(gamma+1)/M_T(1) = 1, a memory-bound target):\n",
+               r->cost_ratio);
+    printf("  gamma  block eff  speedup  M_T(g+1)/M_T(1)  (i.i.d. at mean sd acceptance)\n");
     for (int g = 1; g <= SD_REPLAY_MAX_GAMMA; g++)
-        printf("  %5d  %9.4f  %7.4f  %9.4f\n", g, r->chain_efficiency[g], r->chain_speedup[g],
-               r->leviathan_efficiency[g]);
+        printf("  %5d  %9.4f  %6.3fx  %15.3f  %9.4f\n", g, r->chain_efficiency[g], r->chain_speedup[g],
+               r->chain_pass_cost[g], r->leviathan_efficiency[g]);
     if (p->precision_check)
         printf("float16 logits: sd acceptance %.6f (as logged: %.6f), mean |change| per "
                "position %.3g%s\n", r->f16_sd_mean, r->scheme[SD_SCHEME_SD].mean, r->f16_abs_diff,
@@ -285,14 +337,16 @@ int cmd_replay(int argc, char **argv)
     o.p.progress = m.rank == 0;
     sd_log *log;
     size_t *map;
-    if (open_inputs(&o, &log, &map)) return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
+    sd_cost_curve *curves[2];
+    if (open_inputs(&o, &log, &map, curves)) return cli_mpi_finish(&m, cli_fail(cmd, sd_errmsg()));
     sd_replay_result r;
     rc = m.on ? replay_ranks(&m, log, &o.p, &r) : sd_replay_run(log, &o.p, &r);
     if (rc) rc = cli_fail(cmd, sd_errmsg());
-    else if (o.json) print_json(&o.p, log, &r);
-    else print_table(&o.p, log, &r);
+    else if (o.json) print_json(&o, log, &r);
+    else print_table(&o.p, o.cost, log, &r);
     free(map);
     sd_log_close(log);
+    sd_cost_curve_free(curves[0]), sd_cost_curve_free(curves[1]);
     return cli_mpi_finish(&m, rc);
 }
 
@@ -300,7 +354,7 @@ int cmd_replay(int argc, char **argv)
 
 static const char *const synth_help =
     "usage: specdec synth-log --lm SPEC --out PATH [--positions N] [--sequences S]\n"
-    "                         [--dtype f16|bf16|f32|f64] [--seed S]\n"
+    "                         [--dtype f16|bf16|f32|f64] [--seed S] [--threads N]\n"
     "\n"
     "Writes a log of draft and target logits (log-probabilities) along sequences sampled\n"
     "from the target model of a pair (synthetic, or two GGUF models: sequences start at\n"
@@ -313,7 +367,8 @@ static const char *const synth_help =
     "  --device cpu|cuda  gguf: pairs: where the decoder's passes run (default cpu)\n"
     "  --positions N    positions per sequence (default 400)\n"
     "  --sequences S    sequences (default 1; > 1 writes [S, N, V] arrays)\n"
-    "  --dtype D        stored precision (default f32)\n";
+    "  --dtype D        stored precision (default f32)\n"
+    "  --threads N      OpenMP threads of a gguf: pair's passes (default: all)\n";
 
 typedef struct {
     sd_lm *draft, *target;
@@ -341,13 +396,13 @@ static int synth_row(void *p, size_t i, double *dl, double *tl, long long *tok)
 int cmd_synth_log(int argc, char **argv)
 {
     const char *cmd = "synth-log";
-    enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE, S_SEED };
+    enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE, S_SEED, S_THREADS };
     sd_device device = SD_DEVICE_CPU;
     static const struct option longopts[] = {
         {"lm", required_argument, 0, S_LM}, {"out", required_argument, 0, S_OUT}, CLI_DEVICE_LONGOPT,
         {"positions", required_argument, 0, S_POS}, {"sequences", required_argument, 0, S_SEQ},
         {"dtype", required_argument, 0, S_DTYPE}, {"seed", required_argument, 0, S_SEED},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"threads", required_argument, 0, S_THREADS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *lm = NULL, *out = NULL;
     size_t positions = 400, sequences = 1, seed = 2385;
@@ -363,6 +418,9 @@ int cmd_synth_log(int argc, char **argv)
         case S_POS: if (cli_parse_size(optarg, "--positions", cmd, &positions)) return CLI_USAGE; break;
         case S_SEQ: if (cli_parse_size(optarg, "--sequences", cmd, &sequences)) return CLI_USAGE; break;
         case S_SEED: if (cli_parse_size(optarg, "--seed", cmd, &seed)) return CLI_USAGE; break;
+        case S_THREADS:
+            if (cli_threads_option(optarg, cmd)) return CLI_USAGE;
+            break;
         case S_DTYPE:
             if (!strcmp(optarg, "f16")) dtype = SD_NPY_F16;
             else if (!strcmp(optarg, "bf16")) dtype = SD_NPY_BF16;
@@ -371,7 +429,7 @@ int cmd_synth_log(int argc, char **argv)
             else return cli_usage(cmd, "--dtype is f16, bf16, f32 or f64, not '%s'", optarg);
             break;
         case 'h': fputs(synth_help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (!lm || !out) return cli_usage(cmd, "--lm and --out are required");

@@ -741,7 +741,7 @@ int cmd_sweep(int argc, char **argv)
         case S_STOP: if (cli_parse_size(optarg, "--stop-after", cmd, &stop_after)) return CLI_USAGE; break;
         case S_MPI: want_mpi = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind + 1 != argc) return cli_usage(cmd, "give one GRID file");

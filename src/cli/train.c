@@ -26,10 +26,6 @@
 #include "model/tokenizer.h"
 #include "model/train.h"
 
-#ifndef SPECDEC_VERSION
-#define SPECDEC_VERSION "0.1.0"
-#endif
-
 static const char *const help =
     "usage: specdec train --corpus TRAIN.txt [--val VAL.txt] (--vocab N | --tokenizer M.gguf |\n"
     "                     --teacher M.gguf) --out MODEL.gguf [model, optimizer, log options]\n"
@@ -821,7 +817,7 @@ int cmd_train(int argc, char **argv)
             fputs(help, stdout);
             return CLI_OK;
         }
-        if (c == '?') return cli_usage(cmd, "unknown option");
+        if (c == '?') return cli_bad_option(cmd, argv, longopts, "h");
         if (parse_opt(&o, c, optarg)) return CLI_USAGE;
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);

@@ -66,7 +66,10 @@ static const char *const help =
     "  --size-ratio R     draft size / target size for MBSU (default: --cost-draft)\n"
     "  --exact, --no-exact  insist on / skip the exact block efficiency (default: when small)\n"
     "  --samples N        Monte-Carlo blocks (default 1e5; 0 = none)\n"
-    "  --seed S, --threads N, --json, -h/--help\n"
+    "  --seed S, --threads N (the result is the same for any N), -h/--help\n"
+    "  --json             one object, every command's envelope: command, version,\n"
+    "                     settings[, rank_acceptance], results: the tree (and with\n"
+    "                     --optimize gt the throughput-optimal one after it)\n"
     CLI_DEVICE_HELP
     "\n"
     "Example: specdec tree --lm const:0.8 --scheme chain --shape chain:4 --exact --json\n"
@@ -160,7 +163,7 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
             break;
         case OPT_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return -1;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -256,8 +259,8 @@ static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e,
         printf("== %s: built per block, %.2f draft nodes on average (charged so), depth <= %zu\n"
                "   %s\n", label, tree_cost_nodes(t, e->nodes), t->max_depth, shape);
     else
-        printf("== %s: %zu draft nodes, depth %zu, %.0f draft call(s)\n   %s\n", label,
-               sd_tree_nodes(t), t->max_depth, tree_draft_calls(t), shape);
+        printf("== %s: %zu draft node%s, depth %zu, %.0f draft call%s\n   %s\n", label, sd_tree_nodes(t),
+               CLI_S(sd_tree_nodes(t)), t->max_depth, tree_draft_calls(t), CLI_S(tree_draft_calls(t)), shape);
     if (e->predicted > 0) printf("   predicted efficiency %.6f (1 + sum of estimated node acceptance)\n", e->predicted);
     if (e->have_exact) printf("   block efficiency     %.10f (exact)\n", e->exact);
     if (e->have_mc)
@@ -335,28 +338,23 @@ int cmd_tree(int argc, char **argv)
     }
     const char *label = o.optimize ? (!strcmp(o.optimize, "gt") ? "gt" : "throughput") : "shape";
     if (o.json) {
-        printf("{\"lm\": \"%s\", \"scheme\": \"%s\", \"cost_draft\": %g, \"cost_target\": \"%s\", "
-               "\"threshold\": %g, ", o.lm, sd_scheme_name(o.tp.scheme), o.cost_draft,
-               o.cost_target, o.threshold);
+        cli_json_open(stdout, cmd);
+        printf("\"lm\": \"%s\", \"scheme\": \"%s\", \"cost_draft\": %g, \"cost_target\": \"%s\", "
+               "\"threshold\": %g, \"samples\": %.0f, \"seed\": %lu}", o.lm, sd_scheme_name(o.tp.scheme),
+               o.cost_draft, o.cost_target, o.threshold, o.mp.samples, o.mp.seed);
         if (o.optimize) {
-            printf("\"rank_acceptance\": [");
+            printf(", \"rank_acceptance\": [");
             for (size_t r = 0; r < o.max_rank; r++) printf("%s%.6g", r ? ", " : "", ranks[r]);
-            printf("], ");
+            printf("]");
         }
-        printf("\"tree\": ");
+        cli_json_results(stdout);
+        printf("\n  ");
         print_eval(&o, t, &e, label);
         if (best) {
-            printf(", \"throughput_tree\": ");
+            printf(",\n  ");
             print_eval(&o, best, &eb, "throughput");
         }
-        /* the top-level keys of the first tree, for scripts that read one tree */
-        printf(", \"block_efficiency\": ");
-        cli_json_double(stdout, e.have_exact ? e.exact : e.mc);
-        printf(", \"ci_low\": ");
-        cli_json_double(stdout, e.have_mc ? e.lo : NAN);
-        printf(", \"ci_high\": ");
-        cli_json_double(stdout, e.have_mc ? e.hi : NAN);
-        printf(", \"speedup\": %.10g}\n", e.speed.speedup);
+        cli_json_close(stdout);
     } else {
         printf("# specdec tree: lm %s, scheme %s, M_D %g, M_T %s\n", o.lm,
                sd_scheme_name(o.tp.scheme), o.cost_draft, o.cost_target);
@@ -388,7 +386,7 @@ out:
 static const char *const compare_help =
     "usage: specdec compare --lm SPEC (--budget B | --length L) [--shapes FILE]\n"
     "                       [--samples N] [--cost-draft X] [--cost-target SPEC]\n"
-    "                       [--size-ratio R] [--seed S] [--json]\n"
+    "                       [--size-ratio R] [--seed S] [--threads N] [--json]\n"
     "\n"
     "RSD's fixed-budget and fixed-length comparisons on a model pair: every tree RSD\n"
     "used for that budget (6, 10, 14, 21, 30 draft tokens) or draft length (2-5), for SD\n"
@@ -403,7 +401,8 @@ static const char *const compare_help =
     "  --length L         fixed-length table for L in {2, 3, 4, 5}\n"
     "  --shapes FILE      the shape table (default data/rsd_shapes.tsv)\n"
     "  --samples N        blocks per tree (default 1e5)\n"
-    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --json: as for tree\n"
+    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --threads N, --json:\n"
+    "                     as for tree (the result is the same for any --threads)\n"
     CLI_DEVICE_HELP;
 
 /* One row of the shape table as a tree spec and its verifier. */
@@ -425,14 +424,14 @@ static int row_spec(const char *method, const char *shape, char *spec, size_t ca
 int cmd_compare(int argc, char **argv)
 {
     const char *cmd = "compare";
-    enum { C_LM = 2000, C_BUDGET, C_LENGTH, C_SHAPES, C_SAMPLES, C_CD, C_CT, C_SIZE, C_SEED, C_JSON };
+    enum { C_LM = 2000, C_BUDGET, C_LENGTH, C_SHAPES, C_SAMPLES, C_CD, C_CT, C_SIZE, C_SEED, C_JSON, C_THREADS };
     static const struct option longopts[] = {
         {"lm", required_argument, 0, C_LM}, {"budget", required_argument, 0, C_BUDGET},
         {"length", required_argument, 0, C_LENGTH}, {"shapes", required_argument, 0, C_SHAPES},
         {"samples", required_argument, 0, C_SAMPLES}, {"cost-draft", required_argument, 0, C_CD},
         {"cost-target", required_argument, 0, C_CT}, {"size-ratio", required_argument, 0, C_SIZE},
         {"seed", required_argument, 0, C_SEED}, {"json", no_argument, 0, C_JSON}, CLI_DEVICE_LONGOPT,
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"threads", required_argument, 0, C_THREADS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     tree_opts o;
     memset(&o, 0, sizeof o);
@@ -465,11 +464,16 @@ int cmd_compare(int argc, char **argv)
             o.mp.seed = (unsigned long)sz;
             break;
         case C_JSON: o.json = 1; break;
+        case C_THREADS:
+            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
+            if (!sz || sz > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", optarg);
+            o.mp.threads = (int)sz;
+            break;
         case OPT_S_DEVICE:
             if (cli_device_option(optarg, cmd, &o.device)) return CLI_USAGE;
             break;
         case 'h': fputs(compare_help, stdout); return CLI_OK;
-        default: return cli_usage(cmd, "unknown option");
+        default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -494,7 +498,13 @@ int cmd_compare(int argc, char **argv)
     }
     sd_cost_model cm = {o.cost_draft, curve, 0, NULL};
     char line[1024];
-    if (o.json) printf("{\"lm\": \"%s\", \"experiment\": \"%s\", \"value\": %zu, \"rows\": [", o.lm, experiment, value);
+    if (o.json) {
+        cli_json_open(stdout, cmd);
+        printf("\"lm\": \"%s\", \"experiment\": \"%s\", \"value\": %zu, \"cost_draft\": %g, "
+               "\"cost_target\": \"%s\", \"samples\": %.0f, \"seed\": %lu}", o.lm, experiment, value,
+               o.cost_draft, o.cost_target, o.mp.samples, o.mp.seed);
+        cli_json_results(stdout);
+    }
     else {
         printf("# specdec compare: %s %zu on %s, M_D %g, M_T %s, %.0f blocks per tree\n",
                experiment, value, o.lm, o.cost_draft, o.cost_target, o.mp.samples);
@@ -546,7 +556,7 @@ int cmd_compare(int argc, char **argv)
         snprintf(msg, sizeof msg, "no %s rows for %zu in %.100s (budgets 6, 10, 14, 21, 30; lengths 2-5)",
                  experiment, value, shapes);
         rc = cli_fail(cmd, msg);
-    } else if (rc == CLI_OK && o.json) printf("\n]}\n");
+    } else if (rc == CLI_OK && o.json) cli_json_close(stdout);
 out:
     fclose(f);
     sd_lm_free(draft);

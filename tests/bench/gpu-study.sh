@@ -265,7 +265,7 @@ export STUDY_BUILD STUDY_RESULTS="$RESULTS" E2E_PROMPTS E2E_TOKENS E2E_THREADS E
 echo "# gpu-study: $DEVICE; $E2E_PROMPTS prompts x $E2E_TOKENS tokens, $E2E_THREADS threads; results in $RESULTS/"
 
 # time limits (s) of each step on the GPU: about 3x the expected time, and together
-# about 20 minutes of the expected device time (README: the GPU section)
+# about 20 minutes of the expected device time (SCALE.md: the GPU section)
 limit() {
     case $1 in
     decode) echo 240 ;; check) echo 180 ;; gt) echo 420 ;; parallel) echo 300 ;;

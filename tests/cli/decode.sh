@@ -89,7 +89,7 @@ expect 2 "picks its own schemes" -- "$SPECDEC" decode $P --parallel-sweep 1-2 --
 
 # one prompt: too few for the paired intervals, which JSON gives as null and the table as none
 out=$("$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6 --json 2>&1)
-printf '%s' "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin)["rows"]; sys.exit(r[1]["vs_best"]["interval"] is not None)' \
+printf '%s' "$out" | python3 -c 'import json, sys; r = json.load(sys.stdin)["results"]; sys.exit(r[1]["vs_best"]["interval"] is not None)' \
     && ok || { bad "decode --prompt --json: not JSON, or an interval from one prompt"; printf '%s\n' "$out" | grep -n nan | head -3; }
 expect 0 "0\.[0-9]* \[none\] .* -$" -- "$SPECDEC" decode $D --prompt "Call me" --scheme sd,rsd-s --max-tokens 6
 # counts in the singular when they are one
@@ -121,4 +121,15 @@ expect 1 "past the context of 48 (use a smaller shape)" -- "$SPECDEC" decode $D 
 expect 1 "k-configuration has 0 children" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:0
 expect 1 "gt-sweep '1,x'" -- "$SPECDEC" decode $D --gt-sweep 1,x
 
+# --text: at temperature 0 each scheme's text is the target's own greedy text (generate's)
+S="--target data/models/target.gguf --draft data/models/draft.gguf --prompt Ishmael --max-tokens 24 --temperature 0 --quiet"
+g=$("$SPECDEC" generate --model data/models/target.gguf --prompt Ishmael --max-tokens 24 --temperature 0 2>/dev/null)
+"$SPECDEC" decode $S --scheme sd,rsd-s,gt --text > "$T/text.txt" 2>&1 || bad "decode --text failed: $(head -3 "$T/text.txt")"
+for s in sd rsd-s; do
+    d=$(awk -v s="$s" '/^== / { on = ($2 == s) ; next } on && /^prompt: / { p = 1; next } on && p' "$T/text.txt")
+    [ -n "$g" ] && [ "$d" = "$g" ] && ok || bad "decode --text, $s: '$d', generate: '$g'"
+done
+grep -q "^prompt: Ishmael$" "$T/text.txt" && grep -q "^== gt: not run: its tree is built from a calibration" "$T/text.txt" &&
+    ok || bad "decode --text: no prompt line or no word on gt: $(head -3 "$T/text.txt")"
+expect 2 "no --gt-sweep, --parallel-sweep, --check, --json, --tsv, --cost-out or --ids" -- "$SPECDEC" decode $S --text --json
 finish "cli decode"

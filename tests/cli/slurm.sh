@@ -1,7 +1,7 @@
 #!/bin/sh
 # paper-figs/slurm.sbatch on a real Slurm cluster: a private one-node cluster on the
 # loopback (its own slurm.conf, state, spool and logs in a temporary folder, 2 CPUs, its
-# own munged with a fresh key and socket, unusual ports), to which the README's Slurm
+# own munged with a fresh key and socket, unusual ports), to which SCALE.md's Slurm
 # commands are submitted as written, from a folder that holds links to paper-figs/ and
 # build-mpi/ (so the jobs' files stay in the temporary folder):
 #   - an mc step over 2 tasks launched by srun (--mpi=pmix) prints what the plain build
@@ -159,8 +159,8 @@ ln -s "$MPISPECDEC" "$T/sub/build-mpi/specdec"
 mkdir "$T/jobtmp"
 export TMPDIR="$T/jobtmp"
 
-readme() { # readme 'sbatch ...': the README shows this line as written; submits it from $T/sub
-    grep -qxF "    $1" "$REPO/README.md" && ok || bad "the README does not show: $1"
+readme() { # readme 'sbatch ...': SCALE.md shows this line as written; submits it from $T/sub
+    grep -qxF "    $1" "$REPO/SCALE.md" && ok || bad "SCALE.md does not show: $1"
     (cd "$T/sub" && eval "$1") > "$T/submit" 2>&1
     job=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' "$T/submit")
     [ -n "$job" ] || { bad "not submitted: $1"; cat "$T/submit"; }
@@ -193,7 +193,7 @@ if [ -n "$job" ] && finished "$job"; then
     [ -n "$want" ] && [ "$got" = "$want" ] && ok || { bad "mc over srun differs from one process"; echo "$got" | head -c 600; }
 fi
 
-# 1b. the same step launched by mpirun inside the allocation (SD_SRUN=mpirun, the README's
+# 1b. the same step launched by mpirun inside the allocation (SD_SRUN=mpirun, SCALE.md's
 #     way where srun has no PMIx; root may run it here, as in tests/cli/mpi.sh)
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 (cd "$T/sub" && SD_SRUN=mpirun SD_OUT=out/mpirun sbatch -N1 --ntasks-per-node=2 paper-figs/slurm.sbatch mc 2e6) > "$T/submit" 2>&1

@@ -19,6 +19,7 @@ expect 1 "cost curve" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape p
 # GT goes 10 deep at alpha 0.8, c 0.1; the throughput-optimal chain 6 (Leviathan's optimum)
 expect 0 "gt: 10 draft nodes, depth 10" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --optimize gt --samples 1000
 expect 0 "throughput-optimal: 6 draft nodes, depth 6" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --optimize gt --samples 1000
+expect 0 "shape: 1 draft node, depth 1, 1 draft call$" -- "$SPECDEC" tree --lm const:0.8 --scheme chain --shape 1 --exact --samples 0
 expect 0 "exact" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme kseq --shape spectr:2,3 --samples 1000
 expect 0 "Monte Carlo" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme rsd-c --shape beam:2,3 --samples 1000
 expect 0 "rsd-s" -- "$SPECDEC" compare --lm markov:4,1,0.5,7,0.5 --budget 6 --samples 2000

@@ -1,5 +1,5 @@
 /* A speculative sampler for `specdec certify --exec`, written without specdec: it
- * shows the protocol (README, "certify --exec: the protocol") in plain C and is the
+ * shows the protocol (CERTIFY.md, "The protocol") in plain C and is the
  * C adapter the tests and the throughput bench run.
  *
  *   adapter sd          one draft: accept x with min(1, target/draft), else draw the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A speculative sampler in Python with NumPy for `specdec certify --exec`.
 
-Speaks the protocol of the README ("certify --exec: the protocol"): specdec writes
+Speaks the protocol of CERTIFY.md ("The protocol"): specdec writes
 "pair V K SCHEME SEED", "draft ...", "target ...", then "case x_1 ... x_K" lines and
 "flush"; this program answers each case with "TOKEN ACCEPTED".
 

@@ -53,7 +53,13 @@ def run(*args, code=0):
 
 
 def runjson(*args):
-    return json.loads(run(*args, "--json").stdout)
+    """The command's --json object, its envelope checked: command, version, settings, results."""
+    out = json.loads(run(*args, "--json").stdout)
+    keys = list(out)
+    check("%s --json: the envelope" % args[0],
+          keys[:3] == ["command", "version", "settings"] and keys[-1] == "results" and out["command"] == args[0]
+          and isinstance(out["settings"], dict) and isinstance(out["results"], list), "keys %s" % keys)
+    return out
 
 
 PAIR = "dirichlet:6,1,2385"
@@ -63,7 +69,7 @@ ALL7 = ["sd", "specinfer", "rrs", "kseq", "otm", "otm-lp", "otm-setlp"]
 def test_accept():
     draft, target = specdec.pair(PAIR)
     cli = runjson("accept", "--pair", PAIR, "-k", "3", "--scheme", ",".join(ALL7))
-    check("accept: vocab", cli["vocab"] == draft.size)
+    check("accept: vocab", cli["settings"]["vocab"] == draft.size)
     py = specdec.accept(draft, target, k=3, scheme=ALL7, drafts=True)
     for row in cli["results"]:
         acc, used = py[row["scheme"]]
@@ -110,7 +116,7 @@ def test_mc():
                             (PAIR, "kseq", 4)]:
         draft, target = specdec.pair(spec)
         cli = runjson("mc", "--pair", spec, "--scheme", scheme, "-k", str(k), "--samples", "100000",
-                      "--seed", "77", "--threads", "2")
+                      "--seed", "77", "--threads", "2")["results"][0]
         py = specdec.mc(draft, target, scheme, k=k, samples=1e5, seed=77, threads=1)
         where = "mc %s %s k=%d" % (spec, scheme, k)
         for key in ("acceptance", "ci_low", "ci_high", "exact", "z", "samples", "cells", "bins", "k_used"):
@@ -201,7 +207,7 @@ def test_tree():
                               ("const:0.8", "sd", "chain:4"),
                               ("markov:8,1,0.5,3,0.5", "kseq", "spectr:2,2")]:
         cli = runjson("tree", "--lm", lm, "--scheme", scheme, "--shape", shape, "--samples", "20000",
-                      "--seed", "5")["tree"]
+                      "--seed", "5")["results"][0]
         py = specdec.tree(lm, scheme, shape, samples=2e4, seed=5)
         for key in ("block_efficiency", "exact", "mc", "ci_low", "ci_high", "nodes", "depth"):
             close("tree %s %s %s %s" % (lm, scheme, shape, key), py[key], cli[key])
