@@ -322,6 +322,14 @@ int sd_gof_uniform(const double *u, size_t n, size_t nbins, sd_gof_result *res)
     return rc;
 }
 
+double sd_gof_uniform_mean(const double *u, size_t n, double *mean)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += u[i];
+    if (mean) *mean = n ? s / (double)n : 0.5;
+    return n ? 2 * gsl_cdf_ugaussian_Q(fabs(s / (double)n - 0.5) * sqrt(12.0 * (double)n)) : 1;
+}
+
 double sd_gof_serial(const double *u, const size_t *len, size_t n_texts, size_t stride, double *z_out,
                      size_t *pairs)
 {

@@ -104,6 +104,12 @@ double sd_gof_pit(const double *law, size_t vocab, size_t tok, double v);
  * bins (nbins >= 2) against 1/nbins each. SD_EINVAL for n = 0 or nbins < 2. */
 int sd_gof_uniform(const double *u, size_t n, size_t nbins, sd_gof_result *res);
 
+/* The mean of n values u[i] against uniforms' (1/2, variance 1/(12 n) exactly), by its
+ * normal approximation: a two-sided p-value; *mean (may be NULL) the mean. Sees a shift
+ * of u that equal bins spread over their degrees of freedom (a law a little too flat
+ * or too sharp everywhere). 1 for n = 0. */
+double sd_gof_uniform_mean(const double *u, size_t n, double *mean);
+
 /* Serial independence of the u's of texts: texts r = 0 .. n_texts - 1, text r's values
  * u[r stride .. r stride + len[r] - 1]. The statistic is S = sum of z_i z_{i+1} over the
  * consecutive pairs inside each text, z = Phi^-1(u) the normal scores: under

@@ -19,6 +19,7 @@ static double zipf_mass(size_t V, double s)
     return z;
 }
 #include "gof.h"
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_randist.h>
 #include "lm.h"
 #include "lm_spec.h"
@@ -460,10 +461,17 @@ static void test_gof_pit(void **state)
         for (size_t i = 0; i < len[r]; i++) all[n++] = u[r * LEN + i];
     assert_int_equal(sd_gof_uniform(all, n, 20, &g), SD_OK);
     assert_true(g.min_p > 1e-3 && g.cells == 20);
+    double mean;
+    assert_true(sd_gof_uniform_mean(all, n, &mean) > 1e-3);
+    assert_close(mean, 0.5, 0, 0.02);
+    double third[3] = {0.1, 0.2385, 0.5};
+    assert_close(sd_gof_uniform_mean(third, 3, &mean), 2 * gsl_cdf_ugaussian_Q((0.5 - 0.8385 / 3) * 6), 1e-12, 0);
+    assert_close(sd_gof_uniform_mean(third, 0, NULL), 1, 0, 0);
     assert_true(sd_gof_serial(u, len, TEXTS, LEN, &z, &m) > 1e-3);
     assert_int_equal(m, 134 * 11 + 133 * 10 + 133 * 9); /* texts of 12, 11, 10 values */
     assert_int_equal(sd_gof_uniform(us, TEXTS * LEN, 20, &g), SD_OK);
     assert_true(g.min_p < 1e-6);
+    assert_true(sd_gof_uniform_mean(us, TEXTS * LEN, &mean) < 1e-6 && mean < 0.45); /* sharper: more low u */
     assert_true(sd_gof_serial(uh, len, TEXTS, LEN, &z, &m) < 1e-6 && z > 5);
     assert_close(sd_gof_serial(u, len, 0, LEN, &z, &m), 1, 0, 0);
     free(u), free(all);
