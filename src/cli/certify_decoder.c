@@ -1,6 +1,7 @@
-/* specdec certify --decoder CMD: the law of the first two tokens a whole decoder
- * (any program) generates after a prompt, against the target's exact law computed by
- * specdec's own decoder. */
+/* specdec certify --decoder CMD: the law of the text a whole decoder (any program)
+ * generates after a prompt, against the target's exact law computed by specdec's own
+ * decoder: the first token's law, the pair's (t1, t2), and the PIT of every token of
+ * the text given the text before it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -27,13 +28,13 @@ static const char *const decoder_help =
     "usage: specdec certify --decoder CMD --target T.gguf --prompt TEXT [--samples N]\n"
     "                       [--temperature T] [--top-k K] [--top-p P] [--filter-first]\n"
     "                       [--seed S] [--consecutive-seeds] [--seeds-out FILE]\n"
-    "                       [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
+    "                       [--positions P] [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
     "                       [--draft D.gguf [--planted NAME] [--power R]]\n"
     "\n"
     "Runs CMD N times (/bin/sh -c; {seed} becomes the run's seed, {prompt} the prompt as\n"
     "one shell word). Each run must print on stdout the ids of the tokens it generated\n"
     "after the prompt, separated by white space (at least 2, or the end-of-text token\n"
-    "alone; the rest is ignored; a\n"
+    "alone; the end-of-text token ends the text, ids past --positions are ignored; a\n"
     "wrapper turns a program's log into that: tests/bench/llamacpp/spec_ids.py). specdec\n"
     "computes the target's exact law of the first token after the prompt and of the\n"
     "second given the first (with its own decoder on T.gguf, the prompt tokenized by\n"
@@ -45,10 +46,23 @@ static const char *const decoder_help =
     "               >= 5 (the others and end-of-text pooled), each such t1's t2 in bins of\n"
     "               about equal target mass (one per 10 expected runs, 2 to 64): a\n"
     "               speculative decoder verifies its first draft at t2\n"
+    "  PIT          every token of the text, up to --positions: its randomized PIT\n"
+    "               u = F(t-) + v p(t) under the target's law given the prompt and the\n"
+    "               text before it (tokens most probable first, v uniform from a generator\n"
+    "               seeded by the run's seed) is an independent uniform when the decoder\n"
+    "               keeps the law, at every position and after any rejection. Tested: all\n"
+    "               u's in equal bins (chi-square, G) and their mean, each position's\n"
+    "               (Bonferroni over the positions), and serial independence (lag-1 sum\n"
+    "               of normal scores inside each text); the family's p-value is 4 x the\n"
+    "               smallest. Printed by position, and positions 1-2 against 3 on (after\n"
+    "               the first verified block): a black-box decoder does not say where it\n"
+    "               rejected a draft, so that is where a late bug shows\n"
     "\n"
     "Verdict (the last line) and exit status:\n"
-    "  PASS          0  no test rejects, the fits are ordinary, and the pair test had\n"
-    "                   power >= 0.9 against the planted bug at these N runs\n"
+    "  PASS          0  no test rejects (first token, pair, PIT), the fits are ordinary,\n"
+    "                   and the pair test had power >= 0.9 against the planted bug at\n"
+    "                   these N runs (the PIT's power is not simulated: the README's\n"
+    "                   table gives the runs it needs against the planted decoders)\n"
     "  FAIL          1  a test rejects the target's law at p < A (default 1e-6)\n"
     "  INCONCLUSIVE  3  nothing rejected, but power < 0.9 (it prints the runs that give\n"
     "                   0.9), or unknown: without --draft no planted bug is known\n"
@@ -60,6 +74,7 @@ static const char *const decoder_help =
     "  --decoder CMD       the command template ({seed}, {prompt})\n"
     "  --target T.gguf     the target model whose law the decoder must have\n"
     "  --prompt TEXT       the prompt\n"
+    "  --positions P       tokens of each text the PIT tests (default 32, 2 to 4096)\n"
     "  --samples N         runs (default 2000)\n"
     "  --temperature T, --top-k K, --top-p P   the command's sampling settings (default\n"
     "                      1, 0 = off, 1 = off; T = 0: greedy, every run must print the\n"
