@@ -196,6 +196,8 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
     if (!o->target) return cli_usage(cmd, "--decoder needs --target T.gguf (the law to hold it to)");
     if (!o->prompt) return cli_usage(cmd, "--decoder needs --prompt TEXT");
     if (o->planted_given && !o->draft) return cli_usage(cmd, "--planted needs --draft D.gguf (the bug's draft model)");
+    if (o->samples * (double)o->positions > 1e8)
+        return cli_usage(cmd, "--samples x --positions must be at most 1e8 (the texts are kept for the PIT)");
     return 0;
 }
 

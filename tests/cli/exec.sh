@@ -171,6 +171,7 @@ printf '%s' "$out" | awk '/^first token|^pair/ { for (i = 1; i <= NF; i++) if ($
     END { exit !(late && !bad) }' && ok || bad "late-correction: the pair test rejects, or the PIT after block 1 does not: $out"
 expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$SD no-rollback" $T --prompt "The sea" --samples 100
 expect 2 "positions must be 2 to 4096" -- "$SPECDEC" certify --decoder x $T --prompt y --positions 1
+expect 2 "samples x --positions must be at most 1e8" -- "$SPECDEC" certify --decoder x $T --prompt y --positions 4096 --samples 1e5
 expect 2 "usage: spec_decoder" -- $(dirname "$SPECDEC")/tests/exec/spec_decoder a b c 1 32 nope
 
 finish "cli certify --exec"
