@@ -45,6 +45,7 @@ LIB      := $(BUILD)/libspecdec.a
 BIN      := $(BUILD)/specdec
 EXEC_ADAPTER := $(BUILD)/tests/exec/adapter
 EXEC_LCG := $(BUILD)/tests/exec/lcg_decoder
+EXEC_SPEC := $(BUILD)/tests/exec/spec_decoder
 
 # cuda: `make cuda` sets CUDA=1 in build-cuda/: the kernels of src/model/cuda/*.cu are
 # compiled by nvcc for Ampere to Hopper (sm_80, 86, 89, 90) plus PTX for later GPUs, and
@@ -70,7 +71,7 @@ ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
-all: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG)
+all: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(EXEC_SPEC)
 
 # the C sampler of `specdec certify --exec` (standalone: it does not link libspecdec)
 $(EXEC_ADAPTER): tests/exec/adapter.c
@@ -81,6 +82,12 @@ $(EXEC_ADAPTER): tests/exec/adapter.c
 # a planted decoder of `specdec certify --decoder`: exact, but its draws from an LCG
 # seeded with the run's seed (tests/cli/exec.sh)
 $(EXEC_LCG): $(BUILD)/tests/exec/lcg_decoder.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# a speculative decoder with planted bugs, some acting only after a rejected block
+# (tests/cli/exec.sh)
+$(EXEC_SPEC): $(BUILD)/tests/exec/spec_decoder.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
@@ -187,7 +194,7 @@ bench-e2e-cuda-dry: $(BIN)
 
 # test: every cmocka binary, then the command-line tests (tests/cli/mpi.sh with
 # build-mpi/specdec under mpirun, when mpicc is here; it skips otherwise).
-test: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(TEST_BIN) $(BUILD)/tests/bench/bench_llamacpp shared $(if $(HAVE_MPI),mpi)
+test: $(BIN) $(EXEC_ADAPTER) $(EXEC_LCG) $(EXEC_SPEC) $(TEST_BIN) $(BUILD)/tests/bench/bench_llamacpp shared $(if $(HAVE_MPI),mpi)
 	@sh tests/run-tests.sh $(BUILD)
 
 # test-slurm: tests/cli/slurm.sh alone (make test runs it too): paper-figs/slurm.sbatch

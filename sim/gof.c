@@ -297,3 +297,52 @@ const char *sd_gof_verdict_name(sd_gof_verdict v)
     }
     return "?";
 }
+
+double sd_gof_pit(const double *law, size_t vocab, size_t tok, double v)
+{
+    double p = law[tok], before = 0;
+    if (!(p > 0)) return -1;
+    for (size_t x = 0; x < vocab; x++)
+        if (law[x] > p || (law[x] == p && x < tok)) before += law[x];
+    double u = before + v * p;
+    return u < 0 ? 0 : u > 1 ? 1 : u;
+}
+
+int sd_gof_uniform(const double *u, size_t n, size_t nbins, sd_gof_result *res)
+{
+    if (n == 0 || nbins < 2) return sd_error(SD_EINVAL, "uniformity: %zu values in %zu bins", n, nbins);
+    double *counts = sd_xcalloc(nbins, sizeof *counts), *law = sd_xmalloc(nbins * sizeof *law);
+    for (size_t b = 0; b < nbins; b++) law[b] = 1.0 / (double)nbins;
+    for (size_t i = 0; i < n; i++) {
+        size_t b = (size_t)(u[i] * (double)nbins);
+        counts[b < nbins ? b : nbins - 1] += 1;
+    }
+    int rc = sd_gof_test(counts, law, nbins, 5.0, res);
+    free(counts), free(law);
+    return rc;
+}
+
+double sd_gof_uniform_mean(const double *u, size_t n, double *mean)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += u[i];
+    if (mean) *mean = n ? s / (double)n : 0.5;
+    return n ? 2 * gsl_cdf_ugaussian_Q(fabs(s / (double)n - 0.5) * sqrt(12.0 * (double)n)) : 1;
+}
+
+double sd_gof_serial(const double *u, const size_t *len, size_t n_texts, size_t stride, double *z_out,
+                     size_t *pairs)
+{
+    double s = 0;
+    size_t m = 0;
+    for (size_t r = 0; r < n_texts; r++) {
+        const double *t = u + r * stride;
+        for (size_t i = 0; i + 1 < len[r]; i++, m++) /* scores clamped off the infinite ends */
+            s += gsl_cdf_ugaussian_Pinv(fmin(fmax(t[i], 1e-15), 1 - 1e-15)) *
+                 gsl_cdf_ugaussian_Pinv(fmin(fmax(t[i + 1], 1e-15), 1 - 1e-15));
+    }
+    double z = m ? s / sqrt((double)m) : 0;
+    if (z_out) *z_out = z;
+    if (pairs) *pairs = m;
+    return m ? 2 * gsl_cdf_ugaussian_Q(fabs(z)) : 1;
+}

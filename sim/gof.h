@@ -88,6 +88,37 @@ double sd_gof_runs_for_power(const double *law, const double *alt, size_t n_cell
  * acceptance sum_x min(draft[x], target[x]). out may not alias the inputs. */
 void sd_gof_planted_correction(const double *draft, const double *target, size_t vocab, double *out);
 
+/* ---- the probability integral transform of a generated text ----
+ * A decoder that keeps the target's law draws each token from the target's law given
+ * the text before it. The randomized PIT of the token, u = F(tok-) + v law[tok] (F the
+ * law's CDF with the tokens in order of probability, most probable first, ties by lower
+ * id; v uniform on (0, 1)), is then uniform on (0, 1) given everything before it, at any
+ * position and after any context: the u's of a text are independent uniforms. Ordering
+ * by probability makes a bug that sharpens or flattens the law (a correction drawn from
+ * the target, a draft's argmax) move u the same way in every context, so that the
+ * tests add it up. Returns u, or -1 when law[tok] is 0 (the decoder emitted a token the
+ * law forbids). */
+double sd_gof_pit(const double *law, size_t vocab, size_t tok, double v);
+
+/* Uniformity of n values u[i] in [0, 1]: sd_gof_test of their counts in nbins equal
+ * bins (nbins >= 2) against 1/nbins each. SD_EINVAL for n = 0 or nbins < 2. */
+int sd_gof_uniform(const double *u, size_t n, size_t nbins, sd_gof_result *res);
+
+/* The mean of n values u[i] against uniforms' (1/2, variance 1/(12 n) exactly), by its
+ * normal approximation: a two-sided p-value; *mean (may be NULL) the mean. Sees a shift
+ * of u that equal bins spread over their degrees of freedom (a law a little too flat
+ * or too sharp everywhere). 1 for n = 0. */
+double sd_gof_uniform_mean(const double *u, size_t n, double *mean);
+
+/* Serial independence of the u's of texts: texts r = 0 .. n_texts - 1, text r's values
+ * u[r stride .. r stride + len[r] - 1]. The statistic is S = sum of z_i z_{i+1} over the
+ * consecutive pairs inside each text, z = Phi^-1(u) the normal scores: under
+ * independent uniforms E S = 0 and Var S = M, the number of pairs, exactly (the products
+ * are uncorrelated), and S / sqrt(M) is about N(0, 1). *z_out: S / sqrt(M) (0 when M = 0),
+ * *pairs: M. Returns the two-sided p-value (1 when M = 0). */
+double sd_gof_serial(const double *u, const size_t *len, size_t n_texts, size_t stride, double *z_out,
+                     size_t *pairs);
+
 /* 1 if the planted law alt differs from law on this pair (total variation above 1e-9).
  * Where it does not (draft = target, a one-hot target: the bug never changes the
  * output), no sample size gives power against it, and a certification waives the

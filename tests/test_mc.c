@@ -19,6 +19,7 @@ static double zipf_mass(size_t V, double s)
     return z;
 }
 #include "gof.h"
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_randist.h>
 #include "lm.h"
 #include "lm_spec.h"
@@ -410,6 +411,73 @@ static void test_gof_too_good(void **state)
     gsl_rng_free(rng);
 }
 
+/* a draw from law by the inverse CDF */
+static size_t pick(const double *law, size_t V, gsl_rng *rng)
+{
+    double u = gsl_rng_uniform(rng), c = 0;
+    for (size_t x = 0; x < V; x++)
+        if (u < (c += law[x])) return x;
+    return V - 1;
+}
+
+/* The PIT: u by hand on an awkward law (probability order, ties by id), -1 on a token
+ * the law forbids; texts drawn from their laws give uniform, serially independent u's,
+ * texts from a sharper law (temperature 0.7) fail uniformity, and texts whose u's
+ * drift (u_{i+1} a little above u_i, each uniform alone) fail serial independence. */
+static void test_gof_pit(void **state)
+{
+    (void)state;
+    double law[4] = {0.2385, 0.4, 0.2385, 0.123};
+    assert_close(sd_gof_pit(law, 4, 1, 0.25), 0.1, 1e-12, 0);
+    assert_close(sd_gof_pit(law, 4, 0, 0.5), 0.4 + 0.5 * 0.2385, 1e-12, 0);
+    assert_close(sd_gof_pit(law, 4, 2, 0.5), 0.4 + 0.2385 + 0.5 * 0.2385, 1e-12, 0);
+    assert_close(sd_gof_pit(law, 4, 3, 1), 1, 1e-12, 0);
+    double zero[3] = {0.5, 0.5, 0};
+    assert_close(sd_gof_pit(zero, 3, 2, 0.3), -1, 0, 0);
+    sd_gof_result g;
+    assert_int_equal(sd_gof_uniform(law, 0, 10, &g), SD_EINVAL);
+    assert_int_equal(sd_gof_uniform(law, 4, 1, &g), SD_EINVAL);
+    enum { TEXTS = 400, LEN = 12, V = 30 };
+    gsl_rng *rng = sd_mc_chunk_rng(2385, 3);
+    double *u = sd_xmalloc(3 * TEXTS * LEN * sizeof *u), target[V], sharp[V], *uh = u + TEXTS * LEN,
+           *us = uh + TEXTS * LEN;
+    size_t len[TEXTS];
+    for (size_t r = 0; r < TEXTS; r++) {
+        len[r] = LEN - r % 3; /* texts of several lengths */
+        for (size_t i = 0; i < LEN; i++) {
+            double zt = 0, zs = 0; /* a fresh context: another random law at each position */
+            for (size_t x = 0; x < V; x++) zt += target[x] = gsl_ran_gamma(rng, 0.5, 1);
+            for (size_t x = 0; x < V; x++) zs += sharp[x] = pow(target[x] /= zt, 1 / 0.7);
+            for (size_t x = 0; x < V; x++) sharp[x] /= zs;
+            size_t t = pick(target, V, rng), s = pick(sharp, V, rng);
+            u[r * LEN + i] = sd_gof_pit(target, V, t, gsl_rng_uniform_pos(rng));
+            us[r * LEN + i] = sd_gof_pit(target, V, s, gsl_rng_uniform_pos(rng));
+            uh[r * LEN + i] = i ? fmod(uh[r * LEN + i - 1] + 0.05 * gsl_rng_uniform(rng), 1) : gsl_rng_uniform(rng);
+        }
+    }
+    double z, *all = sd_xmalloc(TEXTS * LEN * sizeof *all);
+    size_t n = 0, m;
+    for (size_t r = 0; r < TEXTS; r++)
+        for (size_t i = 0; i < len[r]; i++) all[n++] = u[r * LEN + i];
+    assert_int_equal(sd_gof_uniform(all, n, 20, &g), SD_OK);
+    assert_true(g.min_p > 1e-3 && g.cells == 20);
+    double mean;
+    assert_true(sd_gof_uniform_mean(all, n, &mean) > 1e-3);
+    assert_close(mean, 0.5, 0, 0.02);
+    double third[3] = {0.1, 0.2385, 0.5};
+    assert_close(sd_gof_uniform_mean(third, 3, &mean), 2 * gsl_cdf_ugaussian_Q((0.5 - 0.8385 / 3) * 6), 1e-12, 0);
+    assert_close(sd_gof_uniform_mean(third, 0, NULL), 1, 0, 0);
+    assert_true(sd_gof_serial(u, len, TEXTS, LEN, &z, &m) > 1e-3);
+    assert_int_equal(m, 134 * 11 + 133 * 10 + 133 * 9); /* texts of 12, 11, 10 values */
+    assert_int_equal(sd_gof_uniform(us, TEXTS * LEN, 20, &g), SD_OK);
+    assert_true(g.min_p < 1e-6);
+    assert_true(sd_gof_uniform_mean(us, TEXTS * LEN, &mean) < 1e-6 && mean < 0.45); /* sharper: more low u */
+    assert_true(sd_gof_serial(uh, len, TEXTS, LEN, &z, &m) < 1e-6 && z > 5);
+    assert_close(sd_gof_serial(u, len, 0, LEN, &z, &m), 1, 0, 0);
+    free(u), free(all);
+    gsl_rng_free(rng);
+}
+
 /* Power grows with n against a law 0.1 away in total variation and stays near alpha
  * against the law itself; the verdict ranks FAIL, TOO-GOOD, INCONCLUSIVE, PASS. */
 static void test_gof_power_and_verdict(void **state)
@@ -497,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_mc_token_checked),
         cmocka_unit_test(test_gof_tail_test),
         cmocka_unit_test(test_gof_too_good),
+        cmocka_unit_test(test_gof_pit),
         cmocka_unit_test(test_gof_power_and_verdict),
         cmocka_unit_test(test_family_default_plan),
     };

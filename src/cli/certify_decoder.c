@@ -1,6 +1,7 @@
-/* specdec certify --decoder CMD: the law of the first two tokens a whole decoder
- * (any program) generates after a prompt, against the target's exact law computed by
- * specdec's own decoder. */
+/* specdec certify --decoder CMD: the law of the text a whole decoder (any program)
+ * generates after a prompt, against the target's exact law computed by specdec's own
+ * decoder: the first token's law, the pair's (t1, t2), and the PIT of every token of
+ * the text given the text before it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -27,13 +28,13 @@ static const char *const decoder_help =
     "usage: specdec certify --decoder CMD --target T.gguf --prompt TEXT [--samples N]\n"
     "                       [--temperature T] [--top-k K] [--top-p P] [--filter-first]\n"
     "                       [--seed S] [--consecutive-seeds] [--seeds-out FILE]\n"
-    "                       [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
+    "                       [--positions P] [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
     "                       [--draft D.gguf [--planted NAME] [--power R]]\n"
     "\n"
     "Runs CMD N times (/bin/sh -c; {seed} becomes the run's seed, {prompt} the prompt as\n"
     "one shell word). Each run must print on stdout the ids of the tokens it generated\n"
     "after the prompt, separated by white space (at least 2, or the end-of-text token\n"
-    "alone; the rest is ignored; a\n"
+    "alone; the end-of-text token ends the text, ids past --positions are ignored; a\n"
     "wrapper turns a program's log into that: tests/bench/llamacpp/spec_ids.py). specdec\n"
     "computes the target's exact law of the first token after the prompt and of the\n"
     "second given the first (with its own decoder on T.gguf, the prompt tokenized by\n"
@@ -45,10 +46,23 @@ static const char *const decoder_help =
     "               >= 5 (the others and end-of-text pooled), each such t1's t2 in bins of\n"
     "               about equal target mass (one per 10 expected runs, 2 to 64): a\n"
     "               speculative decoder verifies its first draft at t2\n"
+    "  PIT          every token of the text, up to --positions: its randomized PIT\n"
+    "               u = F(t-) + v p(t) under the target's law given the prompt and the\n"
+    "               text before it (tokens most probable first, v uniform from a generator\n"
+    "               seeded by the run's seed) is an independent uniform when the decoder\n"
+    "               keeps the law, at every position and after any rejection. Tested: all\n"
+    "               u's in equal bins (chi-square, G) and their mean, each position's\n"
+    "               (Bonferroni over the positions), and serial independence (lag-1 sum\n"
+    "               of normal scores inside each text); the family's p-value is 4 x the\n"
+    "               smallest. Printed by position, and positions 1-2 against 3 on (after\n"
+    "               the first verified block): a black-box decoder does not say where it\n"
+    "               rejected a draft, so that is where a late bug shows\n"
     "\n"
     "Verdict (the last line) and exit status:\n"
-    "  PASS          0  no test rejects, the fits are ordinary, and the pair test had\n"
-    "                   power >= 0.9 against the planted bug at these N runs\n"
+    "  PASS          0  no test rejects (first token, pair, PIT), the fits are ordinary,\n"
+    "                   and the pair test had power >= 0.9 against the planted bug at\n"
+    "                   these N runs (the PIT's power is not simulated: the README's\n"
+    "                   table gives the runs it needs against the planted decoders)\n"
     "  FAIL          1  a test rejects the target's law at p < A (default 1e-6)\n"
     "  INCONCLUSIVE  3  nothing rejected, but power < 0.9 (it prints the runs that give\n"
     "                   0.9), or unknown: without --draft no planted bug is known\n"
@@ -60,6 +74,7 @@ static const char *const decoder_help =
     "  --decoder CMD       the command template ({seed}, {prompt})\n"
     "  --target T.gguf     the target model whose law the decoder must have\n"
     "  --prompt TEXT       the prompt\n"
+    "  --positions P       tokens of each text the PIT tests (default 32, 2 to 4096)\n"
     "  --samples N         runs (default 2000)\n"
     "  --temperature T, --top-k K, --top-p P   the command's sampling settings (default\n"
     "                      1, 0 = off, 1 = off; T = 0: greedy, every run must print the\n"
@@ -92,7 +107,7 @@ static const char *const decoder_help =
 typedef struct {
     const char *tmpl, *target, *draft, *prompt, *seeds_out;
     double samples, temperature, top_p, alpha, timeout;
-    size_t top_k, jobs, power;
+    size_t top_k, jobs, power, positions;
     unsigned long seed;
     int filter_first, no_bos, argmax; /* argmax: the planted bug is argmax-draft */
     int consecutive;                  /* --consecutive-seeds */
@@ -101,7 +116,7 @@ typedef struct {
 
 enum { D_DECODER = OPT_FIRST_FREE + 200, D_TARGET, D_DRAFT, D_PROMPT, D_SAMPLES, D_TEMP, D_TOPK,
        D_TOPP, D_FILTER, D_SEED, D_JOBS, D_TIMEOUT, D_ALPHA, D_NOBOS, D_POWER, D_PLANTED,
-       D_CONSECUTIVE, D_SEEDS_OUT };
+       D_CONSECUTIVE, D_SEEDS_OUT, D_POSITIONS };
 
 static int parse_dec(int argc, char **argv, dec_opts *o)
 {
@@ -115,6 +130,7 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
         {"alpha", required_argument, 0, D_ALPHA}, {"no-bos", no_argument, 0, D_NOBOS},
         {"power", required_argument, 0, D_POWER}, {"planted", required_argument, 0, D_PLANTED},
         {"consecutive-seeds", no_argument, 0, D_CONSECUTIVE}, {"seeds-out", required_argument, 0, D_SEEDS_OUT},
+        {"positions", required_argument, 0, D_POSITIONS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *cmd = "certify";
@@ -167,6 +183,10 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
             break;
         case D_CONSECUTIVE: o->consecutive = 1; break;
         case D_SEEDS_OUT: o->seeds_out = optarg; break;
+        case D_POSITIONS:
+            if (cli_parse_size(optarg, "--positions", cmd, &o->positions) || o->positions < 2 || o->positions > 4096)
+                return cli_usage(cmd, "--positions must be 2 to 4096");
+            break;
         case 'h': fputs(decoder_help, stdout); return -1;
         default: return cli_bad_option(cmd, argv, longopts, "h");
         }
@@ -176,6 +196,8 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
     if (!o->target) return cli_usage(cmd, "--decoder needs --target T.gguf (the law to hold it to)");
     if (!o->prompt) return cli_usage(cmd, "--decoder needs --prompt TEXT");
     if (o->planted_given && !o->draft) return cli_usage(cmd, "--planted needs --draft D.gguf (the bug's draft model)");
+    if (o->samples * (double)o->positions > 1e8)
+        return cli_usage(cmd, "--samples x --positions must be at most 1e8 (the texts are kept for the PIT)");
     return 0;
 }
 
@@ -250,17 +272,16 @@ static int spawn(dec_run *r, const char *command)
     return SD_OK;
 }
 
-/* The first two ids of a finished run's output; SD_EFORMAT naming the run. */
-static int parse_ids(const dec_run *r, size_t V, size_t eos, size_t *t1, size_t *t2)
+/* The ids of a finished run's output, up to P (the end-of-text token ends the text):
+ * text[0 .. *len - 1], at least two of them unless the first is the end of the text;
+ * SD_EFORMAT naming the run. */
+static int parse_ids(const dec_run *r, size_t V, size_t eos, size_t P, int32_t *text, size_t *len)
 {
     const char *s = r->buf;
-    size_t got[2];
-    for (int i = 0; i < 2; i++) {
+    size_t n = 0;
+    for (; n < P && (n == 0 || (size_t)text[n - 1] != eos); n++) {
         while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
-        if (i == 1 && !*s && got[0] == eos) { /* the end of the text came first: no t2 */
-            got[1] = eos;
-            break;
-        }
+        if (!*s && n >= 2) break;
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
@@ -269,16 +290,18 @@ static int parse_ids(const dec_run *r, size_t V, size_t eos, size_t *t1, size_t 
                             "token ids in 0..%zu separated by white space (one if the first is "
                             "the end-of-text token %zd)", r->seed, r->buf, V - 1,
                             eos < V ? (ssize_t)eos : (ssize_t)-1);
-        got[i] = (size_t)v;
+        text[n] = (int32_t)v;
         s = end;
     }
-    *t1 = got[0], *t2 = got[1];
+    *len = n;
     return SD_OK;
 }
 
-/* Runs the N commands, J at a time; pairs[2 i], pairs[2 i + 1] and seeds[i] for the
+/* Runs the N commands, J at a time; pairs[2 i], pairs[2 i + 1] (the second the end of
+ * the text when the first is), the text[i P ..] of len[i] tokens and seeds[i] for the
  * i-th run to finish. */
-static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, unsigned long *seeds, size_t *done)
+static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, int32_t *text, size_t *len,
+                   unsigned long *seeds, size_t *done)
 {
     size_t N = (size_t)o->samples, next = 0, J = o->jobs;
     dec_run *runs = sd_xcalloc(J, sizeof *runs);
@@ -325,8 +348,12 @@ static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, unsig
                     rc = sd_error(SD_EIO, "the run with seed %lu %s %d", r->seed,
                                   WIFEXITED(st) ? "exited with status" : "was killed by signal",
                                   WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-                else if ((rc = parse_ids(r, V, eos, &pairs[2 * *done], &pairs[2 * *done + 1])) == SD_OK)
+                else if ((rc = parse_ids(r, V, eos, o->positions, text + *done * o->positions, &len[*done])) == SD_OK) {
+                    const int32_t *t = text + *done * o->positions;
+                    pairs[2 * *done] = (size_t)t[0];
+                    pairs[2 * *done + 1] = len[*done] > 1 ? (size_t)t[1] : eos;
                     seeds[(*done)++] = r->seed;
+                }
             } else if (sd_seconds() - r->t0 > o->timeout) {
                 rc = sd_error(SD_EIO, "the run with seed %lu took over %g s (--timeout): killed",
                               r->seed, o->timeout);
@@ -374,6 +401,9 @@ typedef struct {
     size_t *bin;          /* [n_first * V]: cell of (t1, t2) after binning; rest: n_bins */
     size_t n_bins;        /* cells of kept rows; cell n_bins pools the other first tokens */
     double *bjoint, *bplanted; /* [n_bins + 1] */
+    sd_llama *target;     /* kept for the PIT of the runs' texts */
+    int32_t *prompt;      /* the prompt's ids (BOS first unless --no-bos) */
+    size_t n_prompt;
 } dec_laws;
 
 /* Bins each kept row's tokens by target probability into groups of about equal mass,
@@ -480,9 +510,8 @@ static int exact_laws(const dec_opts *o, dec_laws *L)
         if (d) L->planted[L->n_first * V] = L->joint[L->n_first * V];
         free(ctx), free(law2), free(dl);
     }
-    free(ids);
+    L->target = m, L->prompt = ids, L->n_prompt = n; /* dec_laws_free frees them */
     sd_tokenizer_free(tok);
-    sd_llama_free(m);
     sd_llama_free(d);
     return rc;
 }
@@ -491,6 +520,7 @@ static void dec_laws_free(dec_laws *L)
 {
     free(L->first), free(L->law1), free(L->joint), free(L->planted);
     free(L->bin), free(L->bjoint), free(L->bplanted);
+    sd_llama_free(L->target), free(L->prompt);
 }
 
 /* One test's line: its cells, p-values, and a fit too good to be true. */
@@ -532,9 +562,114 @@ static double report_power(const dec_opts *o, const dec_laws *L, const double *c
     return pw;
 }
 
+/* The PIT of every token of the runs' texts: u[i P + j] for run i's token j + 1 under
+ * the target's law given the prompt and the text before it, at the command's sampling
+ * settings (law_of), v drawn by a generator seeded with (the run's seed, 36): the u's
+ * do not depend on the order the runs finished in; -1 for a token of target probability
+ * 0. The prompt's pass is cached once; each text is one pass after it. */
+static int text_pits(const dec_opts *o, const dec_laws *L, const int32_t *text, const size_t *len,
+                     const unsigned long *seeds, size_t done, double *u)
+{
+    size_t V = L->V, P = o->positions, n = L->n_prompt, last = n - 1;
+    sd_kv *kv;
+    int rc = sd_kv_alloc(L->target, n + P, &kv);
+    if (rc) return rc;
+    float *lg = sd_xmalloc(P * V * sizeof *lg); /* row j: the logits of token j + 1 */
+    double *law = sd_xmalloc(V * sizeof *law);
+    rc = sd_llama_forward_rows(L->target, kv, L->prompt, n, NULL, NULL, &last, 1, lg);
+    for (size_t i = 0; !rc && i < done; i++) {
+        const int32_t *t = text + i * P;
+        sd_kv_truncate(kv, n);
+        if (len[i] > 1) rc = sd_llama_forward(L->target, kv, t, len[i] - 1, NULL, NULL, lg + V, NULL);
+        gsl_rng *rng = sd_mc_chunk_rng(seeds[i], 36);
+        for (size_t j = 0; !rc && j < len[i]; j++)
+            if (!(rc = law_of(o, lg + j * V, V, law)))
+                u[i * P + j] = sd_gof_pit(law, V, (size_t)t[j], gsl_rng_uniform_pos(rng));
+        gsl_rng_free(rng);
+    }
+    free(lg), free(law);
+    sd_kv_free(kv);
+    return rc;
+}
+
+/* The p-value of one position's (or one group's) u's: 2 x the smaller of the
+ * chi-square of equal bins (G: the smaller of the two) and the mean's test. */
+static double pit_p(const double *u, size_t k, size_t bins, double *mean)
+{
+    sd_gof_result g;
+    double pm = sd_gof_uniform_mean(u, k, mean);
+    if (sd_gof_uniform(u, k, bins, &g)) return 1;
+    return fmin(1, 2 * fmin(fmin(g.chi2_p, g.g_p), pm));
+}
+
+/* The PIT tests of the texts: uniformity of all the u's (equal bins, and their mean), of
+ * each position's (the table of positions, '*' where the position alone rejects at
+ * alpha after Bonferroni over the positions tested), and serial independence inside
+ * the texts; then positions 1-2 (the pair test's) against 3 on, to say whether the
+ * departures come after the first block. Returns the family's p-value: 4 x the smallest
+ * of (bins, mean, the positions' Bonferroni, serial), at most 1; 0 when a token of
+ * target probability 0 was generated. */
+static double report_pits(const dec_opts *o, const dec_laws *L, const int32_t *text, const size_t *len,
+                          const unsigned long *seeds, size_t done, int *rc)
+{
+    size_t P = o->positions, total = 0, impossible = 0, bad = 0, tested = 0, pairs = 0, first = 0;
+    double *u = sd_xmalloc(done * P * sizeof *u), *all = sd_xmalloc(done * P * sizeof *all);
+    double *col = sd_xmalloc(done * P * sizeof *col), p_family = 1, p_pos = 1, z = 0, mean;
+    size_t *n_pos = sd_xcalloc(P, sizeof *n_pos), n_early = 0;
+    if ((*rc = text_pits(o, L, text, len, seeds, done, u))) goto out;
+    for (size_t i = 0; i < done; i++)
+        for (size_t j = 0; j < len[i]; j++) {
+            double v = u[i * P + j];
+            n_pos[j]++;
+            if (v < 0 && !impossible++) bad = i * P + j;
+            all[total++] = v < 0 ? 0 : v;
+        }
+    sd_gof_result g;
+    size_t bins = total / 20 < 2 ? 2 : total / 20 > 50 ? 50 : total / 20;
+    if ((*rc = sd_gof_uniform(all, total, bins, &g))) goto out;
+    double p_mean = sd_gof_uniform_mean(all, total, &mean);
+    double p_serial = sd_gof_serial(u, len, done, P, &z, &pairs);
+    for (size_t j = 0; j < P; j++) tested += n_pos[j] >= 20;
+    printf("PIT (all)       %zu tokens at positions 1 to %zu of %zu runs, u in %zu bins: chi-square p = "
+           "%.4g, G p = %.4g; mean u %.4f, p = %.4g; serial (lag-1 normal scores, %zu pairs): z = %.2f, "
+           "p = %.4g\n", total, P, done, bins, g.chi2_p, g.g_p, mean, p_mean, pairs, z, p_serial);
+    if (impossible)
+        printf("                %zu tokens of target probability 0, the first at position %zu of run %zu\n",
+               impossible, bad % P + 1, bad / P + 1);
+    printf("PIT by position (equal bins and the mean, the smaller p x 2; * rejects at %g after Bonferroni "
+           "over %zu positions)\n  position  tokens  mean u  p\n", o->alpha, tested);
+    for (size_t j = 0; j < P && n_pos[j] >= 20; j++) {
+        size_t k = 0;
+        for (size_t i = 0; i < done; i++)
+            if (j < len[i]) col[k++] = u[i * P + j] < 0 ? 0 : u[i * P + j];
+        double pj = pit_p(col, k, k / 20 > 10 ? 10 : k / 20, &mean), adj = fmin(1, (double)tested * pj);
+        if (adj < o->alpha && !first) first = j + 1;
+        p_pos = fmin(p_pos, adj);
+        printf("  %8zu  %6zu  %6.3f  %.4g%s\n", j + 1, k, mean, pj, adj < o->alpha ? " *" : "");
+    }
+    for (size_t i = 0; i < done; i++) /* positions 1-2 first in col, then 3 on */
+        for (size_t j = 0; j < len[i] && j < 2; j++) col[n_early++] = u[i * P + j] < 0 ? 0 : u[i * P + j];
+    size_t n_late = 0;
+    for (size_t i = 0; i < done; i++)
+        for (size_t j = 2; j < len[i]; j++) col[n_early + n_late++] = u[i * P + j] < 0 ? 0 : u[i * P + j];
+    double m_early, m_late, p_early = pit_p(col, n_early, n_early / 20 > 50 ? 50 : n_early / 20, &m_early);
+    printf("PIT by block    positions 1-2 (the pair test's): mean u %.4f, p = %.4g", m_early, p_early);
+    if (n_late >= 20) {
+        double p_late = pit_p(col + n_early, n_late, n_late / 20 > 50 ? 50 : n_late / 20, &m_late);
+        printf("; positions 3 on (after the first verified block): mean u %.4f, p = %.4g", m_late, p_late);
+    }
+    printf("%s\n", first ? "" : "; no position rejects alone");
+    if (first) printf("                first position that rejects alone: %zu\n", first);
+    p_family = impossible ? 0 : fmin(1, 4 * fmin(fmin(fmin(g.chi2_p, g.g_p), p_mean), fmin(p_pos, p_serial)));
+out:
+    free(u), free(all), free(col), free(n_pos);
+    return p_family;
+}
+
 /* The tests on the first `done` runs (all of them, or those before a run failed);
  * *status: the verdict's exit status. */
-static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, size_t done, int complete, int *status)
+static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, const int32_t *text, const size_t *len,
+                  const unsigned long *seeds, size_t done, int complete, int *status)
 {
     size_t V = L->V;
     bin_rows(L, (double)done);
@@ -558,10 +693,15 @@ static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, size_t do
         print_test("first token     ", &g1, good1, lo1);
         printf("pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, ", L->n_first, L->n_bins);
         print_test("", &gj, goodj, loj);
+        double p_pit = report_pits(o, L, text, len, seeds, done, &rc);
+        if (rc) {
+            gsl_rng_free(rng);
+            goto out;
+        }
         char detail[300] = "";
         double pw = report_power(o, L, cj, done, rng, detail, sizeof detail);
         gsl_rng_free(rng);
-        sd_gof_verdict v = sd_gof_verdict_of(fmin(g1.min_p, gj.min_p), good1 || goodj, pw, o->alpha);
+        sd_gof_verdict v = sd_gof_verdict_of(fmin(fmin(g1.min_p, gj.min_p), p_pit), good1 || goodj, pw, o->alpha);
         if (v != SD_GOF_INCONCLUSIVE) detail[0] = 0;
         if (complete) {
             *status = cli_verdict_print(v, o->alpha, detail);
@@ -571,6 +711,7 @@ static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, size_t do
             *status = CLI_FAIL;
         }
     }
+out:
     free(c1), free(cj), free(row);
     return rc;
 }
@@ -591,7 +732,7 @@ int cmd_certify_decoder(int argc, char **argv)
     dec_opts o;
     memset(&o, 0, sizeof o);
     o.samples = 2000, o.temperature = 1, o.top_p = 1, o.alpha = 1e-6, o.timeout = 120;
-    o.jobs = 2, o.seed = 1, o.power = 200;
+    o.jobs = 2, o.seed = 1, o.power = 200, o.positions = 32;
     int rc = parse_dec(argc, argv, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
     dec_laws L;
@@ -603,10 +744,11 @@ int cmd_certify_decoder(int argc, char **argv)
         return cli_fail("certify", msg);
     }
     size_t N = (size_t)o.samples, V = L.V, done = 0;
-    size_t *pairs = sd_xmalloc(2 * N * sizeof *pairs);
+    size_t *pairs = sd_xmalloc(2 * N * sizeof *pairs), *len = sd_xmalloc(N * sizeof *len);
+    int32_t *text = sd_xmalloc(N * o.positions * sizeof *text);
     unsigned long *seeds = sd_xmalloc(N * sizeof *seeds);
     double t0 = sd_seconds();
-    rc = run_all(&o, V, L.eos, pairs, seeds, &done);
+    rc = run_all(&o, V, L.eos, pairs, text, len, seeds, &done);
     double secs = sd_seconds() - t0;
     printf("# certify --decoder: %zu of %zu runs in %.1f s (%.2f runs/s), target %s, T = %g, "
            "top-k %zu, top-p %g%s\n", done, N, secs, done / secs, o.target, o.temperature,
@@ -621,9 +763,9 @@ int cmd_certify_decoder(int argc, char **argv)
     }
     int status = CLI_FAIL, wrc = o.seeds_out ? write_seeds(o.seeds_out, seeds, pairs, done) : SD_OK;
     if (!rc && wrc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
-    int trc = done ? report(&o, &L, pairs, done, !rc, &status) : SD_OK;
+    int trc = done ? report(&o, &L, pairs, text, len, seeds, done, !rc, &status) : SD_OK;
     if (!rc && !wrc && trc) snprintf(msg, sizeof msg, "%s", sd_errmsg());
-    free(pairs), free(seeds), dec_laws_free(&L);
+    free(pairs), free(len), free(text), free(seeds), dec_laws_free(&L);
     if (rc || wrc || trc) return cli_fail("certify", msg);
     return status;
 }

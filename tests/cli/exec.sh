@@ -4,8 +4,10 @@
 # that crashes, hangs or answers garbage ends the run with a clear error, the pairs
 # finished before it kept; and 'certify --decoder' on specdec's own generate and decode,
 # with negative controls, no power, and an LCG decoder's too-good fit; the default plan
-# (family.h) against the bugs only some pairs expose. 38 s measured on the 2-core machine
-# with a load of 4 (94 s at a load of 11, where the version before the default plan took 65 s).
+# (family.h) against the bugs only some pairs expose; the PIT of every position against
+# tests/exec/spec_decoder's planted bugs. 38 s measured on the 2-core machine with a load
+# of 4 (94 s at a load of 11, where the version before the default plan took 65 s)
+# before the PIT checks; 116 s with them, under the load of other jobs (56 s without).
 # usage: exec.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 . "$(dirname "$0")/lib.sh"
@@ -150,5 +152,26 @@ expect 1 "the run with seed [0-9]* printed 'hello" -- "$SPECDEC" certify --decod
 expect 1 "seed 4 exited with status 3" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 --consecutive-seeds $D
 expect 1 "== INCOMPLETE: 3 of 100 runs" -- "$SPECDEC" certify --decoder "[ {seed} = 4 ] && exit 3; echo 1 2" --jobs 1 --consecutive-seeds $D
 expect 1 "seed [0-9]* took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC" certify --decoder "sleep 20" --timeout 1 $D
+
+# the PIT of every token (--positions, default 32) on tests/exec/spec_decoder, a chain
+# speculative decoder with planted bugs: exact, it passes at every position; with the
+# correction drawn from the target from the second rejection on (late-correction: the
+# first rejected block, all the pair can see, is right) the first-token and pair tests
+# pass and the PIT fails, after the first block (positions 3 on), by the mean of u; a
+# target cache not rolled back after a rejection fails at 100 runs. README's table.
+SD="$(dirname "$SPECDEC")/tests/exec/spec_decoder data/models/target.gguf data/models/draft.gguf {prompt} {seed} 32"
+out=$("$SPECDEC" certify --decoder "$SD" $T --prompt "The sea" --samples 200 $P 2>&1); rc=$?
+[ $rc = 0 ] && printf '%s' "$out" | grep -q "^PIT (all)       6400 tokens at positions 1 to 32 of 200 runs" \
+    && printf '%s' "$out" | grep -q "no position rejects alone" && ok || bad "spec_decoder at 200 runs: exit $rc, $out"
+out=$("$SPECDEC" certify --decoder "$SD late-correction" $T --prompt "The sea" --samples 300 $P 2>&1); rc=$?
+[ $rc = 1 ] && printf '%s' "$out" | grep -q "^== FAIL at p >= 1e-06" && ok || bad "late-correction: exit $rc, $out"
+# the old tests alone: first token and pair above 1e-6; the PIT's mean of u after the first block below
+printf '%s' "$out" | awk '/^first token|^pair/ { for (i = 1; i <= NF; i++) if ($i == "p" && $(i + 2) + 0 < 1e-6) bad = 1 }
+    /positions 3 on/ { for (i = 1; i <= NF; i++) if ($i == "p" && $(i + 2) + 0 < 1e-6) late = 1 }
+    END { exit !(late && !bad) }' && ok || bad "late-correction: the pair test rejects, or the PIT after block 1 does not: $out"
+expect 1 "== FAIL at p >= 1e-06" -- "$SPECDEC" certify --decoder "$SD no-rollback" $T --prompt "The sea" --samples 100
+expect 2 "positions must be 2 to 4096" -- "$SPECDEC" certify --decoder x $T --prompt y --positions 1
+expect 2 "samples x --positions must be at most 1e8" -- "$SPECDEC" certify --decoder x $T --prompt y --positions 4096 --samples 1e5
+expect 2 "usage: spec_decoder" -- $(dirname "$SPECDEC")/tests/exec/spec_decoder a b c 1 32 nope
 
 finish "cli certify --exec"

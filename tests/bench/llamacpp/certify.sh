@@ -25,7 +25,8 @@
 #   tests/bench/llamacpp/build.sh and build-patched.sh first)
 #   env: JOBS (runs at a time, default 2), LLAMA_BUILD, PATCHED (build-patched.sh's
 #   folder, default out/llama.cpp-patched), PROMPT, PART (all, default; fix: the rows of
-#   the fix alone)
+#   the fix alone; pit: both unpatched programs at llama.cpp's default filters and at
+#   temperature 0 with 16 tokens a run, every position tested by the PIT)
 set -u
 BUILD=${1:-build}
 N=${2:-600}
@@ -42,10 +43,10 @@ for p in llama-speculative llama-speculative-simple; do
 done
 F=${PATCHED:-out/llama.cpp-patched}/bin/llama-speculative-drawn
 F2=${PATCHED:-out/llama.cpp-patched}/bin/llama-speculative-fixed
-for p in "$F" "$F2"; do
-    [ -x "$p" ] || { echo "certify.sh: no $p: run tests/bench/llamacpp/build-patched.sh" >&2; exit 1; }
-done
 PART=${PART:-all}
+for p in "$F" "$F2"; do
+    [ "$PART" = pit ] || [ -x "$p" ] || { echo "certify.sh: no $p: run tests/bench/llamacpp/build-patched.sh" >&2; exit 1; }
+done
 LL="-m $T -md $D -p {prompt} -n 8 --seed {seed} -t 1 -c 128 --top-k 0 --min-p 0 -v"
 SIMPLE="--spec-type draft-simple"
 GEN="$S generate --model $T --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
@@ -58,7 +59,7 @@ row() { # NAME PLANTED SPECDEC-ARGS -- COMMAND
     echo "(exit $?)"
 }
 
-echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (two tests a row), hashed seeds unless said"
+echo "# prompt '$PROMPT', $N runs a row, alpha 1e-6 (first token, pair, PIT family), hashed seeds unless said"
 DEF="--temp 0.8 --top-k 40 --top-p 0.95"
 fix_rows() {
     for prog in "$B/llama-speculative" "$F"; do
@@ -76,7 +77,22 @@ fix_rows() {
         --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first \
         --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $F2 $LL $DEF"
 }
+# every position: 16 tokens a run (-n 16), the PIT of each (--positions 16), at
+# llama.cpp's default filters and at temperature 0, both programs, unpatched
+pit_rows() {
+    L16=$(printf '%s' "$LL" | sed 's/-n 8/-n 16/')
+    for prog in tree:llama-speculative simple:llama-speculative-simple; do
+        kind=${prog%%:*}; prog_name=${prog#*:}; extra=""
+        [ "$kind" = simple ] && extra=$SIMPLE
+        row "$prog_name, llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off), 16 positions" argmax-draft \
+            --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first --positions 16 \
+            --decoder "$PY tests/bench/llamacpp/spec_ids.py $kind $B/$prog_name $extra $L16 $DEF"
+        row "$prog_name, T = 0 (greedy), 16 positions" argmax-draft --temperature 0 --positions 16 \
+            --decoder "$PY tests/bench/llamacpp/spec_ids.py $kind $B/$prog_name $extra $L16 --temp 0"
+    done
+}
 if [ "$PART" = fix ]; then fix_rows; exit 0; fi
+if [ "$PART" = pit ]; then pit_rows; exit 0; fi
 row "specdec generate, T = 1 (control)" argmax-draft \
     --decoder "$GEN 2>/dev/null"
 row "specdec generate, T = 0.7, top-p 0.9 (control)" argmax-draft \
