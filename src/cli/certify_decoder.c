@@ -61,7 +61,7 @@ static const char *const decoder_help =
     "Verdict (the last line) and exit status:\n"
     "  PASS          0  no test rejects (first token, pair, PIT), the fits are ordinary,\n"
     "                   and the pair test had power >= 0.9 against the planted bug at\n"
-    "                   these N runs (the PIT's power is not simulated: the README's\n"
+    "                   these N runs (the PIT's power is not simulated: CERTIFY.md's\n"
     "                   table gives the runs it needs against the planted decoders)\n"
     "  FAIL          1  a test rejects the target's law at p < A (default 1e-6)\n"
     "  INCONCLUSIVE  3  nothing rejected, but power < 0.9 (it prints the runs that give\n"

@@ -158,7 +158,7 @@ expect 1 "seed [0-9]* took over 1 s (--timeout): killed" -- timeout 30 "$SPECDEC
 # correction drawn from the target from the second rejection on (late-correction: the
 # first rejected block, all the pair can see, is right) the first-token and pair tests
 # pass and the PIT fails, after the first block (positions 3 on), by the mean of u; a
-# target cache not rolled back after a rejection fails at 100 runs. README's table.
+# target cache not rolled back after a rejection fails at 100 runs. CERTIFY.md's table.
 SD="$(dirname "$SPECDEC")/tests/exec/spec_decoder data/models/target.gguf data/models/draft.gguf {prompt} {seed} 32"
 out=$("$SPECDEC" certify --decoder "$SD" $T --prompt "The sea" --samples 200 $P 2>&1); rc=$?
 [ $rc = 0 ] && printf '%s' "$out" | grep -q "^PIT (all)       6400 tokens at positions 1 to 32 of 200 runs" \
