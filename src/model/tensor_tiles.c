@@ -56,22 +56,25 @@ void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size
  * before). A single token, and a few streamed from memory: one row at a time
  * (rows_small512 below). */
 
-/* hsum16's tree for sixteen vectors at once: out[j] = hsum16(v[j]). */
+/* hsum16's tree for sixteen vectors at once: out[j] = hsum16(v[j]). Where a pair's
+ * halves can stay in place, one operand is a blend, not a second shuffle (a + b is
+ * b + a, bit for bit): 21 shuffles instead of 31, a 16-row block's fold for 4 tokens
+ * 43 -> 36 ns on one thread. */
 static inline __m512 hsum16x16(const __m512 *v)
 {
     __m512 w[8], x[4], y[2];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) /* (i, i + 8): v[2k] into lanes 0-7, v[2k+1] into 8-15 */
-        w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
-                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+        w[k] = _mm512_add_ps(_mm512_mask_blend_ps(0xFF00, v[2 * k], v[2 * k + 1]),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x4E));
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) /* (i, i + 4): quad q holds output 4k + q */
         x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], 0x88),
                              _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], 0xDD));
 #pragma GCC unroll 2
     for (int k = 0; k < 2; k++) /* (i, i + 2) inside each quad */
-        y[k] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * k], x[2 * k + 1], 0x44),
-                             _mm512_shuffle_ps(x[2 * k], x[2 * k + 1], 0xEE));
+        y[k] = _mm512_add_ps(_mm512_mask_blend_ps(0xCCCC, x[2 * k], x[2 * k + 1]),
+                             _mm512_shuffle_ps(x[2 * k], x[2 * k + 1], 0x4E));
     /* (i, i + 1): lane 4q + l now holds output 4l + q */
     __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
