@@ -378,7 +378,8 @@ typedef struct {
     const mm_swiglu *pre;
 } mm_job;
 
-enum { SWIGLU_CHUNK = 4096 };
+/* Elements of h a task: 4096 left h of a pass over 4 tokens (4 x 704) to one thread. */
+enum { SWIGLU_CHUNK = 1024 };
 
 static void mm_swiglu_task(void *ctx, size_t c, int thread)
 {
@@ -700,13 +701,19 @@ static void attention_task(void *ctx, size_t t, int thread)
     weighted_values(a->ao + i * qw + hh * hd, p, Vv + kvh * hd, kw, jend, hd);
 }
 
+/* Heads x keys (summed over the tokens) from which attention runs on the pass's
+ * threads: a pass over 2 drafted tokens after 64 (16 x 66) does, one token after
+ * 128 or fewer does not. At 4096, a pass over 4 tokens after a 64-token prompt ran
+ * its attention, a tenth of the pass, on one thread beside an idle one. */
+enum { ATTENTION_PAR_MIN = 1024 };
+
 static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t l, size_t n,
                             const unsigned char *mask, const float *q, float *att, int record,
                             float *ao, int threads)
 {
     att_job a = {c, kv, l, n, mask, q, att, ao, record};
     size_t tasks = n * c->n_head;
-    sd_pool_for(tasks * (kv->n + n) > 4096 ? threads : 1, tasks, attention_task, &a);
+    sd_pool_for(tasks * (kv->n + n) > ATTENTION_PAR_MIN ? threads : 1, tasks, attention_task, &a);
 }
 
 /* y[i][e] += bias[e] for the n rows of width wd (bias: the tensor, dequantized into buf). */
