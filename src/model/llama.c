@@ -349,7 +349,9 @@ static int mm_quantized(const sd_tensor *w) { return w->type == SD_T_Q8_0 || w->
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* The feed-forward's h = silu(gate) * up over len elements: the input of the down
- * product, computed in that product's parallel region (matmul_group's pre). */
+ * product, made by the gate and up products' tasks, each on the rows it computed
+ * (matmul_group's post; a loop fewer a layer), or for the trainer's gemm products in
+ * a loop before the down product's (pre). */
 typedef struct {
     const float *gate, *up;
     float *h;
@@ -375,7 +377,7 @@ typedef struct {
     const mm_scratch *s;
     const mm_out *o;
     const int *gemm;
-    const mm_swiglu *pre;
+    const mm_swiglu *pre, *post;
 } mm_job;
 
 /* Elements of h a task: 4096 left h of a pass over 4 tokens (4 x 704) to one thread. */
@@ -416,8 +418,24 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
             w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows, j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
 }
 
+/* Chunk c of gate's rows, the same of up's, then h = silu(gate) * up on those rows of
+ * every token (matmul_group's post): h is made in the products' loop, not in a loop of
+ * its own before the down product's. */
+static void mm_gate_up_task(void *ctx, size_t c, int thread)
+{
+    const mm_job *j = ctx;
+    const mm_swiglu *h = j->post;
+    size_t F = j->o[0].rows, r0 = c * MATMUL_CHUNK, r1 = F - r0 < MATMUL_CHUNK ? F : r0 + MATMUL_CHUNK;
+    mm_rows_task(ctx, c, thread);
+    mm_rows_task(ctx, (F + MATMUL_CHUNK - 1) / MATMUL_CHUNK + c, thread);
+    for (size_t t = 0; t < j->n; t++)
+        for (size_t i = t * F + r0; i < t * F + r1; i++) h->h[i] = silu(h->gate[i]) * h->up[i];
+}
+
+/* The group's products, then (pre) h before them, or (post: k = 2, gate and up of the
+ * same rows, not the trainer's gemm) h after them in the same tasks. */
 static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
-                         const mm_swiglu *pre)
+                         const mm_swiglu *pre, const mm_swiglu *post)
 {
     size_t chunks = 0, work = 0;
     int quant = 0, gemm[3] = {0};
@@ -437,12 +455,13 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
         work += o[i].rows * cols * n;
     }
     if (!chunks) return;
-    mm_job j = {x, n, cols, s, o, gemm, pre};
+    mm_job j = {x, n, cols, s, o, gemm, pre, post};
     int threads = work >= MATMUL_PAR_MIN ? s->threads : 1;
     /* h on the pool's threads: on one, it was 4-5% of a 64-token pass */
     if (pre) sd_pool_for(threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &j);
     if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
-    sd_pool_for(threads, chunks, mm_rows_task, &j);
+    if (post) sd_pool_for(threads, chunks / 2, mm_gate_up_task, &j);
+    else sd_pool_for(threads, chunks, mm_rows_task, &j);
 }
 
 /* 1 when the model's weights exceed the last-level cache (as sysfs reports it: glibc's
@@ -465,7 +484,7 @@ static int weights_stream(const sd_llama *m)
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
 {
     mm_out o = {y, w, rows};
-    matmul_group(x, n, cols, s, 1, &o, NULL);
+    matmul_group(x, n, cols, s, 1, &o, NULL, NULL);
 }
 
 /* out = x / rms(x) * w (w: the norm's weights as floats); returns 1 / rms(x). */
@@ -753,7 +772,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
     const mm_out qkv[3] = {{b->q, &L->wq, qw}, {kc, &L->wk, kw}, {vc, &L->wv, kw}};
-    matmul_group(b->xn, n, d, &w->ms, 3, qkv, NULL);
+    matmul_group(b->xn, n, d, &w->ms, 3, qkv, NULL, NULL);
     qk_extras(L, n, qw, kw, hd, c->rms_eps, b->q, kc, vc, w->abuf);
     int neox = c->arch != SD_ARCH_LLAMA;
     for (size_t i = 0; i < n; i++) {
@@ -778,10 +797,11 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     size_t d = c->dim, F = c->ffn_dim;
     norm_rows(b->xn2, w->x, w->wbuf + d, n, d, c->rms_eps, A ? A->rms2 : NULL);
     const mm_out gate_up[2] = {{b->gate, &L->w_gate, F}, {b->up, &L->w_up, F}};
-    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL);
-    const mm_out down = {w->tmp, &L->w_down, d};
     const mm_swiglu h = {b->gate, b->up, b->h, n * F};
-    matmul_group(b->h, n, F, &w->ms, 1, &down, &h);
+    int gemm = w->ms.gemm && (L->w_gate.type == SD_T_F32 || L->w_up.type == SD_T_F32); /* the trainer's: h before down */
+    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL, gemm ? NULL : &h);
+    const mm_out down = {w->tmp, &L->w_down, d};
+    matmul_group(b->h, n, F, &w->ms, 1, &down, gemm ? &h : NULL, NULL);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
