@@ -497,14 +497,24 @@ static float rmsnorm(float *out, const float *x, const float *w, size_t d, float
     return inv;
 }
 
-/* Rotates the pairs of each head of x (heads x hd) to position pos: adjacent ones
- * (x[2i], x[2i+1]) for llama, the halves (x[i], x[i + hd/2]) when neox (qwen2, qwen3:
- * llama.cpp's LLAMA_ROPE_TYPE_NEOX). */
-static void rope(float *x, size_t heads, size_t hd, size_t pos, const float *freq, int neox)
+/* cs[2i], cs[2i + 1] = cos, sin of position pos times frequency i (i < hd / 2): a
+ * token's rotation, made once a pass for every layer's q and k. */
+static void rope_angles(float *cs, size_t hd, size_t pos, const float *freq)
+{
+    for (size_t i = 0; i < hd / 2; i++) {
+        float a = (float)pos * freq[i];
+        cs[2 * i] = cosf(a), cs[2 * i + 1] = sinf(a);
+    }
+}
+
+/* Rotates the pairs of each head of x (heads x hd) by the angles cs (rope_angles):
+ * adjacent ones (x[2i], x[2i+1]) for llama, the halves (x[i], x[i + hd/2]) when neox
+ * (qwen2, qwen3: llama.cpp's LLAMA_ROPE_TYPE_NEOX). */
+static void rope(float *x, size_t heads, size_t hd, const float *cs, int neox)
 {
     size_t stride = neox ? 1 : 2, other = neox ? hd / 2 : 1;
     for (size_t i = 0; i < hd / 2; i++) {
-        float a = (float)pos * freq[i], c = cosf(a), s = sinf(a);
+        float c = cs[2 * i], s = cs[2 * i + 1];
         for (size_t h = 0; h < heads; h++) {
             float *p = x + h * hd + stride * i, x0 = p[0], x1 = p[other];
             p[0] = x0 * c - x1 * s;
@@ -527,6 +537,7 @@ typedef struct {
     float *wbuf;     /* (3, dim) this layer's two norm weights, then the output norm's */
     float *tmp;      /* (n, dim) a projection before it joins the stream */
     float *freq;     /* (head_dim / 2) rope frequencies (divided by rope_freqs' factors) */
+    float *angles;   /* (n, head_dim) each token's rope_angles */
     float *abuf;     /* (n_head hd + 2 n_head_kv hd + 2 hd) this layer's q/k/v biases, q/k norms */
     float *xn, *q, *ao, *gate, *up, *att; /* activations when no record keeps them */
     mm_scratch ms;
@@ -579,6 +590,7 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
 #define TAKE(ptr, count) \
     (ptr = pass ? (void *)(kv->scratch + at) : NULL, at += ((count) * sizeof *(ptr) + 63) / 64 * 64)
         TAKE(w->x, n * d), TAKE(w->wbuf, 3 * d), TAKE(w->tmp, n * d), TAKE(w->freq, hd / 2);
+        TAKE(w->angles, n * hd);
         TAKE(w->abuf, qw + 2 * (size_t)c->n_head_kv * hd + 2 * hd);
         if (!record) {
             TAKE(w->xn, n * d), TAKE(w->q, n * qw), TAKE(w->ao, n * qw), TAKE(w->gate, n * F);
@@ -601,13 +613,15 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
 }
 
 /* x[i] = the embedding of tokens[i] ([MASK]_i: row i - 1 of mask_embd); records the
- * tokens' positions in the cache. */
+ * tokens' positions in the cache and their rope angles. */
 static void forward_embed(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
-                          const size_t *pos, float *x)
+                          const size_t *pos, fwd_ws *w)
 {
-    size_t d = m->cfg.dim, V = m->cfg.n_vocab, base = kv->n;
+    size_t d = m->cfg.dim, V = m->cfg.n_vocab, base = kv->n, hd = m->cfg.head_dim;
+    float *x = w->x;
     for (size_t i = 0; i < n; i++) {
         kv->pos[base + i] = pos ? pos[i] : base + i;
+        rope_angles(w->angles + i * hd, hd, kv->pos[base + i], w->freq);
         size_t id = (size_t)tokens[i];
         const sd_tensor *e = id < V ? &m->tok_embd : &m->mask_embd;
         size_t rb = sd_ttype_row_bytes(e->type, d);
@@ -628,7 +642,21 @@ static layer_bufs layer_buffers(const fwd_ws *w, sd_llama_layer_acts *A)
 static void norm_rows(float *out, const float *x, const float *weight, size_t n, size_t d,
                       float eps, float *rms_out)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    /* four rows' sums of squares side by side, each in rmsnorm's order: four chains of
+     * dependent additions in flight, not one (a norm is serial work between loops) */
+    for (; i + 4 <= n; i += 4) {
+        double ss[4] = {0, 0, 0, 0};
+        for (size_t e = 0; e < d; e++)
+            for (int r = 0; r < 4; r++) ss[r] += (double)x[(i + r) * d + e] * x[(i + r) * d + e];
+        for (int r = 0; r < 4; r++) {
+            const float *xr = x + (i + r) * d;
+            float inv = (float)(1.0 / sqrt(ss[r] / (double)d + eps)), *o = out + (i + r) * d;
+            for (size_t e = 0; e < d; e++) o[e] = xr[e] * inv * weight[e];
+            if (rms_out) rms_out[i + r] = inv;
+        }
+    }
+    for (; i < n; i++) {
         float r = rmsnorm(out + i * d, x + i * d, weight, d, eps);
         if (rms_out) rms_out[i] = r;
     }
@@ -776,8 +804,8 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     qk_extras(L, n, qw, kw, hd, c->rms_eps, b->q, kc, vc, w->abuf);
     int neox = c->arch != SD_ARCH_LLAMA;
     for (size_t i = 0; i < n; i++) {
-        rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq, neox);
-        rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq, neox);
+        rope(b->q + i * qw, nh, hd, w->angles + i * hd, neox);
+        rope(kc + i * kw, nkv, hd, w->angles + i * hd, neox);
     }
     if (A) {
         memcpy(A->k, kc, n * kw * sizeof *kc);
@@ -857,7 +885,7 @@ static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, si
     fwd_ws w;
     forward_carve(m, kv, n, 0, threads, &w);
     w.ms.stream = weights_stream(m);
-    forward_embed(m, kv, tokens, n, pos, w.x);
+    forward_embed(m, kv, tokens, n, pos, &w);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
     kv->n += n;
     forward_output(m, n, &w, rows, n_rows, logits, NULL);
@@ -900,7 +928,7 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
     fwd_ws w;
     forward_carve(m, kv, n, 1, omp_in_parallel() ? 1 : omp_get_max_threads(), &w);
     w.ms.gemm = n >= 16;
-    forward_embed(m, kv, tokens, n, pos, w.x);
+    forward_embed(m, kv, tokens, n, pos, &w);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, &acts->layer[l]);
     kv->n += n;
     forward_output(m, n, &w, NULL, n, logits, acts);
