@@ -349,7 +349,9 @@ static int mm_quantized(const sd_tensor *w) { return w->type == SD_T_Q8_0 || w->
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* The feed-forward's h = silu(gate) * up over len elements: the input of the down
- * product, computed in that product's parallel region (matmul_group's pre). */
+ * product, made by the gate and up products' tasks, each on the rows it computed
+ * (matmul_group's post; a loop fewer a layer), or for the trainer's gemm products in
+ * a loop before the down product's (pre). */
 typedef struct {
     const float *gate, *up;
     float *h;
@@ -375,10 +377,11 @@ typedef struct {
     const mm_scratch *s;
     const mm_out *o;
     const int *gemm;
-    const mm_swiglu *pre;
+    const mm_swiglu *pre, *post;
 } mm_job;
 
-enum { SWIGLU_CHUNK = 4096 };
+/* Elements of h a task: 4096 left h of a pass over 4 tokens (4 x 704) to one thread. */
+enum { SWIGLU_CHUNK = 1024 };
 
 static void mm_swiglu_task(void *ctx, size_t c, int thread)
 {
@@ -415,8 +418,24 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
             w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows, j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
 }
 
+/* Chunk c of gate's rows, the same of up's, then h = silu(gate) * up on those rows of
+ * every token (matmul_group's post): h is made in the products' loop, not in a loop of
+ * its own before the down product's. */
+static void mm_gate_up_task(void *ctx, size_t c, int thread)
+{
+    const mm_job *j = ctx;
+    const mm_swiglu *h = j->post;
+    size_t F = j->o[0].rows, r0 = c * MATMUL_CHUNK, r1 = F - r0 < MATMUL_CHUNK ? F : r0 + MATMUL_CHUNK;
+    mm_rows_task(ctx, c, thread);
+    mm_rows_task(ctx, (F + MATMUL_CHUNK - 1) / MATMUL_CHUNK + c, thread);
+    for (size_t t = 0; t < j->n; t++)
+        for (size_t i = t * F + r0; i < t * F + r1; i++) h->h[i] = silu(h->gate[i]) * h->up[i];
+}
+
+/* The group's products, then (pre) h before them, or (post: k = 2, gate and up of the
+ * same rows, not the trainer's gemm) h after them in the same tasks. */
 static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
-                         const mm_swiglu *pre)
+                         const mm_swiglu *pre, const mm_swiglu *post)
 {
     size_t chunks = 0, work = 0;
     int quant = 0, gemm[3] = {0};
@@ -436,12 +455,13 @@ static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, s
         work += o[i].rows * cols * n;
     }
     if (!chunks) return;
-    mm_job j = {x, n, cols, s, o, gemm, pre};
+    mm_job j = {x, n, cols, s, o, gemm, pre, post};
     int threads = work >= MATMUL_PAR_MIN ? s->threads : 1;
     /* h on the pool's threads: on one, it was 4-5% of a 64-token pass */
     if (pre) sd_pool_for(threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &j);
     if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
-    sd_pool_for(threads, chunks, mm_rows_task, &j);
+    if (post) sd_pool_for(threads, chunks / 2, mm_gate_up_task, &j);
+    else sd_pool_for(threads, chunks, mm_rows_task, &j);
 }
 
 /* 1 when the model's weights exceed the last-level cache (as sysfs reports it: glibc's
@@ -464,7 +484,7 @@ static int weights_stream(const sd_llama *m)
 static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
 {
     mm_out o = {y, w, rows};
-    matmul_group(x, n, cols, s, 1, &o, NULL);
+    matmul_group(x, n, cols, s, 1, &o, NULL, NULL);
 }
 
 /* out = x / rms(x) * w (w: the norm's weights as floats); returns 1 / rms(x). */
@@ -477,14 +497,24 @@ static float rmsnorm(float *out, const float *x, const float *w, size_t d, float
     return inv;
 }
 
-/* Rotates the pairs of each head of x (heads x hd) to position pos: adjacent ones
- * (x[2i], x[2i+1]) for llama, the halves (x[i], x[i + hd/2]) when neox (qwen2, qwen3:
- * llama.cpp's LLAMA_ROPE_TYPE_NEOX). */
-static void rope(float *x, size_t heads, size_t hd, size_t pos, const float *freq, int neox)
+/* cs[2i], cs[2i + 1] = cos, sin of position pos times frequency i (i < hd / 2): a
+ * token's rotation, made once a pass for every layer's q and k. */
+static void rope_angles(float *cs, size_t hd, size_t pos, const float *freq)
+{
+    for (size_t i = 0; i < hd / 2; i++) {
+        float a = (float)pos * freq[i];
+        cs[2 * i] = cosf(a), cs[2 * i + 1] = sinf(a);
+    }
+}
+
+/* Rotates the pairs of each head of x (heads x hd) by the angles cs (rope_angles):
+ * adjacent ones (x[2i], x[2i+1]) for llama, the halves (x[i], x[i + hd/2]) when neox
+ * (qwen2, qwen3: llama.cpp's LLAMA_ROPE_TYPE_NEOX). */
+static void rope(float *x, size_t heads, size_t hd, const float *cs, int neox)
 {
     size_t stride = neox ? 1 : 2, other = neox ? hd / 2 : 1;
     for (size_t i = 0; i < hd / 2; i++) {
-        float a = (float)pos * freq[i], c = cosf(a), s = sinf(a);
+        float c = cs[2 * i], s = cs[2 * i + 1];
         for (size_t h = 0; h < heads; h++) {
             float *p = x + h * hd + stride * i, x0 = p[0], x1 = p[other];
             p[0] = x0 * c - x1 * s;
@@ -507,6 +537,7 @@ typedef struct {
     float *wbuf;     /* (3, dim) this layer's two norm weights, then the output norm's */
     float *tmp;      /* (n, dim) a projection before it joins the stream */
     float *freq;     /* (head_dim / 2) rope frequencies (divided by rope_freqs' factors) */
+    float *angles;   /* (n, head_dim) each token's rope_angles */
     float *abuf;     /* (n_head hd + 2 n_head_kv hd + 2 hd) this layer's q/k/v biases, q/k norms */
     float *xn, *q, *ao, *gate, *up, *att; /* activations when no record keeps them */
     mm_scratch ms;
@@ -559,6 +590,7 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
 #define TAKE(ptr, count) \
     (ptr = pass ? (void *)(kv->scratch + at) : NULL, at += ((count) * sizeof *(ptr) + 63) / 64 * 64)
         TAKE(w->x, n * d), TAKE(w->wbuf, 3 * d), TAKE(w->tmp, n * d), TAKE(w->freq, hd / 2);
+        TAKE(w->angles, n * hd);
         TAKE(w->abuf, qw + 2 * (size_t)c->n_head_kv * hd + 2 * hd);
         if (!record) {
             TAKE(w->xn, n * d), TAKE(w->q, n * qw), TAKE(w->ao, n * qw), TAKE(w->gate, n * F);
@@ -581,13 +613,15 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
 }
 
 /* x[i] = the embedding of tokens[i] ([MASK]_i: row i - 1 of mask_embd); records the
- * tokens' positions in the cache. */
+ * tokens' positions in the cache and their rope angles. */
 static void forward_embed(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
-                          const size_t *pos, float *x)
+                          const size_t *pos, fwd_ws *w)
 {
-    size_t d = m->cfg.dim, V = m->cfg.n_vocab, base = kv->n;
+    size_t d = m->cfg.dim, V = m->cfg.n_vocab, base = kv->n, hd = m->cfg.head_dim;
+    float *x = w->x;
     for (size_t i = 0; i < n; i++) {
         kv->pos[base + i] = pos ? pos[i] : base + i;
+        rope_angles(w->angles + i * hd, hd, kv->pos[base + i], w->freq);
         size_t id = (size_t)tokens[i];
         const sd_tensor *e = id < V ? &m->tok_embd : &m->mask_embd;
         size_t rb = sd_ttype_row_bytes(e->type, d);
@@ -608,7 +642,21 @@ static layer_bufs layer_buffers(const fwd_ws *w, sd_llama_layer_acts *A)
 static void norm_rows(float *out, const float *x, const float *weight, size_t n, size_t d,
                       float eps, float *rms_out)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    /* four rows' sums of squares side by side, each in rmsnorm's order: four chains of
+     * dependent additions in flight, not one (a norm is serial work between loops) */
+    for (; i + 4 <= n; i += 4) {
+        double ss[4] = {0, 0, 0, 0};
+        for (size_t e = 0; e < d; e++)
+            for (int r = 0; r < 4; r++) ss[r] += (double)x[(i + r) * d + e] * x[(i + r) * d + e];
+        for (int r = 0; r < 4; r++) {
+            const float *xr = x + (i + r) * d;
+            float inv = (float)(1.0 / sqrt(ss[r] / (double)d + eps)), *o = out + (i + r) * d;
+            for (size_t e = 0; e < d; e++) o[e] = xr[e] * inv * weight[e];
+            if (rms_out) rms_out[i + r] = inv;
+        }
+    }
+    for (; i < n; i++) {
         float r = rmsnorm(out + i * d, x + i * d, weight, d, eps);
         if (rms_out) rms_out[i] = r;
     }
@@ -700,13 +748,19 @@ static void attention_task(void *ctx, size_t t, int thread)
     weighted_values(a->ao + i * qw + hh * hd, p, Vv + kvh * hd, kw, jend, hd);
 }
 
+/* Heads x keys (summed over the tokens) from which attention runs on the pass's
+ * threads: a pass over 2 drafted tokens after 64 (16 x 66) does, one token after
+ * 128 or fewer does not. At 4096, a pass over 4 tokens after a 64-token prompt ran
+ * its attention, a tenth of the pass, on one thread beside an idle one. */
+enum { ATTENTION_PAR_MIN = 1024 };
+
 static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t l, size_t n,
                             const unsigned char *mask, const float *q, float *att, int record,
                             float *ao, int threads)
 {
     att_job a = {c, kv, l, n, mask, q, att, ao, record};
     size_t tasks = n * c->n_head;
-    sd_pool_for(tasks * (kv->n + n) > 4096 ? threads : 1, tasks, attention_task, &a);
+    sd_pool_for(tasks * (kv->n + n) > ATTENTION_PAR_MIN ? threads : 1, tasks, attention_task, &a);
 }
 
 /* y[i][e] += bias[e] for the n rows of width wd (bias: the tensor, dequantized into buf). */
@@ -746,12 +800,12 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
     const mm_out qkv[3] = {{b->q, &L->wq, qw}, {kc, &L->wk, kw}, {vc, &L->wv, kw}};
-    matmul_group(b->xn, n, d, &w->ms, 3, qkv, NULL);
+    matmul_group(b->xn, n, d, &w->ms, 3, qkv, NULL, NULL);
     qk_extras(L, n, qw, kw, hd, c->rms_eps, b->q, kc, vc, w->abuf);
     int neox = c->arch != SD_ARCH_LLAMA;
     for (size_t i = 0; i < n; i++) {
-        rope(b->q + i * qw, nh, hd, kv->pos[base + i], w->freq, neox);
-        rope(kc + i * kw, nkv, hd, kv->pos[base + i], w->freq, neox);
+        rope(b->q + i * qw, nh, hd, w->angles + i * hd, neox);
+        rope(kc + i * kw, nkv, hd, w->angles + i * hd, neox);
     }
     if (A) {
         memcpy(A->k, kc, n * kw * sizeof *kc);
@@ -771,10 +825,11 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     size_t d = c->dim, F = c->ffn_dim;
     norm_rows(b->xn2, w->x, w->wbuf + d, n, d, c->rms_eps, A ? A->rms2 : NULL);
     const mm_out gate_up[2] = {{b->gate, &L->w_gate, F}, {b->up, &L->w_up, F}};
-    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL);
-    const mm_out down = {w->tmp, &L->w_down, d};
     const mm_swiglu h = {b->gate, b->up, b->h, n * F};
-    matmul_group(b->h, n, F, &w->ms, 1, &down, &h);
+    int gemm = w->ms.gemm && (L->w_gate.type == SD_T_F32 || L->w_up.type == SD_T_F32); /* the trainer's: h before down */
+    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL, gemm ? NULL : &h);
+    const mm_out down = {w->tmp, &L->w_down, d};
+    matmul_group(b->h, n, F, &w->ms, 1, &down, gemm ? &h : NULL, NULL);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
@@ -830,7 +885,7 @@ static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, si
     fwd_ws w;
     forward_carve(m, kv, n, 0, threads, &w);
     w.ms.stream = weights_stream(m);
-    forward_embed(m, kv, tokens, n, pos, w.x);
+    forward_embed(m, kv, tokens, n, pos, &w);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
     kv->n += n;
     forward_output(m, n, &w, rows, n_rows, logits, NULL);
@@ -873,7 +928,7 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
     fwd_ws w;
     forward_carve(m, kv, n, 1, omp_in_parallel() ? 1 : omp_get_max_threads(), &w);
     w.ms.gemm = n >= 16;
-    forward_embed(m, kv, tokens, n, pos, w.x);
+    forward_embed(m, kv, tokens, n, pos, &w);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, &acts->layer[l]);
     kv->n += n;
     forward_output(m, n, &w, NULL, n, logits, acts);

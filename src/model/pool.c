@@ -78,19 +78,24 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Claims and runs tasks of the current loop while any is open to thread me. */
+/* Claims and runs tasks of the current loop while any is open to thread me; adds the
+ * tasks it ran to done once, when none is left to claim (one atomic a task, not two:
+ * the caller waits for the count either way, and a task claimed is run before it). */
 static void take(int me)
 {
+    size_t ran = 0;
     uint64_t w = atomic_load_explicit(&P.word, memory_order_acquire);
     while (word_open(w, me)) {
         if (!atomic_compare_exchange_weak_explicit(&P.word, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
             continue; /* w now holds the word another thread left */
         P.task(P.ctx, P.base + (size_t)(w & TASK_MASK), me);
-        /* counted before done: a caller that has seen its loop done sees the count */
-        if (me) atomic_fetch_add_explicit(&P.by_workers, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+        ran++;
         w = atomic_load_explicit(&P.word, memory_order_acquire);
     }
+    if (!ran) return;
+    /* counted before done: a caller that has seen its loop done sees the count */
+    if (me) atomic_fetch_add_explicit(&P.by_workers, ran, memory_order_relaxed);
+    atomic_fetch_add_explicit(&P.done, ran, memory_order_release);
 }
 
 static void *worker(void *arg)
