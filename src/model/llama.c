@@ -414,6 +414,7 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
             TAKE(w->up, n * F), TAKE(w->att, n * nh * ctx);
         }
         TAKE(w->ms.scale, n * (cmax / SD_QK + 1)), TAKE(w->ms.q, n * cmax);
+        TAKE(w->ms.kd, n * (cmax / SD_QK_K + 1)), TAKE(w->ms.kq, n * cmax), TAKE(w->ms.kbs, n * (cmax / 16 + 1));
         TAKE(w->ms.rows, (size_t)threads * sd_dot_rows_ws(cmax));
 #undef TAKE
         if (!pass && at > kv->scratch_bytes) {

@@ -11,10 +11,14 @@
 #include "llama.h"
 
 /* Work space of the matrix products, carved from the cache's scratch: activations as
- * Q8 blocks, and one row's worth of floats per thread. */
+ * Q8 blocks (for Q8_0/Q4_0 weights) and as Q8_K blocks (for K-quants), and one row's
+ * worth of floats per thread. */
 typedef struct {
     float *scale;  /* [n][cols / 32] */
     int8_t *q;     /* [n][cols] */
+    float *kd;     /* [n][cols / 256] */
+    int8_t *kq;    /* [n][cols] */
+    int16_t *kbs;  /* [n][cols / 16] */
     float *rows;   /* [threads][cols] */
     int threads;   /* this pass's threads (sd_pool_for) */
     int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
