@@ -87,16 +87,18 @@ static void test_kquant_dequant_q6_closed_form(void **state)
 
 /* Q8_K: the element of largest magnitude m = -2 maps to -127 (q = x -127 / m rounded
  * half to even: 1.0 -> 63.5 -> 64, 0.5 -> 31.75 -> 32), d = 1 / (-127 / m); the sums
- * over 16; a zero block all zeros. */
+ * over 16; a zero block all zeros; with m = -127 (q = x) the ties 2.5 -> 2, -0.5 -> 0,
+ * 3.5 -> 4. */
 static void test_kquant_act_closed_form(void **state)
 {
     (void)state;
-    float x[512] = {0}, d[2];
-    int8_t q[512];
-    int16_t bs[32];
+    float x[768] = {0}, d[3];
+    int8_t q[768];
+    int16_t bs[48];
+    x[512] = -127.0f, x[513] = 2.5f, x[514] = -0.5f, x[515] = 3.5f;
     for (int j = 0; j < 256; j++) x[j] = j % 2 ? 1.0f : 0.5f;
     x[37] = -2.0f, x[38] = 2.0f; /* the first of equal magnitudes decides the sign */
-    sd_quantize_act_k(x, 512, d, q, bs);
+    sd_quantize_act_k(x, 768, d, q, bs);
     assert_true(q[37] == -127 && q[38] == 127);
     assert_true(q[1] == 64 && q[0] == 32 && q[3] == 64);
     assert_true(d[0] == 1 / (-127.0f / -2.0f));
@@ -105,6 +107,8 @@ static void test_kquant_act_closed_form(void **state)
     assert_true(d[1] == 0);
     for (int j = 256; j < 512; j++) assert_int_equal(q[j], 0);
     assert_int_equal(bs[16], 0);
+    assert_true(d[2] == 1.0f);
+    assert_true(q[512] == -127 && q[513] == 2 && q[514] == 0 && q[515] == 4);
 }
 
 static float *gauss(gsl_rng *r, size_t n, double sd)
