@@ -10,6 +10,7 @@
 # from run to run: read the load average printed at the top, and compare the two
 # programs' figures of one run.
 # usage: tests/bench/kquant.sh [BUILD_DIR] [MODEL.gguf]
+#   KQUANT_REUSE=1: specdec's figures of the last run (KQUANT_DIR/kquant-sd.txt), llama.cpp's anew
 set -eu
 BUILD=${1:-build}
 DIR=${KQUANT_DIR:-/tmp}
@@ -29,12 +30,20 @@ if [ ! -f "$MODEL" ]; then
 fi
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, $MODEL"
 echo "## specdec (bench_model --every-n, 2 threads)"
-"$B" "$MODEL" --threads 2 --every-n | grep -v "^# prompt\|^# passes\|^# every" | tee "$DIR/kquant-sd.txt"
+if [ -n "${KQUANT_REUSE:-}" ] && [ -f "$DIR/kquant-sd.txt" ]; then # the last run's figures
+    cat "$DIR/kquant-sd.txt"
+else
+    "$B" "$MODEL" --threads 2 --every-n | grep -v "^# prompt\|^# passes\|^# every" | tee "$DIR/kquant-sd.txt"
+fi
 if [ -z "$LB" ]; then
     echo "(llama.cpp not built: sh tests/bench/llamacpp/build.sh for the side-by-side figures)"
     exit 0
 fi
-echo "## llama-bench, 2 threads, pp n at depth 64 (n = 1..16), pp64, tg64"
+# OpenMP's passive waits, as specdec's pool sleeps between loops: with llama.cpp's
+# default (spinning) threads on a shared, oversubscribed machine its times were 2 to 6
+# times longer (OMP_WAIT_POLICY=active to see them)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+echo "## llama-bench, 2 threads, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, pp n at depth 64 (n = 1..16), pp64, tg64"
 export LD_LIBRARY_PATH="$LB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 {
     timeout 900 "$LB/llama-bench" -m "$MODEL" -t 2 -p 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 -n 0 -d 64 -r 5 -o csv 2>/dev/null
@@ -45,7 +54,7 @@ export LD_LIBRARY_PATH="$LB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # side by side: M_T(n) (the last token's logits) in ms, llama.cpp / specdec (>1: specdec faster)
 echo "## side by side (ratio: llama.cpp's time / specdec's; > 1 means specdec is faster)"
 sd_mt=$(sed -n "s/^# Q4_K M_T(n), ms, n = 1..16 (the last token's logits)://p" "$DIR/kquant-sd.txt")
-lc_mt=$(awk '/@d/ { print $2 }' "$DIR/kquant-llama.txt" | paste -sd' ' -)
+lc_mt=$(awk '/@d/ { print $(NF - 1) }' "$DIR/kquant-llama.txt" | paste -sd' ' -)
 echo "$sd_mt" "|" "$lc_mt" | awk '{ for (i = 1; i <= 16; i++) printf "M_T(%2d)  specdec %8.3f ms  llama.cpp %8.3f ms  ratio %.2f\n", i, $i, $(i + 17), $(i + 17) / $i }'
 set -- $(awk '$1 == "Q4_K" { print $4, $5 }' "$DIR/kquant-sd.txt")
 lp=$(awk '$1 == "pp64" { print $2 }' "$DIR/kquant-llama.txt"); lg=$(awk '$1 == "tg64" { print $2 }' "$DIR/kquant-llama.txt")
