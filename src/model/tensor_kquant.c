@@ -38,12 +38,13 @@ enum { K4_SCALES = 4, K4_QS = 16, K5_QH = 16, K5_QS = 48, K6_QH = 128, K6_SC = 1
 /* The eight 6-bit scales and mins of a Q4_K/Q5_K super-block (12 bytes at s). */
 static inline void k_scales(const unsigned char *s, uint8_t sc[8], uint8_t mn[8])
 {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((s[j + 8] & 15) | (s[j] >> 6) << 4);
-        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | (s[j + 4] >> 6) << 4);
-    }
+    /* four bytes at a time: byte j of each word is sub-block j's (or j + 4's) */
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+    const uint32_t lo = u0 & 0x3f3f3f3fu, mlo = u1 & 0x3f3f3f3fu;
+    const uint32_t hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    const uint32_t mhi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &lo, 4), memcpy(sc + 4, &hi, 4), memcpy(mn, &mlo, 4), memcpy(mn + 4, &mhi, 4);
 }
 
 static inline float half_at(const unsigned char *b) { return block_scale(b); }
@@ -299,13 +300,13 @@ static inline float kacc_sum(sd_ttype t, const kacc *a)
     return h + _mm_cvtss_f32(m);
 }
 
-/* One row against NT (1 to 4) consecutive tokens from t0. */
+/* One row against NT (1 to 8) consecutive tokens from t0. */
 static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const unsigned char *row, const float *d,
                                                               const int8_t *q, const int16_t *bsums, size_t n,
                                                               size_t t0, const int NT, float *y, size_t ys)
 {
     const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
-    kacc a[4];
+    kacc a[8];
     for (int j = 0; j < NT; j++) a[j].acc = _mm256_setzero_ps(), a[j].accm = _mm_setzero_ps(), a[j].summ = 0;
     for (size_t b = 0; b < nb; b++) {
         kblock k;
@@ -318,6 +319,8 @@ static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const 
     for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j]);
 }
 
+/* Each row against the tokens in groups of eight, then the rest (one group of 1 to 7):
+ * a block unpacked once serves a group. */
 #define KROWS(name, T)                                                                                 \
     static void name(const unsigned char *w, size_t nrows, const float *d, const int8_t *q,            \
                      const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys)                 \
@@ -326,10 +329,17 @@ static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const 
         for (size_t r = 0; r < nrows; r++) {                                                           \
             const unsigned char *row = w + r * rb;                                                     \
             size_t t0 = 0;                                                                             \
-            for (; t0 + 4 <= ntok; t0 += 4) krow_tokens(T, row, d, q, bsums, n, t0, 4, y + r, ys);    \
-            if (ntok - t0 == 3) krow_tokens(T, row, d, q, bsums, n, t0, 3, y + r, ys);                \
-            else if (ntok - t0 == 2) krow_tokens(T, row, d, q, bsums, n, t0, 2, y + r, ys);           \
-            else if (ntok - t0 == 1) krow_tokens(T, row, d, q, bsums, n, t0, 1, y + r, ys);           \
+            for (; t0 + 8 <= ntok; t0 += 8) krow_tokens(T, row, d, q, bsums, n, t0, 8, y + r, ys);    \
+            switch (ntok - t0) {                                                                       \
+            case 7: krow_tokens(T, row, d, q, bsums, n, t0, 7, y + r, ys); break;                      \
+            case 6: krow_tokens(T, row, d, q, bsums, n, t0, 6, y + r, ys); break;                      \
+            case 5: krow_tokens(T, row, d, q, bsums, n, t0, 5, y + r, ys); break;                      \
+            case 4: krow_tokens(T, row, d, q, bsums, n, t0, 4, y + r, ys); break;                      \
+            case 3: krow_tokens(T, row, d, q, bsums, n, t0, 3, y + r, ys); break;                      \
+            case 2: krow_tokens(T, row, d, q, bsums, n, t0, 2, y + r, ys); break;                      \
+            case 1: krow_tokens(T, row, d, q, bsums, n, t0, 1, y + r, ys); break;                      \
+            default: break;                                                                            \
+            }                                                                                          \
         }                                                                                              \
     }
 KROWS(krows_q4_k, SD_T_Q4_K)
