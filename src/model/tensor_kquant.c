@@ -232,8 +232,10 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
         k->d = half_at(blk + K6_D), k->dmin = 0;
         return;
     }
-    uint8_t sc[8], mn[8];
-    k_scales(blk + K4_SCALES, sc, mn);
+    uint8_t sm[16]; /* the 8 scales, then the 8 mins */
+    k_scales(blk + K4_SCALES, sm, sm + 8);
+    const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm));
+    const __m512i sm512 = _mm512_castsi256_si512(sm16);
     const unsigned char *qs = blk + (t == SD_T_Q5_K ? K5_QS : K4_QS);
     for (int c = 0; c < 4; c++) {
         const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
@@ -245,9 +247,11 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
             w = _mm512_or_si512(w, _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(H, bit), _mm512_set1_epi8(16)));
         }
         k->w[c] = w;
-        k->s[c] = _mm512_inserti64x4(_mm512_set1_epi16(sc[2 * c]), _mm256_set1_epi16(sc[2 * c + 1]), 1);
+        /* int16 lanes 0..15 scale 2c, 16..31 scale 2c + 1 */
+        const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1);
+        k->s[c] = _mm512_permutexvar_epi16(idx, sm512);
     }
-    k->mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+    k->mins = _mm256_extracti128_si256(sm16, 1);
     k->d = half_at(blk), k->dmin = half_at(blk + 2);
 }
 
