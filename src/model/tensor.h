@@ -139,7 +139,7 @@ float sd_dot_row_act_k(sd_ttype t, const void *row, const float *d, const int8_t
                        size_t n);
 /* y[k ys + r] = sd_dot_row_act_k(t, row r of w, token k's blocks) bit for bit, for the
  * nrows rows of w and ntok tokens (token k's blocks at d + k n / 256, q + k n,
- * bsums + k n / 16): each weight block is unpacked once for up to four tokens. */
+ * bsums + k n / 16): each weight block is unpacked once for up to eight tokens. */
 void sd_dot_rows_act_k_tokens(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
                               const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys);
 /* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16 as ggml does;

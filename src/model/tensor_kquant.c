@@ -195,7 +195,7 @@ void sd_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *b
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 /* A super-block's weights unpacked into 64-byte vectors (unsigned q, 0..63) and the
  * int16 scales each maddubs pair is multiplied by: done once per row and block for up
- * to four tokens. Per token, per vector: maddubs (exact: at most 2 x 63 x 127), vpdpwssd
+ * to eight tokens. Per token, per vector: maddubs (exact: at most 2 x 63 x 127), vpdpwssd
  * into int32 lanes (exact), then the correction from bsums and one conversion and fused
  * multiply-add per block, in the same order for every token count. */
 typedef struct {
