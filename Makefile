@@ -67,7 +67,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check fuzz bench bench-kernels bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -230,6 +230,11 @@ bench-mt: $(BENCH_BIN)
 bench-kernels: $(BUILD)/tests/bench/bench_model
 	sh tests/bench/kernels.sh $(BUILD)
 
+# bench-kquant: the K-quant kernels on a Qwen2.5-1.5B-shaped Q4_K_M file (written once to
+# /tmp), beside llama-bench: prompt, generation and M_T(n) for n = 1..16, 2 threads.
+bench-kquant: $(BUILD)/tests/bench/bench_model $(BIN)
+	sh tests/bench/kquant.sh $(BUILD)
+
 # demo: the main job on the default pair (README, "What the main job prints"): every scheme measured
 # beside its prediction. PAIR=large: the large target (75 MB of weights streamed from
 # memory each pass, where speculation pays) and its draft LARGE_DRAFT, the default when
@@ -350,6 +355,7 @@ help:
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
 	@echo "make bench-mt  M_T(n) of the large and the shipped target beside their rooflines, n = 1..64 (RECORD=1: paper-figs/cpu/)"
+	@echo "make bench-kquant   Q4_K_M kernels on a Qwen2.5-1.5B-shaped file: prompt, generation, M_T(1..16) beside llama-bench"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-exec  certify --exec: power table of the planted bugs on the default plan, the default run's time, protocol throughput"

@@ -130,7 +130,7 @@ static void test_cuda_plan_layout(void **state)
     }
 }
 
-/* A tensor of a type the kernels cannot read is refused, naming it. */
+/* A tensor of a type the kernels cannot read (a K-quant) is refused, naming it. */
 static void test_cuda_plan_refuses_type(void **state)
 {
     (void)state;

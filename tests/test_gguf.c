@@ -62,16 +62,17 @@ static void test_tensor_type_table(void **state)
         assert_int_equal(sd_ttype_block((sd_ttype)ok[i]), block[i]);
         assert_int_equal(sd_ttype_block_bytes((sd_ttype)ok[i]), bytes[i]);
     }
-    assert_false(sd_ttype_supported(12));
+    assert_false(sd_ttype_supported(11));
+    assert_string_equal(sd_ttype_name(11), "Q3_K");
     assert_string_equal(sd_ttype_name(12), "Q4_K");
     assert_string_equal(sd_ttype_name(4), "type 4");   /* retired by ggml */
     assert_string_equal(sd_ttype_name(1000), "type 1000");
-    assert_int_equal(sd_ttype_block((sd_ttype)12), 0);
+    assert_int_equal(sd_ttype_block((sd_ttype)11), 0);
     assert_int_equal(sd_ttype_row_bytes(SD_T_Q8_0, 64), 68);
     assert_int_equal(sd_ttype_row_bytes(SD_T_Q4_0, 96), 54);
     assert_int_equal(sd_ttype_row_bytes(SD_T_F16, 7), 14);
     assert_int_equal(sd_ttype_row_bytes(SD_T_Q8_0, 33), 0);
-    assert_int_equal(sd_ttype_row_bytes((sd_ttype)12, 32), 0);
+    assert_int_equal(sd_ttype_row_bytes((sd_ttype)11, 32), 0);
 }
 
 static void test_tensor_bytes_checks_overflow_and_blocks(void **state)
@@ -92,8 +93,8 @@ static void test_tensor_bytes_checks_overflow_and_blocks(void **state)
     const uint64_t wrap[3] = {(uint64_t)1 << 40, (uint64_t)1 << 20, 1 << 10};
     assert_int_equal(sd_tensor_bytes(SD_T_F32, wrap, 3, "wrap", &n), SD_ERANGE);
     assert_msg_has("wrap");
-    assert_int_equal(sd_tensor_bytes((sd_ttype)12, d2, 2, "k", &n), SD_EINVAL);
-    assert_msg_has("Q4_K");
+    assert_int_equal(sd_tensor_bytes((sd_ttype)11, d2, 2, "k", &n), SD_EINVAL);
+    assert_msg_has("Q3_K");
     const uint64_t d5[5] = {1, 1, 1, 1, 1};
     assert_int_equal(sd_tensor_bytes(SD_T_F32, d5, 5, "five", &n), SD_EINVAL);
 }
@@ -336,8 +337,8 @@ static void test_dot_row_equals_dot_of_dequantized_row(void **state)
             assert_close(got, ref, 0, 1e-6 * mag + 1e-30);
         }
     /* an unsupported type gives NaN, not a plausible number */
-    assert_true(isnan(sd_dot_row((sd_ttype)12, row, x, 32)));
-    sd_dequant_row((sd_ttype)12, row, deq, 32);
+    assert_true(isnan(sd_dot_row((sd_ttype)11, row, x, 32)));
+    sd_dequant_row((sd_ttype)11, row, deq, 32);
     assert_true(isnan(deq[0]) && isnan(deq[31]));
     gsl_rng_free(r);
     free(w), free(x), free(deq), free(row);
@@ -930,7 +931,8 @@ static void test_gguf_writer_rejects_bad_input_and_stays_usable(void **state)
     assert_int_equal(sd_gguf_writer_add_tensor(w, "u", SD_T_F32, 5, d5, x), SD_EINVAL);
     assert_int_equal(sd_gguf_writer_add_tensor(w, "u", SD_T_Q8_0, 1, d48, x), SD_EINVAL);
     assert_msg_has("not whole Q8_0 blocks");
-    assert_int_equal(sd_gguf_writer_add_tensor(w, "u", (sd_ttype)12, 1, d1, x), SD_EINVAL);
+    assert_int_equal(sd_gguf_writer_add_tensor(w, "u", (sd_ttype)11, 1, d1, x), SD_EINVAL);
+    assert_msg_has("Q3_K");
     assert_int_equal(sd_gguf_writer_add_tensor(w, "u", SD_T_F32, 1, d1, NULL), SD_EINVAL);
     sd_gguf *g = open_written(w, "usable.gguf");
     sd_gguf_writer_free(w);
@@ -1238,8 +1240,8 @@ static void test_gguf_bad_tensor_infos(void **state)
     expect_open(&g, g.n, SD_OK, NULL);
     one_tensor(&g, "w", 5, d5, SD_T_F32, 0, 256);
     expect_open(&g, g.n, SD_EFORMAT, "tensor 0 ('w'): n_dims 5");
-    one_tensor(&g, "w", 2, d2, 12, 0, 256);
-    expect_open(&g, g.n, SD_EUNSUP, "tensor 0 ('w') has type Q4_K (12");
+    one_tensor(&g, "w", 2, d2, 11, 0, 256);
+    expect_open(&g, g.n, SD_EUNSUP, "tensor 0 ('w') has type Q3_K (11");
     one_tensor(&g, "w", 2, d2, 99, 0, 256);
     expect_open(&g, g.n, SD_EUNSUP, "type 99");
     one_tensor(&g, "w", 2, d2, SD_T_F32, 16, 256);

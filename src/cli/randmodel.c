@@ -30,8 +30,10 @@ static const char *const help =
     "                 or qwen3 (per-head Q/K RMSNorm, NEOX RoPE, base 1e6, eps 1e-6)\n"
     "  --vocab V      copy the tokenizer.* keys of the GGUF V (e.g. llama.cpp's\n"
     "                 models/ggml-vocab-qwen2.gguf); its token count is the vocabulary\n"
-    "  --type T       f32, f16, bf16, q8_0 or q4_0 for the matrices (default f16;\n"
-    "                 norms are always f32)\n"
+    "  --type T       f32, f16, bf16, q8_0, q4_0, q6_k, or the mixes q4_k_m and q5_k_m\n"
+    "                 (Q4_K or Q5_K, with Q6_K for the output and for attn_v and ffn_down\n"
+    "                 in llama.cpp's layers of more bits) for the matrices (default f16;\n"
+    "                 norms are always f32; K types need rows of multiples of 256)\n"
     "  --shape S      1b (default: dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 32000)\n"
     "                 or DIM,LAYERS,HEADS,KV_HEADS,FFN,VOCAB[,HEAD_DIM] (vocab >= 260;\n"
     "                 HEAD_DIM other than DIM/HEADS: qwen3 only)\n"
@@ -43,7 +45,8 @@ static const char *const help =
 static int parse_type(const char *s, sd_ttype *t)
 {
     static const struct { const char *name; sd_ttype t; } types[] = {
-        {"f32", SD_T_F32}, {"f16", SD_T_F16}, {"bf16", SD_T_BF16}, {"q8_0", SD_T_Q8_0}, {"q4_0", SD_T_Q4_0}};
+        {"f32", SD_T_F32}, {"f16", SD_T_F16}, {"bf16", SD_T_BF16}, {"q8_0", SD_T_Q8_0}, {"q4_0", SD_T_Q4_0},
+        {"q4_k_m", SD_T_Q4_K}, {"q5_k_m", SD_T_Q5_K}, {"q6_k", SD_T_Q6_K}};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (!strcasecmp(s, types[i].name)) return *t = types[i].t, 0;
     return -1;
@@ -82,7 +85,7 @@ int cmd_random_model(int argc, char **argv)
         case O_OUT: out = optarg; break;
         case O_TYPE:
             if (parse_type(optarg, &type)) {
-                fprintf(stderr, "specdec %s: --type '%s': not one of f32, f16, bf16, q8_0, q4_0\n", cmd, optarg);
+                fprintf(stderr, "specdec %s: --type '%s': not one of f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k\n", cmd, optarg);
                 return CLI_USAGE;
             }
             break;

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gemm.h"
 #include "gguf.h"
+#include "llama_mm.h"
 #include "pool.h"
 #include "sd_error.h"
 
@@ -316,177 +316,6 @@ void sd_llama_acts_free(sd_llama_acts *a)
     free(a);
 }
 
-/* ---- kernels ---- */
-
-/* Work space of the matrix products, carved from the cache's scratch: activations as
- * Q8 blocks, and one row's worth of floats per thread. */
-typedef struct {
-    float *scale;  /* [n][cols / 32] */
-    int8_t *q;     /* [n][cols] */
-    float *rows;   /* [threads][cols] */
-    int threads;   /* this pass's threads (sd_pool_for) */
-    int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
-    int stream;    /* weights beyond the last-level cache: sd_dot_rows_tokens_stream */
-} mm_scratch;
-
-/* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
- * (every matrix of a 5.5M-parameter model but the output, for one token) waking a
- * second thread costs more than it saves. Measured with bench_model, 2 threads, on
- * the shared 2-core machine, when the loops were OpenMP regions with sleeping waits:
- * generation 640 t/s with a limit of 32768, 2130 with 2^18 (1 thread: 1400). With
- * the pool's loops (pool.h), 2^15 and 2^18 measured the same within the noise. */
-enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
-
-/* One product of a group: y[t][r] = sum_c W[r][c] x[t][c] for the group's n tokens. */
-typedef struct {
-    float *y;
-    const sd_tensor *w;
-    size_t rows;
-} mm_out;
-
-static int mm_quantized(const sd_tensor *w) { return w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0; }
-
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-
-/* The feed-forward's h = silu(gate) * up over len elements: the input of the down
- * product, made by the gate and up products' tasks, each on the rows it computed
- * (matmul_group's post; a loop fewer a layer), or for the trainer's gemm products in
- * a loop before the down product's (pre). */
-typedef struct {
-    const float *gate, *up;
-    float *h;
-    size_t len;
-} mm_swiglu;
-
-/* The k products of one input x (n tokens of cols): q, k and v, or gate and up, in one
- * loop of the pool (each loop is a wake-up and a wait: with OpenMP's sleeping waits,
- * 49 regions a pass cost a fifth of a 64-token prompt), their rows in chunks of
- * MATMUL_CHUNK handed out as threads come for them (a thread the OS has taken away
- * holds up at most one chunk, and one that has not woken is not waited for).
- * - Float weights, any n: sd_dot_rows_tokens, every token's outputs those of the
- *   single-token dot product, bit for bit: a token's logits do not depend on the
- *   batch or the tree it is verified in.
- * - Q8_0 and Q4_0 weights multiply x rounded to Q8 blocks (once for the group), in
- *   integers, as llama.cpp does, for every n: the same bits alone or in a tree.
- * - The trainer's passes (s->gemm: long sequences, F32 weights): gemm.h's register
- *   tiles, reproducible but not summed in sd_dot_row's lanes. Inference never comes
- *   here: its logits stay those of one-token passes, bit for bit. */
-typedef struct {
-    const float *x;
-    size_t n, cols;
-    const mm_scratch *s;
-    const mm_out *o;
-    const int *gemm;
-    const mm_swiglu *pre, *post;
-} mm_job;
-
-/* Elements of h a task: 4096 left h of a pass over 4 tokens (4 x 704) to one thread. */
-enum { SWIGLU_CHUNK = 1024 };
-
-static void mm_swiglu_task(void *ctx, size_t c, int thread)
-{
-    const mm_swiglu *pre = ((const mm_job *)ctx)->pre;
-    size_t end = (c + 1) * SWIGLU_CHUNK < pre->len ? (c + 1) * SWIGLU_CHUNK : pre->len;
-    (void)thread;
-    for (size_t i = c * SWIGLU_CHUNK; i < end; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
-}
-
-static void mm_quant_task(void *ctx, size_t t, int thread)
-{
-    const mm_job *j = ctx;
-    (void)thread;
-    sd_quantize_act(j->x + t * j->cols, j->cols, j->s->scale + t * (j->cols / SD_QK), j->s->q + t * j->cols);
-}
-
-/* Chunk c of the rows of the group's products (the gemm ones skipped). */
-static void mm_rows_task(void *ctx, size_t c, int thread)
-{
-    const mm_job *j = ctx;
-    const mm_out *o = j->o;
-    size_t i = 0, cc = c; /* product i, its chunk cc */
-    while (j->gemm[i] || cc >= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK) {
-        if (!j->gemm[i]) cc -= (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
-        i++;
-    }
-    const sd_tensor *w = o[i].w;
-    size_t rows = o[i].rows, r0 = cc * MATMUL_CHUNK, nr = rows - r0 < MATMUL_CHUNK ? rows - r0 : MATMUL_CHUNK;
-    const char *wr = (const char *)w->data + r0 * sd_ttype_row_bytes(w->type, j->cols);
-    if (mm_quantized(w))
-        sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->cols, j->n, o[i].y + r0, rows);
-    else
-        (j->s->stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(
-            w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows, j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
-}
-
-/* Chunk c of gate's rows, the same of up's, then h = silu(gate) * up on those rows of
- * every token (matmul_group's post): h is made in the products' loop, not in a loop of
- * its own before the down product's. */
-static void mm_gate_up_task(void *ctx, size_t c, int thread)
-{
-    const mm_job *j = ctx;
-    const mm_swiglu *h = j->post;
-    size_t F = j->o[0].rows, r0 = c * MATMUL_CHUNK, r1 = F - r0 < MATMUL_CHUNK ? F : r0 + MATMUL_CHUNK;
-    mm_rows_task(ctx, c, thread);
-    mm_rows_task(ctx, (F + MATMUL_CHUNK - 1) / MATMUL_CHUNK + c, thread);
-    for (size_t t = 0; t < j->n; t++)
-        for (size_t i = t * F + r0; i < t * F + r1; i++) h->h[i] = silu(h->gate[i]) * h->up[i];
-}
-
-/* The group's products, then (pre) h before them, or (post: k = 2, gate and up of the
- * same rows, not the trainer's gemm) h after them in the same tasks. */
-static void matmul_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
-                         const mm_swiglu *pre, const mm_swiglu *post)
-{
-    size_t chunks = 0, work = 0;
-    int quant = 0, gemm[3] = {0};
-    if (pre && s->gemm) { /* the trainer's products below read x (h) before the loops */
-        mm_job hj = {.pre = pre};
-        sd_pool_for(s->threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &hj);
-        pre = NULL;
-    }
-    for (size_t i = 0; i < k; i++) {
-        gemm[i] = s->gemm && o[i].w->type == SD_T_F32;
-        if (gemm[i]) {
-            sd_gemm_f32(n, o[i].rows, cols, x, cols, 1, o[i].w->data, 1, cols, o[i].y, o[i].rows, 0);
-            continue;
-        }
-        quant |= mm_quantized(o[i].w);
-        chunks += (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
-        work += o[i].rows * cols * n;
-    }
-    if (!chunks) return;
-    mm_job j = {x, n, cols, s, o, gemm, pre, post};
-    int threads = work >= MATMUL_PAR_MIN ? s->threads : 1;
-    /* h on the pool's threads: on one, it was 4-5% of a 64-token pass */
-    if (pre) sd_pool_for(threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &j);
-    if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
-    if (post) sd_pool_for(threads, chunks / 2, mm_gate_up_task, &j);
-    else sd_pool_for(threads, chunks, mm_rows_task, &j);
-}
-
-/* 1 when the model's weights exceed the last-level cache (as sysfs reports it: glibc's
- * sysconf said 320 MB on a virtual machine of 32; else 32 MiB): its passes read them
- * from memory, and a few tokens' products stream their rows one at a time
- * (sd_dot_rows_tokens_stream); a model in the cache keeps the register tiles. */
-static int weights_stream(const sd_llama *m)
-{
-    static _Atomic long llc; /* read once */
-    long c = atomic_load_explicit(&llc, memory_order_relaxed), k;
-    char unit = 0;
-    FILE *f = c ? NULL : fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    if (!c) c = f && fscanf(f, "%ld%c", &k, &unit) >= 1 && k > 0 && k < (1L << 40)
-                    ? (unit == 'M' ? k << 20 : unit == 'K' ? k << 10 : k) : 32L << 20;
-    if (f) fclose(f);
-    atomic_store_explicit(&llc, c, memory_order_relaxed);
-    return sd_llama_weight_bytes(m) > (size_t)c;
-}
-
-static void matmul(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
-{
-    mm_out o = {y, w, rows};
-    matmul_group(x, n, cols, s, 1, &o, NULL, NULL);
-}
-
 /* out = x / rms(x) * w (w: the norm's weights as floats); returns 1 / rms(x). */
 static float rmsnorm(float *out, const float *x, const float *w, size_t d, float eps)
 {
@@ -597,6 +426,7 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
             TAKE(w->up, n * F), TAKE(w->att, n * nh * ctx);
         }
         TAKE(w->ms.scale, n * (cmax / SD_QK + 1)), TAKE(w->ms.q, n * cmax);
+        TAKE(w->ms.kd, n * (cmax / SD_QK_K + 1)), TAKE(w->ms.kq, n * cmax), TAKE(w->ms.kbs, n * (cmax / 16 + 1));
         TAKE(w->ms.rows, (size_t)threads * sd_dot_rows_ws(cmax));
 #undef TAKE
         if (!pass && at > kv->scratch_bytes) {
@@ -800,7 +630,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
     const mm_out qkv[3] = {{b->q, &L->wq, qw}, {kc, &L->wk, kw}, {vc, &L->wv, kw}};
-    matmul_group(b->xn, n, d, &w->ms, 3, qkv, NULL, NULL);
+    sd_llama_mm_group(b->xn, n, d, &w->ms, 3, qkv, NULL, NULL);
     qk_extras(L, n, qw, kw, hd, c->rms_eps, b->q, kc, vc, w->abuf);
     int neox = c->arch != SD_ARCH_LLAMA;
     for (size_t i = 0; i < n; i++) {
@@ -812,7 +642,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
         memcpy(A->v, vc, n * kw * sizeof *vc);
     }
     attention_heads(c, kv, l, n, mask, b->q, b->att, A != NULL, b->ao, w->ms.threads);
-    matmul(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms);
+    sd_llama_mm(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
@@ -827,9 +657,9 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     const mm_out gate_up[2] = {{b->gate, &L->w_gate, F}, {b->up, &L->w_up, F}};
     const mm_swiglu h = {b->gate, b->up, b->h, n * F};
     int gemm = w->ms.gemm && (L->w_gate.type == SD_T_F32 || L->w_up.type == SD_T_F32); /* the trainer's: h before down */
-    matmul_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL, gemm ? NULL : &h);
+    sd_llama_mm_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL, gemm ? NULL : &h);
     const mm_out down = {w->tmp, &L->w_down, d};
-    matmul_group(b->h, n, F, &w->ms, 1, &down, gemm ? &h : NULL, NULL);
+    sd_llama_mm_group(b->h, n, F, &w->ms, 1, &down, gemm ? &h : NULL, NULL);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
@@ -864,7 +694,7 @@ static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, const size_t 
         n = n_rows;
     }
     norm_rows(xf, w->x, w->wbuf + 2 * d, n, d, c->rms_eps, acts ? acts->rmsf : NULL);
-    if (logits) matmul(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
+    if (logits) sd_llama_mm(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
 }
 
 /* ---- how many threads a pass gets: sd_kv_threads_pick (kv.c) ---- */
@@ -884,7 +714,7 @@ static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, si
 {
     fwd_ws w;
     forward_carve(m, kv, n, 0, threads, &w);
-    w.ms.stream = weights_stream(m);
+    w.ms.stream = sd_llama_weights_stream(m);
     forward_embed(m, kv, tokens, n, pos, &w);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
     kv->n += n;

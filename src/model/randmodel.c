@@ -60,6 +60,19 @@ int sd_randmodel_build(const sd_llama_config *c, sd_ttype t, gsl_rng *r, sd_llam
     return sd_randmodel_build_arch(c, SD_RANDMODEL_LLAMA, t, r, out);
 }
 
+/* llama.cpp's layers that get more bits in a _M mix: the first and last eighth, and
+ * every third between. */
+static int more_bits(uint32_t l, uint32_t n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
+
+/* The type of a matrix: t, or for Q4_K and Q5_K (written as llama.cpp's Q4_K_M and
+ * Q5_K_M) Q6_K for the output and for attn_v and ffn_down (`more`) in more_bits
+ * layers. */
+static sd_ttype mat_type(sd_ttype t, int more, uint32_t l, uint32_t n)
+{
+    if ((t == SD_T_Q4_K || t == SD_T_Q5_K) && more && (l == UINT32_MAX || more_bits(l, n))) return SD_T_Q6_K;
+    return t;
+}
+
 int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_ttype t, gsl_rng *r,
                             sd_llama **out)
 {
@@ -80,11 +93,13 @@ int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
                             sd_ttype_name(t));
     size_t need = 0;
 #define ROOM(tt, cc, rr) (need += (sd_ttype_row_bytes((tt), (cc)) * (rr) + 63) / 64 * 64)
-    ROOM(t, d, c->n_vocab), ROOM(t, d, c->n_vocab), ROOM(SD_T_F32, d, 1), ROOM(SD_T_F32, c->head_dim, 1);
+    const uint32_t NL = c->n_layer, OUT = UINT32_MAX;
+    ROOM(t, d, c->n_vocab), ROOM(mat_type(t, 1, OUT, NL), d, c->n_vocab), ROOM(SD_T_F32, d, 1);
+    ROOM(SD_T_F32, c->head_dim, 1);
     if (c->n_mask) ROOM(t, d, c->n_mask);
     for (uint32_t l = 0; l < c->n_layer; l++) {
-        ROOM(SD_T_F32, d, 1), ROOM(t, d, q), ROOM(t, d, kv), ROOM(t, d, kv), ROOM(t, q, d);
-        ROOM(SD_T_F32, d, 1), ROOM(t, d, F), ROOM(t, d, F), ROOM(t, F, d);
+        ROOM(SD_T_F32, d, 1), ROOM(t, d, q), ROOM(t, d, kv), ROOM(mat_type(t, 1, l, NL), d, kv), ROOM(t, q, d);
+        ROOM(SD_T_F32, d, 1), ROOM(t, d, F), ROOM(t, d, F), ROOM(mat_type(t, 1, l, NL), F, d);
         ROOM(SD_T_F32, q, 1), ROOM(SD_T_F32, kv, 1), ROOM(SD_T_F32, kv, 1);
         ROOM(SD_T_F32, c->head_dim, 1), ROOM(SD_T_F32, c->head_dim, 1);
     }
@@ -102,12 +117,12 @@ int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
         fill(&L->attn_norm, "attn_norm", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
         fill(&L->wq, "attn_q", t, d, q, sqrt(3.0 / d), 0, r, &at, row);
         fill(&L->wk, "attn_k", t, d, kv, sqrt(3.0 / d), 0, r, &at, row);
-        fill(&L->wv, "attn_v", t, d, kv, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->wv, "attn_v", mat_type(t, 1, l, NL), d, kv, sqrt(3.0 / d), 0, r, &at, row);
         fill(&L->wo, "attn_output", t, q, d, sqrt(3.0 / q), 0, r, &at, row);
         fill(&L->ffn_norm, "ffn_norm", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
         fill(&L->w_gate, "ffn_gate", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
         fill(&L->w_up, "ffn_up", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
-        fill(&L->w_down, "ffn_down", t, F, d, sqrt(3.0 / F), 0, r, &at, row);
+        fill(&L->w_down, "ffn_down", mat_type(t, 1, l, NL), F, d, sqrt(3.0 / F), 0, r, &at, row);
         if (a == SD_RANDMODEL_QWEN2) {
             fill(&L->bq, "attn_q.bias", SD_T_F32, q, 1, 0.5, 0, r, &at, row);
             fill(&L->bk, "attn_k.bias", SD_T_F32, kv, 1, 0.5, 0, r, &at, row);
@@ -126,7 +141,7 @@ int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
         at += (v.nbytes + 63) / 64 * 64;
     }
     fill(&m->out_norm, "output_norm.weight", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
-    fill(&m->output, "output.weight", t, d, c->n_vocab, sqrt(3.0 / d), 0, r, &at, row);
+    fill(&m->output, "output.weight", mat_type(t, 1, OUT, NL), d, c->n_vocab, sqrt(3.0 / d), 0, r, &at, row);
     if (c->n_mask) {
         fill(&m->mask_embd, SD_LLAMA_MASK_TENSOR, t, d, c->n_mask, 1.0, 0, r, &at, row);
         m->mask_embd.ndim = 2;
@@ -192,7 +207,8 @@ int sd_randmodel_write_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
     }
     static const char *const an[4] = {"llama", "llama3", "qwen2", "qwen3"};
     char name[80];
-    snprintf(name, sizeof name, "specdec-random-%s-%ux%u-%s", an[a], c.dim, c.n_layer, sd_ttype_name(t));
+    snprintf(name, sizeof name, "specdec-random-%s-%ux%u-%s%s", an[a], c.dim, c.n_layer, sd_ttype_name(t),
+             t == SD_T_Q4_K || t == SD_T_Q5_K ? "_M" : "");
     sd_gguf_writer *w = sd_gguf_writer_init();
     if (!(rc = sd_llama_to_gguf(m, name, w)))
         rc = vg ? sd_gguf_writer_copy_keys(w, vg, "tokenizer.") : tokenizer_keys(c.n_vocab, w);

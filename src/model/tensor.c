@@ -27,7 +27,7 @@
 /* ---- the type table */
 
 /* ggml's type names by id, so that a message about a file can say "Q4_K" rather than
- * "type 12"; ids ggml retired are NULL. Only five of them are supported here. */
+ * "type 12"; ids ggml retired are NULL. Eight of them are supported here. */
 static const char *const ggml_names[] = {
     "F32", "F16", "Q4_0", "Q4_1", NULL, NULL, "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
     "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL",
@@ -36,8 +36,11 @@ static const char *const ggml_names[] = {
 
 int sd_ttype_supported(uint32_t t)
 {
-    return t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16 || t == SD_T_Q8_0 || t == SD_T_Q4_0;
+    return t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16 || t == SD_T_Q8_0 || t == SD_T_Q4_0 ||
+           sd_ttype_is_k((sd_ttype)t);
 }
+
+int sd_ttype_is_k(sd_ttype t) { return t == SD_T_Q4_K || t == SD_T_Q5_K || t == SD_T_Q6_K; }
 
 const char *sd_ttype_name(uint32_t t)
 {
@@ -52,6 +55,7 @@ size_t sd_ttype_block(sd_ttype t)
     switch (t) {
     case SD_T_F32: case SD_T_F16: case SD_T_BF16: return 1;
     case SD_T_Q8_0: case SD_T_Q4_0: return SD_QK;
+    case SD_T_Q4_K: case SD_T_Q5_K: case SD_T_Q6_K: return SD_QK_K;
     }
     return 0;
 }
@@ -63,6 +67,9 @@ size_t sd_ttype_block_bytes(sd_ttype t)
     case SD_T_F16: case SD_T_BF16: return 2;
     case SD_T_Q8_0: return Q8_0_BYTES;
     case SD_T_Q4_0: return Q4_0_BYTES;
+    case SD_T_Q4_K: return Q4_K_BYTES;
+    case SD_T_Q5_K: return Q5_K_BYTES;
+    case SD_T_Q6_K: return Q6_K_BYTES;
     }
     return 0;
 }
@@ -80,7 +87,7 @@ int sd_tensor_bytes(sd_ttype t, const uint64_t *dims, uint32_t ndim, const char 
 {
     if (!sd_ttype_supported(t))
         return sd_error(SD_EINVAL, "%s: tensor type %s is not supported (F32, F16, BF16, Q8_0, "
-                        "Q4_0 are)", what, sd_ttype_name(t));
+                        "Q4_0, Q4_K, Q5_K, Q6_K are)", what, sd_ttype_name(t));
     if (ndim > SD_TENSOR_MAX_DIMS)
         return sd_error(SD_EINVAL, "%s: %u dimensions, at most %d are supported", what,
                         (unsigned)ndim, SD_TENSOR_MAX_DIMS);
@@ -156,6 +163,12 @@ static inline void dequant_span(sd_ttype t, const void *restrict row, size_t i, 
         for (size_t k = 0; k < n / SD_QK; k++)
             dequant_q4_0(b + (i / SD_QK + k) * Q4_0_BYTES, dst + k * SD_QK);
         return;
+    case SD_T_Q4_K: case SD_T_Q5_K: case SD_T_Q6_K: { /* i and n: multiples of 64 */
+        const size_t bytes = sd_ttype_block_bytes(t);
+        for (size_t k = i / 64; k < (i + n) / 64; k++)
+            sd_kq_dequant64(t, b + k / 4 * bytes, (unsigned)(k % 4), dst + (k * 64 - i));
+        return;
+    }
     }
     for (size_t j = 0; j < n; j++) dst[j] = NAN;   /* unsupported type: loud garbage */
 }
@@ -174,6 +187,9 @@ DEQUANT_ROW(dequant_row_f16, SD_T_F16)
 DEQUANT_ROW(dequant_row_bf16, SD_T_BF16)
 DEQUANT_ROW(dequant_row_q8_0, SD_T_Q8_0)
 DEQUANT_ROW(dequant_row_q4_0, SD_T_Q4_0)
+DEQUANT_ROW(dequant_row_q4_k, SD_T_Q4_K)
+DEQUANT_ROW(dequant_row_q5_k, SD_T_Q5_K)
+DEQUANT_ROW(dequant_row_q6_k, SD_T_Q6_K)
 
 void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n)
 {
@@ -183,6 +199,9 @@ void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n)
     case SD_T_BF16: dequant_row_bf16(row, dst, n); return;
     case SD_T_Q8_0: dequant_row_q8_0(row, dst, n); return;
     case SD_T_Q4_0: dequant_row_q4_0(row, dst, n); return;
+    case SD_T_Q4_K: dequant_row_q4_k(row, dst, n); return;
+    case SD_T_Q5_K: dequant_row_q5_k(row, dst, n); return;
+    case SD_T_Q6_K: dequant_row_q6_k(row, dst, n); return;
     }
     for (size_t j = 0; j < n; j++) dst[j] = NAN; /* unsupported type: loud garbage */
 }
@@ -377,6 +396,9 @@ DOT_STAGED(dot_f16, SD_T_F16)
 DOT_STAGED(dot_bf16, SD_T_BF16)
 DOT_STAGED(dot_q8_0, SD_T_Q8_0)
 DOT_STAGED(dot_q4_0, SD_T_Q4_0)
+DOT_STAGED(dot_q4_k, SD_T_Q4_K)
+DOT_STAGED(dot_q5_k, SD_T_Q5_K)
+DOT_STAGED(dot_q6_k, SD_T_Q6_K)
 
 float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n)
 {
@@ -386,6 +408,9 @@ float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n)
     case SD_T_BF16: return dot_bf16(row, x, n);
     case SD_T_Q8_0: return dot_q8_0(row, x, n);
     case SD_T_Q4_0: return dot_q4_0(row, x, n);
+    case SD_T_Q4_K: return dot_q4_k(row, x, n);
+    case SD_T_Q5_K: return dot_q5_k(row, x, n);
+    case SD_T_Q6_K: return dot_q6_k(row, x, n);
     }
     return NAN;
 }
@@ -490,5 +515,6 @@ void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n)
     case SD_T_Q4_0:
         for (size_t k = 0; k < n / SD_QK; k++) quantize_q4_0(src + k * SD_QK, b + k * Q4_0_BYTES);
         return;
+    case SD_T_Q4_K: case SD_T_Q5_K: case SD_T_Q6_K: sd_kq_quantize_row(t, src, b, n); return;
     }
 }

@@ -14,6 +14,15 @@
  *   Q8_0: blocks of 32: f16 scale d, 32 int8 q; x = d q.
  *   Q4_0: blocks of 32: f16 scale d, 16 bytes; element j < 16 is the low nibble of
  *         byte j, element j + 16 its high nibble; x = d (nibble - 8).
+ * K-quants (super-blocks of 256, SD_QK_K; a row's length a multiple of 256):
+ *   Q4_K: f16 d, f16 dmin, 12 bytes of eight 6-bit scales s and mins m, 128 bytes of
+ *         nibbles; sub-block j (32 elements) x = d s_j q - dmin m_j, q the low nibbles
+ *         of bytes 32 (j / 2) .. + 31 for even j, their high nibbles for odd j.
+ *   Q5_K: as Q4_K with a fifth bit: 32 bytes qh between the scales and the nibbles,
+ *         element l of sub-block j takes bit j of qh[l] as 16.
+ *   Q6_K: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales (one
+ *         per 16 elements), f16 d; x = d s_k (q - 32). tensor_kquant.c says which bits.
+ * Their products run against activations rounded to Q8_K blocks (sd_quantize_act_k).
  */
 #ifndef SD_TENSOR_H
 #define SD_TENSOR_H
@@ -26,11 +35,15 @@ typedef enum {
     SD_T_F16 = 1,
     SD_T_Q4_0 = 2,
     SD_T_Q8_0 = 8,
+    SD_T_Q4_K = 12,
+    SD_T_Q5_K = 13,
+    SD_T_Q6_K = 14,
     SD_T_BF16 = 30,
 } sd_ttype;
 
 #define SD_TENSOR_MAX_DIMS 4
 #define SD_QK 32 /* elements per Q8_0 / Q4_0 block */
+#define SD_QK_K 256 /* elements per K-quant super-block (and Q8_K activation block) */
 
 typedef struct {
     const char *name;
@@ -43,12 +56,14 @@ typedef struct {
 
 /* 1 if t (a raw GGUF type id) is one specdec reads. */
 int sd_ttype_supported(uint32_t t);
-/* "F32", "F16", "Q4_0", "Q8_0", "BF16"; ggml's name for another type ggml knows ("Q4_K"),
- * "type N" for an unknown id (static buffer per thread). */
+/* "F32", "F16", "Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16"; ggml's name for another
+ * type ggml knows ("Q3_K"), "type N" for an unknown id (static buffer per thread). */
 const char *sd_ttype_name(uint32_t t);
-/* Elements per block (1 or 32) and bytes per block; 0 for an unsupported type. */
+/* Elements per block (1, 32 or 256) and bytes per block; 0 for an unsupported type. */
 size_t sd_ttype_block(sd_ttype t);
 size_t sd_ttype_block_bytes(sd_ttype t);
+/* 1 for Q4_K, Q5_K and Q6_K (their products take sd_quantize_act_k's activations). */
+int sd_ttype_is_k(sd_ttype t);
 /* Bytes of a row of n elements; 0 if unsupported or n is not a multiple of the block. */
 size_t sd_ttype_row_bytes(sd_ttype t, uint64_t n);
 /* Bytes of a whole tensor (product of dims), with overflow and block checks:
@@ -112,7 +127,23 @@ void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, cons
  * pairs with AVX-512 VNNI). */
 void sd_dot_rows_act_tokens(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                             size_t n, size_t ntok, float *y, size_t ys);
-/* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16), as ggml does. */
+/* Activations for the K-quant kernels (llama.cpp's Q8_K): per block of 256, with m the
+ * element of largest magnitude (the first one), q = x * -127 / m rounded to the nearest
+ * integer (ties to even, at most 127), d[b] = 1 / (-127 / m) kept as a float, and
+ * bsums[16 b + k] = the sum of q over elements 16 k .. 16 k + 15 of the block. n a
+ * multiple of 256: d has n / 256 entries, q n, bsums n / 16. */
+void sd_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums);
+/* sum over the super-blocks b of a Q4_K, Q5_K or Q6_K row (NaN for another type) of its
+ * integer products with the activations' q, scaled by d[b] and the block's scales. */
+float sd_dot_row_act_k(sd_ttype t, const void *row, const float *d, const int8_t *q, const int16_t *bsums,
+                       size_t n);
+/* y[k ys + r] = sd_dot_row_act_k(t, row r of w, token k's blocks) bit for bit, for the
+ * nrows rows of w and ntok tokens (token k's blocks at d + k n / 256, q + k n,
+ * bsums + k n / 16): each weight block is unpacked once for up to eight tokens. */
+void sd_dot_rows_act_k_tokens(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
+                              const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys);
+/* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16 as ggml does;
+ * Q4_K, Q5_K, Q6_K by a plain min/max rule, not ggml's search for the best scales). */
 void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n);
 
 #endif

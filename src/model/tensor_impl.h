@@ -29,8 +29,17 @@ enum {
 #endif
     CHUNK = 64,             /* elements dequantized at a time (a multiple of NACC and SD_QK) */
     Q8_0_BYTES = 2 + SD_QK, /* f16 scale, 32 int8 */
-    Q4_0_BYTES = 2 + SD_QK / 2 /* f16 scale, 16 bytes of nibbles */
+    Q4_0_BYTES = 2 + SD_QK / 2, /* f16 scale, 16 bytes of nibbles */
+    Q4_K_BYTES = 4 + 12 + SD_QK_K / 2,              /* d, dmin, scales, nibbles */
+    Q5_K_BYTES = 4 + 12 + SD_QK_K / 8 + SD_QK_K / 2, /* d, dmin, scales, qh, nibbles */
+    Q6_K_BYTES = SD_QK_K / 2 + SD_QK_K / 4 + SD_QK_K / 16 + 2 /* ql, qh, scales, d */
 };
+
+/* Elements 64 c .. 64 c + 63 (c < 4) of the K-quant super-block blk, as floats
+ * (tensor_kquant.c): the 64 elements tensor.c's dot product dequantizes at a time. */
+void sd_kq_dequant64(sd_ttype t, const unsigned char *blk, unsigned c, float *dst);
+/* A K-quant row of n elements (a multiple of 256) quantized into dst (tensor_kquant.c). */
+void sd_kq_quantize_row(sd_ttype t, const float *src, unsigned char *dst, size_t n);
 
 /* The f16 scale at the start of a block (no alignment assumed). */
 static inline float block_scale(const unsigned char *b)

@@ -7,7 +7,9 @@
  * usage: bench_llamacpp MODEL.gguf REF.npy TOKENS [--threads N] [--max-rel X]
  *   TOKENS: comma-separated token ids (the ones ref_logits evaluated)
  *   --max-rel X: a check (tests/cli/arch.sh): exit 3 when either way's largest
- *   difference relative to the largest logit exceeds X or an argmax disagrees
+ *   difference relative to the largest logit exceeds X, or an argmax disagrees where
+ *   llama.cpp's own logit for specdec's choice is more than X (relative) below its top
+ *   (a near-tie within the tolerance may go either way)
  * exit 0 when it ran (the numbers are the result), 1 on an error. */
 #include <math.h>
 #include <omp.h>
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         double scale = 0, worst = 0, sum = 0;
         size_t agree = 0, wi = 0, wt = 0;
+        int clear_flip = 0; /* an argmax that differs beyond a near-tie */
         for (size_t i = 0; i < n * V; i++) scale = fmax(scale, fabs(ref[i]));
         for (size_t i = 0; i < n; i++) {
             size_t a = 0, b = 0;
@@ -88,15 +91,16 @@ int main(int argc, char **argv)
                 if (ref[i * V + t] > ref[i * V + b]) b = t;
             }
             agree += a == b;
+            if (a != b && ref[i * V + b] - ref[i * V + a] > max_rel * scale) clear_flip = 1;
         }
         printf("specdec %-15s max |diff| / max |logit| %.3g (position %zu, token %zu), mean |diff| "
                "%.3g, argmax agrees at %zu/%zu positions\n", how[k], worst / scale, wi, wt,
                sum / (double)(n * V), agree, n);
-        over |= max_rel >= 0 && (!(worst / scale <= max_rel) || agree != n);
+        over |= max_rel >= 0 && (!(worst / scale <= max_rel) || clear_flip);
     }
     free(batch), free(one), free(ref), free(tok);
     sd_kv_free(kv);
     sd_llama_free(m);
-    if (over) printf("bench_llamacpp: FAIL: over --max-rel %g or an argmax differs\n", max_rel);
+    if (over) printf("bench_llamacpp: FAIL: over --max-rel %g, or an argmax differs beyond a near-tie\n", max_rel);
     return over ? 3 : 0;
 }

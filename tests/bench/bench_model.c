@@ -13,6 +13,9 @@
  *        shapes and n = 1..64 tokens, beside this machine's FMA peak (its own
  *        micro-kernel): "blocks" is the decoder's kernel (sd_dot_rows_tokens), "rows"
  *        and "gemm" the two it replaced (below and from 16 tokens)
+ *        --every-n: M_T(n) for every n = 1..16 (the speedup model's draft lengths), in ms,
+ *        the last token's logits only and every token's, instead of n = 2 4 ... 64
+ *        (tests/bench/kquant.sh sets it beside llama-bench's pp 1..16)
  *        --load K: K busy processes (endless loops) run beside the benchmark, as other
  *        jobs on a shared machine would (tests/bench/load.sh compares 1 and 2 threads)
  *        bench_model --write PREFIX --vocab-from VOCAB.gguf
@@ -90,6 +93,19 @@ static double roofline(const sd_llama *m, size_t n)
     return tm > tf ? tm : tf;
 }
 
+static int every_n; /* --every-n */
+
+/* M_T(n) for n = 1..16 after a 64-token prompt, ms: the last token's logits, then every
+ * token's (best of 15 each). */
+static void bench_every_n(const sd_llama *m, sd_kv *kv, float *logits, const char *what)
+{
+    for (int last = 1; last >= 0; last--) {
+        printf("# %s M_T(n), ms, n = 1..16 (%s logits):", what, last ? "the last token's" : "every token's");
+        for (size_t n = 1; n <= 16; n++) printf(" %.3f", 1e3 * time_forward(m, kv, 64, n, 15, logits, last));
+        printf("\n");
+    }
+}
+
 static void bench(const sd_llama *m, const char *what)
 {
     enum { PROMPT = 64, GEN = 64 };
@@ -121,6 +137,13 @@ static void bench(const sd_llama *m, const char *what)
     int32_t p[PROMPT];
     for (size_t i = 0; i < PROMPT; i++) p[i] = (int32_t)(i % V);
     if (sd_llama_forward(m, kv, p, PROMPT, NULL, NULL, NULL, NULL)) exit(1);
+    if (every_n) {
+        bench_every_n(m, kv, logits, what);
+        printf("%-6s %10.1f MB %12.1f %12.1f\n", what, sd_llama_weight_bytes(m) / 1e6, PROMPT / tp, GEN / best_gen);
+        free(logits);
+        sd_kv_free(kv);
+        return;
+    }
     double mt[2][7];
     mt[0][0] = mt[1][0] = time_forward(m, kv, PROMPT, 1, 60, logits, 0); /* one token: the same pass */
     for (int last = 0; last < 2; last++)
@@ -380,6 +403,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--write") && i + 1 < argc) write = argv[++i];
         else if (!strcmp(argv[i], "--vocab-from") && i + 1 < argc) vocab = argv[++i];
         else if (!strcmp(argv[i], "--kernels")) kernels = 1;
+        else if (!strcmp(argv[i], "--every-n")) every_n = 1;
         else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = atoi(argv[++i]);
         else path = argv[i];
     }

@@ -40,6 +40,12 @@ size_t sd_cuda_plan(const sd_llama *m, sd_cuda_slot *slots, int *rc)
     }
     for (size_t i = 0; i < k; i++) {
         const sd_tensor *t = slots[i].src;
+        if (!slots[i].f32 && sd_ttype_is_k(t->type)) {
+            *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s: the CUDA kernels have no K-quant types (F32, "
+                           "F16, BF16, Q8_0, Q4_0); use --device cpu", t->name ? t->name : "a tensor",
+                           sd_ttype_name(t->type));
+            return 0;
+        }
         if (!slots[i].f32 && !sd_ttype_block(t->type)) {
             *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s, not F32, F16, BF16, Q8_0 or Q4_0",
                            t->name ? t->name : "a tensor", sd_ttype_name(t->type));

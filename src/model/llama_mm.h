@@ -1,0 +1,56 @@
+/* llama_mm: the decoder's matrix products (llama_mm.c): its work space, the products
+ * of one input with up to three weights in one loop of the thread pool, and whether a
+ * model's weights are read from memory rather than the cache. Shared by llama.c's
+ * forward pass; not a public interface. */
+#ifndef SD_LLAMA_MM_H
+#define SD_LLAMA_MM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llama.h"
+
+/* Work space of the matrix products, carved from the cache's scratch: activations as
+ * Q8 blocks (for Q8_0/Q4_0 weights) and as Q8_K blocks (for K-quants), and one row's
+ * worth of floats per thread. */
+typedef struct {
+    float *scale;  /* [n][cols / 32] */
+    int8_t *q;     /* [n][cols] */
+    float *kd;     /* [n][cols / 256] */
+    int8_t *kq;    /* [n][cols] */
+    int16_t *kbs;  /* [n][cols / 16] */
+    float *rows;   /* [threads][cols] */
+    int threads;   /* this pass's threads (sd_pool_for) */
+    int gemm;      /* a trainer's pass: F32 weights through sd_gemm_f32 */
+    int stream;    /* weights beyond the last-level cache: sd_dot_rows_tokens_stream */
+} mm_scratch;
+
+/* One product of a group: y[t][r] = sum_c W[r][c] x[t][c] for the group's n tokens. */
+typedef struct {
+    float *y;
+    const sd_tensor *w;
+    size_t rows;
+} mm_out;
+
+/* The feed-forward's h = silu(gate) * up over len elements: the input of the down
+ * product, made by the gate and up products' tasks, each on the rows it computed
+ * (sd_llama_mm_group's post; a loop fewer a layer), or for the trainer's gemm products
+ * in a loop before the down product's (pre). */
+typedef struct {
+    const float *gate, *up;
+    float *h;
+    size_t len;
+} mm_swiglu;
+
+/* The k (1 to 3) products of one input x (n tokens of cols): o[i].y = x W_i^T; pre (if
+ * set) computes x itself, the SwiGLU of gate and up, before the products; post (k = 2,
+ * gate and up of the same rows, not the trainer's gemm) makes h after them, in the same
+ * tasks. */
+void sd_llama_mm_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
+                       const mm_swiglu *pre, const mm_swiglu *post);
+/* One product: y = x W^T for n tokens, W of rows x cols. */
+void sd_llama_mm(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s);
+/* 1 when the model's weights exceed the last-level cache. */
+int sd_llama_weights_stream(const sd_llama *m);
+
+#endif

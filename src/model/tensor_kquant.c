@@ -1,0 +1,428 @@
+/* tensor_kquant: the K-quant weight types Q4_K, Q5_K and Q6_K (ggml's, so that
+ * llama.cpp's Q4_K_M, Q5_K_M and Q6_K files load as they are): where each element's
+ * bits sit in a super-block of 256, dequantization 64 elements at a time (tensor.c's
+ * dot product and sd_dequant_row come here), a plain quantizer, and the products
+ * against activations rounded to Q8_K blocks, in integers, as llama.cpp computes them.
+ * Contracts in tensor.h.
+ *
+ * The layouts (byte offsets in a super-block):
+ *   Q4_K (144): d f16 @0, dmin f16 @2, scales @4 (12 bytes), qs @16 (128 bytes).
+ *     Sub-block j (elements 32 j .. 32 j + 31) has a 6-bit scale s_j and min m_j;
+ *     for j < 4 they are the low six bits of scales[j] and scales[j + 4]; for j >= 4
+ *     their low four bits are the low and high nibbles of scales[j + 4], their top
+ *     two the top two bits of scales[j - 4] and scales[j]. Element l of sub-block j
+ *     is the low nibble of qs[32 (j / 2) + l] for even j, the high one for odd j;
+ *     x = d s_j q - dmin m_j.
+ *   Q5_K (176): as Q4_K with qh @16 (32 bytes) and qs @48: bit j of qh[l] adds 16 to
+ *     element l of sub-block j.
+ *   Q6_K (210): ql @0 (128), qh @128 (64), scales @192 (16 int8, one per 16
+ *     elements), d f16 @208. In half h (elements 128 h ..), with L = ql + 64 h and
+ *     H = qh + 32 h, element l < 32 is L[l] & 15 | (H[l] & 3) << 4, element 32 + l
+ *     L[32 + l] & 15 | (H[l] >> 2 & 3) << 4, element 64 + l L[l] >> 4 | (H[l] >> 4 &
+ *     3) << 4, element 96 + l L[32 + l] >> 4 | (H[l] >> 6) << 4; x = d s (q - 32).
+ *
+ * The products: per super-block b, the weights' integers (q, and the sub-block
+ * scales, which are integers too) times the activations' int8 q make an exact int32
+ * sum; the mins (Q4_K, Q5_K) and Q6_K's offset of 32 enter through the activations'
+ * sums over 16 elements (bsums), also in integers; then one float multiply-add per
+ * block by d_w d_x (and -dmin_w d_x). Only the float sums' order differs from
+ * llama.cpp's. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tensor_impl.h"
+
+enum { K4_SCALES = 4, K4_QS = 16, K5_QH = 16, K5_QS = 48, K6_QH = 128, K6_SC = 192, K6_D = 208 };
+
+/* The eight 6-bit scales and mins of a Q4_K/Q5_K super-block (12 bytes at s). */
+static inline void k_scales(const unsigned char *s, uint8_t sc[8], uint8_t mn[8])
+{
+    /* four bytes at a time: byte j of each word is sub-block j's (or j + 4's) */
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+    const uint32_t lo = u0 & 0x3f3f3f3fu, mlo = u1 & 0x3f3f3f3fu;
+    const uint32_t hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    const uint32_t mhi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &lo, 4), memcpy(sc + 4, &hi, 4), memcpy(mn, &mlo, 4), memcpy(mn + 4, &mhi, 4);
+}
+
+static inline float half_at(const unsigned char *b) { return block_scale(b); }
+
+/* ---- dequantization, 64 elements (sub-blocks 2c and 2c + 1; Q6_K: a quarter) */
+
+void sd_kq_dequant64(sd_ttype t, const unsigned char *blk, unsigned c, float *dst)
+{
+    if (t == SD_T_Q6_K) {
+        const unsigned char *L = blk + 64 * (c / 2), *H = blk + K6_QH + 32 * (c / 2);
+        const int8_t *sc = (const int8_t *)(blk + K6_SC) + 8 * (c / 2) + 4 * (c % 2);
+        const float d = half_at(blk + K6_D);
+        const int hi = c % 2; /* the high nibbles and bits 4..7 of H */
+        for (int l = 0; l < 32; l++) {
+            int q1 = (hi ? L[l] >> 4 : L[l] & 15) | (H[l] >> (4 * hi) & 3) << 4;
+            int q2 = (hi ? L[l + 32] >> 4 : L[l + 32] & 15) | (H[l] >> (4 * hi + 2) & 3) << 4;
+            dst[l] = d * (float)sc[l / 16] * (float)(q1 - 32);
+            dst[l + 32] = d * (float)sc[2 + l / 16] * (float)(q2 - 32);
+        }
+        return;
+    }
+    uint8_t sc[8], mn[8];
+    k_scales(blk + K4_SCALES, sc, mn);
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    const unsigned char *qs = blk + (t == SD_T_Q5_K ? K5_QS : K4_QS) + 32 * c;
+    const unsigned char *qh = t == SD_T_Q5_K ? blk + K5_QH : NULL;
+    const float d1 = d * sc[2 * c], m1 = dmin * mn[2 * c], d2 = d * sc[2 * c + 1], m2 = dmin * mn[2 * c + 1];
+    for (int l = 0; l < 32; l++) {
+        int lo = qs[l] & 15, hi = qs[l] >> 4;
+        if (qh) lo |= (qh[l] >> (2 * c) & 1) << 4, hi |= (qh[l] >> (2 * c + 1) & 1) << 4;
+        dst[l] = fmaf(d1, (float)lo, -m1); /* llama.cpp's build fuses d1 q - m1 */
+        dst[l + 32] = fmaf(d2, (float)hi, -m2);
+    }
+}
+
+/* ---- quantization: a plain rule (ggml searches for better scales; any scales load)
+ *
+ * Q4_K/Q5_K: per sub-block the range [min(0, min x), max x] over qmax steps; d and dmin
+ * put the largest step and the largest min at 63; q = round((x + dmin m) / (d s)).
+ * Q6_K: per 16 elements the step max|x| / 31; d puts the largest at 127. */
+
+static int clampi(float v, int lo, int hi)
+{
+    if (!(v == v)) return lo; /* NaN */
+    float r = nearbyintf(v);
+    return r < (float)lo ? lo : r > (float)hi ? hi : (int)r;
+}
+
+static void put_half(unsigned char *b, float v)
+{
+    uint16_t h = sd_half_from_float(v);
+    b[0] = (unsigned char)(h & 0xff), b[1] = (unsigned char)(h >> 8);
+}
+
+static void quantize_q45_k(int five, const float *x, unsigned char *blk)
+{
+    const int qmax = five ? 31 : 15;
+    float step[8], mins[8], smax = 0, mmax = 0;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0, hi = 0;
+        for (int l = 0; l < 32; l++) lo = fminf(lo, x[32 * j + l]), hi = fmaxf(hi, x[32 * j + l]);
+        step[j] = (hi - lo) / (float)qmax, mins[j] = -lo;
+        smax = fmaxf(smax, step[j]), mmax = fmaxf(mmax, mins[j]);
+    }
+    memset(blk, 0, five ? Q5_K_BYTES : Q4_K_BYTES);
+    put_half(blk, smax / 63), put_half(blk + 2, mmax / 63);
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(d > 0 ? clampi(step[j] / d, 0, 63) : 0);
+        mn[j] = (uint8_t)(dmin > 0 ? clampi(mins[j] / dmin, 0, 63) : 0);
+    }
+    unsigned char *s = blk + K4_SCALES;
+    for (int j = 0; j < 4; j++) {
+        s[j] = (unsigned char)(sc[j] | (sc[j + 4] >> 4) << 6);
+        s[j + 4] = (unsigned char)(mn[j] | (mn[j + 4] >> 4) << 6);
+        s[j + 8] = (unsigned char)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+    }
+    unsigned char *qs = blk + (five ? K5_QS : K4_QS), *qh = blk + K5_QH;
+    for (int j = 0; j < 8; j++) {
+        const float ds = d * sc[j], dm = dmin * mn[j];
+        for (int l = 0; l < 32; l++) {
+            int q = ds > 0 ? clampi((x[32 * j + l] + dm) / ds, 0, qmax) : 0;
+            qs[32 * (j / 2) + l] |= (unsigned char)((q & 15) << (4 * (j % 2)));
+            if (five) qh[l] |= (unsigned char)((q >> 4) << j);
+        }
+    }
+}
+
+static void quantize_q6_k(const float *x, unsigned char *blk)
+{
+    float step[16], smax = 0;
+    for (int k = 0; k < 16; k++) {
+        float amax = 0;
+        for (int l = 0; l < 16; l++) amax = fmaxf(amax, fabsf(x[16 * k + l]));
+        step[k] = amax / 31, smax = fmaxf(smax, step[k]);
+    }
+    memset(blk, 0, Q6_K_BYTES);
+    put_half(blk + K6_D, smax / 127);
+    const float d = half_at(blk + K6_D);
+    int8_t *sc = (int8_t *)(blk + K6_SC);
+    for (int k = 0; k < 16; k++) sc[k] = (int8_t)(d > 0 ? clampi(step[k] / d, 0, 127) : 0);
+    for (int e = 0; e < SD_QK_K; e++) {
+        const float ds = d * sc[e / 16];
+        int u = (ds > 0 ? clampi(x[e] / ds, -32, 31) : 0) + 32;
+        int h = e / 128, r = e % 128, l = r % 32, quarter = r / 32; /* 0: L[l] lo, 1: L[32+l] lo, 2: hi, 3: hi */
+        unsigned char *L = blk + 64 * h + l + 32 * (quarter % 2), *H = blk + K6_QH + 32 * h + l;
+        *L |= (unsigned char)((u & 15) << (4 * (quarter / 2)));
+        *H |= (unsigned char)((u >> 4) << (2 * quarter));
+    }
+}
+
+void sd_kq_quantize_row(sd_ttype t, const float *src, unsigned char *dst, size_t n)
+{
+    const size_t bytes = sd_ttype_block_bytes(t);
+    for (size_t b = 0; b < n / SD_QK_K; b++) {
+        if (t == SD_T_Q6_K) quantize_q6_k(src + b * SD_QK_K, dst + b * bytes);
+        else quantize_q45_k(t == SD_T_Q5_K, src + b * SD_QK_K, dst + b * bytes);
+    }
+}
+
+/* ---- activations as Q8_K blocks */
+
+void sd_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums)
+{
+    for (size_t b = 0; b < n / SD_QK_K; b++) {
+        const float *xb = x + b * SD_QK_K;
+        int8_t *qb = q + b * SD_QK_K;
+        float amax = 0, max = 0;
+        for (int j = 0; j < SD_QK_K; j++)
+            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), max = xb[j];
+        const float iscale = amax != 0 ? -127.0f / max : 0;
+        for (int j = 0; j < SD_QK_K; j++) {
+            float r = nearbyintf(iscale * xb[j]);
+            qb[j] = (int8_t)(r > 127 ? 127 : r);
+        }
+        for (int k = 0; k < SD_QK_K / 16; k++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += qb[16 * k + l];
+            bsums[b * 16 + (size_t)k] = (int16_t)s;
+        }
+        d[b] = amax != 0 ? 1 / iscale : 0;
+    }
+}
+
+/* ---- products against Q8_K activations */
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+/* A super-block's weights unpacked into 64-byte vectors (unsigned q, 0..63) and the
+ * int16 scales each maddubs pair is multiplied by: done once per row and block for up
+ * to eight tokens. Per token, per vector: maddubs (exact: at most 2 x 63 x 127), vpdpwssd
+ * into int32 lanes (exact), then the correction from bsums and one conversion and fused
+ * multiply-add per block, in the same order for every token count. */
+typedef struct {
+    __m512i w[4], s[4]; /* four 64-element quarters and their scales */
+    __m256i sc16;       /* Q6_K: the 16 scales as int16 */
+    __m128i mins;       /* Q4_K/Q5_K: the 8 mins as int16 */
+    float d, dmin;
+} kblock;
+
+static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
+{
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    if (t == SD_T_Q6_K) {
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + K6_SC)));
+        const __m512i s512 = _mm512_castsi256_si512(s16);
+        for (int h = 0; h < 2; h++) {
+            const __m512i L = _mm512_loadu_si512(blk + 64 * h);
+            const __m256i H = _mm256_loadu_si256((const __m256i *)(blk + K6_QH + 32 * h));
+            const __m512i Hx = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
+            const __m512i m30 = _mm512_set1_epi8(0x30);
+            k->w[2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_and_si512(_mm512_slli_epi16(Hx, 4), m30));
+            k->w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4), _mm512_and_si512(Hx, m30));
+            for (int p = 0; p < 2; p++) { /* int16 lanes 8 i .. 8 i + 7: scale 8 h + 4 p + i */
+                const int base = 8 * h + 4 * p;
+                const __m512i idx = _mm512_set_epi16(
+                    base + 3, base + 3, base + 3, base + 3, base + 3, base + 3, base + 3, base + 3,
+                    base + 2, base + 2, base + 2, base + 2, base + 2, base + 2, base + 2, base + 2,
+                    base + 1, base + 1, base + 1, base + 1, base + 1, base + 1, base + 1, base + 1,
+                    base, base, base, base, base, base, base, base);
+                k->s[2 * h + p] = _mm512_permutexvar_epi16(idx, s512);
+            }
+        }
+        k->sc16 = s16;
+        k->d = half_at(blk + K6_D), k->dmin = 0;
+        return;
+    }
+    uint8_t sm[16]; /* the 8 scales, then the 8 mins */
+    k_scales(blk + K4_SCALES, sm, sm + 8);
+    const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm));
+    const __m512i sm512 = _mm512_castsi256_si512(sm16);
+    const unsigned char *qs = blk + (t == SD_T_Q5_K ? K5_QS : K4_QS);
+    for (int c = 0; c < 4; c++) {
+        const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
+        __m512i w = _mm512_and_si512(_mm512_mask_srli_epi16(Q, (__mmask32)0xFFFF0000u, Q, 4), lo4);
+        if (t == SD_T_Q5_K) {
+            const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + K5_QH)));
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                                   _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+            w = _mm512_or_si512(w, _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(H, bit), _mm512_set1_epi8(16)));
+        }
+        k->w[c] = w;
+        /* int16 lanes 0..15 scale 2c, 16..31 scale 2c + 1 */
+        const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1);
+        k->s[c] = _mm512_permutexvar_epi16(idx, sm512);
+    }
+    k->mins = _mm256_extracti128_si256(sm16, 1);
+    k->d = half_at(blk), k->dmin = half_at(blk + 2);
+}
+
+/* A token's running sums: eight float lanes, and the mins' four lanes (Q4_K) or
+ * one float (Q5_K), in llama.cpp's order (its AVX2 ggml_vec_dot_q*_K_q8_K): the same
+ * integer lane sums (lane k: elements 4k .. 4k + 3 of every 32, times their scales),
+ * converted and multiplied-added by d_w d_x per block, summed across at the end. So
+ * the logits match llama.cpp's bit for bit where it runs these kernels. */
+typedef struct {
+    __m256 acc;
+    __m128 accm;
+    float summ;
+} kacc;
+
+/* The block's contribution to a token: q (256 int8), bs (16 int16), dx its scale. */
+static inline void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q, const int16_t *bs, float dx, kacc *a)
+{
+    __m512i s = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c++)
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(k->w[c], _mm512_loadu_si512(q + 64 * c)), k->s[c]);
+    /* lanes k and 8 + k: the two 32-element halves of each quarter, folded (exact) */
+    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    const __m256i bsums = _mm256_loadu_si256((const __m256i *)bs);
+    if (t == SD_T_Q6_K) /* the offset 32: 32 sum_k s_k bsums_k, in eight lanes */
+        s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(bsums, k->sc16), 5));
+    a->acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * k->d), _mm256_cvtepi32_ps(s8), a->acc);
+    if (t == SD_T_Q6_K) return;
+    /* the mins: m_j times the sum of the activations over sub-block j */
+    const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    const __m128i prod = _mm_madd_epi16(k->mins, q8s);
+    const float dmin = -dx * k->dmin;
+    if (t == SD_T_Q4_K) {
+        a->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), a->accm);
+    } else {
+        const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
+        a->summ = fmaf(dmin, (float)_mm_cvtsi128_si32(h), a->summ);
+    }
+}
+
+static inline float kacc_sum(sd_ttype t, const kacc *a)
+{
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(a->acc, 1), _mm256_castps256_ps128(a->acc));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    const float h = _mm_cvtss_f32(r);
+    if (t == SD_T_Q6_K) return h;
+    if (t == SD_T_Q5_K) return h + a->summ;
+    __m128 m = _mm_add_ps(a->accm, _mm_movehl_ps(a->accm, a->accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return h + _mm_cvtss_f32(m);
+}
+
+/* One row against NT (1 to 8) consecutive tokens from t0. */
+static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const unsigned char *row, const float *d,
+                                                              const int8_t *q, const int16_t *bsums, size_t n,
+                                                              size_t t0, const int NT, float *y, size_t ys)
+{
+    const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
+    kacc a[8];
+    for (int j = 0; j < NT; j++) a[j].acc = _mm256_setzero_ps(), a[j].accm = _mm_setzero_ps(), a[j].summ = 0;
+    for (size_t b = 0; b < nb; b++) {
+        kblock k;
+        kblock_load(t, row + b * bytes, &k);
+        for (int j = 0; j < NT; j++) {
+            const size_t tk = t0 + (size_t)j;
+            kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16, d[tk * nb + b], &a[j]);
+        }
+    }
+    for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j]);
+}
+
+/* Each row against the tokens in groups of eight, then the rest (one group of 1 to 7):
+ * a block unpacked once serves a group. */
+#define KROWS(name, T)                                                                                 \
+    static void name(const unsigned char *w, size_t nrows, const float *d, const int8_t *q,            \
+                     const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys)                 \
+    {                                                                                                  \
+        const size_t rb = sd_ttype_row_bytes(T, n);                                                    \
+        for (size_t r = 0; r < nrows; r++) {                                                           \
+            const unsigned char *row = w + r * rb;                                                     \
+            size_t t0 = 0;                                                                             \
+            for (; t0 + 8 <= ntok; t0 += 8) krow_tokens(T, row, d, q, bsums, n, t0, 8, y + r, ys);    \
+            switch (ntok - t0) {                                                                       \
+            case 7: krow_tokens(T, row, d, q, bsums, n, t0, 7, y + r, ys); break;                      \
+            case 6: krow_tokens(T, row, d, q, bsums, n, t0, 6, y + r, ys); break;                      \
+            case 5: krow_tokens(T, row, d, q, bsums, n, t0, 5, y + r, ys); break;                      \
+            case 4: krow_tokens(T, row, d, q, bsums, n, t0, 4, y + r, ys); break;                      \
+            case 3: krow_tokens(T, row, d, q, bsums, n, t0, 3, y + r, ys); break;                      \
+            case 2: krow_tokens(T, row, d, q, bsums, n, t0, 2, y + r, ys); break;                      \
+            case 1: krow_tokens(T, row, d, q, bsums, n, t0, 1, y + r, ys); break;                      \
+            default: break;                                                                            \
+            }                                                                                          \
+        }                                                                                              \
+    }
+KROWS(krows_q4_k, SD_T_Q4_K)
+KROWS(krows_q5_k, SD_T_Q5_K)
+KROWS(krows_q6_k, SD_T_Q6_K)
+
+static void krows(sd_ttype t, const unsigned char *w, size_t nrows, const float *d, const int8_t *q,
+                  const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys)
+{
+    (t == SD_T_Q4_K ? krows_q4_k : t == SD_T_Q5_K ? krows_q5_k : krows_q6_k)(w, nrows, d, q, bsums, n, ntok, y, ys);
+}
+#else
+/* Portable: the same integer sums element by element, one float multiply-add (or two)
+ * per block. */
+static float krow_dot(sd_ttype t, const unsigned char *row, const float *d, const int8_t *q, const int16_t *bsums,
+                      size_t n)
+{
+    const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
+    float acc = 0;
+    for (size_t b = 0; b < nb; b++) {
+        const unsigned char *blk = row + b * bytes;
+        const int8_t *x = q + b * SD_QK_K;
+        const int16_t *bs = bsums + b * 16;
+        int32_t s = 0, corr = 0;
+        if (t == SD_T_Q6_K) {
+            const int8_t *sc = (const int8_t *)(blk + K6_SC);
+            for (int e = 0; e < SD_QK_K; e++) {
+                int h = e / 128, r = e % 128, l = r % 32, quarter = r / 32;
+                int lo = blk[64 * h + l + 32 * (quarter % 2)] >> (4 * (quarter / 2)) & 15;
+                int u = lo | (blk[K6_QH + 32 * h + l] >> (2 * quarter) & 3) << 4;
+                s += sc[e / 16] * u * x[e];
+            }
+            for (int k = 0; k < 16; k++) corr += sc[k] * bs[k];
+            acc += half_at(blk + K6_D) * d[b] * (float)(s - 32 * corr);
+            continue;
+        }
+        uint8_t sc[8], mn[8];
+        k_scales(blk + K4_SCALES, sc, mn);
+        const unsigned char *qs = blk + (t == SD_T_Q5_K ? K5_QS : K4_QS);
+        for (int j = 0; j < 8; j++) {
+            int32_t sj = 0;
+            for (int l = 0; l < 32; l++) {
+                int u = qs[32 * (j / 2) + l] >> (4 * (j % 2)) & 15;
+                if (t == SD_T_Q5_K) u |= (blk[K5_QH + l] >> j & 1) << 4;
+                sj += u * x[32 * j + l];
+            }
+            s += sc[j] * sj;
+            corr += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+        }
+        acc += half_at(blk) * d[b] * (float)s;
+        acc -= half_at(blk + 2) * d[b] * (float)corr;
+    }
+    return acc;
+}
+
+static void krows(sd_ttype t, const unsigned char *w, size_t nrows, const float *d, const int8_t *q,
+                  const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys)
+{
+    const size_t rb = sd_ttype_row_bytes(t, n);
+    for (size_t r = 0; r < nrows; r++)
+        for (size_t k = 0; k < ntok; k++)
+            y[k * ys + r] = krow_dot(t, w + r * rb, d + k * (n / SD_QK_K), q + k * n, bsums + k * (n / 16), n);
+}
+#endif
+
+void sd_dot_rows_act_k_tokens(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
+                              const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys)
+{
+    if (!sd_ttype_is_k(t)) {
+        for (size_t k = 0; k < ntok; k++)
+            for (size_t r = 0; r < nrows; r++) y[k * ys + r] = NAN;
+        return;
+    }
+    krows(t, w, nrows, d, q, bsums, n, ntok, y, ys);
+}
+
+float sd_dot_row_act_k(sd_ttype t, const void *row, const float *d, const int8_t *q, const int16_t *bsums, size_t n)
+{
+    float y;
+    sd_dot_rows_act_k_tokens(t, row, 1, d, q, bsums, n, 1, &y, 1);
+    return y;
+}
