@@ -26,7 +26,9 @@
 #   env: JOBS (runs at a time, default 2), LLAMA_BUILD, PATCHED (build-patched.sh's
 #   folder, default out/llama.cpp-patched), PROMPT, PART (all, default; fix: the rows of
 #   the fix alone; pit: both unpatched programs at llama.cpp's default filters and at
-#   temperature 0 with 16 tokens a run, every position tested by the PIT)
+#   temperature 0 with 16 tokens a run, every position tested by the PIT; pit-fix: the
+#   two patched programs the same way at the default filters, where the residual's
+#   flaw lives)
 set -u
 BUILD=${1:-build}
 N=${2:-600}
@@ -91,7 +93,18 @@ pit_rows() {
             --decoder "$PY tests/bench/llamacpp/spec_ids.py $kind $B/$prog_name $extra $L16 --temp 0"
     done
 }
+# the patched programs at every position: the drawn draft alone (its residual still pairs
+# tokens by list position after top-k/top-p) and both patches
+pit_fix_rows() {
+    L16=$(printf '%s' "$LL" | sed 's/-n 8/-n 16/')
+    for prog in "$F" "$F2"; do
+        row "$(basename "$prog"), llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off), 16 positions" \
+            argmax-draft --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first --positions 16 \
+            --decoder "$PY tests/bench/llamacpp/spec_ids.py tree $prog $L16 $DEF"
+    done
+}
 if [ "$PART" = fix ]; then fix_rows; exit 0; fi
+if [ "$PART" = pit-fix ]; then pit_fix_rows; exit 0; fi
 if [ "$PART" = pit ]; then pit_rows; exit 0; fi
 row "specdec generate, T = 1 (control)" argmax-draft \
     --decoder "$GEN 2>/dev/null"
