@@ -363,7 +363,9 @@ else
     fi
     DEVICE=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1)
     DRIVER="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1); runtime $(binfo runtime)"
-    STEPS_COMMIT="$(steps_commit); the bundle built from $(binfo commit)"
+    # the sources' checksum matched above: the tree holds the bundle's sources, whatever
+    # the git metadata copied with it says
+    STEPS_COMMIT="$(binfo commit) (the bundle's sources, checksum matched; this tree's git: $(steps_commit))"
     SLUG=$(echo "$DEVICE" | cut -d, -f1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
     [ -n "$CHECK_SANITIZER" ] || say "gpu-check: compute-sanitizer not found (PATH, /usr/local/cuda): the sanitize step will fail"
 fi
