@@ -8,6 +8,7 @@
 #include "progress.h"
 
 int cmd_random_model(int argc, char **argv); /* randmodel.c */
+int cmd_convert(int argc, char **argv);      /* convert.c */
 
 static const struct {
     const char *name;
@@ -27,6 +28,7 @@ static const struct {
     {"generate", cmd_generate, "generate text with a GGUF model (tokens per second, logit logs)"},
     {"decode", cmd_decode, "speculative decoding end to end on GGUF models: every scheme, measured vs predicted"},
     {"random-model", cmd_random_model, "write a Llama GGUF of a given shape with random weights (benchmarks)"},
+    {"convert", cmd_convert, "rewrite a GGUF model's matrices in another weight type (f16, q8_0, q4_k, ...)"},
     {"sweep", cmd_sweep, "a grid of specdec commands over worker processes, appended as they finish, resumable"},
 };
 

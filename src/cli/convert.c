@@ -1,0 +1,90 @@
+/* specdec convert: a GGUF model's matrices rewritten in another weight type
+ * (src/model/convert.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+#include "model/convert.h"
+#include "sd_error.h"
+
+int cmd_convert(int argc, char **argv);
+
+static const char *const help =
+    "usage: specdec convert --model IN.gguf --out OUT.gguf --type T [--fallback F]\n"
+    "\n"
+    "Writes IN's model with its matrices (the 2-D tensors) in weight type T: each row\n"
+    "expanded to floats and stored again, every key (architecture, hyper-parameters,\n"
+    "tokenizer) and every 1-D tensor (norms, biases, RoPE factors) copied as it is. A\n"
+    "matrix whose rows are not whole blocks of T (K types: 256 elements) takes the\n"
+    "fallback type, as llama.cpp's mixes do. Expanding is exact: a Q4_K model written\n"
+    "as F32 holds its dequantized values; F16 and BF16 round each value once, and the\n"
+    "quantized types round as specdec's random-model does (Q4_K, Q5_K, Q6_K by a plain\n"
+    "min/max rule, not llama.cpp's search for the best scales). The converted data is\n"
+    "held in memory until written (the output's size); OUT is written through OUT.tmp.\n"
+    "\n"
+    "  --model IN     the GGUF model to read\n"
+    "  --out OUT      the file to write\n"
+    "  --type T       f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k\n"
+    "  --fallback F   the type of matrices whose rows are not whole blocks of T (one of\n"
+    "                 the same; default q8_0, whose blocks are 32 elements)\n"
+    "\n"
+    "Example: the large target kept as Q4_K, run as F16 (its pass then reads 16-bit\n"
+    "weights from memory):\n"
+    "  specdec convert --model large-target.gguf --out large-q4k.gguf --type q4_k\n"
+    "  specdec convert --model large-q4k.gguf --out large-f16.gguf --type f16\n"
+    "\n"
+    "Exit status: 0 written, 1 failure (input, a type that cannot hold a matrix, I/O),\n"
+    "2 usage error.\n";
+
+static int parse_type(const char *s, sd_ttype *t)
+{
+    static const struct { const char *name; sd_ttype t; } types[] = {
+        {"f32", SD_T_F32}, {"f16", SD_T_F16}, {"bf16", SD_T_BF16}, {"q8_0", SD_T_Q8_0}, {"q4_0", SD_T_Q4_0},
+        {"q4_k", SD_T_Q4_K}, {"q5_k", SD_T_Q5_K}, {"q6_k", SD_T_Q6_K}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcasecmp(s, types[i].name)) return *t = types[i].t, 0;
+    return -1;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    const char *cmd = "convert", *in = NULL, *out = NULL;
+    sd_convert_opts o = {SD_T_F16, SD_T_Q8_0};
+    int have_type = 0;
+    enum { O_MODEL = OPT_FIRST_FREE, O_OUT, O_TYPE, O_FALLBACK };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, O_MODEL}, {"out", required_argument, 0, O_OUT},
+        {"type", required_argument, 0, O_TYPE}, {"fallback", required_argument, 0, O_FALLBACK},
+        {"help", no_argument, 0, OPT_HELP}, {0, 0, 0, 0}};
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case O_MODEL: in = optarg; break;
+        case O_OUT: out = optarg; break;
+        case O_TYPE:
+        case O_FALLBACK:
+            if (parse_type(optarg, opt == O_TYPE ? &o.type : &o.fallback))
+                return cli_usage(cmd, "%s '%s': not one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k",
+                                 opt == O_TYPE ? "--type" : "--fallback", optarg);
+            have_type |= opt == O_TYPE;
+            break;
+        case OPT_HELP: fputs(help, stdout); return CLI_OK;
+        default: return cli_bad_option(cmd, argv, opts, "");
+        }
+    }
+    if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!in) return cli_usage(cmd, "--model IN.gguf is required");
+    if (!out) return cli_usage(cmd, "--out OUT.gguf is required");
+    if (!have_type) return cli_usage(cmd, "--type T is required (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k)");
+    if (!strcmp(in, out)) return cli_usage(cmd, "--out must differ from --model (the input is read while written)");
+    sd_convert_stats st;
+    double t0 = sd_seconds();
+    if (sd_convert_gguf(in, out, &o, &st)) return cli_fail(cmd, sd_errmsg());
+    printf("convert: wrote %s: %zu matrices as %s (%zu of them as the fallback %s), %zu other tensors copied; "
+           "tensor data %.1f MB -> %.1f MB in %.1f s\n", out, st.matrices, sd_ttype_name(o.type), st.fallbacks,
+           sd_ttype_name(o.fallback), st.copied, st.in_bytes / 1e6, st.out_bytes / 1e6, sd_seconds() - t0);
+    return CLI_OK;
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Command-line tests of specdec convert: F16 -> F32 -> F16 gives the shipped target's
+# file back byte for byte (the expansion is exact, the keys and 1-D tensors copied in
+# order); Q4_K with the Q8_0 fallback where rows are not whole blocks of 256, its
+# expansion to F16 drafting for the original with sd acceptance near 1 (replayed
+# logits: exact); a model written by random-model converted and loaded; bad input
+# named, usage errors exit 2, nothing left at OUT on failure.
+# usage: convert.sh path/to/specdec
+SPECDEC=${1:-build/specdec}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib.sh"
+cd "$(dirname "$0")/../.."
+M=data/models/target.gguf
+
+expect 0 "43 matrices as F32 (0 of them as the fallback" -- "$SPECDEC" convert --model $M --out "$T/f32.gguf" --type f32
+expect 0 "tensor data 21.9 MB -> 11.0 MB" -- "$SPECDEC" convert --model "$T/f32.gguf" --out "$T/f16.gguf" --type f16
+cmp -s "$T/f16.gguf" $M && ok || bad "F16 -> F32 -> F16 is not the shipped target byte for byte"
+
+# Q4_K: ffn_down's rows (704) are not whole blocks of 256: Q8_0 (6 layers)
+expect 0 "43 matrices as Q4_K (6 of them as the fallback Q8_0)" -- "$SPECDEC" convert --model $M --out "$T/q4k.gguf" --type q4_k
+size=$(wc -c < "$T/q4k.gguf")
+[ "$size" -lt 4500000 ] && [ "$size" -gt 3000000 ] && ok || bad "q4k.gguf is $size bytes, want about 3.8 MB"
+expect 0 "" -- "$SPECDEC" convert --model "$T/q4k.gguf" --out "$T/q4k-f16.gguf" --type f16
+expect 0 "" -- "$SPECDEC" generate --model "$T/q4k.gguf" --prompt "Call me Ishmael." --max-tokens 8 --threads 1
+# the expansion of the rounded model drafts for the original: sd acceptance = 1 - TV
+"$SPECDEC" synth-log --lm "gguf:$T/q4k-f16.gguf,$M" --positions 100 --sequences 2 --out "$T/log" > /dev/null 2>&1 || bad "synth-log"
+acc=$("$SPECDEC" replay --draft-log "$T/log.draft.npy" --target-log "$T/log.target.npy" --scheme sd -k 1 2>/dev/null |
+      awk '$1 == "sd" { print $2; exit }')
+awk -v a="$acc" 'BEGIN { exit !(a > 0.9 && a < 0.999) }' && ok || bad "Q4_K expanded vs the original: sd acceptance '$acc', want 0.9 to 0.999"
+# Q4_0 and Q8_0 hold every matrix (blocks of 32)
+expect 0 "43 matrices as Q8_0 (0 of them" -- "$SPECDEC" convert --model $M --out "$T/q8.gguf" --type q8_0
+expect 0 "" -- "$SPECDEC" generate --model "$T/q8.gguf" --prompt "Call me" --max-tokens 4 --threads 1
+# a random model of another architecture: converted and loaded
+"$SPECDEC" random-model --out "$T/r.gguf" --arch qwen2 --shape 256,1,4,2,512,300 --type f32 > /dev/null 2>&1 || bad "random-model"
+expect 0 "as Q6_K (0 of them" -- "$SPECDEC" convert --model "$T/r.gguf" --out "$T/r6.gguf" --type q6_k
+expect 0 "" -- "$SPECDEC" generate --model "$T/r6.gguf" --prompt "ab" --max-tokens 4 --threads 1
+
+# errors: usage (2), then input and types (1), OUT never left behind
+expect 2 "--type T is required" -- "$SPECDEC" convert --model $M --out "$T/x.gguf"
+expect 2 "not one of f32, f16" -- "$SPECDEC" convert --model $M --out "$T/x.gguf" --type q3_k
+expect 2 "--fallback 'x'" -- "$SPECDEC" convert --model $M --out "$T/x.gguf" --type q4_k --fallback x
+expect 2 "must differ" -- "$SPECDEC" convert --model $M --out $M --type f16
+expect 2 "did you mean '--type'" -- "$SPECDEC" convert --model $M --out "$T/x.gguf" --tpye f16
+expect 1 "$T/none.gguf" -- "$SPECDEC" convert --model "$T/none.gguf" --out "$T/x.gguf" --type f16
+printf 'not a gguf file at all' > "$T/bad.gguf"
+expect 1 "$T/bad.gguf" -- "$SPECDEC" convert --model "$T/bad.gguf" --out "$T/x.gguf" --type f16
+expect 1 "blk.0.ffn_down.weight': rows of 704 elements are whole blocks of neither Q4_K" -- \
+    "$SPECDEC" convert --model $M --out "$T/x.gguf" --type q4_k --fallback q5_k
+[ ! -e "$T/x.gguf" ] && [ ! -e "$T/x.gguf.tmp" ] && ok || bad "a failed convert left $T/x.gguf behind"
+finish "cli convert"
