@@ -3,7 +3,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli.h"
 #include "model/convert.h"
@@ -38,16 +37,6 @@ static const char *const help =
     "Exit status: 0 written, 1 failure (input, a type that cannot hold a matrix, I/O),\n"
     "2 usage error.\n";
 
-static int parse_type(const char *s, sd_ttype *t)
-{
-    static const struct { const char *name; sd_ttype t; } types[] = {
-        {"f32", SD_T_F32}, {"f16", SD_T_F16}, {"bf16", SD_T_BF16}, {"q8_0", SD_T_Q8_0}, {"q4_0", SD_T_Q4_0},
-        {"q4_k", SD_T_Q4_K}, {"q5_k", SD_T_Q5_K}, {"q6_k", SD_T_Q6_K}};
-    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-        if (!strcasecmp(s, types[i].name)) return *t = types[i].t, 0;
-    return -1;
-}
-
 int cmd_convert(int argc, char **argv)
 {
     const char *cmd = "convert", *in = NULL, *out = NULL;
@@ -66,7 +55,7 @@ int cmd_convert(int argc, char **argv)
         case O_OUT: out = optarg; break;
         case O_TYPE:
         case O_FALLBACK:
-            if (parse_type(optarg, opt == O_TYPE ? &o.type : &o.fallback))
+            if (sd_ttype_parse(optarg, opt == O_TYPE ? &o.type : &o.fallback))
                 return cli_usage(cmd, "%s '%s': not one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k",
                                  opt == O_TYPE ? "--type" : "--fallback", optarg);
             have_type |= opt == O_TYPE;

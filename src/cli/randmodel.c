@@ -42,14 +42,13 @@ static const char *const help =
     "\n"
     "Exit status: 0 written, 1 failure (bad shape, I/O), 2 usage error.\n";
 
+/* The matrices' type: the plain types by name, but Q4_K and Q5_K only as llama.cpp's
+ * mixes q4_k_m and q5_k_m (sd_randmodel_build writes those types as the mixes). */
 static int parse_type(const char *s, sd_ttype *t)
 {
-    static const struct { const char *name; sd_ttype t; } types[] = {
-        {"f32", SD_T_F32}, {"f16", SD_T_F16}, {"bf16", SD_T_BF16}, {"q8_0", SD_T_Q8_0}, {"q4_0", SD_T_Q4_0},
-        {"q4_k_m", SD_T_Q4_K}, {"q5_k_m", SD_T_Q5_K}, {"q6_k", SD_T_Q6_K}};
-    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-        if (!strcasecmp(s, types[i].name)) return *t = types[i].t, 0;
-    return -1;
+    if (!strcasecmp(s, "q4_k_m")) return *t = SD_T_Q4_K, 0;
+    if (!strcasecmp(s, "q5_k_m")) return *t = SD_T_Q5_K, 0;
+    return sd_ttype_parse(s, t) || *t == SD_T_Q4_K || *t == SD_T_Q5_K ? -1 : 0;
 }
 
 static int parse_shape(const char *s, sd_llama_config *c)

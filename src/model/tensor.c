@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "half.h"
 #include "sd_error.h"
@@ -48,6 +49,13 @@ const char *sd_ttype_name(uint32_t t)
     if (t < sizeof ggml_names / sizeof ggml_names[0] && ggml_names[t]) return ggml_names[t];
     snprintf(buf, sizeof buf, "type %u", (unsigned)t);
     return buf;
+}
+
+int sd_ttype_parse(const char *s, sd_ttype *t)
+{
+    for (uint32_t i = 0; i < sizeof ggml_names / sizeof ggml_names[0]; i++)
+        if (ggml_names[i] && sd_ttype_supported(i) && !strcasecmp(s, ggml_names[i])) return *t = (sd_ttype)i, 0;
+    return -1;
 }
 
 size_t sd_ttype_block(sd_ttype t)

@@ -59,6 +59,9 @@ int sd_ttype_supported(uint32_t t);
 /* "F32", "F16", "Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16"; ggml's name for another
  * type ggml knows ("Q3_K"), "type N" for an unknown id (static buffer per thread). */
 const char *sd_ttype_name(uint32_t t);
+/* The supported type whose name (sd_ttype_name's) is s, in any case ("q4_k", "F16"):
+ * 0 and *t set, or -1. */
+int sd_ttype_parse(const char *s, sd_ttype *t);
 /* Elements per block (1, 32 or 256) and bytes per block; 0 for an unsupported type. */
 size_t sd_ttype_block(sd_ttype t);
 size_t sd_ttype_block_bytes(sd_ttype t);
