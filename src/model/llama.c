@@ -630,7 +630,7 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     float *kc = kv->k + ((size_t)l * kv->cap + base) * kw, *vc = kv->v + ((size_t)l * kv->cap + base) * kw;
     norm_rows(b->xn, w->x, w->wbuf, n, d, c->rms_eps, A ? A->rms : NULL);
     const mm_out qkv[3] = {{b->q, &L->wq, qw}, {kc, &L->wk, kw}, {vc, &L->wv, kw}};
-    sd_llama_mm_group(b->xn, n, d, &w->ms, 3, qkv, NULL, NULL);
+    sd_llama_mm_group(b->xn, n, d, &w->ms, 3, qkv, NULL);
     qk_extras(L, n, qw, kw, hd, c->rms_eps, b->q, kc, vc, w->abuf);
     int neox = c->arch != SD_ARCH_LLAMA;
     for (size_t i = 0; i < n; i++) {
@@ -656,10 +656,9 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     norm_rows(b->xn2, w->x, w->wbuf + d, n, d, c->rms_eps, A ? A->rms2 : NULL);
     const mm_out gate_up[2] = {{b->gate, &L->w_gate, F}, {b->up, &L->w_up, F}};
     const mm_swiglu h = {b->gate, b->up, b->h, n * F};
-    int gemm = w->ms.gemm && (L->w_gate.type == SD_T_F32 || L->w_up.type == SD_T_F32); /* the trainer's: h before down */
-    sd_llama_mm_group(b->xn2, n, d, &w->ms, 2, gate_up, NULL, gemm ? NULL : &h);
+    sd_llama_mm_group(b->xn2, n, d, &w->ms, 2, gate_up, &h);
     const mm_out down = {w->tmp, &L->w_down, d};
-    sd_llama_mm_group(b->h, n, F, &w->ms, 1, &down, gemm ? &h : NULL, NULL);
+    sd_llama_mm_group(b->h, n, F, &w->ms, 1, &down, NULL);
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 

@@ -45,7 +45,7 @@ typedef struct {
     const mm_scratch *s;
     const mm_out *o;
     const int *gemm;
-    const mm_swiglu *pre, *post;
+    const mm_swiglu *h;    /* made in the gate and up products' tasks (mm_gate_up_task) */
     int quant;             /* the activations' forms the group needs: bit 1 Q8, bit 2 Q8_K */
 } mm_job;
 
@@ -54,10 +54,10 @@ enum { SWIGLU_CHUNK = 1024 };
 
 static void mm_swiglu_task(void *ctx, size_t c, int thread)
 {
-    const mm_swiglu *pre = ((const mm_job *)ctx)->pre;
-    size_t end = (c + 1) * SWIGLU_CHUNK < pre->len ? (c + 1) * SWIGLU_CHUNK : pre->len;
+    const mm_swiglu *h = ((const mm_job *)ctx)->h;
+    size_t end = (c + 1) * SWIGLU_CHUNK < h->len ? (c + 1) * SWIGLU_CHUNK : h->len;
     (void)thread;
-    for (size_t i = c * SWIGLU_CHUNK; i < end; i++) pre->h[i] = silu(pre->gate[i]) * pre->up[i];
+    for (size_t i = c * SWIGLU_CHUNK; i < end; i++) h->h[i] = silu(h->gate[i]) * h->up[i];
 }
 
 static void mm_quant_task(void *ctx, size_t t, int thread)
@@ -94,12 +94,11 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
 }
 
 /* Chunk c of gate's rows, the same of up's, then h = silu(gate) * up on those rows of
- * every token (sd_llama_mm_group's post): h is made in the products' loop, not in a loop
- * of its own before the down product's. */
+ * every token: h is made in the products' loop, not in a loop of its own. */
 static void mm_gate_up_task(void *ctx, size_t c, int thread)
 {
     const mm_job *j = ctx;
-    const mm_swiglu *h = j->post;
+    const mm_swiglu *h = j->h;
     size_t F = j->o[0].rows, r0 = c * MATMUL_CHUNK, r1 = F - r0 < MATMUL_CHUNK ? F : r0 + MATMUL_CHUNK;
     mm_rows_task(ctx, c, thread);
     mm_rows_task(ctx, (F + MATMUL_CHUNK - 1) / MATMUL_CHUNK + c, thread);
@@ -108,15 +107,10 @@ static void mm_gate_up_task(void *ctx, size_t c, int thread)
 }
 
 void sd_llama_mm_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
-                       const mm_swiglu *pre, const mm_swiglu *post)
+                       const mm_swiglu *h)
 {
     size_t chunks = 0, work = 0;
     int quant = 0, gemm[3] = {0};
-    if (pre && s->gemm) { /* the trainer's products below read x (h) before the loops */
-        mm_job hj = {.pre = pre};
-        sd_pool_for(s->threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &hj);
-        pre = NULL;
-    }
     for (size_t i = 0; i < k; i++) {
         gemm[i] = s->gemm && o[i].w->type == SD_T_F32;
         if (gemm[i]) {
@@ -127,14 +121,20 @@ void sd_llama_mm_group(const float *x, size_t n, size_t cols, mm_scratch *s, siz
         chunks += (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
         work += o[i].rows * cols * n;
     }
-    if (!chunks) return;
-    mm_job j = {x, n, cols, s, o, gemm, pre, post, quant};
-    int threads = work >= MATMUL_PAR_MIN ? s->threads : 1;
-    /* h on the pool's threads: on one, it was 4-5% of a 64-token pass */
-    if (pre) sd_pool_for(threads, (pre->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &j);
-    if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
-    if (post) sd_pool_for(threads, chunks / 2, mm_gate_up_task, &j);
-    else sd_pool_for(threads, chunks, mm_rows_task, &j);
+    /* h in the gate and up products' tasks, each on the rows it computed; in a loop of
+     * its own after them when they went through the trainer's gemm (the same values) */
+    int fused = h && k == 2 && !gemm[0] && !gemm[1];
+    if (chunks) {
+        mm_job j = {x, n, cols, s, o, gemm, fused ? h : NULL, quant};
+        int threads = work >= MATMUL_PAR_MIN ? s->threads : 1;
+        if (quant) sd_pool_for(threads, n, mm_quant_task, &j);
+        if (fused) sd_pool_for(threads, chunks / 2, mm_gate_up_task, &j);
+        else sd_pool_for(threads, chunks, mm_rows_task, &j);
+    }
+    if (h && !fused) {
+        mm_job hj = {.h = h};
+        sd_pool_for(s->threads, (h->len + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, mm_swiglu_task, &hj);
+    }
 }
 
 /* 1 when the model's weights exceed the last-level cache (as sysfs reports it: glibc's
@@ -157,5 +157,5 @@ int sd_llama_weights_stream(const sd_llama *m)
 void sd_llama_mm(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s)
 {
     mm_out o = {y, w, rows};
-    sd_llama_mm_group(x, n, cols, s, 1, &o, NULL, NULL);
+    sd_llama_mm_group(x, n, cols, s, 1, &o, NULL);
 }

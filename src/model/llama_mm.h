@@ -33,21 +33,18 @@ typedef struct {
 } mm_out;
 
 /* The feed-forward's h = silu(gate) * up over len elements: the input of the down
- * product, made by the gate and up products' tasks, each on the rows it computed
- * (sd_llama_mm_group's post; a loop fewer a layer), or for the trainer's gemm products
- * in a loop before the down product's (pre). */
+ * product, made by sd_llama_mm_group with the gate and up products. */
 typedef struct {
     const float *gate, *up;
     float *h;
     size_t len;
 } mm_swiglu;
 
-/* The k (1 to 3) products of one input x (n tokens of cols): o[i].y = x W_i^T; pre (if
- * set) computes x itself, the SwiGLU of gate and up, before the products; post (k = 2,
- * gate and up of the same rows, not the trainer's gemm) makes h after them, in the same
- * tasks. */
+/* The k (1 to 3) products of one input x (n tokens of cols): o[i].y = x W_i^T. With h
+ * (k = 2: gate and up, of the same rows) it also makes h from them: in the products'
+ * own tasks, a loop fewer a layer (after them for the trainer's gemm products). */
 void sd_llama_mm_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
-                       const mm_swiglu *pre, const mm_swiglu *post);
+                       const mm_swiglu *h);
 /* One product: y = x W^T for n tokens, W of rows x cols. */
 void sd_llama_mm(float *y, const float *x, const sd_tensor *w, size_t n, size_t rows, size_t cols, mm_scratch *s);
 /* 1 when the model's weights exceed the last-level cache. */
