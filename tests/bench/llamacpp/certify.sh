@@ -50,6 +50,7 @@ for p in "$F" "$F2"; do
     [ "$PART" = pit ] || [ -x "$p" ] || { echo "certify.sh: no $p: run tests/bench/llamacpp/build-patched.sh" >&2; exit 1; }
 done
 LL="-m $T -md $D -p {prompt} -n 8 --seed {seed} -t 1 -c 128 --top-k 0 --min-p 0 -v"
+L16=$(printf '%s' "$LL" | sed 's/-n 8/-n 16/')   # 16 tokens a run, for the PIT rows
 SIMPLE="--spec-type draft-simple"
 GEN="$S generate --model $T --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1"
 
@@ -82,7 +83,6 @@ fix_rows() {
 # every position: 16 tokens a run (-n 16), the PIT of each (--positions 16), at
 # llama.cpp's default filters and at temperature 0, both programs, unpatched
 pit_rows() {
-    L16=$(printf '%s' "$LL" | sed 's/-n 8/-n 16/')
     for prog in tree:llama-speculative simple:llama-speculative-simple; do
         kind=${prog%%:*}; prog_name=${prog#*:}; extra=""
         [ "$kind" = simple ] && extra=$SIMPLE
@@ -96,7 +96,6 @@ pit_rows() {
 # the patched programs at every position: the drawn draft alone (its residual still pairs
 # tokens by list position after top-k/top-p) and both patches
 pit_fix_rows() {
-    L16=$(printf '%s' "$LL" | sed 's/-n 8/-n 16/')
     for prog in "$F" "$F2"; do
         row "$(basename "$prog"), llama.cpp's defaults: T = 0.8, top-k 40, top-p 0.95 (min-p off), 16 positions" \
             argmax-draft --temperature 0.8 --top-k 40 --top-p 0.95 --filter-first --positions 16 \
