@@ -1,7 +1,7 @@
 /* tensor_kquant: the K-quant weight types Q4_K, Q5_K and Q6_K (ggml's, so that
  * llama.cpp's Q4_K_M, Q5_K_M and Q6_K files load as they are): where each element's
  * bits sit in a super-block of 256, dequantization 64 elements at a time (tensor.c's
- * dot product and sd_dequant_row come here), a plain quantizer, and the products
+ * dot product and sd_dequant_row come here), quantizers, and the products
  * against activations rounded to Q8_K blocks, in integers, as llama.cpp computes them.
  * Contracts in tensor.h.
  *
@@ -80,11 +80,10 @@ void sd_kq_dequant64(sd_ttype t, const unsigned char *blk, unsigned c, float *ds
     }
 }
 
-/* ---- quantization: a plain rule (ggml searches for better scales; any scales load)
+/* ---- quantization (any scales load; these are chosen for the squared error)
  *
- * Q4_K/Q5_K: per sub-block the range [min(0, min x), max x] over qmax steps; d and dmin
- * put the largest step and the largest min at 63; q = round((x + dmin m) / (d s)).
- * Q6_K: per 16 elements the step max|x| / 31; d puts the largest at 127. */
+ * Q4_K/Q5_K: each sub-block's grid fitted by least squares (quantize_q45_k, below).
+ * Q6_K: a plain rule: per 16 elements the step max|x| / 31; d puts the largest at 127. */
 
 static int clampi(float v, int lo, int hi)
 {
@@ -99,23 +98,76 @@ static void put_half(unsigned char *b, float v)
     b[0] = (unsigned char)(h & 0xff), b[1] = (unsigned char)(h >> 8);
 }
 
+/* Squared error of sub-block x (32 elements) on the grid a q - m, q in 0..qmax, each
+ * element rounded to its nearest point; the q's into L when L is not NULL. */
+static float grid_error(const float *x, int qmax, float a, float m, uint8_t *L)
+{
+    float e = 0;
+    for (int l = 0; l < 32; l++) {
+        int q = a > 0 ? clampi((x[l] + m) / a, 0, qmax) : 0;
+        float r = a * (float)q - m - x[l];
+        e += r * r;
+        if (L) L[l] = (uint8_t)q;
+    }
+    return e;
+}
+
+/* The affine grid of one sub-block: for a few steps around its range / qmax, round
+ * each element, refit step a and min m >= 0 by least squares to those integers (twice),
+ * and keep the smallest squared error. Min/max alone wastes the grid's ends on one
+ * outlier each; the refit moves the step to where the elements are. */
+static void fit_sub_block(const float *x, int qmax, float *a_out, float *m_out)
+{
+    float lo = 0, hi = 0;
+    for (int l = 0; l < 32; l++) lo = fminf(lo, x[l]), hi = fmaxf(hi, x[l]);
+    float best_a = (hi - lo) / (float)qmax, best_m = -lo;
+    if (!(hi > lo)) { *a_out = 0, *m_out = best_m; return; }
+    float best = grid_error(x, qmax, best_a, best_m, NULL);
+    for (int k = -3; k <= 12; k++) {
+        float a = (hi - lo) / ((float)qmax + 0.25f * (float)k), m = -lo;
+        for (int it = 0; it < 2; it++) {
+            uint8_t L[32];
+            grid_error(x, qmax, a, m, L);
+            double sl = 0, sll = 0, sx = 0, slx = 0;
+            for (int l = 0; l < 32; l++) sl += L[l], sll += (double)L[l] * L[l], sx += x[l], slx += (double)L[l] * x[l];
+            double det = 32 * sll - sl * sl;
+            if (det <= 0) break;
+            double na = (32 * slx - sl * sx) / det, nm = -(sx - na * sl) / 32; /* x ~ na L - nm */
+            if (nm < 0) nm = 0, na = sll > 0 ? slx / sll : 0;              /* m >= 0: the grid holds 0 */
+            if (!(na > 0)) break;
+            a = (float)na, m = (float)nm;
+        }
+        float e = grid_error(x, qmax, a, m, NULL);
+        if (e < best) best = e, best_a = a, best_m = m;
+    }
+    *a_out = best_a, *m_out = best_m;
+}
+
+/* Q4_K/Q5_K: each sub-block's step and min fitted (fit_sub_block), then d and dmin put
+ * the largest at 63 and each sub-block takes the 6-bit pair, among the nearest and
+ * their neighbours, whose grid fits its elements best; q = the nearest grid point. */
 static void quantize_q45_k(int five, const float *x, unsigned char *blk)
 {
     const int qmax = five ? 31 : 15;
     float step[8], mins[8], smax = 0, mmax = 0;
     for (int j = 0; j < 8; j++) {
-        float lo = 0, hi = 0;
-        for (int l = 0; l < 32; l++) lo = fminf(lo, x[32 * j + l]), hi = fmaxf(hi, x[32 * j + l]);
-        step[j] = (hi - lo) / (float)qmax, mins[j] = -lo;
+        fit_sub_block(x + 32 * j, qmax, &step[j], &mins[j]);
         smax = fmaxf(smax, step[j]), mmax = fmaxf(mmax, mins[j]);
     }
     memset(blk, 0, five ? Q5_K_BYTES : Q4_K_BYTES);
     put_half(blk, smax / 63), put_half(blk + 2, mmax / 63);
     const float d = half_at(blk), dmin = half_at(blk + 2);
-    uint8_t sc[8], mn[8];
+    uint8_t sc[8], mn[8], q[8][32];
     for (int j = 0; j < 8; j++) {
-        sc[j] = (uint8_t)(d > 0 ? clampi(step[j] / d, 0, 63) : 0);
-        mn[j] = (uint8_t)(dmin > 0 ? clampi(mins[j] / dmin, 0, 63) : 0);
+        const int s0 = d > 0 ? clampi(step[j] / d, 0, 63) : 0, m0 = dmin > 0 ? clampi(mins[j] / dmin, 0, 63) : 0;
+        float best = INFINITY;
+        for (int s = s0 - 1; s <= s0 + 1; s++)
+            for (int m = m0 - 1; m <= m0 + 1; m++) {
+                if (s < 0 || s > 63 || m < 0 || m > 63) continue;
+                float e = grid_error(x + 32 * j, qmax, d * (float)s, dmin * (float)m, NULL);
+                if (e < best) best = e, sc[j] = (uint8_t)s, mn[j] = (uint8_t)m;
+            }
+        grid_error(x + 32 * j, qmax, d * sc[j], dmin * mn[j], q[j]);
     }
     unsigned char *s = blk + K4_SCALES;
     for (int j = 0; j < 4; j++) {
@@ -124,14 +176,11 @@ static void quantize_q45_k(int five, const float *x, unsigned char *blk)
         s[j + 8] = (unsigned char)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
     }
     unsigned char *qs = blk + (five ? K5_QS : K4_QS), *qh = blk + K5_QH;
-    for (int j = 0; j < 8; j++) {
-        const float ds = d * sc[j], dm = dmin * mn[j];
+    for (int j = 0; j < 8; j++)
         for (int l = 0; l < 32; l++) {
-            int q = ds > 0 ? clampi((x[32 * j + l] + dm) / ds, 0, qmax) : 0;
-            qs[32 * (j / 2) + l] |= (unsigned char)((q & 15) << (4 * (j % 2)));
-            if (five) qh[l] |= (unsigned char)((q >> 4) << j);
+            qs[32 * (j / 2) + l] |= (unsigned char)((q[j][l] & 15) << (4 * (j % 2)));
+            if (five) qh[l] |= (unsigned char)((q[j][l] >> 4) << j);
         }
-    }
 }
 
 static void quantize_q6_k(const float *x, unsigned char *blk)
