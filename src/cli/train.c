@@ -29,6 +29,7 @@
 static const char *const help =
     "usage: specdec train --corpus TRAIN.txt [--val VAL.txt] (--vocab N | --tokenizer M.gguf |\n"
     "                     --teacher M.gguf) --out MODEL.gguf [model, optimizer, log options]\n"
+    "       specdec train --corpus TRAIN.txt [--val VAL.txt] --init M.gguf [--teacher T.gguf] --steps 0\n"
     "\n"
     "Trains a Llama-architecture decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU)\n"
     "on a plain-text corpus with AdamW, and writes it as GGUF with its byte-level BPE\n"
@@ -44,7 +45,7 @@ static const char *const help =
     "  --vocab N            train a byte-level BPE tokenizer of N tokens on the corpus\n"
     "                       (256 bytes + merges + <|endoftext|>; GPT-2 pre-tokenizer)\n"
     "  --tokenizer M.gguf   or take the tokenizer of a GGUF file (default with --teacher:\n"
-    "                       the teacher's)\n"
+    "                       the teacher's; else with --init: the initial model's)\n"
     "Model (hyper-parameters of the new model):\n"
     "  --dim D              embedding width (default 256)\n"
     "  --layers L           blocks (default 6)\n"
@@ -71,7 +72,9 @@ static const char *const help =
     "                       law at position j + i (given the window's true tokens)\n"
     "Optimizer (AdamW, beta 0.9/0.95, weight decay on matrices only):\n"
     "  --batch B            sequences per step, each --ctx tokens (default 16)\n"
-    "  --steps S            optimizer steps (default 1000)\n"
+    "  --steps S            optimizer steps (default 1000); 0 only evaluates --init's model\n"
+    "                       (validation loss; with --teacher also KL and acceptance, e.g.\n"
+    "                       of a quantized model against its original) and writes nothing\n"
     "  --lr X               peak learning rate (default 2e-3)\n"
     "  --lr-min F           final learning rate as a fraction of the peak (default 0.1)\n"
     "  --warmup N           steps of linear warm-up (default 100)\n"
@@ -438,6 +441,12 @@ static int train_loop(run *r)
         if ((rc = evaluate(r, &vce, &vkl, &vacc))) goto done;
         r->last_val = vce;
         eval_secs = sd_seconds() - t0;
+        if (!o->steps) { /* evaluation only */
+            printf("validation loss %.4f", vce);
+            if (r->teacher) printf("  KL(teacher || model) %.4f  acceptance %.4f", vkl, vacc);
+            printf("  (%zu windows of %zu tokens)\n", r->n_eval, r->seq);
+            goto done;
+        }
         fprintf(stderr, "train: step 0/%zu  val %.4f (%.1f s)\n", o->steps, vce, eval_secs);
         log_row(r, 0, NAN, vce, 0, sd_seconds() - t0, NAN, r->teacher ? vkl : NAN, vacc, NAN);
     }
@@ -673,7 +682,7 @@ static int run_train(const train_opts *o)
     if (!rc) {
         const sd_llama_config *c = &r.t->model->cfg;
         fprintf(stderr, "train: %s: vocab %u dim %u layers %u heads %u/%u ffn %u ctx %u, %.2fM parameters%s\n",
-                o->out, c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
+                o->out ? o->out : o->init, c->n_vocab, c->dim, c->n_layer, c->n_head, c->n_head_kv, c->ffn_dim, c->ctx_len,
                 (double)r.t->model->n_params / 1e6, r.teacher ? ", distilled" : "");
         rc = train_loop(&r);
     }
@@ -763,7 +772,7 @@ static int parse_opt(train_opts *o, int c, const char *a)
     case O_FFN: return size_opt(a, "--ffn", 1, 262144, &o->ffn);
     case O_CTX: return size_opt(a, "--ctx", 2, 8192, &o->ctx);
     case O_BATCH: return size_opt(a, "--batch", 1, 1 << 20, &o->batch);
-    case O_STEPS: return size_opt(a, "--steps", 1, (size_t)1 << 40, &o->steps);
+    case O_STEPS: return size_opt(a, "--steps", 0, (size_t)1 << 40, &o->steps);
     case O_WARMUP: return size_opt(a, "--warmup", 0, (size_t)1 << 40, &o->warmup);
     case O_LOG_EVERY: return size_opt(a, "--log-every", 1, (size_t)1 << 40, &o->log_every);
     case O_EVAL_EVERY: return size_opt(a, "--eval-every", 1, (size_t)1 << 40, &o->eval_every);
@@ -824,10 +833,14 @@ int cmd_train(int argc, char **argv)
     if (!o.corpus) return cli_usage(cmd, "--corpus is required");
     if (o.init_layers && !o.init) return cli_usage(cmd, "--init-layers needs --init");
     if (o.stop_after && !o.checkpoint) return cli_usage(cmd, "--stop-after needs --checkpoint");
-    if (!o.out) return cli_usage(cmd, "--out is required");
+    if (!o.steps && !o.init) return cli_usage(cmd, "--steps 0 evaluates a model: --init M.gguf is needed");
+    if (!o.steps && (o.checkpoint || o.out || o.log))
+        return cli_usage(cmd, "--steps 0 only evaluates: no --out, --log or --checkpoint");
+    if (o.steps && !o.out) return cli_usage(cmd, "--out is required");
     if (!!o.vocab + !!o.tokenizer > 1) return cli_usage(cmd, "--vocab and --tokenizer exclude each other");
+    if (!o.vocab && !o.tokenizer && !o.teacher && o.init) o.tokenizer = o.init;
     if (!o.vocab && !o.tokenizer && !o.teacher)
-        return cli_usage(cmd, "a tokenizer is needed: --vocab N, --tokenizer M.gguf or --teacher M.gguf");
+        return cli_usage(cmd, "a tokenizer is needed: --vocab N, --tokenizer M.gguf, --teacher M.gguf or --init M.gguf");
     if (o.dim % o.heads || (o.dim / o.heads) % 2)
         return cli_usage(cmd, "--dim %zu / --heads %zu must be a whole, even head size", o.dim, o.heads);
     if (!o.kv_heads) o.kv_heads = o.heads % 2 ? o.heads : o.heads / 2;

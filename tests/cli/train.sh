@@ -45,6 +45,15 @@ grep -q "^# model: vocab 300 dim 16 layers 1" "$T/target.tsv" && ok || bad "targ
 awk -F'\t' '!/^#/ && $4 != "nan" && $1 ~ /^[0-9]/ { if (first == "") first = $4; last = $4 }
     END { exit !(last < first - 1) }' "$T/target.tsv" && ok || bad "target.tsv: the validation loss did not fall by a nat"
 expect 0 "generated 5 tokens" -- "$SPECDEC" generate --model "$T/target.gguf" --prompt "Call me" --max-tokens 5
+# --steps 0 evaluates a model: the same validation loss the run ended on; against itself
+# as the teacher, KL 0 and acceptance 1; nothing written
+last=$(awk -F'\t' '!/^#/ && $1 == 40 { printf "%.4f", $4 }' "$T/target.tsv")
+expect 0 "^validation loss $last  (" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" \
+    --init "$T/target.gguf" $TINY --steps 0
+expect 0 "KL(teacher || model) 0.0000  acceptance 1.0000" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" \
+    --init "$T/target.gguf" --teacher "$T/target.gguf" $TINY --steps 0
+expect 2 "--steps 0 evaluates a model: --init M.gguf is needed" -- "$SPECDEC" train --corpus "$T/train.txt" --vocab 300 --steps 0
+expect 2 "--steps 0 only evaluates: no --out" -- "$SPECDEC" train --corpus "$T/train.txt" --init "$T/target.gguf" --steps 0 --out "$T/x.gguf"
 
 # --- a draft distilled from it, tokenizer taken from the teacher ---
 expect 0 "distilled" -- "$SPECDEC" train --corpus "$T/train.txt" --val "$T/val.txt" --teacher "$T/target.gguf" \
