@@ -15,7 +15,7 @@
 #             tree_equals_paths, then racecheck on logits_tiny                        70   35
 #   bench     bench_cuda with 20 passes a point: copy bandwidth, a one-token pass's
 #             weight bytes / time against it, M_T(n)/M_T(1) for n = 1..64, on the shipped
-#             target, the large target (data/models/large-target.gguf, when it exists)
+#             target, the large target (data/models/large-target.gguf widened to F16)
 #             and a 1B-class F16 random model (2.2 GB) that specdec random-model writes
 #             in the background from the start (about 60 s of one core on the build
 #             machine); then test_cuda's logits on that model                        85   20
@@ -162,8 +162,8 @@ if [ "${1:-}" = --step ]; then
         while [ ! -e "$big.done" ] && [ ! -e "$big.failed" ] && [ $w -lt "$CHECK_BIG_WAIT" ]; do sleep 1; w=$((w + 1)); done
         [ $w = 0 ] || echo "bench: waited $w s for $big"
         models="data/models/target.gguf"
-        if [ -s data/models/large-target.gguf ]; then models="$models data/models/large-target.gguf"
-        else echo "bench: the large target: absent (data/models/large-target.gguf)"; fi
+        if [ -s data/models/large-target.gguf ] && lt=$(sh data/models/large-f16.sh "$SD"); then models="$models $lt"
+        else echo "bench: the large target: absent (data/models/large-target.gguf, widened to F16 by data/models/large-f16.sh)"; fi
         if [ -e "$big.done" ]; then models="$models $big"
         else echo "bench: the 1B-class model is not there after $w s: $(tail -1 "$big.log" 2>/dev/null)"; fi
         rc=0
@@ -202,8 +202,8 @@ if [ "${1:-}" = --step ]; then
                 if ($8 > best) { best = $8; b = $1; p = $9; lo = $15; hi = $16 } }
             END { printf "headline: shipped pair: best %s %.3fx (predicted %.3f [%.3f, %.3f]); %d of %d schemes inside their predicted interval (goal: all: %s)\n",
                           b, best, p, lo, hi, in_, n, (in_ == n ? "met" : "missed") }' > "$T/decode.head"
-        if [ -s data/models/large-target.gguf ] && [ -s data/models/large-draft.gguf ]; then
-            "$SD" decode --target data/models/large-target.gguf --draft data/models/large-draft.gguf --scheme all \
+        if [ -s data/models/large-target.gguf ] && [ -s data/models/large-draft.gguf ] && lt=$(sh data/models/large-f16.sh "$SD"); then
+            "$SD" decode --target "$lt" --draft data/models/large-draft.gguf --scheme all \
                 --n-prompts "$CHECK_DEC_PROMPTS" --max-tokens "$CHECK_DEC_TOKENS" --calibrate "$CHECK_DEC_CAL" \
                 --threads "$CHECK_THREADS" --device "$CHECK_DEVICE" --quiet --tsv "$T/large.tsv" > "$R/decode-large.txt"
             { hdr; cat "$T/large.tsv"; } > "$R/e2e-predicted-large.tsv"

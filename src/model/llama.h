@@ -106,7 +106,7 @@ int sd_llama_to_f32(const sd_llama *src, uint32_t n_mask, sd_llama **out);
 int sd_llama_has_extras(const sd_llama *m, const char **what);
 /* A copy of m with its matrices (embedding, attention, MLP, output) stored as type t
  * (F32, F16, BF16, Q8_0, Q4_0 quantized as ggml does; Q4_K, Q5_K, Q6_K by tensor.h's
- * plain rule); the norm weights, biases and
+ * quantizers); the norm weights, biases and
  * RoPE factors stay F32.
  * The copy owns its weights. SD_EINVAL if a row length is not a multiple of t's block. */
 int sd_llama_convert(const sd_llama *m, sd_ttype t, sd_llama **out);

@@ -146,7 +146,8 @@ float sd_dot_row_act_k(sd_ttype t, const void *row, const float *d, const int8_t
 void sd_dot_rows_act_k_tokens(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
                               const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys);
 /* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16 as ggml does;
- * Q4_K, Q5_K, Q6_K by a plain min/max rule, not ggml's search for the best scales). */
+ * Q4_K and Q5_K by a least-squares fit of each sub-block's step and min, Q6_K by max/31;
+ * no importance matrix, as ggml's is optional). */
 void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n);
 
 #endif

@@ -4,7 +4,8 @@
 # env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2), E2E_DEVICE (cpu, or
 #      cuda with a `make cuda` build: passed as --device to every decode, tree and compare
 #      call), E2E_OUT (out/figs: where the TSVs and figures go), E2E_PAIR (large: the
-#      large target data/models/large-target.gguf with data/models/$LARGE_DRAFT.gguf
+#      large target data/models/large-target.gguf (run as its F16 expansion,
+#      data/models/large-f16.sh) with data/models/$LARGE_DRAFT.gguf
 #      (default large-draft) and large-parallel.gguf, the default when they are there;
 #      small: the shipped 5.5M target with draft.gguf and parallel.gguf). PDM: the draft
 #      the pair's parallel drafter was initialised from (its sequential twin).
@@ -27,6 +28,8 @@ esac
 for f in "$TM" "$DM"; do
     [ -s "$f" ] || { echo "E2E_PAIR=$E2E_PAIR: no $f (the large pair: make models-large)" >&2; exit 1; }
 done
+# the large target runs as its F16 expansion (data/models/large-f16.sh: weights streamed from memory)
+[ "$E2E_PAIR" = large ] && { TM=$(sh data/models/large-f16.sh "$SD") || exit 1; }
 OUT=${E2E_OUT:-out/figs}
 # DEV: nothing on the CPU (the commands stay as they were), else --device NAME
 DEV=""

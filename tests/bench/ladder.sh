@@ -48,7 +48,7 @@ else
     : "${LADDER_PROMPTS:=10}" "${LADDER_TOKENS:=48}" "${LADDER_POSITIONS:=200}"
     if [ -z "${LADDER_TARGET:-}" ] && [ -s "$M/large-target.gguf" ]; then
         LADDER_TARGET=large-target
-        : "${LADDER_DRAFTS:=large-draft large-mid draft target}"
+        : "${LADDER_DRAFTS:=large-draft draft target}"
     fi
     : "${LADDER_DRAFTS:=ladder-d48 ladder-d96 draft ladder-t1}"
     KS="1 2 4 8" LS="4 8" CAL=""
@@ -62,7 +62,10 @@ mkdir -p "$T"
 for d in $LADDER_DRAFTS $TG; do
     [ -s "$M/$d.gguf" ] || { echo "ladder: no $M/$d.gguf (make models-ladder)" >&2; exit 1; }
 done
-PAIR="--target $M/$TG.gguf --n-prompts $LADDER_PROMPTS --max-tokens $LADDER_TOKENS --threads $LADDER_THREADS $CAL"
+# the large target runs as its F16 expansion (data/models/large-f16.sh)
+TGF=$M/$TG.gguf
+[ "$TG" != large-target ] || TGF=$(sh data/models/large-f16.sh "$SD") || exit 1
+PAIR="--target $TGF --n-prompts $LADDER_PROMPTS --max-tokens $LADDER_TOKENS --threads $LADDER_THREADS $CAL"
 hdr() {
     echo "# device: cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
     echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo -)$(git diff --quiet -- . ":(exclude)$R" 2>/dev/null || echo ' (modified)')"
@@ -99,7 +102,7 @@ for d in $LADDER_DRAFTS; do
     facts=$(logfacts "$M/$d.tsv")
     params=$(echo "$facts" | cut -f1)
     # sd acceptance on logged logits: 4 sequences of the target's own samples
-    "$SD" synth-log --lm "gguf:$M/$d.gguf,$M/$TG.gguf" --positions "$LADDER_POSITIONS" --sequences 4 \
+    "$SD" synth-log --lm "gguf:$M/$d.gguf,$TGF" --positions "$LADDER_POSITIONS" --sequences 4 \
         --out "$T/$d-log" > /dev/null
     "$SD" replay --draft-log "$T/$d-log.draft.npy" --target-log "$T/$d-log.target.npy" --scheme sd -k 1 \
         > "$R/replay-$d.txt"
