@@ -237,7 +237,7 @@ enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G =
         for (size_t i = 0; i < body; i += NACC) {                                                \
             if (pf)                                                                              \
                 _Pragma("GCC unroll 4") for (int k = 0; k < NACC * (ES) / 64; k++)               \
-                    _mm_prefetch(pf + i * (ES) + 64 * k, _MM_HINT_T0);                            \
+                    _mm_prefetch(pf + i * (ES) + 64 * k, _MM_HINT_T1);                            \
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                \
                 __m512 wv = LOADW(w, i + 16 * j);                                                \
                 if (T > 1) PIN(wv);                                                              \
@@ -313,9 +313,15 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
  * columns), which the hardware prefetcher barely learns before each ends; one row
  * after another is one stream over the whole chunk of rows. bench_model, 34M-parameter
  * F32 model (136 MB), one thread, generation: 140 t/s with four rows, 240-265 with one
- * (llama.cpp: 230). Past one token the hardware's stream alone still left a pass bound
- * by neither memory nor the FMA units, so the first group's tile prefetches the row
- * RS_PF ahead (for one token that made it slower: 8.6 -> 14.6 ms below).
+ * (llama.cpp: 230). The hardware's stream alone still left a pass bound by neither
+ * memory nor the FMA units (its time the sum of the two: the loads missed while the
+ * multiply-adds ran), so the first group's tile prefetches the row RS_PF ahead, into
+ * L2 (T1): into L1 (T0) the lines pushed out the tokens' vectors and made one token
+ * slower (8.6 -> 14.6 ms below); into L2 they overlap both, one token included.
+ * bench_model, 2 threads, M_T(n) in ms for n = 1 2 4 8, T0 from 2 tokens -> T1 always:
+ *   37.5M F16 (the large target's shape):  2.23 2.98 3.48 5.52 -> 2.21 2.40 3.02 5.07
+ *   82M F16 (768 x 12):                    5.30 7.07 7.97 11.8 -> 4.88 5.06 6.25 11.6
+ *   37.5M F32:                             5.23 5.22 6.36 9.60 -> 4.71 4.71 4.90 7.16
  * Measured on one thread, 168 MB of rows in 32-row calls, thread CPU time, ms, before
  * (tiles of 4 rows x 3 tokens) -> after, for n = 2, 4, 8, 16:
  *   F16, 768 columns:  25.2 29.0 36.4 50.8 -> 11.8 15.9 23.0 39.8
@@ -343,7 +349,7 @@ static void rows_small512(sd_ttype type, const void *w, size_t nrows, const floa
             const char *wr = wb + r0 * rb;
             for (size_t r = 0; r < nb; r++) {
                 /* the row RS_PF ahead, while it is within the product's rows */
-                const char *pf = t0 == 0 && n > 1 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
+                const char *pf = t0 == 0 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
                 for (size_t g = 0, t = 0; g < ng; g++) {
                     size_t G = (ntk - t) / (ng - g);
                     rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + t * 16 + r);
