@@ -67,7 +67,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check test-portable fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -209,6 +209,17 @@ test-slurm: $(BIN) $(if $(HAVE_MPI),mpi)
 check:
 	$(Q)SPECDEC_MPI=skip $(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
+
+# test-portable: the kernels without AVX-512 (-march=x86-64-v3, AVX2 + FMA: the paths any
+# x86-64 of the last decade runs, and the CUDA bundle's host code) in build-portable/: the
+# kernel unit tests (K-quants, products, the decoder bit for bit) and the architectures'
+# logits against llama.cpp's (tests/cli/arch.sh), which skips that part without llama.cpp.
+PORTABLE = $(MAKE) --no-print-directory BUILD=build-portable ARCH=-march=x86-64-v3
+test-portable:
+	$(Q)$(PORTABLE) build-portable/specdec build-portable/tests/test_kquant build-portable/tests/test_gemm \
+	  build-portable/tests/test_model build-portable/tests/bench/bench_llamacpp
+	$(Q)for t in test_kquant test_gemm test_model; do build-portable/tests/$$t || exit 1; done
+	$(Q)sh tests/cli/arch.sh build-portable/specdec
 
 # fuzz: 100000 mutated .npy, .safetensors and .gguf files through the readers, under the sanitizers.
 fuzz:
@@ -355,6 +366,7 @@ help:
 	@echo "make test    run the cmocka tests, the command-line tests and the Python package's tests"
 	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
+	@echo "make test-portable  the kernel tests and llama.cpp logits on a build without AVX-512 (build-portable/)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
