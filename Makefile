@@ -329,8 +329,9 @@ models: $(BIN)
 
 # models-large: the large pair (data/models/build-large.sh): the large target, 37.5M
 # parameters, 75 MB of F16 weights that stream from memory, with the shipped pair's corpus
-# and tokenizer; then the shipped target and draft distilled from it and a ParallelSpec
-# drafter. Hours on 2 cores; resumable: rerun after a stop and it continues from its checkpoint
+# and tokenizer, stored as Q4_K (25 MB; large-f16.sh widens it back to run); then the
+# shipped draft distilled from it, a ParallelSpec drafter and the shipped target as a
+# draft. Hours on 2 cores; resumable: rerun after a stop and it continues from its checkpoint
 # in CKPT_DIR (default .cache/models-large) to the bytes an unbroken run writes.
 models-large: $(BIN)
 	sh data/models/build-large.sh $(BIN)
