@@ -48,7 +48,12 @@ else
     : "${LADDER_PROMPTS:=10}" "${LADDER_TOKENS:=48}" "${LADDER_POSITIONS:=200}"
     if [ -z "${LADDER_TARGET:-}" ] && [ -s "$M/large-target.gguf" ]; then
         LADDER_TARGET=large-target
-        : "${LADDER_DRAFTS:=large-draft draft target}"
+        # its drafts (large-mid when it is here), then the shipped pair's as they are
+        if [ -z "${LADDER_DRAFTS:-}" ]; then
+            LADDER_DRAFTS="large-draft"
+            [ -s "$M/large-mid.gguf" ] && LADDER_DRAFTS="$LADDER_DRAFTS large-mid"
+            LADDER_DRAFTS="$LADDER_DRAFTS draft target"
+        fi
     fi
     : "${LADDER_DRAFTS:=ladder-d48 ladder-d96 draft ladder-t1}"
     KS="1 2 4 8" LS="4 8" CAL=""
