@@ -96,7 +96,7 @@ for m in large-mid large-draft large-parallel; do
 done
 if command -v gnuplot >/dev/null 2>&1; then
     for fmt in png svg; do
-        gnuplot -e "target='$OUT/large-target.tsv'; draft='$OUT/large-draft.tsv'; out='$OUT/large-loss'; fmt='$fmt'" plots/models-loss.gp
+        gnuplot -e "target='$OUT/large-target.tsv'; draft='$OUT/large-draft.tsv'; out='$OUT/large-loss'; fmt='$fmt'; pair='Large pair (large-target, large-draft)'" plots/models-loss.gp
         gnuplot -e "log='$OUT/large-parallel.tsv'; out='$OUT/large-parallel'; fmt='$fmt'" plots/parallel-accept.gp
     done
 fi
