@@ -224,7 +224,9 @@ enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G =
 
 /* One row x T tokens (4 T accumulators, the row's four vectors and a token's: 29 of
  * the 32 registers at T = 6), the sums of TILE(1, T), while the lines of the row at pf
- * (a later row of the same product, or NULL) are prefetched, ES bytes an element:
+ * (a later row of the same product, or NULL) and of the row RS_PF after it are
+ * prefetched (rows of F16 and F32 are cols x ES bytes, back to back; a prefetch past
+ * the product's end reads nothing it needs and never faults), ES bytes an element:
  * the hardware's stream alone left a pass over 8 tokens bound by neither memory nor
  * the FMA units. */
 #define ROW_TILE(T, name, LOADW, ES)                                                             \
@@ -237,7 +239,8 @@ enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G =
         for (size_t i = 0; i < body; i += NACC) {                                                \
             if (pf)                                                                              \
                 _Pragma("GCC unroll 4") for (int k = 0; k < NACC * (ES) / 64; k++)               \
-                    _mm_prefetch(pf + i * (ES) + 64 * k, _MM_HINT_T1);                            \
+                    _mm_prefetch(pf + i * (ES) + 64 * k, _MM_HINT_T1),                            \
+                    _mm_prefetch(pf + RS_PF * cols * (ES) + i * (ES) + 64 * k, _MM_HINT_T1);       \
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                \
                 __m512 wv = LOADW(w, i + 16 * j);                                                \
                 if (T > 1) PIN(wv);                                                              \
@@ -318,6 +321,9 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
  * multiply-adds ran), so the first group's tile prefetches the row RS_PF ahead, into
  * L2 (T1): into L1 (T0) the lines pushed out the tokens' vectors and made one token
  * slower (8.6 -> 14.6 ms below); into L2 they overlap both, one token included.
+ * Two rows in flight, 4 and 8 ahead, overlap more: the large target's own file (F16),
+ * 2 threads, M_T(n) ms for n = 1 4 5 8: 2.20 3.04 3.48 5.08 -> 1.87 2.70 3.26 4.82.
+ * Rows 2 or 16 ahead, or a third row, were slower.
  * bench_model, 2 threads, M_T(n) in ms for n = 1 2 4 8, T0 from 2 tokens -> T1 always:
  *   37.5M F16 (the large target's shape):  2.23 2.98 3.48 5.52 -> 2.21 2.40 3.02 5.07
  *   82M F16 (768 x 12):                    5.30 7.07 7.97 11.8 -> 4.88 5.06 6.25 11.6
