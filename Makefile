@@ -278,7 +278,7 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	  sh plots/draw.sh "$$d" --into out/figs/gpu$$sub --thumbs paper-figs/img/gpu$$sub --recipes-only || exit 1; \
 	done && \
 	if [ $$gpu = 0 ]; then echo "figs: no GPU results in paper-figs/gpu/ (make gpu-check RECORD=1 on a GPU machine): GPU panels not drawn"; fi && \
-	for d in paper-figs/ladder paper-figs/ladder-* paper-figs/cpu; do \
+	for d in paper-figs/ladder paper-figs/ladder-* paper-figs/cpu paper-figs/e2e-*; do \
 	  ls "$$d"/*.tsv >/dev/null 2>&1 || continue; sub=$${d#paper-figs/}; \
 	  sh plots/draw.sh "$$d" --into out/figs/$$sub --thumbs paper-figs/img/$$sub --recipes-only || exit 1; \
 	done && \
@@ -286,7 +286,9 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 
 # bench-e2e: speculative decoding end to end on the default pair: every scheme measured
 # against its prediction, greedy identity, the GT sweep, the papers' tables in kind and
-# llama.cpp side by side (tests/bench/e2e.sh; a few minutes on 2 cores).
+# llama.cpp side by side (tests/bench/e2e.sh; about 9 minutes on 2 cores on the large pair).
+# RECORD=1 (also for bench-predict and bench-parallel): into paper-figs/e2e-PAIR/, which
+# make figs draws.
 bench-exec: $(BIN) $(EXEC_ADAPTER)
 	sh tests/bench/exec.sh $(BUILD)
 

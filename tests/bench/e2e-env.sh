@@ -3,7 +3,8 @@
 # size, the device, the output folder and the shipped files.
 # env: E2E_PROMPTS (default 20), E2E_TOKENS (64), E2E_THREADS (2), E2E_DEVICE (cpu, or
 #      cuda with a `make cuda` build: passed as --device to every decode, tree and compare
-#      call), E2E_OUT (out/figs: where the TSVs and figures go), E2E_PAIR (large: the
+#      call), E2E_OUT (out/figs, or paper-figs/e2e-PAIR with RECORD=1: where the TSVs and
+#      figures go), E2E_PAIR (large: the
 #      large target data/models/large-target.gguf (run as its F16 expansion,
 #      data/models/large-f16.sh) with data/models/$LARGE_DRAFT.gguf
 #      (default large-draft) and large-parallel.gguf, the default when they are there;
@@ -30,7 +31,11 @@ for f in "$TM" "$DM"; do
 done
 # the large target runs as its F16 expansion (data/models/large-f16.sh: weights streamed from memory)
 [ "$E2E_PAIR" = large ] && { TM=$(sh data/models/large-f16.sh "$SD") || exit 1; }
-OUT=${E2E_OUT:-out/figs}
+# RECORD=1 (make bench-e2e RECORD=1, bench-predict, bench-parallel): into paper-figs/e2e-PAIR/,
+# which make figs draws; else out/figs
+OUT=${E2E_OUT:-$([ -n "${RECORD:-}" ] && echo "paper-figs/e2e-$E2E_PAIR" || echo out/figs)}
+# where the figures are drawn: beside the data, but never into paper-figs (make figs draws those)
+case $OUT in paper-figs/*) DRAW=out/figs/${OUT#paper-figs/} ;; *) DRAW=$OUT ;; esac
 # DEV: nothing on the CPU (the commands stay as they were), else --device NAME
 DEV=""
 case "${E2E_DEVICE:-cpu}" in

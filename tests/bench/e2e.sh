@@ -130,9 +130,9 @@ sh tests/bench/parallel.sh "$BUILD"
 
 echo
 if command -v gnuplot >/dev/null 2>&1; then
-    mkdir -p "$OUT/e2e"
-    cp "$OUT/e2e-predicted.tsv" "$OUT/e2e-gt-sweep.tsv" "$OUT/e2e/"
-    sh plots/draw.sh "$OUT/e2e" | tail -1
+    mkdir -p "$DRAW/e2e"
+    cp "$OUT/e2e-predicted.tsv" "$OUT/e2e-gt-sweep.tsv" "$DRAW/e2e/"
+    sh plots/draw.sh "$DRAW/e2e" | tail -1
 else
     echo "figures skipped: gnuplot is not installed"
 fi

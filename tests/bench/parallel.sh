@@ -28,7 +28,7 @@ echo
 echo "== greedy identity with the parallel drafter (temperature 0)"
 "$SD" decode $PAIR --scheme parallel,parallel-tree --check | grep '^check:'
 if command -v gnuplot >/dev/null 2>&1; then
-    mkdir -p "$OUT/parallel"
-    cp "$OUT/e2e-parallel.tsv" "$OUT/parallel/"
-    sh plots/draw.sh "$OUT/parallel" | tail -1
+    mkdir -p "$DRAW/parallel"
+    cp "$OUT/e2e-parallel.tsv" "$DRAW/parallel/"
+    sh plots/draw.sh "$DRAW/parallel" | tail -1
 fi
