@@ -44,6 +44,26 @@ if [ -f "$DIR/beyond-planted.tsv" ]; then
     echo "| ![beyond-planted](img/beyond-planted.png) | \`beyond-planted\` | B | samples the certification needs to catch each planted bug (tests/bench/bench_planted --tsv) | in no paper: how much evidence a broken verifier leaves | measured |"
 fi
 echo
+echo "## Where speculation pays: the large pair on the CPU"
+echo
+# paper-figs/e2e-large (make bench-e2e / bench-predict RECORD=1), ladder-large-target (make
+# bench-ladder RECORD=1), cpu (make bench-mt RECORD=1); their thumbnails under paper-figs/img/
+if ls paper-figs/e2e-large/*.tsv >/dev/null 2>&1; then
+    echo "The large target (37.5M parameters, 75 MB of F16 weights streamed from memory each pass) with"
+    echo "\`large-draft\`: every scheme measured against its prediction, the GT threshold sweep and"
+    echo "ParallelSpec's drafter (\`make bench-e2e RECORD=1\`, \`make bench-predict RECORD=1\`: data and the"
+    echo "runs' output in \`paper-figs/e2e-large/\`, with llama.cpp on the same files); the draft ladder on"
+    echo "that target (\`paper-figs/ladder-large-target/\`); M_T(n) of both targets beside their rooflines"
+    echo "(\`paper-figs/cpu/\`). STUDY.md, \"The large pair\", reads them."
+    echo
+    for f in e2e-large/e2e-predicted e2e-large/e2e-gt-sweep e2e-large/e2e-parallel ladder-large-target/ladder \
+             ladder-large-target/ladder-table4 cpu/cpu-mt; do
+        [ -f "paper-figs/img/$f.png" ] && echo "![${f#*/} ($(dirname "$f"))](img/$f.png)"
+    done
+else
+    echo "No results yet: \`make bench-e2e RECORD=1\` on the large pair writes them into \`paper-figs/e2e-large/\`."
+fi
+echo
 echo "## End to end on a GPU"
 echo
 # paper-figs/gpu: the study (make bench-e2e-cuda RECORD=1); paper-figs/gpu/DEVICE/: make
