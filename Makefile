@@ -253,13 +253,11 @@ bench-kquant: $(BUILD)/tests/bench/bench_model $(BIN)
 # shipped 5.5M pair (in the cache).
 LARGE_DRAFT ?= large-draft
 PAIR ?= $(if $(wildcard data/models/large-target.gguf),large,small)
-LARGE_F16 = out/models/large-target-f16.gguf
-DEMO_large = --target $(LARGE_F16) --draft data/models/$(LARGE_DRAFT).gguf --n-prompts 10
+DEMO_large = --target $$t --draft data/models/$(LARGE_DRAFT).gguf --n-prompts 10
 DEMO_small = --target data/models/target.gguf --draft data/models/draft.gguf --n-prompts 20
-$(LARGE_F16): data/models/large-target.gguf | $(BIN)
-	sh data/models/large-f16.sh $(BIN) >/dev/null
-demo: $(BIN) $(if $(filter large,$(PAIR)),$(LARGE_F16))
+demo: $(BIN)
 	$(if $(DEMO_$(PAIR)),,$(error PAIR=$(PAIR): expected large or small))
+	$(if $(filter large,$(PAIR)),t=$$(sh data/models/large-f16.sh $(BIN)) &&) \
 	$(BIN) decode $(DEMO_$(PAIR)) --scheme all --max-tokens 64 --threads 2
 
 # figs: the data of every recipe (specdec figs), then gnuplot draws PNG and SVG.

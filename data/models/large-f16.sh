@@ -7,10 +7,13 @@
 # again when the stored file is newer; prints its path. The benchmarks and make demo
 # call it; `specdec decode --target data/models/large-target.gguf` runs the Q4_K file
 # itself (same model, other kernels and speed).
-# usage: data/models/large-f16.sh [SPECDEC_BINARY]   (default build/specdec)
+# usage: data/models/large-f16.sh [SPECDEC_BINARY [NAME]]   (default build/specdec)
+#   NAME: print the file that runs data/models/NAME.gguf instead: this widened one for
+#         large-target, the stored file for any other (the benchmarks take models by name)
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${1:-build/specdec}
+if [ -n "${2:-}" ] && [ "$2" != large-target ]; then echo "data/models/$2.gguf"; exit 0; fi
 SRC=data/models/large-target.gguf
 DST=${LARGE_F16:-out/models/large-target-f16.gguf}
 [ -s "$SRC" ] || { echo "large-f16: no $SRC (make models-large trains it)" >&2; exit 1; }

@@ -67,9 +67,8 @@ mkdir -p "$T"
 for d in $LADDER_DRAFTS $TG; do
     [ -s "$M/$d.gguf" ] || { echo "ladder: no $M/$d.gguf (make models-ladder)" >&2; exit 1; }
 done
-# the large target runs as its F16 expansion (data/models/large-f16.sh)
-TGF=$M/$TG.gguf
-[ "$TG" != large-target ] || TGF=$(sh data/models/large-f16.sh "$SD") || exit 1
+# the file that runs the target (the large one widened to F16: data/models/large-f16.sh)
+TGF=$(sh data/models/large-f16.sh "$SD" "$TG") || exit 1
 PAIR="--target $TGF --n-prompts $LADDER_PROMPTS --max-tokens $LADDER_TOKENS --threads $LADDER_THREADS $CAL"
 hdr() {
     echo "# device: cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"

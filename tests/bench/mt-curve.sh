@@ -35,8 +35,7 @@ tmp=$R/.cpu-mt.tsv
 first=1
 for m in $models; do
     echo "bench-mt: $m, $TH threads"
-    f=data/models/$m.gguf
-    [ "$m" != large-target ] || f=$(sh data/models/large-f16.sh "$BUILD/specdec") || exit 1   # run as F16
+    f=$(sh data/models/large-f16.sh "$BUILD/specdec" "$m") || exit 1   # the large target: widened to F16
     "$B" "$f" --threads "$TH" > "$R/bench-$m.txt" 2>&1 ||
         { echo "bench-mt: bench_model failed on $m (its output: $R/bench-$m.txt)" >&2; exit 1; }
     [ $first = 1 ] && sed -n 's/^# this machine, \(.*\)$/# machine: \1/p' "$R/bench-$m.txt" | head -1 >> "$tmp"
