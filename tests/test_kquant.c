@@ -211,6 +211,7 @@ static void test_kquant_quantizer_error(void **state)
         double se = 0;
         for (size_t i = 0; i < n; i++) se += (double)(x[i] - y[i]) * (x[i] - y[i]);
         double rms = sqrt(se / (double)n);
+        print_message("%s: RMS error %.4f of a unit Gaussian (bound %.4f)\n", sd_ttype_name(ktypes[ti]), rms, bound[ti]);
         if (rms > bound[ti]) fail_msg("%s: RMS error %.4f > %.3f", sd_ttype_name(ktypes[ti]), rms, bound[ti]);
         sd_quantize_row(ktypes[ti], zeros, b, 256);
         sd_dequant_row(ktypes[ti], b, z, 256);
