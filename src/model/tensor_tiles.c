@@ -322,8 +322,9 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
  * L2 (T1): into L1 (T0) the lines pushed out the tokens' vectors and made one token
  * slower (8.6 -> 14.6 ms below); into L2 they overlap both, one token included.
  * Two rows in flight, 4 and 8 ahead, overlap more: the large target's own file (F16),
- * 2 threads, M_T(n) ms for n = 1 4 5 8: 2.20 3.04 3.48 5.08 -> 1.87 2.70 3.26 4.82.
- * Rows 2 or 16 ahead, or a third row, were slower.
+ * 2 threads, M_T(n) ms for n = 1 4 5 8, best of four interleaved runs of bench_model
+ * FILE --threads 2 --pass 1,4,5,8: 2.49 3.24 3.74 5.34 -> 2.08 3.01 3.53 5.22. Rows 2
+ * or 16 ahead, or a third row, were slower.
  * bench_model, 2 threads, M_T(n) in ms for n = 1 2 4 8, T0 from 2 tokens -> T1 always:
  *   37.5M F16 (the large target's shape):  2.23 2.98 3.48 5.52 -> 2.21 2.40 3.02 5.07
  *   82M F16 (768 x 12):                    5.30 7.07 7.97 11.8 -> 4.88 5.06 6.25 11.6

@@ -18,6 +18,9 @@
  *        (tests/bench/kquant.sh sets it beside llama-bench's pp 1..16)
  *        --load K: K busy processes (endless loops) run beside the benchmark, as other
  *        jobs on a shared machine would (tests/bench/load.sh compares 1 and 2 threads)
+ *        --pass N,N,...: only M_T(n) at these n (every token's logits, best of 60 passes
+ *        after the 64-token prompt), one line each: two builds of a kernel compared side by
+ *        side, in turn, without the rest of the run
  *        bench_model --write PREFIX --vocab-from VOCAB.gguf
  *        writes the random model (vocabulary and tokenizer of VOCAB.gguf, one of
  *        llama.cpp's vocab-only files) as PREFIX-f32.gguf and PREFIX-q8_0.gguf, so that
@@ -104,6 +107,28 @@ static void bench_every_n(const sd_llama *m, sd_kv *kv, float *logits, const cha
         for (size_t n = 1; n <= 16; n++) printf(" %.3f", 1e3 * time_forward(m, kv, 64, n, 15, logits, last));
         printf("\n");
     }
+}
+
+/* --pass: M_T(n) at the listed n only. */
+static int bench_pass(const sd_llama *m, const char *list)
+{
+    sd_kv *kv;
+    if (sd_kv_alloc(m, 64 + 64, &kv)) return 1;
+    float *logits = malloc((size_t)64 * m->cfg.n_vocab * sizeof *logits);
+    time_forward(m, kv, 0, 64, 1, logits, 1); /* the prompt the passes follow */
+    for (const char *p = list; *p;) {
+        char *end;
+        long n = strtol(p, &end, 10);
+        if (end == p || n < 1 || n > 64) {
+            fprintf(stderr, "bench_model: --pass %s: expected n from 1 to 64, comma-separated\n", list);
+            free(logits), sd_kv_free(kv);
+            return 2;
+        }
+        printf("M_T(%ld) %.3f ms\n", n, 1e3 * time_forward(m, kv, 64, (size_t)n, 60, logits, 0));
+        p = *end == ',' ? end + 1 : end;
+    }
+    free(logits), sd_kv_free(kv);
+    return 0;
 }
 
 static void bench(const sd_llama *m, const char *what)
@@ -396,7 +421,7 @@ static void start_load(int k)
 
 int main(int argc, char **argv)
 {
-    const char *path = NULL, *write = NULL, *vocab = NULL;
+    const char *path = NULL, *write = NULL, *vocab = NULL, *pass = NULL;
     int kernels = 0, load = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_set_num_threads(atoi(argv[++i]));
@@ -404,6 +429,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--vocab-from") && i + 1 < argc) vocab = argv[++i];
         else if (!strcmp(argv[i], "--kernels")) kernels = 1;
         else if (!strcmp(argv[i], "--every-n")) every_n = 1;
+        else if (!strcmp(argv[i], "--pass") && i + 1 < argc) pass = argv[++i];
         else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = atoi(argv[++i]);
         else path = argv[i];
     }
@@ -446,6 +472,11 @@ int main(int argc, char **argv)
             sd_llama_free(m);
             return rc ? 1 : 0;
         }
+    }
+    if (pass) {
+        int rc = bench_pass(m, pass);
+        sd_llama_free(m);
+        return rc;
     }
     const sd_llama_config *c = &m->cfg;
     printf("# bench_model: %s: %.1fM parameters (dim %u, %u layers, %u/%u heads, ffn %u, vocab %u), "
