@@ -54,7 +54,13 @@ check_step() {
         models=2; [ -s data/models/large-target.gguf ] && models=3   # the large target, when it is here
         [ "$n" = $((7 * models)) ] || bad "cuda-mt.tsv: $n rows with numbers, want 7 (n = 1..64) x $models models" ;;
     decode) n=$(grep -v '^#' "$R/e2e-predicted.tsv" | awk -F'\t' '$1 ~ /^(ar|sd|spectr|spectr-otm|mcsd|mcsd-wor|rsd-c|rsd-s)$/' | wc -l)
-        [ "$n" = 8 ] || bad "e2e-predicted.tsv: $n rows of ar and the 7 schemes that are never skipped, want 8" ;;
+        [ "$n" = 8 ] || bad "e2e-predicted.tsv: $n rows of ar and the 7 schemes that are never skipped, want 8"
+        # the study's decode runs the shipped pair; the large pair, when it is here, its own
+        head -3 "$R/decode.txt" | grep -q 'target data/models/target.gguf' || bad "decode.txt: not the shipped pair"
+        if [ -s data/models/large-target.gguf ] && [ -s data/models/large-draft.gguf ]; then
+            has decode-large.txt '^# specdec decode: target out/models/large-target-f16.gguf'
+            field decode 5 | grep -q 'shipped pair: best .*; large pair: best ' || bad "decode: no headline for both pairs"
+        fi ;;
     gt) for t in 0 1; do
             n=$(grep -v '^#' "$R/e2e-gt-sweep.tsv" | awk -F'\t' -v t=$t '$4 == t && $1 ~ /^gt/' | wc -l)
             [ "$n" -ge 1 ] || bad "e2e-gt-sweep.tsv: no GT row at temperature $t"

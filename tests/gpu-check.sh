@@ -101,8 +101,14 @@ if [ "${1:-}" = --step ]; then
     SD=$B/specdec T=$R/.tmp
     [ -d "$B/lib" ] && export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     hdr() { cat "$R/.header"; }
-    study() { # a step of the GPU study (tests/bench/gpu-study.sh) at this check's sizes
-        env STUDY_BUILD="$B" STUDY_RESULTS="$R" E2E_DEVICE="$CHECK_DEVICE" E2E_THREADS="$CHECK_THREADS" "$@"; }
+    study() { # a step of the GPU study (tests/bench/gpu-study.sh) at this check's sizes, on the
+        # shipped pair (the study's own default is the large pair where it is there)
+        env STUDY_BUILD="$B" STUDY_RESULTS="$R" E2E_DEVICE="$CHECK_DEVICE" E2E_THREADS="$CHECK_THREADS" E2E_PAIR=small "$@"; }
+    decode_head() { # NAME TSV: the best scheme against its prediction, and how many fell inside
+        grep -v '^#' "$2" | awk -F'\t' -v name="$1" '$1 != "ar" { n++; if ($8 >= $15 && $8 <= $16) in_++
+                if ($8 > best) { best = $8; b = $1; p = $9; lo = $15; hi = $16 } }
+            END { printf "%s: best %s %.3fx (predicted %.3f [%.3f, %.3f]); %d of %d schemes inside their predicted interval (goal: all: %s)",
+                          name, b, best, p, lo, hi, in_, n, (in_ == n ? "met" : "missed") }'; }
     case $STEP in
     test)
         rc=0 orc=0
@@ -198,10 +204,7 @@ if [ "${1:-}" = --step ]; then
     decode)
         study E2E_PROMPTS=$CHECK_DEC_PROMPTS E2E_TOKENS=$CHECK_DEC_TOKENS STUDY_DECODE_ARGS="--calibrate $CHECK_DEC_CAL" \
             sh tests/bench/gpu-study.sh --step decode
-        grep -v '^#' "$R/e2e-predicted.tsv" | awk -F'\t' '$1 != "ar" { n++; if ($8 >= $15 && $8 <= $16) in_++
-                if ($8 > best) { best = $8; b = $1; p = $9; lo = $15; hi = $16 } }
-            END { printf "headline: shipped pair: best %s %.3fx (predicted %.3f [%.3f, %.3f]); %d of %d schemes inside their predicted interval (goal: all: %s)\n",
-                          b, best, p, lo, hi, in_, n, (in_ == n ? "met" : "missed") }' > "$T/decode.head"
+        hl="headline: $(decode_head "shipped pair" "$R/e2e-predicted.tsv")"
         if [ -s data/models/large-target.gguf ] && [ -s data/models/large-draft.gguf ] && lt=$(sh data/models/large-f16.sh "$SD"); then
             "$SD" decode --target "$lt" --draft data/models/large-draft.gguf --scheme all \
                 --n-prompts "$CHECK_DEC_PROMPTS" --max-tokens "$CHECK_DEC_TOKENS" --calibrate "$CHECK_DEC_CAL" \
@@ -209,10 +212,11 @@ if [ "${1:-}" = --step ]; then
             { hdr; cat "$T/large.tsv"; } > "$R/e2e-predicted-large.tsv"
             sed -n '/^scheme/,/^# each/p' "$R/decode-large.txt"
             echo "decode: the large pair: e2e-predicted-large.tsv"
+            hl="$hl; $(decode_head "large pair" "$R/e2e-predicted-large.tsv")"
         else
             echo "decode: the large pair: absent (data/models/large-target.gguf, large-draft.gguf)"
         fi
-        cat "$T/decode.head"
+        echo "$hl"
         ;;
     gt)
         study E2E_PROMPTS=$CHECK_SWEEP_PROMPTS E2E_TOKENS=$CHECK_SWEEP_TOKENS STUDY_DECODE_ARGS="--calibrate $CHECK_SWEEP_CAL" \
