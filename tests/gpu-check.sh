@@ -5,14 +5,15 @@
 # (tests/bench/steps.sh), writes its results as it goes, and the next step runs whatever
 # it did. The steps, in order, with their limits and the time expected on an H100 (s;
 # the limits together 7 minutes, the expected times about 3):
-#   test      test_cuda in full: logits against the CPU decoder for every weight type,
-#             trees, the cache; then every scheme certified on the GPU (150 000 passes
+#   test      test_cuda in full: logits against the CPU decoder for every weight type
+#             and architecture (llama, llama3, qwen2, qwen3; F32 to the K-quants), trees, the cache; then every scheme certified on the GPU (150 000 passes
 #             of a tiny model) in what is left of the limit                            75   25
 #   generate  greedy `generate --device cuda` = the CPU's tokens (tests/cuda_generate.sh,
 #             8 prompts x 48 tokens; F32 weights: none may differ, F16: a quarter;
 #             a CUDA context per prompt and model)                                     60   25
-#   sanitize  compute-sanitizer memcheck (leak check too) on test_cuda's logits_tiny and
-#             tree_equals_paths, then racecheck on logits_tiny                        70   35
+#   sanitize  compute-sanitizer memcheck (leak check too) on test_cuda's logits_tiny,
+#             logits_arch (qwen2/qwen3/llama3, K-quants) and tree_equals_paths, then
+#             racecheck on logits_tiny                                                70   40
 #   bench     bench_cuda with 20 passes a point: copy bandwidth, a one-token pass's
 #             weight bytes / time against it, M_T(n)/M_T(1) for n = 1..64, on the shipped
 #             target, the large target (data/models/large-target.gguf widened to F16)
@@ -316,7 +317,7 @@ if [ $DRY = 1 ]; then
     CHECK_SANITIZER=""
 else
     B=${GPU_CHECK_BUILD:-build-cuda} CHECK_DEVICE=cuda CHECK_THREADS=$(nproc)
-    CHECK_GEN_PROMPTS=8 CHECK_GEN_TOKENS=48 CHECK_SAN_TESTS=logits_tiny,tree_equals_paths CHECK_RACE_TESTS=logits_tiny
+    CHECK_GEN_PROMPTS=8 CHECK_GEN_TOKENS=48 CHECK_SAN_TESTS=logits_tiny,logits_arch,tree_equals_paths CHECK_RACE_TESTS=logits_tiny
     CHECK_BENCH_REPS=20 CHECK_BIG_NAME=llama-1b-f16 BIG_SHAPE=""
     CHECK_DEC_PROMPTS=8 CHECK_DEC_TOKENS=64 CHECK_DEC_CAL=8
     CHECK_SWEEP_PROMPTS=4 CHECK_SWEEP_TOKENS=64 CHECK_SWEEP_CAL=4 CHECK_GT_MULTS=0.5,1,2 CHECK_PAR_SWEEP=1-4

@@ -14,14 +14,15 @@
  * With a GPU (make test-cuda): logits against the CPU decoder for a prompt, one token
  * and a 16-node tree, for each weight type (F32, F16, BF16, Q8_0, Q4_0), on a tiny
  * random model with [MASK] tokens, the shipped target and (SPECDEC_CUDA_MODEL=F.gguf)
- * any GGUF such as the 1B-class random model; a tree batch equals sequential decoding
+ * any GGUF such as the 1B-class random model; the architectures llama3, qwen2 and
+ * qwen3 as F32, F16, Q8_0, Q4_K, Q5_K and Q6_K; a tree batch equals sequential decoding
  * of each path; keep and truncate of the cache; only the asked rows come back.
  *
  * Tolerance, max |gpu - cpu| / max |cpu logit|: both sides read the same stored
  * weights and accumulate in F32; they differ only in the order of the sums (warp
  * reductions against AVX lanes), a few F32 roundings per product, amplified through
  * the layers: far under one F16 rounding, 2^-11. We allow a quarter of it (2^-13)
- * for F32/F16/BF16 weights. For Q8_0/Q4_0 the activations are rounded to 8 bits on
+ * for F32/F16/BF16 weights. For Q8_0/Q4_0 and the K-quants the activations are rounded to 8 bits on
  * both sides; when a float differs in its last bit near a rounding boundary, one
  * int8 flips by one unit, a change of 1/127 of that block's largest activation in
  * one term of the sum: we allow 4 F16 roundings (2^-9) there. Argmax must agree
@@ -135,14 +136,14 @@ static void test_cuda_plan_refuses_type(void **state)
 {
     (void)state;
     sd_llama *m = sd_test_llama_random(&tiny, 1, 8);
-    m->layer[1].w_up.type = (sd_ttype)12; /* Q4_K */
+    m->layer[1].w_up.type = (sd_ttype)3; /* Q4_1: no kernel reads it */
     size_t count = sd_cuda_plan_count(m);
     sd_cuda_slot *s = calloc(count, sizeof *s);
     int rc;
     assert_int_equal(sd_cuda_plan(m, s, &rc), 0);
     assert_int_equal(rc, SD_EUNSUP);
     assert_non_null(strstr(sd_errmsg(), "ffn_up"));
-    assert_non_null(strstr(sd_errmsg(), "Q4_K"));
+    assert_non_null(strstr(sd_errmsg(), "Q4_1"));
     m->layer[1].w_up.type = SD_T_F32;
     free(s);
     sd_llama_free(m);
@@ -366,7 +367,7 @@ static void check_model(const sd_llama *m, const char *what)
     for (int i = 0; i < 3; i++) cpu[i] = malloc(rows[i] * V * sizeof(float)), ref[i] = NULL;
     cpu_stages(m, prompt, P, tree_tok, pos + P, mask, next, cpu);
     sd_ttype type = m->layer[0].wq.type;
-    int quant = type == SD_T_Q8_0 || type == SD_T_Q4_0;
+    int quant = type == SD_T_Q8_0 || type == SD_T_Q4_0 || sd_ttype_is_k(type);
     double tol[3] = {tol_float, tol_float, tol_float}, noise[3] = {0, 0, 0}, e[3];
     if (quant) {
         sd_llama *f;
@@ -423,6 +424,44 @@ static void test_cuda_logits_tiny(void **state)
     for (int tied = 0; tied < 2; tied++) {
         sd_llama *m = sd_test_llama_random(&tiny, tied, 21 + (unsigned long)tied);
         check_types(m, tied ? "tiny random, tied" : "tiny random");
+        sd_llama_free(m);
+    }
+}
+
+/* The architectures beyond the plain llama block (randmodel's, as tests/test_arch.c
+ * builds them; the CPU's pass there matches an independent reference and llama.cpp):
+ * llama3's RoPE factors, qwen2's Q/K/V biases and NEOX RoPE, qwen3's head norms with a
+ * head size other than dim / n_head; each as F32, F16, Q8_0 and the K-quants (rows of
+ * 256 and 512 columns, so that every matrix can take them). */
+static void test_cuda_logits_arch(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    static const sd_randmodel_arch archs[3] = {SD_RANDMODEL_LLAMA3, SD_RANDMODEL_QWEN2, SD_RANDMODEL_QWEN3};
+    static const char *const names[3] = {"random llama3", "random qwen2", "random qwen3 (hd 128)"};
+    static const sd_ttype types[6] = {SD_T_F32, SD_T_F16, SD_T_Q8_0, SD_T_Q4_K, SD_T_Q5_K, SD_T_Q6_K};
+    for (int a = 0; a < 3; a++) {
+        sd_llama_config c = {
+            .n_vocab = 300, .dim = 256, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+            .ffn_dim = 512, .ctx_len = 128, .rms_eps = 1e-6f, .rope_base = 10000.0f,
+        };
+        if (archs[a] == SD_RANDMODEL_QWEN3) c.head_dim = 128; /* n_head hd = 512 != dim */
+        gsl_rng *r = sd_test_rng(90 + (unsigned long)a);
+        sd_llama *m, *q;
+        assert_int_equal(sd_randmodel_build_arch(&c, archs[a], SD_T_F32, r, &m), SD_OK);
+        gsl_rng_free(r);
+        if (m->rope_freqs.data) { /* awkward factors, so that every pair's angle moves */
+            float *f = (float *)m->rope_freqs.data;
+            for (size_t i = 0; i < c.head_dim / 2; i++) f[i] = 0.35f + 0.61f * (float)i;
+        }
+        assert_int_equal(m->rope_freqs.data != NULL, archs[a] == SD_RANDMODEL_LLAMA3);
+        assert_int_equal(m->layer[1].bv.data != NULL, archs[a] == SD_RANDMODEL_QWEN2);
+        assert_int_equal(m->layer[1].k_norm.data != NULL, archs[a] == SD_RANDMODEL_QWEN3);
+        for (int i = 0; i < 6; i++) {
+            assert_int_equal(sd_llama_convert(m, types[i], &q), SD_OK);
+            check_model(q, names[a]);
+            sd_llama_free(q);
+        }
         sd_llama_free(m);
     }
 }
@@ -625,6 +664,7 @@ int main(void)
 #ifdef SD_CUDA
         cmocka_unit_test(test_cuda_logits_tiny),
         cmocka_unit_test(test_cuda_logits_files),
+        cmocka_unit_test(test_cuda_logits_arch),
         cmocka_unit_test(test_cuda_tree_equals_paths),
         cmocka_unit_test(test_cuda_oracle_certified),
 #endif

@@ -8,8 +8,12 @@
  * RMSNorm's sum of squares in double, RoPE over adjacent pairs with the CPU's
  * frequencies (computed on the host with powf), softmax with the CPU's -inf masking;
  * Q8_0 / Q4_0 weights multiply activations rounded to Q8 blocks (127 / max|x|, ties
- * to even, the scale rounded to f16) in integers, as sd_dot_row_act does. Only the
- * order of the sums differs (warp reductions), so logits agree to float rounding.
+ * to even, the scale rounded to f16) in integers, as sd_dot_row_act does; Q4_K, Q5_K
+ * and Q6_K activations rounded to Q8_K blocks of 256, as sd_quantize_act_k. The
+ * architectures' extras in the CPU's order: Q/K/V biases, then per-head Q/K norms,
+ * then RoPE (NEOX halves for qwen2/qwen3; Llama 3's factors divide the frequencies).
+ * Only the order of the float sums differs (warp reductions), so logits agree to
+ * float rounding.
  *
  * The matrix product streams each weight row once per chunk of up to 16 tokens: one
  * warp per output row, 16-byte loads of F16/BF16/F32 weights (the activations come
@@ -49,6 +53,7 @@ typedef struct {
 typedef struct {
     const float *attn_norm, *ffn_norm;
     dmat wq, wk, wv, wo, w_gate, w_up, w_down;
+    const float *bq, *bk, *bv, *q_norm, *k_norm; /* the architectures' extras (NULL: none) */
 } dlayer;
 
 /* Work space of a forward pass, grown to the largest call. */
@@ -56,6 +61,7 @@ typedef struct {
     size_t n, ctx, rows;  /* sized for */
     float *x, *xn, *q, *ao, *gate, *up, *att, *logits, *as;
     int8_t *aq;
+    int16_t *ab; /* Q8_K activations' sums over 16 (K-quant weights) */
     unsigned char *d_in, *h_in; /* the inputs on the device and their pinned staging */
     int *base;                  /* views into d_in: the cache's length before the pass, */
     int32_t *tokens;            /* the tokens, */
@@ -162,6 +168,10 @@ static int model_fill(sd_cuda_model *g, const sd_llama *m, const sd_cuda_slot *s
         L->ffn_norm = (const float *)(g->buf + slots[k++].offset);
         L->w_gate = to_dmat(&slots[k++], g->buf), L->w_up = to_dmat(&slots[k++], g->buf);
         L->w_down = to_dmat(&slots[k++], g->buf);
+        const sd_llama_layer *H = &m->layer[l];
+        const sd_tensor *ex[5] = {&H->bq, &H->bk, &H->bv, &H->q_norm, &H->k_norm};
+        const float **dx[5] = {&L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+        for (int i = 0; i < 5; i++) *dx[i] = ex[i]->data ? (const float *)(g->buf + slots[k++].offset) : NULL;
     }
     g->out_norm = (const float *)(g->buf + slots[k++].offset);
     g->output = m->tied ? g->tok_embd : to_dmat(&slots[k++], g->buf);
@@ -170,6 +180,12 @@ static int model_fill(sd_cuda_model *g, const sd_llama *m, const sd_cuda_slot *s
     size_t hd = c->head_dim;
     float *freq = (float *)sd_xmalloc(hd / 2 * sizeof *freq);
     for (size_t i = 0; i < hd / 2; i++) freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
+    if (m->rope_freqs.data) { /* llama3: theta_i / factor_i, as the CPU */
+        float *f = (float *)sd_xmalloc(hd / 2 * sizeof *f);
+        sd_dequant_row(m->rope_freqs.type, m->rope_freqs.data, f, hd / 2);
+        for (size_t i = 0; i < hd / 2; i++) freq[i] /= f[i];
+        free(f);
+    }
     cudaError_t e = cudaMalloc(&g->freq, hd / 2 * sizeof *freq);
     if (e == cudaSuccess) e = cudaMemcpy(g->freq, freq, hd / 2 * sizeof *freq, cudaMemcpyHostToDevice);
     free(freq);
@@ -213,7 +229,7 @@ extern "C" int sd_cuda_model_upload(const sd_llama *m, sd_cuda_model **out)
 static void work_free(work *w)
 {
     cudaFree(w->x), cudaFree(w->xn), cudaFree(w->q), cudaFree(w->ao), cudaFree(w->gate), cudaFree(w->up);
-    cudaFree(w->att), cudaFree(w->logits), cudaFree(w->as), cudaFree(w->aq), cudaFree(w->d_in);
+    cudaFree(w->att), cudaFree(w->logits), cudaFree(w->as), cudaFree(w->aq), cudaFree(w->ab), cudaFree(w->d_in);
     cudaFreeHost(w->h_in), cudaFreeHost(w->h_logits);
     memset(w, 0, sizeof *w);
 }
@@ -259,6 +275,7 @@ static int work_reserve(sd_cuda_model *g, size_t n, size_t ctx, size_t rows)
     CU(cudaMalloc(&w->logits, rr * c->n_vocab * sizeof(float)));
     CU(cudaMalloc(&w->as, nn * (wide / 32 + 1) * sizeof(float)));
     CU(cudaMalloc(&w->aq, nn * wide));
+    CU(cudaMalloc(&w->ab, nn * (wide / 16 + 1) * sizeof(int16_t)));
     CU(cudaMalloc(&w->d_in, IN_HEAD + 3 * nn * sizeof(int) + nn * nn));
     CU(cudaMallocHost(&w->h_in, IN_HEAD + 3 * nn * sizeof(int) + nn * nn));
     CU(cudaMallocHost(&w->h_logits, rr * c->n_vocab * sizeof(float)));
@@ -355,6 +372,13 @@ static void matmul(sd_cuda_model *g, const dmat *W, const float *x, int n, float
     cudaStream_t s = g->stream;
     unsigned grid = (unsigned)((W->rows + MM_WARPS - 1) / MM_WARPS), threads = 32 * MM_WARPS;
     int rows = (int)W->rows, cols = (int)W->cols;
+    if (W->type == T_Q4_K || W->type == T_Q5_K || W->type == T_Q6_K) {
+        k_quant_act_k<<<(unsigned)((size_t)n * cols / 256), 256, 0, s>>>(x, g->w.as, g->w.aq, g->w.ab);
+#define MMK(NT) k_mm_k<NT><<<grid, threads, 0, s>>>(W->type, W->data, W->rb, rows, cols, g->w.as, g->w.aq, g->w.ab, n, y, ldy, accum, yoff)
+        if (n <= 1) MMK(1); else if (n <= 2) MMK(2); else if (n <= 4) MMK(4); else if (n <= 8) MMK(8); else MMK(16);
+#undef MMK
+        return;
+    }
     if (W->type == T_Q8_0 || W->type == T_Q4_0) {
         size_t nblocks = (size_t)n * cols / 32;
         k_quant_act<<<(unsigned)((nblocks + 7) / 8), 256, 0, s>>>(x, nblocks, g->w.as, g->w.aq);
@@ -411,8 +435,15 @@ static void layer_pass(sd_cuda_model *g, sd_cuda_kv *kv, uint32_t l, int n, int 
     matmul(g, &L->wq, w->xn, n, w->q, qw, 0, NULL);
     matmul(g, &L->wk, w->xn, n, K, kw, 0, w->base);
     matmul(g, &L->wv, w->xn, n, V, kw, 0, w->base);
-    k_rope<<<n, 128, 0, s>>>(w->q, qw, nh, hd, w->pos, g->freq, NULL);
-    k_rope<<<n, 128, 0, s>>>(K, kw, nkv, hd, w->pos, g->freq, w->base);
+    /* the architectures' extras, in the CPU's order: biases (qwen2), head norms (qwen3) */
+    if (L->bq) k_bias<<<n, 128, 0, s>>>(w->q, qw, NULL, L->bq, qw);
+    if (L->bk) k_bias<<<n, 128, 0, s>>>(K, kw, w->base, L->bk, kw);
+    if (L->bv) k_bias<<<n, 128, 0, s>>>(V, kw, w->base, L->bv, kw);
+    if (L->q_norm) k_head_norm<<<dim3((unsigned)nh, (unsigned)n), 32, 0, s>>>(w->q, qw, NULL, hd, L->q_norm, c->rms_eps);
+    if (L->k_norm) k_head_norm<<<dim3((unsigned)nkv, (unsigned)n), 32, 0, s>>>(K, kw, w->base, hd, L->k_norm, c->rms_eps);
+    int neox = c->arch != SD_ARCH_LLAMA;
+    k_rope<<<n, 128, 0, s>>>(w->q, qw, nh, hd, w->pos, g->freq, NULL, neox);
+    k_rope<<<n, 128, 0, s>>>(K, kw, nkv, hd, w->pos, g->freq, w->base, neox);
     dim3 grid((unsigned)nh, (unsigned)n);
     k_attn<<<grid, ATTN_THREADS, hd * sizeof(float), s>>>(w->q, qw, K, V, kw, hd, nh / nkv, w->base, n,
                                                  has_mask ? w->mask : NULL, 1.0f / sqrtf((float)hd), w->att, w->ao);

@@ -1,12 +1,14 @@
 /* cuda: the Llama decoder of src/model/llama.h on an NVIDIA GPU.
  *
  * The only header outside src/model/cuda/ that code includes; it names no CUDA type.
- * The weights are uploaded once, as stored (F32, F16, BF16, Q8_0, Q4_0; the norms as
- * F32); a KV cache lives on the device with sd_kv's semantics (append, truncate, keep
- * a tree's accepted path). A forward pass mirrors sd_llama_forward's arithmetic
- * (F32 activations and accumulation; Q8_0 and Q4_0 weights against activations
- * rounded to Q8 blocks, in integers, as the CPU does), and copies back only the
- * logits of the rows the caller asks for.
+ * The weights are uploaded once, as stored (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K; the norms, biases and head norms as F32); a KV cache lives on the device with
+ * sd_kv's semantics (append, truncate, keep a tree's accepted path). A forward pass
+ * mirrors sd_llama_forward's arithmetic for every architecture it reads (llama, Llama
+ * 3's RoPE factors, qwen2, qwen3; F32 activations and accumulation; Q8_0 and Q4_0
+ * weights against activations rounded to Q8 blocks, the K-quants against Q8_K blocks,
+ * in integers, as the CPU does), and copies back only the logits of the rows the
+ * caller asks for.
  *
  * A model and its caches are for one thread at a time: the passes share the model's
  * work space on the device (a pass ends synchronized, so calls may interleave freely

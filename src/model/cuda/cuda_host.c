@@ -19,6 +19,10 @@ static size_t walk(const sd_llama *m, sd_cuda_slot *slots)
         const sd_tensor *ts[9] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
                                   &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < 9; i++) put(slots, &k, ts[i], i == 0 || i == 5);
+        /* the architectures' extras, those the layer has (as F32) */
+        const sd_tensor *ex[5] = {&L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+        for (int i = 0; i < 5; i++)
+            if (ex[i]->data) put(slots, &k, ex[i], 1);
     }
     put(slots, &k, &m->out_norm, 1);
     if (!m->tied) put(slots, &k, &m->output, 0);
@@ -32,22 +36,10 @@ size_t sd_cuda_plan(const sd_llama *m, sd_cuda_slot *slots, int *rc)
 {
     size_t k = walk(m, slots), at = 0;
     *rc = SD_OK;
-    const char *what;
-    if (sd_llama_has_extras(m, &what)) {
-        *rc = sd_error(SD_EUNSUP, "CUDA upload: %s: the CUDA kernels run the plain llama block only (no "
-                       "Q/K/V biases, Q/K norms, NEOX or scaled RoPE); use --device cpu", what);
-        return 0;
-    }
     for (size_t i = 0; i < k; i++) {
         const sd_tensor *t = slots[i].src;
-        if (!slots[i].f32 && sd_ttype_is_k(t->type)) {
-            *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s: the CUDA kernels have no K-quant types (F32, "
-                           "F16, BF16, Q8_0, Q4_0); use --device cpu", t->name ? t->name : "a tensor",
-                           sd_ttype_name(t->type));
-            return 0;
-        }
         if (!slots[i].f32 && !sd_ttype_block(t->type)) {
-            *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s, not F32, F16, BF16, Q8_0 or Q4_0",
+            *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s, not F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K",
                            t->name ? t->name : "a tensor", sd_ttype_name(t->type));
             return 0;
         }

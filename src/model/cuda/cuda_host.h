@@ -19,12 +19,12 @@ typedef struct {
 } sd_cuda_slot;
 
 /* Slots of a model, in the order tok_embd, per layer attn_norm wq wk wv wo ffn_norm
- * w_gate w_up w_down, out_norm, output (absent when tied), mask_embd (n_mask > 0). */
+ * w_gate w_up w_down and those of bq bk bv q_norm k_norm it has (qwen2's biases,
+ * qwen3's head norms; as F32), out_norm, output (absent when tied), mask_embd (n_mask
+ * > 0). llama3's rope_freqs enter the RoPE frequencies, made on the host. */
 size_t sd_cuda_plan_count(const sd_llama *m);
 /* Fills slots[0 .. sd_cuda_plan_count(m) - 1] and returns the buffer's size in bytes.
- * *rc: SD_OK, or SD_EUNSUP naming a tensor whose type the kernels cannot read, or
- * the architecture or feature they do not compute (qwen2, qwen3, rope_freqs: the
- * CPU runs those). */
+ * *rc: SD_OK, or SD_EUNSUP naming a tensor whose type the kernels cannot read. */
 size_t sd_cuda_plan(const sd_llama *m, sd_cuda_slot *slots, int *rc);
 
 /* The checks of sd_llama_forward on its arguments (capacity, context, token ids, the

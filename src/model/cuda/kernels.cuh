@@ -14,7 +14,13 @@ extern "C" {
 
 /* ---- device helpers ---- */
 
-enum { T_F32 = SD_T_F32, T_F16 = SD_T_F16, T_Q4_0 = SD_T_Q4_0, T_Q8_0 = SD_T_Q8_0, T_BF16 = SD_T_BF16 };
+enum {
+    T_F32 = SD_T_F32, T_F16 = SD_T_F16, T_Q4_0 = SD_T_Q4_0, T_Q8_0 = SD_T_Q8_0, T_BF16 = SD_T_BF16,
+    T_Q4_K = SD_T_Q4_K, T_Q5_K = SD_T_Q5_K, T_Q6_K = SD_T_Q6_K
+};
+/* K-quant super-blocks (src/model/tensor_kquant.c has the layouts): bytes, and where
+ * Q4_K/Q5_K keep qh and qs, Q6_K qh, its scales and d */
+enum { KB_Q4 = 144, KB_Q5 = 176, KB_Q6 = 210, K4_QS = 16, K5_QH = 16, K5_QS = 48, K6_QH = 128, K6_SC = 192, K6_D = 208 };
 
 __device__ __forceinline__ float warp_sum(float v)
 {
@@ -25,10 +31,52 @@ __device__ __forceinline__ float warp_sum(float v)
 __device__ __forceinline__ float bf16_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 __device__ __forceinline__ float f16_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
+__device__ __forceinline__ float f16_at(const unsigned char *p) { return f16_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+/* Sub-block j's 6-bit scale and min of a Q4_K/Q5_K super-block (12 bytes at s), as
+ * tensor_kquant.c's k_scales. */
+__device__ __forceinline__ void k_scale_min(const unsigned char *s, int j, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = s[j] & 63, *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* The unsigned integer q of element e (< 256) of a K-quant super-block: 0..15 (Q4_K),
+ * 0..31 (Q5_K), 0..63 (Q6_K, before its offset of 32). */
+__device__ __forceinline__ int kq_q(int type, const unsigned char *blk, int e)
+{
+    if (type == T_Q6_K) {
+        int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+        int lo = blk[64 * h + l + 32 * (quarter % 2)] >> (4 * (quarter / 2)) & 15;
+        return lo | (blk[K6_QH + 32 * h + l] >> (2 * quarter) & 3) << 4;
+    }
+    int j = e / 32, l = e % 32;
+    int u = blk[(type == T_Q5_K ? K5_QS : K4_QS) + 32 * (j / 2) + l] >> (4 * (j % 2)) & 15;
+    if (type == T_Q5_K) u |= (blk[K5_QH + l] >> j & 1) << 4;
+    return u;
+}
+
+/* Element e of a K-quant super-block, as sd_kq_dequant64. */
+__device__ float kq_elem(int type, const unsigned char *blk, int e)
+{
+    int q = kq_q(type, blk, e);
+    if (type == T_Q6_K) return f16_at(blk + K6_D) * (float)((const int8_t *)(blk + K6_SC))[e / 16] * (float)(q - 32);
+    int sc, mn;
+    k_scale_min(blk + 4, e / 32, &sc, &mn);
+    return fmaf(f16_at(blk) * (float)sc, (float)q, -(f16_at(blk + 2) * (float)mn));
+}
+
 /* Element c of a row of any type (the embedding and the scalar tail of a product). */
 __device__ float elem(int type, const unsigned char *row, size_t c)
 {
     switch (type) {
+    case T_Q4_K: return kq_elem(type, row + c / 256 * KB_Q4, (int)(c % 256));
+    case T_Q5_K: return kq_elem(type, row + c / 256 * KB_Q5, (int)(c % 256));
+    case T_Q6_K: return kq_elem(type, row + c / 256 * KB_Q6, (int)(c % 256));
     case T_F32: return ((const float *)row)[c];
     case T_F16: return f16_f32(((const uint16_t *)row)[c]);
     case T_BF16: return bf16_f32(((const uint16_t *)row)[c]);
@@ -216,17 +264,137 @@ __global__ void k_mm_q(int type, const unsigned char *W, size_t rb, int rows, in
     }
 }
 
-/* Rotates adjacent pairs of each head of x[xoff + i] (stride ld, `heads` heads) to pos[i]. */
-__global__ void k_rope(float *x, size_t ld, int heads, int hd, const int *pos, const float *freq, const int *xoff)
+/* Activations as Q8_K blocks of 256 (sd_quantize_act_k): one block of 256 threads a
+ * block; the scale from the element of largest magnitude (the first such, as the CPU's
+ * loop finds it), the sums over each 16 elements (bsums). */
+__global__ void k_quant_act_k(const float *x, float *scale, int8_t *q, int16_t *bsums)
 {
-    int half = hd / 2;
+    __shared__ float sv[256];
+    __shared__ int si[256];
+    __shared__ int8_t sq[256];
+    size_t b = blockIdx.x;
+    int t = threadIdx.x;
+    float v = x[b * 256 + t];
+    sv[t] = v, si[t] = t;
+    __syncthreads();
+    for (int s = 128; s; s >>= 1) { /* the largest |x|, the lowest index among equals */
+        if (t < s) {
+            float a = fabsf(sv[t]), c = fabsf(sv[t + s]);
+            if (c > a || (c == a && si[t + s] < si[t])) sv[t] = sv[t + s], si[t] = si[t + s];
+        }
+        __syncthreads();
+    }
+    float max = sv[0], iscale = max != 0.0f ? -127.0f / max : 0.0f;
+    float r = rintf(iscale * v);
+    int8_t qi = (int8_t)(r > 127.0f ? 127.0f : r);
+    q[b * 256 + t] = qi, sq[t] = qi;
+    __syncthreads();
+    if (t < 16) {
+        int s = 0;
+        for (int l = 0; l < 16; l++) s += sq[16 * t + l];
+        bsums[b * 16 + t] = (int16_t)s;
+    }
+    if (!t) scale[b] = max != 0.0f ? 1.0f / iscale : 0.0f;
+}
+
+/* The same product for Q4_K / Q5_K / Q6_K rows against Q8_K activations (xs: [n][cols /
+ * 256] scales, xq: [n][cols] integers, xb: [n][cols / 16] sums): one warp a row, lane l
+ * the elements 8 l .. 8 l + 7 of each super-block, in integers (exact), times its
+ * sub-block's scale, then d_w d_x (and the mins' -dmin_w d_x through bsums; Q6_K's
+ * offset of 32 likewise) in floats: the integer sums are tensor_kquant.c's, only the
+ * float sums' order differs. */
+template <int NT>
+__global__ void k_mm_k(int type, const unsigned char *W, size_t rb, int rows, int cols, const float *xs,
+                       const int8_t *xq, const int16_t *xb, int n, float *y, int ldy, int accum, const int *yoff)
+{
+    int r = blockIdx.x * MM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    if (yoff) y += (size_t)*yoff * ldy;
+    const unsigned char *row = W + (size_t)r * rb;
+    const int nb = cols / 256, bbytes = type == T_Q4_K ? KB_Q4 : type == T_Q5_K ? KB_Q5 : KB_Q6, e0 = 8 * lane;
+    for (int t0 = 0; t0 < n; t0 += NT) {
+        float acc[NT];
+#pragma unroll
+        for (int k = 0; k < NT; k++) acc[k] = 0;
+        for (int b = 0; b < nb; b++) {
+            const unsigned char *blk = row + (size_t)b * bbytes;
+            int u[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) u[i] = kq_q(type, blk, e0 + i);
+            int w0 = (u[0] & 255) | u[1] << 8 | u[2] << 16 | u[3] << 24;
+            int w1 = (u[4] & 255) | u[5] << 8 | u[6] << 16 | u[7] << 24;
+            int sc, mn = 0;
+            float dw, dm = 0;
+            if (type == T_Q6_K) {
+                sc = ((const int8_t *)(blk + K6_SC))[e0 / 16];
+                dw = f16_at(blk + K6_D);
+            } else {
+                k_scale_min(blk + 4, e0 / 32, &sc, &mn);
+                dw = f16_at(blk), dm = f16_at(blk + 2);
+            }
+#pragma unroll
+            for (int k = 0; k < NT; k++) {
+                if (t0 + k >= n) break;
+                size_t tb = (size_t)(t0 + k) * nb + b;
+                const int2 a = *(const int2 *)(xq + tb * 256 + e0);
+                int s = __dp4a(w1, a.y, __dp4a(w0, a.x, 0)) * sc;
+                const int16_t *bs = xb + tb * 16;
+                float dx = xs[tb];
+                if (type == T_Q6_K) {
+                    if (!(lane & 1)) s -= 32 * sc * bs[e0 / 16]; /* the offset, once per 16 elements */
+                    acc[k] += dw * dx * (float)s;
+                } else {
+                    acc[k] += dw * dx * (float)s;
+                    if (!(lane & 3)) /* the min, once per sub-block of 32 */
+                        acc[k] -= dm * dx * (float)(mn * (bs[e0 / 16] + bs[e0 / 16 + 1]));
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < NT; k++) {
+            float s = warp_sum(acc[k]);
+            if (lane == 0 && t0 + k < n) {
+                float *o = y + (size_t)(t0 + k) * ldy + r;
+                *o = accum ? *o + s : s;
+            }
+        }
+    }
+}
+
+/* y[yoff + i][e] += b[e] for the n new rows (stride ld) of width wd: qwen2's biases. */
+__global__ void k_bias(float *y, size_t ld, const int *yoff, const float *b, int wd)
+{
+    float *yi = y + ((size_t)(yoff ? *yoff : 0) + blockIdx.x) * ld;
+    for (int e = threadIdx.x; e < wd; e += blockDim.x) yi[e] += b[e];
+}
+
+/* Each head (hd elements) of the new rows x[xoff + i] (stride ld) RMS-normed with the
+ * weights w, the sum of squares in double as on the CPU: qwen3's Q and K norms. One
+ * warp a (head, token): grid (heads, n). */
+__global__ void k_head_norm(float *x, size_t ld, const int *xoff, int hd, const float *w, float eps)
+{
+    float *xh = x + ((size_t)(xoff ? *xoff : 0) + blockIdx.y) * ld + (size_t)blockIdx.x * hd;
+    double ss = 0;
+    for (int e = threadIdx.x; e < hd; e += 32) ss += (double)xh[e] * xh[e];
+    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float inv = (float)(1.0 / sqrt(ss / (double)hd + eps));
+    for (int e = threadIdx.x; e < hd; e += 32) xh[e] = xh[e] * inv * w[e];
+}
+
+/* Rotates the pairs of each head of x[xoff + i] (stride ld, `heads` heads) to pos[i]:
+ * adjacent ones (x[2i], x[2i + 1]) for llama, the halves (x[i], x[i + hd / 2]) when
+ * neox (qwen2, qwen3), as the CPU's rope. */
+__global__ void k_rope(float *x, size_t ld, int heads, int hd, const int *pos, const float *freq, const int *xoff,
+                       int neox)
+{
+    int half = hd / 2, stride = neox ? 1 : 2, other = neox ? half : 1;
     float *xi = x + ((size_t)(xoff ? *xoff : 0) + blockIdx.x) * ld;
     for (int e = threadIdx.x; e < heads * half; e += blockDim.x) {
         int h = e / half, i = e % half;
         float a = (float)pos[blockIdx.x] * freq[i], c = cosf(a), s = sinf(a);
-        float *p = xi + (size_t)h * hd + 2 * i, x0 = p[0], x1 = p[1];
+        float *p = xi + (size_t)h * hd + stride * i, x0 = p[0], x1 = p[other];
         p[0] = x0 * c - x1 * s;
-        p[1] = x0 * s + x1 * c;
+        p[other] = x0 * s + x1 * c;
     }
 }
 
