@@ -260,6 +260,7 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
     if (t == SD_T_Q6_K) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + K6_SC)));
         const __m512i s512 = _mm512_castsi256_si512(s16);
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m512i L = _mm512_loadu_si512(blk + 64 * h);
             const __m256i H = _mm256_loadu_si256((const __m256i *)(blk + K6_QH + 32 * h));
@@ -267,6 +268,7 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
             const __m512i m30 = _mm512_set1_epi8(0x30);
             k->w[2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_and_si512(_mm512_slli_epi16(Hx, 4), m30));
             k->w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4), _mm512_and_si512(Hx, m30));
+#pragma GCC unroll 2
             for (int p = 0; p < 2; p++) { /* int16 lanes 8 i .. 8 i + 7: scale 8 h + 4 p + i */
                 const int base = 8 * h + 4 * p;
                 const __m512i idx = _mm512_set_epi16(
@@ -286,6 +288,7 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
     const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm));
     const __m512i sm512 = _mm512_castsi256_si512(sm16);
     const unsigned char *qs = blk + (t == SD_T_Q5_K ? K5_QS : K4_QS);
+#pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
         __m512i w = _mm512_and_si512(_mm512_mask_srli_epi16(Q, (__mmask32)0xFFFF0000u, Q, 4), lo4);
@@ -319,6 +322,7 @@ typedef struct {
 static inline void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q, const int16_t *bs, float dx, kacc *a)
 {
     __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 4
     for (int c = 0; c < 4; c++)
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(k->w[c], _mm512_loadu_si512(q + 64 * c)), k->s[c]);
     /* lanes k and 8 + k: the two 32-element halves of each quarter, folded (exact) */
@@ -360,15 +364,18 @@ static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const 
 {
     const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
     kacc a[8];
+#pragma GCC unroll 8
     for (int j = 0; j < NT; j++) a[j].acc = _mm256_setzero_ps(), a[j].accm = _mm_setzero_ps(), a[j].summ = 0;
     for (size_t b = 0; b < nb; b++) {
         kblock k;
         kblock_load(t, row + b * bytes, &k);
+#pragma GCC unroll 8
         for (int j = 0; j < NT; j++) {
             const size_t tk = t0 + (size_t)j;
             kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16, d[tk * nb + b], &a[j]);
         }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j]);
 }
 
