@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sd_error.h"
 #include "tensor_impl.h"
 
 enum { K4_SCALES = 4, K4_QS = 16, K5_QH = 16, K5_QS = 48, K6_QH = 128, K6_SC = 192, K6_D = 208 };
@@ -307,19 +308,22 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
     k->d = half_at(blk), k->dmin = half_at(blk + 2);
 }
 
-/* A token's running sums: eight float lanes, and the mins' four lanes (Q4_K) or
- * one float (Q5_K), in llama.cpp's order (its AVX2 ggml_vec_dot_q*_K_q8_K): the same
- * integer lane sums (lane k: elements 4k .. 4k + 3 of every 32, times their scales),
- * converted and multiplied-added by d_w d_x per block, summed across at the end. So
- * the logits match llama.cpp's bit for bit where it runs these kernels. */
+/* A token's running sums, in llama.cpp's order (its AVX2 ggml_vec_dot_q*_K_q8_K):
+ * eight float lanes, the same integer lane sums (lane k: elements 4k .. 4k + 3 of
+ * every 32, times their scales) converted and multiplied-added by d_w d_x per block;
+ * and the mins' four lanes (Q4_K) or one float (Q5_K), kept for four tokens at once in
+ * kmins (below); summed across at the end. So the logits match llama.cpp's bit for bit
+ * where it runs these kernels. */
 typedef struct {
     __m256 acc;
-    __m128 accm;
+    __m128 accm; /* groups of fewer than four tokens: each its own mins */
     float summ;
 } kacc;
 
-/* The block's contribution to a token: q (256 int8), bs (16 int16), dx its scale. */
-static inline void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q, const int16_t *bs, float dx, kacc *a)
+/* The block's contribution to a token: q (256 int8), bs (16 int16), dx its scale; the
+ * mins too when `mins` (else kmins_dot adds them for four tokens at once). */
+static inline void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q, const int16_t *bs, float dx, kacc *a,
+                              int mins)
 {
     __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -327,13 +331,12 @@ static inline void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q, cons
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(k->w[c], _mm512_loadu_si512(q + 64 * c)), k->s[c]);
     /* lanes k and 8 + k: the two 32-element halves of each quarter, folded (exact) */
     __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-    const __m256i bsums = _mm256_loadu_si256((const __m256i *)bs);
     if (t == SD_T_Q6_K) /* the offset 32: 32 sum_k s_k bsums_k, in eight lanes */
-        s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(bsums, k->sc16), 5));
+        s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), k->sc16), 5));
     a->acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * k->d), _mm256_cvtepi32_ps(s8), a->acc);
-    if (t == SD_T_Q6_K) return;
+    if (t == SD_T_Q6_K || !mins) return;
     /* the mins: m_j times the sum of the activations over sub-block j */
-    const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    const __m128i q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)bs + 1));
     const __m128i prod = _mm_madd_epi16(k->mins, q8s);
     const float dmin = -dx * k->dmin;
     if (t == SD_T_Q4_K) {
@@ -344,26 +347,75 @@ static inline void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q, cons
     }
 }
 
-static inline float kacc_sum(sd_ttype t, const kacc *a)
+/* The mins (Q4_K, Q5_K) of a group of up to eight tokens, four to a register: the
+ * tokens' scales and their activations' sums over each sub-block of 32 (bs[2j] +
+ * bs[2j + 1]), gathered once per group and block (kgroup_fill), so that a row's block
+ * adds m_j times them for four tokens in one multiply-add, the 128-bit lane of token
+ * t doing what a token's own did: prod = madd(mins, sums); Q4_K: accm += (-d_x dmin)
+ * prod; Q5_K: summ = fma(-d_x dmin, the sum of prod's lanes, summ), in every lane. */
+enum { KG_NB_MAX = 128 }; /* blocks a row for the group's data on the stack (32768 columns) */
+enum { KG_MIN = 4 };      /* smaller groups: each token its own mins, as in kblock_dot */
+typedef struct {
+    float (*dx)[8];      /* [nb][8] the tokens' scales (0 past the group) */
+    int16_t (*ps)[8][8]; /* [nb][8 tokens][8 sub-blocks] */
+} kgroup;
+
+static void kgroup_fill(const kgroup *g, const float *d, const int16_t *bsums, size_t n, size_t t0, size_t nt)
+{
+    const size_t nb = n / SD_QK_K;
+    for (size_t b = 0; b < nb; b++)
+        for (size_t j = 0; j < 8; j++) {
+            const int16_t *bs = bsums + (t0 + j) * (n / 16) + b * 16;
+            g->dx[b][j] = j < nt ? d[(t0 + j) * nb + b] : 0;
+            for (int i = 0; i < 8; i++) g->ps[b][j][i] = j < nt ? (int16_t)(bs[2 * i] + bs[2 * i + 1]) : 0;
+        }
+}
+
+static inline void kmins_dot(sd_ttype t, const kblock *k, const kgroup *g, size_t b, const int NT, __m512 *m)
+{
+    const __m512i mins = _mm512_broadcast_i32x4(k->mins);
+    const __m256 dm8 = _mm256_mul_ps(_mm256_loadu_ps(g->dx[b]), _mm256_set1_ps(-k->dmin));
+    const __m512 dm = _mm512_castps256_ps512(dm8);
+#pragma GCC unroll 2
+    for (int h = 0; h < (NT + 3) / 4; h++) {
+        const __m512i idx = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
+                                             4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                             4 * h, 4 * h, 4 * h, 4 * h);
+        __m512i prod = _mm512_madd_epi16(mins, _mm512_loadu_si512(g->ps[b][4 * h]));
+        if (t == SD_T_Q5_K) { /* each lane: its token's whole sum (integers: exact in any order) */
+            prod = _mm512_add_epi32(prod, _mm512_shuffle_epi32(prod, _MM_PERM_CDAB));
+            prod = _mm512_add_epi32(prod, _mm512_shuffle_epi32(prod, _MM_PERM_BADC));
+        }
+        m[h] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, dm), _mm512_cvtepi32_ps(prod), m[h]);
+    }
+}
+
+/* Token j's total: its lanes, then its mins (from m, the group's, four tokens a
+ * register; NULL: its own). */
+static inline float kacc_sum(sd_ttype t, const kacc *a, const __m512 *m, int j)
 {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(a->acc, 1), _mm256_castps256_ps128(a->acc));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     const float h = _mm_cvtss_f32(r);
     if (t == SD_T_Q6_K) return h;
-    if (t == SD_T_Q5_K) return h + a->summ;
-    __m128 m = _mm_add_ps(a->accm, _mm_movehl_ps(a->accm, a->accm));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return h + _mm_cvtss_f32(m);
+    _Alignas(64) float lanes[16];
+    if (m) _mm512_store_ps(lanes, m[j / 4]);
+    if (t == SD_T_Q5_K) return h + (m ? lanes[4 * (j % 4)] : a->summ);
+    const __m128 accm = m ? _mm_load_ps(lanes + 4 * (j % 4)) : a->accm;
+    __m128 mm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    mm = _mm_add_ss(mm, _mm_movehdup_ps(mm));
+    return h + _mm_cvtss_f32(mm);
 }
 
-/* One row against NT (1 to 8) consecutive tokens from t0. */
-static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const unsigned char *row, const float *d,
-                                                              const int8_t *q, const int16_t *bsums, size_t n,
-                                                              size_t t0, const int NT, float *y, size_t ys)
+/* One row against NT (1 to 8) consecutive tokens from t0 (g: their mins' data). */
+static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const unsigned char *row, const kgroup *g,
+                                                              const float *d, const int8_t *q, const int16_t *bsums,
+                                                              size_t n, size_t t0, const int NT, float *y, size_t ys)
 {
     const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
     kacc a[8];
+    __m512 m[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) a[j].acc = _mm256_setzero_ps(), a[j].accm = _mm_setzero_ps(), a[j].summ = 0;
     for (size_t b = 0; b < nb; b++) {
@@ -372,35 +424,49 @@ static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const 
 #pragma GCC unroll 8
         for (int j = 0; j < NT; j++) {
             const size_t tk = t0 + (size_t)j;
-            kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16, d[tk * nb + b], &a[j]);
+            kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16, d[tk * nb + b], &a[j],
+                       NT < KG_MIN);
         }
+        if (t != SD_T_Q6_K && NT >= KG_MIN) kmins_dot(t, &k, g, b, NT, m);
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j]);
+    for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j], NT >= KG_MIN ? m : NULL, j);
 }
 
-/* Each row against the tokens in groups of eight, then the rest (one group of 1 to 7):
- * a block unpacked once serves a group. */
+/* The tokens in groups of eight, then the rest (one group of 1 to 7), each group
+ * against every row: a block unpacked once serves a group, and the group's mins data
+ * is gathered once for all the rows. */
 #define KROWS(name, T)                                                                                 \
     static void name(const unsigned char *w, size_t nrows, const float *d, const int8_t *q,            \
                      const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys)                 \
     {                                                                                                  \
-        const size_t rb = sd_ttype_row_bytes(T, n);                                                    \
-        for (size_t r = 0; r < nrows; r++) {                                                           \
-            const unsigned char *row = w + r * rb;                                                     \
-            size_t t0 = 0;                                                                             \
-            for (; t0 + 8 <= ntok; t0 += 8) krow_tokens(T, row, d, q, bsums, n, t0, 8, y + r, ys);    \
-            switch (ntok - t0) {                                                                       \
-            case 7: krow_tokens(T, row, d, q, bsums, n, t0, 7, y + r, ys); break;                      \
-            case 6: krow_tokens(T, row, d, q, bsums, n, t0, 6, y + r, ys); break;                      \
-            case 5: krow_tokens(T, row, d, q, bsums, n, t0, 5, y + r, ys); break;                      \
-            case 4: krow_tokens(T, row, d, q, bsums, n, t0, 4, y + r, ys); break;                      \
-            case 3: krow_tokens(T, row, d, q, bsums, n, t0, 3, y + r, ys); break;                      \
-            case 2: krow_tokens(T, row, d, q, bsums, n, t0, 2, y + r, ys); break;                      \
-            case 1: krow_tokens(T, row, d, q, bsums, n, t0, 1, y + r, ys); break;                      \
-            default: break;                                                                            \
+        const size_t rb = sd_ttype_row_bytes(T, n), nb = n / SD_QK_K;                                 \
+        _Alignas(64) float dx_st[T == SD_T_Q6_K ? 1 : KG_NB_MAX][8];                                   \
+        _Alignas(64) int16_t ps_st[T == SD_T_Q6_K ? 1 : KG_NB_MAX][8][8];                              \
+        kgroup g = {dx_st, ps_st};                                                                     \
+        void *heap = NULL;                                                                             \
+        if (T != SD_T_Q6_K && nb > KG_NB_MAX) {                                                        \
+            heap = sd_xmalloc_aligned(nb * (sizeof *dx_st + sizeof *ps_st));                          \
+            g.dx = heap, g.ps = (int16_t(*)[8][8])((char *)heap + nb * sizeof *dx_st);                \
+        }                                                                                              \
+        for (size_t t0 = 0; t0 < ntok; t0 += 8) {                                                      \
+            const size_t nt = ntok - t0 < 8 ? ntok - t0 : 8;                                           \
+            if (T != SD_T_Q6_K && nt >= KG_MIN) kgroup_fill(&g, d, bsums, n, t0, nt);                                  \
+            for (size_t r = 0; r < nrows; r++) {                                                       \
+                const unsigned char *row = w + r * rb;                                                 \
+                switch (nt) {                                                                          \
+                case 8: krow_tokens(T, row, &g, d, q, bsums, n, t0, 8, y + r, ys); break;              \
+                case 7: krow_tokens(T, row, &g, d, q, bsums, n, t0, 7, y + r, ys); break;              \
+                case 6: krow_tokens(T, row, &g, d, q, bsums, n, t0, 6, y + r, ys); break;              \
+                case 5: krow_tokens(T, row, &g, d, q, bsums, n, t0, 5, y + r, ys); break;              \
+                case 4: krow_tokens(T, row, &g, d, q, bsums, n, t0, 4, y + r, ys); break;              \
+                case 3: krow_tokens(T, row, &g, d, q, bsums, n, t0, 3, y + r, ys); break;              \
+                case 2: krow_tokens(T, row, &g, d, q, bsums, n, t0, 2, y + r, ys); break;              \
+                default: krow_tokens(T, row, &g, d, q, bsums, n, t0, 1, y + r, ys); break;             \
+                }                                                                                      \
             }                                                                                          \
         }                                                                                              \
+        free(heap);                                                                                    \
     }
 KROWS(krows_q4_k, SD_T_Q4_K)
 KROWS(krows_q5_k, SD_T_Q5_K)
