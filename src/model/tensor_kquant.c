@@ -364,10 +364,10 @@ static void kgroup_fill(const kgroup *g, const float *d, const int16_t *bsums, s
 {
     const size_t nb = n / SD_QK_K;
     for (size_t b = 0; b < nb; b++)
-        for (size_t j = 0; j < 8; j++) {
-            const int16_t *bs = bsums + (t0 + j) * (n / 16) + b * 16;
-            g->dx[b][j] = j < nt ? d[(t0 + j) * nb + b] : 0;
-            for (int i = 0; i < 8; i++) g->ps[b][j][i] = j < nt ? (int16_t)(bs[2 * i] + bs[2 * i + 1]) : 0;
+        for (size_t j = 0; j < 8; j++) { /* tokens past the group: zeros */
+            const int16_t *bs = j < nt ? bsums + (t0 + j) * (n / 16) + b * 16 : NULL;
+            g->dx[b][j] = bs ? d[(t0 + j) * nb + b] : 0;
+            for (int i = 0; i < 8; i++) g->ps[b][j][i] = bs ? (int16_t)(bs[2 * i] + bs[2 * i + 1]) : 0;
         }
 }
 
@@ -451,7 +451,7 @@ static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const 
         }                                                                                              \
         for (size_t t0 = 0; t0 < ntok; t0 += 8) {                                                      \
             const size_t nt = ntok - t0 < 8 ? ntok - t0 : 8;                                           \
-            if (T != SD_T_Q6_K && nt >= KG_MIN) kgroup_fill(&g, d, bsums, n, t0, nt);                                  \
+            if (T != SD_T_Q6_K && nt >= KG_MIN) kgroup_fill(&g, d, bsums, n, t0, nt);                  \
             for (size_t r = 0; r < nrows; r++) {                                                       \
                 const unsigned char *row = w + r * rb;                                                 \
                 switch (nt) {                                                                          \
