@@ -106,7 +106,10 @@ else
         done
     done < "$OUT/e2e-prompts.txt"
     rm -f "$OUT/e2e-prompts.txt"
-    awk -F'\t' -v n="$N" -v la="$ll_ar" -v las="$ll_ar_s" -v ls="$ll_sp" -v lss="$ll_sp_s" -v lt="$ll_tr" -v lts="$ll_tr_s" '
+    # goal 2's factor: the large pair's issue asks 1.5x llama.cpp's best speculative, the shipped pair's 1.2x
+    G2=1.2
+    [ "$E2E_PAIR" = large ] && G2=1.5
+    awk -F'\t' -v n="$N" -v la="$ll_ar" -v las="$ll_ar_s" -v ls="$ll_sp" -v lss="$ll_sp_s" -v lt="$ll_tr" -v lts="$ll_tr_s" -v g2="$G2" '
         !/^#/ { r[$1] = $6; if ($1 != "ar" && $6 > best) { best = $6; bn = $1 } }
         END {
             lar = la / las; lsp = ls / lss; ltr = lt / lts; lbest = lsp > ltr ? lsp : ltr
@@ -119,8 +122,8 @@ else
             printf "%-34s %10.1f %10.3f\n", "specdec best: " bn, best, best / r["ar"]
             printf "goal 1: specdec SD/AR %.3f >= llama.cpp best speculative/AR %.3f: %s\n", r["sd"] / r["ar"], lbest / lar,
                    (r["sd"] / r["ar"] >= lbest / lar ? "met" : "not met")
-            printf "goal 2: specdec best %.1f >= 1.2 x llama.cpp best speculative %.1f = %.1f: %s (%.2fx)\n", best, lbest,
-                   1.2 * lbest, (best >= 1.2 * lbest ? "met" : "not met"), best / lbest
+            printf "goal 2: specdec best %.1f >= %.1f x llama.cpp best speculative %.1f = %.1f: %s (%.2fx)\n", best, g2, lbest,
+                   g2 * lbest, (best >= g2 * lbest ? "met" : "not met"), best / lbest
         }' "$OUT/e2e-predicted.tsv"
 fi
 
