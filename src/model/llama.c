@@ -37,6 +37,16 @@ int sd_llama_has_extras(const sd_llama *m, const char **what)
     return w != NULL;
 }
 
+void sd_llama_rope_freqs(const sd_llama *m, float *freq)
+{
+    const size_t hd = m->cfg.head_dim;
+    if (m->rope_freqs.data) sd_dequant_row(m->rope_freqs.type, m->rope_freqs.data, freq, hd / 2); /* the factors */
+    for (size_t i = 0; i < hd / 2; i++) {
+        float theta = powf(m->cfg.rope_base, -2.0f * (float)i / (float)hd);
+        freq[i] = m->rope_freqs.data ? theta / freq[i] : theta;
+    }
+}
+
 int sd_llama_config_check(const sd_llama_config *c, const char *what)
 {
     if (!c->n_vocab || !c->dim || !c->n_layer || !c->n_head || !c->n_head_kv || !c->ffn_dim)
@@ -435,11 +445,7 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
             kv->scratch_bytes = at;
         }
     }
-    for (size_t i = 0; i < hd / 2; i++) w->freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
-    if (m->rope_freqs.data) { /* llama3: theta_i / factor_i, as ggml_rope_ext's freq_factors */
-        sd_dequant_row(m->rope_freqs.type, m->rope_freqs.data, w->abuf, hd / 2);
-        for (size_t i = 0; i < hd / 2; i++) w->freq[i] /= w->abuf[i];
-    }
+    sd_llama_rope_freqs(m, w->freq);
 }
 
 /* x[i] = the embedding of tokens[i] ([MASK]_i: row i - 1 of mask_embd); records the

@@ -101,9 +101,13 @@ int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out);
  * n_mask [MASK] embeddings: src's own when it has as many, else zeros. */
 int sd_llama_to_f32(const sd_llama *src, uint32_t n_mask, sd_llama **out);
 /* 1 when m has more than the plain llama block (biases, Q/K norms, NEOX RoPE, RoPE
- * factors): what the trainer's backward pass and the CUDA kernels do not compute.
- * what names the first such feature (for messages). */
+ * factors): what the trainer's backward pass does not compute. what names the first
+ * such feature (for messages). */
 int sd_llama_has_extras(const sd_llama *m, const char **what);
+/* freq[i] for i < head_dim / 2: the RoPE frequency of pair i, rope_base^(-2i / hd),
+ * divided by Llama 3's factor i when the model has rope_freqs (as ggml_rope_ext's
+ * freq_factors): what the CPU's pass and the CUDA kernels rotate by. */
+void sd_llama_rope_freqs(const sd_llama *m, float *freq);
 /* A copy of m with its matrices (embedding, attention, MLP, output) stored as type t
  * (F32, F16, BF16, Q8_0, Q4_0 quantized as ggml does; Q4_K, Q5_K, Q6_K by tensor.h's
  * quantizers); the norm weights, biases and

@@ -111,14 +111,14 @@ int sd_train_from_model(sd_llama *m, size_t seq_len, sd_train **out)
     ws->soft = f32((size_t)ws->n_threads * 2 * c->n_vocab);
     size_t np = c->ctx_len; /* positions: an example's may run past its length */
     ws->rope_cos = f32(np * hd / 2), ws->rope_sin = f32(np * hd / 2);
-    for (size_t i = 0; i < hd / 2; i++) {
-        /* the forward's angles, computed the same way */
-        float freq = powf(c->rope_base, -2.0f * (float)i / (float)hd);
+    float *freq = sd_xmalloc(hd / 2 * sizeof *freq); /* the forward's angles, from its frequencies */
+    sd_llama_rope_freqs(m, freq);
+    for (size_t i = 0; i < hd / 2; i++)
         for (size_t p = 0; p < np; p++) {
-            ws->rope_cos[p * hd / 2 + i] = cosf((float)p * freq);
-            ws->rope_sin[p * hd / 2 + i] = sinf((float)p * freq);
+            ws->rope_cos[p * hd / 2 + i] = cosf((float)p * freq[i]);
+            ws->rope_sin[p * hd / 2 + i] = sinf((float)p * freq[i]);
         }
-    }
+    free(freq);
     ws->seg = sd_xmalloc((3 + 9 * (size_t)c->n_layer + 1) * sizeof *ws->seg);
     ws->seg[ws->n_seg++] = seg_of(m, &m->tok_embd);
     for (uint32_t l = 0; l < c->n_layer; l++) {

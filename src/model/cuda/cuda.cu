@@ -6,7 +6,7 @@
  *
  * The arithmetic mirrors the CPU decoder: F32 activations, F32 accumulation, the
  * RMSNorm's sum of squares in double, RoPE over adjacent pairs with the CPU's
- * frequencies (computed on the host with powf), softmax with the CPU's -inf masking;
+ * frequencies (sd_llama_rope_freqs, on the host), softmax with the CPU's -inf masking;
  * Q8_0 / Q4_0 weights multiply activations rounded to Q8 blocks (127 / max|x|, ties
  * to even, the scale rounded to f16) in integers, as sd_dot_row_act does; Q4_K, Q5_K
  * and Q6_K activations rounded to Q8_K blocks of 256, as sd_quantize_act_k. The
@@ -179,13 +179,7 @@ static int model_fill(sd_cuda_model *g, const sd_llama *m, const sd_cuda_slot *s
     else g->mask_embd = g->tok_embd;
     size_t hd = c->head_dim;
     float *freq = (float *)sd_xmalloc(hd / 2 * sizeof *freq);
-    for (size_t i = 0; i < hd / 2; i++) freq[i] = powf(c->rope_base, -2.0f * (float)i / (float)hd);
-    if (m->rope_freqs.data) { /* llama3: theta_i / factor_i, as the CPU */
-        float *f = (float *)sd_xmalloc(hd / 2 * sizeof *f);
-        sd_dequant_row(m->rope_freqs.type, m->rope_freqs.data, f, hd / 2);
-        for (size_t i = 0; i < hd / 2; i++) freq[i] /= f[i];
-        free(f);
-    }
+    sd_llama_rope_freqs(m, freq); /* the CPU's, Llama 3's factors included */
     cudaError_t e = cudaMalloc(&g->freq, hd / 2 * sizeof *freq);
     if (e == cudaSuccess) e = cudaMemcpy(g->freq, freq, hd / 2 * sizeof *freq, cudaMemcpyHostToDevice);
     free(freq);
