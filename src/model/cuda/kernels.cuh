@@ -340,14 +340,10 @@ __global__ void k_mm_k(int type, const unsigned char *W, size_t rb, int rows, in
                 int s = __dp4a(w1, a.y, __dp4a(w0, a.x, 0)) * sc;
                 const int16_t *bs = xb + tb * 16;
                 float dx = xs[tb];
-                if (type == T_Q6_K) {
-                    if (!(lane & 1)) s -= 32 * sc * bs[e0 / 16]; /* the offset, once per 16 elements */
-                    acc[k] += dw * dx * (float)s;
-                } else {
-                    acc[k] += dw * dx * (float)s;
-                    if (!(lane & 3)) /* the min, once per sub-block of 32 */
-                        acc[k] -= dm * dx * (float)(mn * (bs[e0 / 16] + bs[e0 / 16 + 1]));
-                }
+                if (type == T_Q6_K && !(lane & 1)) s -= 32 * sc * bs[e0 / 16]; /* the offset, once per 16 */
+                acc[k] += dw * dx * (float)s;
+                if (type != T_Q6_K && !(lane & 3)) /* the min, once per sub-block of 32 */
+                    acc[k] -= dm * dx * (float)(mn * (bs[e0 / 16] + bs[e0 / 16 + 1]));
             }
         }
 #pragma unroll
