@@ -157,38 +157,45 @@ static void test_kquant_dot_against_double(void **state)
     gsl_rng_free(r);
 }
 
-/* Every token x row of the batched product equals the one-token product bit for bit,
- * batches of 1 to 11 tokens (groups of four, the remainders of 3, 2, 1) and 37. */
+/* rows x C weights of type t against ntok tokens: every token x row of the batched
+ * product equals the one-token product bit for bit, and nothing past a token's rows is
+ * written. */
+static void check_rows_tokens(gsl_rng *r, sd_ttype t, size_t C, size_t rows, size_t ntok)
+{
+    const size_t ys = rows + 2, nb = C / 256, rb = sd_ttype_row_bytes(t, C);
+    float *w = gauss(r, rows * C, 0.05), *x = gauss(r, ntok * C, 1.0), *y = malloc(ntok * ys * sizeof *y);
+    float *d = malloc(ntok * nb * sizeof *d);
+    int8_t *q = malloc(ntok * C);
+    int16_t *bs = malloc(ntok * (C / 16) * sizeof *bs);
+    unsigned char *wq = malloc(rows * rb);
+    sd_quantize_row(t, w, wq, rows * C);
+    for (size_t k = 0; k < ntok; k++) sd_quantize_act_k(x + k * C, C, d + k * nb, q + k * C, bs + k * (C / 16));
+    for (size_t i = 0; i < ntok * ys; i++) y[i] = -7.0f;
+    sd_dot_rows_act_k_tokens(t, wq, rows, d, q, bs, C, ntok, y, ys);
+    for (size_t k = 0; k < ntok; k++) {
+        for (size_t o = 0; o < rows; o++) {
+            float one = sd_dot_row_act_k(t, wq + o * rb, d + k * nb, q + k * C, bs + k * (C / 16), C);
+            if (memcmp(&one, &y[k * ys + o], sizeof one))
+                fail_msg("%s, %zu columns, %zu tokens: token %zu row %zu gives %.9g, alone %.9g", sd_ttype_name(t), C,
+                         ntok, k, o, y[k * ys + o], one);
+        }
+        assert_true(y[k * ys + rows] == -7.0f && y[k * ys + rows + 1] == -7.0f);
+    }
+    free(w), free(x), free(y), free(d), free(q), free(bs), free(wq);
+}
+
+/* The batched product against the one-token one: batches of 1 to 11 tokens (a group
+ * of eight and the remainders; groups of four or more share their mins, smaller ones
+ * do not) and 37; and rows of 129 super-blocks, past what a group's mins data holds on
+ * the stack, at 5 tokens. */
 static void test_kquant_rows_tokens_bitwise(void **state)
 {
     (void)state;
     gsl_rng *r = sd_test_rng(29);
-    const size_t C = 512, rows = 9, ys = rows + 2, nb = C / 256;
-    for (int ti = 0; ti < 3; ti++)
-        for (size_t nt = 1; nt <= 12; nt++) {
-            size_t ntok = nt == 12 ? 37 : nt;
-            sd_ttype t = ktypes[ti];
-            size_t rb = sd_ttype_row_bytes(t, C);
-            float *w = gauss(r, rows * C, 0.05), *x = gauss(r, ntok * C, 1.0), *y = malloc(ntok * ys * sizeof *y);
-            float *d = malloc(ntok * nb * sizeof *d);
-            int8_t *q = malloc(ntok * C);
-            int16_t *bs = malloc(ntok * (C / 16) * sizeof *bs);
-            unsigned char *wq = malloc(rows * rb);
-            sd_quantize_row(t, w, wq, rows * C);
-            for (size_t k = 0; k < ntok; k++) sd_quantize_act_k(x + k * C, C, d + k * nb, q + k * C, bs + k * (C / 16));
-            for (size_t i = 0; i < ntok * ys; i++) y[i] = -7.0f;
-            sd_dot_rows_act_k_tokens(t, wq, rows, d, q, bs, C, ntok, y, ys);
-            for (size_t k = 0; k < ntok; k++) {
-                for (size_t o = 0; o < rows; o++) {
-                    float one = sd_dot_row_act_k(t, wq + o * rb, d + k * nb, q + k * C, bs + k * (C / 16), C);
-                    if (memcmp(&one, &y[k * ys + o], sizeof one))
-                        fail_msg("%s, %zu tokens: token %zu row %zu gives %.9g, alone %.9g", sd_ttype_name(t), ntok,
-                                 k, o, y[k * ys + o], one);
-                }
-                assert_true(y[k * ys + rows] == -7.0f && y[k * ys + rows + 1] == -7.0f);
-            }
-            free(w), free(x), free(y), free(d), free(q), free(bs), free(wq);
-        }
+    for (int ti = 0; ti < 3; ti++) {
+        for (size_t nt = 1; nt <= 12; nt++) check_rows_tokens(r, ktypes[ti], 512, 9, nt == 12 ? 37 : nt);
+        check_rows_tokens(r, ktypes[ti], 129 * 256, 2, 5);
+    }
     gsl_rng_free(r);
 }
 
