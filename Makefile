@@ -212,13 +212,14 @@ check:
 
 # test-portable: the kernels without AVX-512 (-march=x86-64-v3, AVX2 + FMA: the paths any
 # x86-64 of the last decade runs, and the CUDA bundle's host code) in build-portable/: the
-# kernel unit tests (K-quants, products, the decoder bit for bit) and the architectures'
-# logits against llama.cpp's (tests/cli/arch.sh), which skips that part without llama.cpp.
+# kernel unit tests (K-quants, the types of 32, products, the decoder bit for bit) and the
+# architectures' logits against llama.cpp's (tests/cli/arch.sh), which skips that part
+# without llama.cpp.
 PORTABLE = $(MAKE) --no-print-directory BUILD=build-portable ARCH=-march=x86-64-v3
 test-portable:
 	$(Q)$(PORTABLE) build-portable/specdec build-portable/tests/test_kquant build-portable/tests/test_gemm \
-	  build-portable/tests/test_model build-portable/tests/bench/bench_llamacpp
-	$(Q)for t in test_kquant test_gemm test_model; do build-portable/tests/$$t || exit 1; done
+	  build-portable/tests/test_gguf build-portable/tests/test_model build-portable/tests/bench/bench_llamacpp
+	$(Q)for t in test_kquant test_gguf test_gemm test_model; do build-portable/tests/$$t || exit 1; done
 	$(Q)sh tests/cli/arch.sh build-portable/specdec
 
 # fuzz: 100000 mutated .npy, .safetensors and .gguf files through the readers, under the sanitizers.

@@ -131,15 +131,22 @@ static void test_cuda_plan_layout(void **state)
     }
 }
 
-/* A tensor of a type the kernels cannot read (a K-quant) is refused, naming it. */
+/* A tensor of a type the kernels cannot read (Q4_1, Q5_0, Q5_1, which the CPU decoder
+ * runs) is refused, naming it, its type and the CPU decoder. */
 static void test_cuda_plan_refuses_type(void **state)
 {
     (void)state;
-    sd_llama *m = sd_test_llama_random(&tiny, 1, 8);
-    m->layer[1].w_up.type = (sd_ttype)3; /* Q4_1: no kernel reads it */
-    size_t count = sd_cuda_plan_count(m);
+    sd_llama *m = sd_test_llama_random(&tiny, 1, 8), *q;
+    assert_int_equal(sd_llama_convert(m, SD_T_Q5_0, &q), SD_OK);
+    size_t count = sd_cuda_plan_count(q);
     sd_cuda_slot *s = calloc(count, sizeof *s);
     int rc;
+    assert_int_equal(sd_cuda_plan(q, s, &rc), 0);
+    assert_int_equal(rc, SD_EUNSUP);
+    assert_non_null(strstr(sd_errmsg(), "Q5_0"));
+    assert_non_null(strstr(sd_errmsg(), "--device cpu"));
+    sd_llama_free(q);
+    m->layer[1].w_up.type = (sd_ttype)3; /* Q4_1 in one matrix: that one is named */
     assert_int_equal(sd_cuda_plan(m, s, &rc), 0);
     assert_int_equal(rc, SD_EUNSUP);
     assert_non_null(strstr(sd_errmsg(), "ffn_up"));

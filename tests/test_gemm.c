@@ -168,7 +168,8 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
     gsl_rng_free(r);
 }
 
-/* The quantized product (Q8_0 and Q4_0 rows against activations rounded to Q8 blocks):
+/* The quantized product (rows of the five types of 32 against activations rounded to Q8
+ * blocks, with their sums for Q4_1/Q5_1):
  * every token x row equals the one-token integer dot product bit for bit, every batch
  * from 1 to 20 tokens (tiles of 4 rows x 4 pairs, of a pair, an odd token alone) and
  * 37 (past a chunk of 16), 70 rows (a partial tile of 4), depths of 1 to 22 blocks. */
@@ -177,31 +178,31 @@ static void test_gemm_dot_rows_act_tokens_bitwise(void **state)
     (void)state;
     gsl_rng *r = sd_test_rng(19);
     static const size_t cols[] = {32, 96, 256, 704};
-    static const sd_ttype types[] = {SD_T_Q8_0, SD_T_Q4_0};
+    static const sd_ttype types[] = {SD_T_Q8_0, SD_T_Q4_0, SD_T_Q4_1, SD_T_Q5_0, SD_T_Q5_1};
     for (size_t c = 0; c < 4; c++)
         for (size_t n = 1; n <= 21; n++)
-            for (int ti = 0; ti < 2; ti++) {
+            for (int ti = 0; ti < 5; ti++) {
                 size_t C = cols[c], nt = n == 21 ? 37 : n, rows = 70, ys = rows + 2, nb = C / 32;
                 sd_ttype t = types[ti];
                 size_t rb = sd_ttype_row_bytes(t, C);
                 float *w = gauss(r, rows * C), *x = gauss(r, nt * C), *y = malloc(nt * ys * sizeof *y);
-                float *scale = malloc(nt * nb * sizeof *scale);
+                float *scale = malloc(nt * nb * sizeof *scale), *sums = malloc(nt * nb * sizeof *sums);
                 int8_t *q = malloc(nt * C);
                 unsigned char *wq = malloc(rows * rb);
                 sd_quantize_row(t, w, wq, rows * C);
-                for (size_t k = 0; k < nt; k++) sd_quantize_act(x + k * C, C, scale + k * nb, q + k * C);
+                for (size_t k = 0; k < nt; k++) sd_quantize_act(x + k * C, C, scale + k * nb, q + k * C, sums + k * nb);
                 for (size_t i = 0; i < nt * ys; i++) y[i] = -7.0f;
-                sd_dot_rows_act_tokens(t, wq, rows, scale, q, C, nt, y, ys);
+                sd_dot_rows_act_tokens(t, wq, rows, scale, q, sums, C, nt, y, ys);
                 for (size_t k = 0; k < nt; k++) {
                     for (size_t o = 0; o < rows; o++) {
-                        float one = sd_dot_row_act(t, wq + o * rb, scale + k * nb, q + k * C, C);
+                        float one = sd_dot_row_act(t, wq + o * rb, scale + k * nb, q + k * C, sums + k * nb, C);
                         if (memcmp(&one, &y[k * ys + o], sizeof one))
                             fail_msg("%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
                                      sd_ttype_name(t), C, nt, k, o, y[k * ys + o], one);
                     }
                     assert_true(y[k * ys + rows] == -7.0f && y[k * ys + rows + 1] == -7.0f);
                 }
-                free(w), free(x), free(y), free(scale), free(q), free(wq);
+                free(w), free(x), free(y), free(scale), free(sums), free(q), free(wq);
             }
     gsl_rng_free(r);
 }

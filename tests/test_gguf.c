@@ -53,10 +53,10 @@ static float float_of(uint32_t u)
 static void test_tensor_type_table(void **state)
 {
     (void)state;
-    static const uint32_t ok[5] = {SD_T_F32, SD_T_F16, SD_T_Q4_0, SD_T_Q8_0, SD_T_BF16};
-    static const char *const names[5] = {"F32", "F16", "Q4_0", "Q8_0", "BF16"};
-    static const size_t block[5] = {1, 1, 32, 32, 1}, bytes[5] = {4, 2, 18, 34, 2};
-    for (int i = 0; i < 5; i++) {
+    static const uint32_t ok[8] = {SD_T_F32, SD_T_F16, SD_T_Q4_0, SD_T_Q8_0, SD_T_BF16, 3, 6, 7};
+    static const char *const names[8] = {"F32", "F16", "Q4_0", "Q8_0", "BF16", "Q4_1", "Q5_0", "Q5_1"};
+    static const size_t block[8] = {1, 1, 32, 32, 1, 32, 32, 32}, bytes[8] = {4, 2, 18, 34, 2, 20, 22, 24};
+    for (int i = 0; i < 8; i++) {
         assert_true(sd_ttype_supported(ok[i]));
         assert_string_equal(sd_ttype_name(ok[i]), names[i]);
         assert_int_equal(sd_ttype_block((sd_ttype)ok[i]), block[i]);
@@ -248,22 +248,74 @@ static void test_q4_0_layout_and_exact_values(void **state)
     for (int j = 0; j < SD_QK; j++) assert_true(y[j] == x[j]);
 }
 
-/* Per block: |x - dequant| <= step / 2 (Q8_0), <= step (Q4_0, whose +8 end is clamped
- * to 7), where step is the exact scale; plus |q| times the scale's f16 rounding error,
- * which is relative for normal halfs but up to 2^-25 absolute for subnormal ones (tiny
- * blocks lose precision in ggml's formats; the bound says by how much). */
+/* Q5_0, Q4_1 and Q5_1 as ggml lays them out (block_q5_0: d, qh[4], qs[16]; block_q4_1:
+ * d, m, qs[16]; block_q5_1: d, m, qh[4], qs[16]; element j < 16 in the low nibble of
+ * qs[j], j + 16 in the high one, bit j of the little-endian qh its fifth bit): values
+ * on the exact grid come back exactly, byte for byte where they are written. */
+static void test_q5_0_q4_1_q5_1_layout_and_exact_values(void **state)
+{
+    (void)state;
+    float x[SD_QK], y[SD_QK];
+    int q[SD_QK];
+    unsigned char b[24];
+    /* Q5_0: the largest magnitude -4 sets d = -4 / -16 = 0.25; element j is (q_j - 16) / 4 */
+    for (int j = 0; j < SD_QK; j++) q[j] = (j * 11 + 5) % 32;
+    q[3] = 0;
+    for (int j = 0; j < SD_QK; j++) x[j] = (float)(q[j] - 16) / 4;
+    sd_quantize_row(SD_T_Q5_0, x, b, SD_QK);
+    assert_int_equal(sd_ttype_row_bytes(SD_T_Q5_0, SD_QK), 22);
+    assert_int_equal(b[0] | b[1] << 8, 0x3400); /* 0.25 */
+    uint32_t qh = 0;
+    for (int j = 0; j < SD_QK; j++) qh |= (uint32_t)(q[j] >> 4) << j;
+    for (int k = 0; k < 4; k++) assert_int_equal(b[2 + k], (qh >> 8 * k) & 255);
+    for (int j = 0; j < 16; j++) assert_int_equal(b[6 + j], (q[j] & 15) | (q[j + 16] & 15) << 4);
+    sd_dequant_row(SD_T_Q5_0, b, y, SD_QK);
+    for (int j = 0; j < SD_QK; j++) assert_true(y[j] == x[j]);
+    /* Q4_1 and Q5_1: min -3 and max -3 + levels / 2, so d = 0.5 and m = -3 exactly */
+    for (int five = 0; five < 2; five++) {
+        const sd_ttype t = five ? SD_T_Q5_1 : SD_T_Q4_1;
+        const int levels = five ? 31 : 15, qs = five ? 8 : 4;
+        for (int j = 0; j < SD_QK; j++) q[j] = (j * 7 + 2) % (levels + 1);
+        q[0] = 0, q[31] = levels;
+        for (int j = 0; j < SD_QK; j++) x[j] = (float)q[j] / 2 - 3;
+        sd_quantize_row(t, x, b, SD_QK);
+        assert_int_equal(sd_ttype_row_bytes(t, SD_QK), five ? 24 : 20);
+        assert_int_equal(b[0] | b[1] << 8, 0x3800); /* d 0.5 */
+        assert_int_equal(b[2] | b[3] << 8, 0xc200); /* m -3 */
+        qh = 0;
+        for (int j = 0; j < SD_QK; j++) qh |= (uint32_t)(q[j] >> 4 & 1) << j;
+        if (five)
+            for (int k = 0; k < 4; k++) assert_int_equal(b[4 + k], (qh >> 8 * k) & 255);
+        for (int j = 0; j < 16; j++) assert_int_equal(b[qs + j], (q[j] & 15) | (q[j + 16] & 15) << 4);
+        sd_dequant_row(t, b, y, SD_QK);
+        for (int j = 0; j < SD_QK; j++) assert_true(y[j] == x[j]);
+    }
+}
+
+/* Per block: |x - dequant| <= step / 2 (Q8_0, Q4_1, Q5_1), <= step (Q4_0 and Q5_0, whose
+ * upper end is clamped), where step is the exact scale; plus the integer times the
+ * scale's f16 rounding error and the min's, which are relative for normal halfs but up
+ * to 2^-25 absolute for subnormal ones (tiny blocks lose precision in ggml's formats;
+ * the bound says by how much). */
 static void check_quant_error(sd_ttype t, const float *x, const float *y, size_t n)
 {
+    const int with_min = t == SD_T_Q4_1 || t == SD_T_Q5_1;
+    const double levels = t == SD_T_Q8_0 ? 127 : t == SD_T_Q4_0 ? 8 : t == SD_T_Q5_0 ? 16 : t == SD_T_Q4_1 ? 15 : 31;
     for (size_t b = 0; b < n / SD_QK; b++) {
         const float *xb = x + b * SD_QK, *yb = y + b * SD_QK;
         double amax = 0;
-        for (int j = 0; j < SD_QK; j++) amax = fmax(amax, fabs(xb[j]));
-        double step = t == SD_T_Q8_0 ? (float)amax / 127 : (float)amax / 8;
+        float mn = xb[0], mx = xb[0];
+        for (int j = 0; j < SD_QK; j++) {
+            amax = fmax(amax, fabs(xb[j]));
+            mn = fminf(mn, xb[j]), mx = fmaxf(mx, xb[j]);
+        }
+        double step = with_min ? (mx - mn) / (float)levels : (float)amax / levels;
         double stored = sd_half_to_float(sd_half_from_float((float)step));
-        double slack = (t == SD_T_Q8_0 ? 127 : 8) * fabs(stored - step);
+        double slack = levels * fabs(stored - step);
+        if (with_min) slack += fabs(sd_half_to_float(sd_half_from_float(mn)) - (double)mn);
         for (int j = 0; j < SD_QK; j++) {
             double err = fabs((double)xb[j] - yb[j]);
-            double bound = (t == SD_T_Q8_0 ? 0.5 : 1.0) * step + slack + 1e-7 * amax;
+            double bound = (t == SD_T_Q4_0 || t == SD_T_Q5_0 ? 1.0 : 0.5) * step + slack + 1e-7 * amax;
             if (err > bound) {
                 print_error("%s block %zu element %d: %.9g -> %.9g, error %.3g > %.3g\n",
                             sd_ttype_name(t), b, j, (double)xb[j], (double)yb[j], err, bound);
@@ -284,11 +336,11 @@ static void test_quantize_dequantize_error_bounds(void **state)
         random_row(r, x, N, pow(10, round - 3) * 2.385);
         for (int j = 0; j < SD_QK; j++) x[j] = 0;   /* an all-zero block: d = 0 */
         x[40] = 1e-30f;                             /* a tiny block */
-        for (int k = 0; k < 2; k++) {
-            sd_ttype t = k ? SD_T_Q4_0 : SD_T_Q8_0;
-            sd_quantize_row(t, x, q, N);
-            sd_dequant_row(t, q, y, N);
-            check_quant_error(t, x, y, N);
+        static const sd_ttype ts[5] = {SD_T_Q8_0, SD_T_Q4_0, SD_T_Q5_0, SD_T_Q4_1, SD_T_Q5_1};
+        for (int k = 0; k < 5; k++) {
+            sd_quantize_row(ts[k], x, q, N);
+            sd_dequant_row(ts[k], q, y, N);
+            check_quant_error(ts[k], x, y, N);
             for (int j = 0; j < SD_QK; j++) assert_true(y[j] == 0);
         }
     }
@@ -311,14 +363,15 @@ static void test_quantize_dequantize_error_bounds(void **state)
 static void test_dot_row_equals_dot_of_dequantized_row(void **state)
 {
     (void)state;
-    static const sd_ttype ts[5] = {SD_T_F32, SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0};
+    static const sd_ttype ts[8] = {SD_T_F32,  SD_T_F16,  SD_T_BF16, SD_T_Q8_0,
+                                   SD_T_Q4_0, SD_T_Q4_1, SD_T_Q5_0, SD_T_Q5_1};
     static const size_t lens[] = {1, 15, 16, 17, 32, 63, 64, 96, 100, 4096 + 32, 4099};
     enum { NMAX = 4200 };
     float *w = malloc(NMAX * sizeof *w), *x = malloc(NMAX * sizeof *x);
     float *deq = malloc(NMAX * sizeof *deq);
     unsigned char *row = malloc(NMAX * 4);
     gsl_rng *r = sd_test_rng(11);
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 8; k++)
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             size_t n = lens[li];
             if (n % sd_ttype_block(ts[k])) continue;
@@ -344,30 +397,54 @@ static void test_dot_row_equals_dot_of_dequantized_row(void **state)
     free(w), free(x), free(deq), free(row);
 }
 
+/* A block of 32's stored integers, scale and min, read from ggml's layout here (not
+ * through the kernels' helpers): v = the integer a weight's scale multiplies. */
+static void block_ints_ref(sd_ttype t, const unsigned char *b, int *v, double *d, double *m)
+{
+    const int five = t == SD_T_Q5_0 || t == SD_T_Q5_1, with_min = t == SD_T_Q4_1 || t == SD_T_Q5_1;
+    const size_t qh = with_min ? 4 : 2, qs = 2 + (with_min ? 2 : 0) + (five ? 4 : 0);
+    *d = sd_half_to_float((uint16_t)(b[0] | b[1] << 8));
+    *m = with_min ? sd_half_to_float((uint16_t)(b[2] | b[3] << 8)) : 0;
+    for (int j = 0; j < SD_QK; j++) {
+        if (t == SD_T_Q8_0) {
+            v[j] = (int8_t)b[2 + j];
+            continue;
+        }
+        int nib = j < 16 ? b[qs + j] & 15 : b[qs + j - 16] >> 4;
+        uint32_t h = (uint32_t)b[qh] | (uint32_t)b[qh + 1] << 8 | (uint32_t)b[qh + 2] << 16 | (uint32_t)b[qh + 3] << 24;
+        if (five) nib += (int)(h >> j & 1) * 16;
+        v[j] = nib - (t == SD_T_Q4_0 ? 8 : t == SD_T_Q5_0 ? 16 : 0);
+    }
+}
+
 /* The integer kernels: activations rounded to Q8 blocks (scale = max|x| / 127 as an
  * f16, |q| <= 127, error at most half a step plus the f16 rounding of the scale,
- * 127 * 2^-11 steps), and the dot product of a Q8_0 or Q4_0
- * row with them equal to the same integer arithmetic done in double. */
+ * 127 * 2^-11 steps; sums = (max|x| / 127) sum q as an f16), and the dot product of a
+ * row of each type of 32 with them equal to the same integer arithmetic done in
+ * double (the mins of Q4_1/Q5_1 times the sums). */
 static void test_dot_row_act_is_the_integer_dot(void **state)
 {
     (void)state;
-    static const sd_ttype ts[2] = {SD_T_Q8_0, SD_T_Q4_0};
+    enum { NTYPES = 5 };
+    static const sd_ttype ts[NTYPES] = {SD_T_Q8_0, SD_T_Q4_0, SD_T_Q4_1, SD_T_Q5_0, SD_T_Q5_1};
     enum { N = 4096 + 64 };
-    float *w = malloc(N * sizeof *w), *x = malloc(N * sizeof *x), *deq = malloc(N * sizeof *deq);
-    float scale[N / 32];
+    float *w = malloc(N * sizeof *w), *x = malloc(N * sizeof *x);
+    float scale[N / 32], sums[N / 32];
     int8_t q[N];
     unsigned char *row = malloc(N * 2);
     gsl_rng *r = sd_test_rng(12);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < NTYPES; k++) {
+        assert_int_equal(sd_ttype_act(ts[k]), ts[k] == SD_T_Q4_1 || ts[k] == SD_T_Q5_1 ? 1 : 2);
         for (size_t n = 32; n <= N; n = n * 2 + 32) {
             random_row(r, w, n, 3.1);
+            for (size_t i = 0; i < n; i += 3) w[i] += 0.7f; /* not centred: the mins matter */
             random_row(r, x, n, 1.7);
             x[n / 2] = 0; /* and a block of zeros */
             for (size_t i = 0; i < 32 && n >= 64; i++) x[32 + i] = 0;
-            sd_quantize_act(x, n, scale, q);
+            sd_quantize_act(x, n, scale, q, sums);
             for (size_t b = 0; b < n / 32; b++) {
-                assert_int_equal(bits_of(scale[b]), bits_of(sd_half_to_float(sd_half_from_float(scale[b]))));
                 float amax = 0;
+                int isum = 0;
                 for (size_t j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
                 const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
                 assert_int_equal(bits_of(scale[b]), bits_of(sd_half_to_float(sd_half_from_float(amax / 127.0f))));
@@ -376,55 +453,66 @@ static void test_dot_row_act_is_the_integer_dot(void **state)
                     assert_int_equal(q[b * 32 + j], (int)nearbyintf(x[b * 32 + j] * id));
                     assert_true(q[b * 32 + j] >= -127 && q[b * 32 + j] <= 127);
                     assert_true(fabs(q[b * 32 + j] * (double)scale[b] - x[b * 32 + j]) <= 0.563 * scale[b] + 1e-30);
+                    isum += q[b * 32 + j];
                 }
+                assert_int_equal(bits_of(sums[b]), bits_of(sd_half_to_float(sd_half_from_float(amax / 127.0f * (float)isum))));
             }
+            const size_t bb = sd_ttype_block_bytes(ts[k]);
             sd_quantize_row(ts[k], w, row, n);
-            sd_dequant_row(ts[k], row, deq, n);
             double ref = 0, mag = 0;
             for (size_t b = 0; b < n / 32; b++) {
-                double blk = 0;
-                for (size_t j = 0; j < 32; j++) blk += (double)deq[b * 32 + j] * q[b * 32 + j];
-                ref += blk * scale[b];
-                mag += fabs(blk * scale[b]);
+                int v[32];
+                double d, m, blk = 0;
+                block_ints_ref(ts[k], row + b * bb, v, &d, &m);
+                for (size_t j = 0; j < 32; j++) blk += (double)v[j] * q[b * 32 + j];
+                ref += blk * d * scale[b] + m * sums[b];
+                mag += fabs(blk * d * scale[b]) + fabs(m * sums[b]);
             }
-            assert_close(sd_dot_row_act(ts[k], row, scale, q, n), ref, 0, 1e-6 * mag + 1e-30);
+            assert_close(sd_dot_row_act(ts[k], row, scale, q, sums, n), ref, 0, 1e-6 * mag + 1e-30);
+            if (sd_ttype_act(ts[k]) == 1) /* a type with mins and no sums: NaN, not a number without them */
+                assert_true(isnan(sd_dot_row_act(ts[k], row, scale, q, NULL, n)));
         }
+    }
     /* several tokens at once (the 4-, 2- and 1-token paths) = one at a time, to the bit */
     enum { NT = 7, L = 96 };
-    float xs[NT * L], sc[NT * L / 32], y[NT * 3];
+    float xs[NT * L], sc[NT * L / 32], ss[NT * L / 32], y[NT * 3];
     int8_t qs[NT * L];
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < NTYPES; k++) {
         random_row(r, w, L, 2.3);
         sd_quantize_row(ts[k], w, row, L);
         random_row(r, xs, NT * L, 1.1);
-        for (size_t t = 0; t < NT; t++) sd_quantize_act(xs + t * L, L, sc + t * (L / 32), qs + t * L);
+        for (size_t t = 0; t < NT; t++) sd_quantize_act(xs + t * L, L, sc + t * (L / 32), qs + t * L, ss + t * (L / 32));
         for (size_t ntok = 1; ntok <= NT; ntok++) {
-            sd_dot_row_act_tokens(ts[k], row, sc, qs, L, ntok, y, 3);
+            sd_dot_row_act_tokens(ts[k], row, sc, qs, ss, L, ntok, y, 3);
             for (size_t t = 0; t < ntok; t++)
-                assert_int_equal(bits_of(y[t * 3]), bits_of(sd_dot_row_act(ts[k], row, sc + t * (L / 32), qs + t * L, L)));
+                assert_int_equal(bits_of(y[t * 3]), bits_of(sd_dot_row_act(ts[k], row, sc + t * (L / 32), qs + t * L,
+                                                                           ss + t * (L / 32), L)));
         }
     }
     /* a block of rows x tokens (tiles of 4 rows x 2 pairs, their remainders, chunks
      * of 16 tokens): every output = the one-token, one-row kernel, to the bit */
     enum { NR = 11, NT2 = 37 };
     float *xb = malloc(NT2 * L * sizeof *xb), *sb = malloc(NT2 * (L / 32) * sizeof *sb);
+    float *smb = malloc(NT2 * (L / 32) * sizeof *smb);
     float *yb = malloc(NT2 * (NR + 1) * sizeof *yb), *wb = malloc(NR * L * sizeof *wb);
     int8_t *qb = malloc(NT2 * L);
     unsigned char *rows = malloc(NR * L * 2);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < NTYPES; k++) {
         size_t rb = sd_ttype_row_bytes(ts[k], L);
         random_row(r, wb, NR * L, 2.3);
+        for (size_t i = 0; i < NR * L; i += 2) wb[i] -= 0.9f;
         for (size_t o = 0; o < NR; o++) sd_quantize_row(ts[k], wb + o * L, rows + o * rb, L);
         random_row(r, xb, NT2 * L, 1.1);
-        for (size_t t = 0; t < NT2; t++) sd_quantize_act(xb + t * L, L, sb + t * (L / 32), qb + t * L);
+        for (size_t t = 0; t < NT2; t++)
+            sd_quantize_act(xb + t * L, L, sb + t * (L / 32), qb + t * L, smb + t * (L / 32));
         static const size_t nts[] = {1, 2, 3, 4, 5, 17, 37};
         for (size_t i = 0; i < 7; i++) {
             size_t ntok = nts[i];
             for (size_t j = 0; j < NT2 * (NR + 1); j++) yb[j] = -7.0f;
-            sd_dot_rows_act_tokens(ts[k], rows, NR, sb, qb, L, ntok, yb, NR + 1);
+            sd_dot_rows_act_tokens(ts[k], rows, NR, sb, qb, smb, L, ntok, yb, NR + 1);
             for (size_t t = 0; t < ntok; t++) {
                 for (size_t o = 0; o < NR; o++) {
-                    float one = sd_dot_row_act(ts[k], rows + o * rb, sb + t * (L / 32), qb + t * L, L);
+                    float one = sd_dot_row_act(ts[k], rows + o * rb, sb + t * (L / 32), qb + t * L, smb + t * (L / 32), L);
                     if (bits_of(one) != bits_of(yb[t * (NR + 1) + o]))
                         fail_msg("%s, %zu tokens: token %zu row %zu gives %.9g, alone %.9g", sd_ttype_name(ts[k]),
                                  ntok, t, o, yb[t * (NR + 1) + o], one);
@@ -433,14 +521,16 @@ static void test_dot_row_act_is_the_integer_dot(void **state)
             }
         }
     }
-    sd_dot_rows_act_tokens(SD_T_F32, rows, 1, sb, qb, L, 2, yb, 1);
+    sd_dot_rows_act_tokens(SD_T_F32, rows, 1, sb, qb, NULL, L, 2, yb, 1);
     assert_true(isnan(yb[0]) && isnan(yb[1]));
-    free(xb), free(sb), free(yb), free(wb), free(qb), free(rows);
-    sd_dot_row_act_tokens(SD_T_F32, row, sc, qs, L, 2, y, 1);
+    sd_dot_rows_act_tokens(SD_T_Q5_1, rows, 1, sb, qb, NULL, L, 2, yb, 1);
+    assert_true(isnan(yb[0]) && isnan(yb[1]));
+    free(xb), free(sb), free(smb), free(yb), free(wb), free(qb), free(rows);
+    sd_dot_row_act_tokens(SD_T_F32, row, sc, qs, NULL, L, 2, y, 1);
     assert_true(isnan(y[0]) && isnan(y[1]));
-    assert_true(isnan(sd_dot_row_act(SD_T_F16, row, scale, q, 32)));
+    assert_true(isnan(sd_dot_row_act(SD_T_F16, row, scale, q, NULL, 32)));
     gsl_rng_free(r);
-    free(w), free(x), free(deq), free(row);
+    free(w), free(x), free(row);
 }
 
 /* ==== gguf.c: a byte builder for files by hand */
@@ -1324,6 +1414,7 @@ int main(void)
         cmocka_unit_test(test_bf16_conversions),
         cmocka_unit_test(test_q8_0_layout_and_exact_values),
         cmocka_unit_test(test_q4_0_layout_and_exact_values),
+        cmocka_unit_test(test_q5_0_q4_1_q5_1_layout_and_exact_values),
         cmocka_unit_test(test_quantize_dequantize_error_bounds),
         cmocka_unit_test(test_dot_row_equals_dot_of_dequantized_row),
         cmocka_unit_test(test_dot_row_act_is_the_integer_dot),

@@ -180,8 +180,9 @@ static void test_model_tree_batch(void **state)
         for (size_t s = 0; s < 4; s++) tree_batch_check(tiny_and_wide[w], shapes[s], s);
 }
 
-/* F16 / BF16 / Q8_0 / Q4_0 weights: the logits stay close to F32's, closer for the
- * finer formats; the converted model's size is what the format says. */
+/* F16 / BF16 / Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 weights: the logits stay close to
+ * F32's, closer for the finer formats; the converted model's size is what the format
+ * says. */
 static void test_model_quantized(void **state)
 {
     (void)state;
@@ -191,11 +192,12 @@ static void test_model_quantized(void **state)
     sd_kv *kv;
     assert_int_equal(sd_kv_alloc(m, 16, &kv), SD_OK);
     assert_int_equal(sd_llama_forward(m, kv, seq, 8, NULL, NULL, ref, NULL), SD_OK);
-    static const sd_ttype types[4] = {SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0};
-    static const double tol[4] = {5e-3, 2e-2, 5e-2, 5e-1};
-    double err[4];
+    enum { NT = 7 };
+    static const sd_ttype types[NT] = {SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0, SD_T_Q4_1, SD_T_Q5_0, SD_T_Q5_1};
+    static const double tol[NT] = {5e-3, 2e-2, 5e-2, 5e-1, 5e-1, 2.5e-1, 2.5e-1};
+    double err[NT];
     size_t f32_bytes = sd_llama_weight_bytes(m);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NT; i++) {
         sd_llama *q;
         assert_int_equal(sd_llama_convert(m, types[i], &q), SD_OK);
         assert_true(sd_llama_weight_bytes(q) < f32_bytes);
@@ -209,15 +211,16 @@ static void test_model_quantized(void **state)
         if (!(worst < tol[i])) fail_msg("%s: relative logit error %g (tolerance %g)", sd_ttype_name(types[i]), worst, tol[i]);
         err[i] = worst;
         /* the kernels: the same weights expanded to F32 give the same logits (exactly
-         * for the float formats; Q8_0 and Q4_0 also round the activations to Q8, as
-         * llama.cpp does, which moves the logits by about 1% of the largest) */
+         * for the float formats; the blocks of 32 also round the activations to Q8, as
+         * llama.cpp does, which moves these logits by 2.5-3.6% of the largest) */
         sd_llama *back;
         assert_int_equal(sd_llama_convert(q, SD_T_F32, &back), SD_OK);
         float exact[8 * 48], one[8 * 48];
         sd_kv_truncate(kv, 0);
         assert_int_equal(sd_llama_forward(back, kv, seq, 8, NULL, NULL, exact, NULL), SD_OK);
-        double act = i < 2 ? 1e-5 : 3e-2, worst_act = 0;
+        double act = i < 2 ? 1e-5 : 5e-2, worst_act = 0;
         for (size_t t = 0; t < 8 * 48; t++) worst_act = fmax(worst_act, fabs(got[t] - exact[t]) / scale);
+        print_message("%s: against its F32 expansion %g\n", sd_ttype_name(types[i]), worst_act);
         if (!(worst_act < act)) fail_msg("%s: against its F32 expansion %g (tolerance %g)", sd_ttype_name(types[i]), worst_act, act);
         /* one token at a time = the batch, bit for bit: what a tree verifies is what
          * sequential decoding would have computed */
@@ -228,8 +231,8 @@ static void test_model_quantized(void **state)
         sd_llama_free(back);
         sd_llama_free(q);
     }
-    /* coarser formats lose more: F16 (11-bit mantissa) < Q8_0 < Q4_0 */
-    assert_true(err[0] < err[2] && err[2] < err[3]);
+    /* coarser formats lose more: F16 (11-bit mantissa) < Q8_0 < Q5_0 < Q4_0, Q5_1 < Q4_1 */
+    assert_true(err[0] < err[2] && err[2] < err[5] && err[5] < err[3] && err[6] < err[4]);
     sd_kv_free(kv);
     sd_llama_free(m);
 }
@@ -622,7 +625,8 @@ static void test_model_errors(void **state)
 static void test_model_long_batch_bitwise(void **state)
 {
     (void)state;
-    static const sd_ttype types[] = {SD_T_F32, SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0};
+    static const sd_ttype types[] = {SD_T_F32,  SD_T_F16,  SD_T_BF16, SD_T_Q8_0,
+                                     SD_T_Q4_0, SD_T_Q4_1, SD_T_Q5_0, SD_T_Q5_1};
     enum { N = 37 };
     int32_t seq[N];
     for (size_t i = 0; i < N; i++) seq[i] = (int32_t)((i * 7 + 3) % 48);

@@ -226,7 +226,7 @@ static void test_pool_forward_bits(void **state)
     int32_t seq[FWD_N];
     for (size_t i = 0; i < FWD_N; i++) seq[i] = (int32_t)((i * 37 + 11) % FWD_VOCAB);
     static float one[FWD_N * FWD_VOCAB], two[FWD_N * FWD_VOCAB];
-    static const sd_ttype types[] = {SD_T_F32, SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0};
+    static const sd_ttype types[] = {SD_T_F32, SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0, SD_T_Q5_1};
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
         sd_llama *w = m;
         const char *name = sd_ttype_name(types[k]);

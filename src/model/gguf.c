@@ -306,7 +306,7 @@ static int read_tensor_info(cursor *c, sd_gguf *g, size_t i)
     if ((rc = read_u32(c, "type", &type))) return rc;
     if (!sd_ttype_supported(type))
         return sd_error(SD_EUNSUP, "%s: %s has type %s (%u, byte offset %zu); specdec reads F32, "
-                        "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K", c->path, c->where, sd_ttype_name(type), type,
+                        "F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K", c->path, c->where, sd_ttype_name(type), type,
                         pos);
     t->type = (sd_ttype)type;
     char what[512];

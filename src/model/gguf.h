@@ -35,8 +35,8 @@
  * power of two; tensor names unique, without NUL bytes; n_dims <= 4; the byte size
  * from dims and type (overflow, whole blocks per row); offsets aligned; tensor data
  * inside the file and not overlapping. Tensors may come in any order, with gaps.
- * Tensor types other than F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K are SD_EUNSUP naming the
- * tensor and the type; other problems are SD_EFORMAT. Every message starts with the
+ * Tensor types other than F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and
+ * Q6_K are SD_EUNSUP naming the tensor and the type; other problems are SD_EFORMAT. Every message starts with the
  * file path and names the byte offset and the key or tensor.
  *
  * Memory: keys, scalar strings, the tensor table and an index of string-array

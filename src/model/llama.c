@@ -435,7 +435,7 @@ static void forward_carve(const sd_llama *m, sd_kv *kv, size_t n, int record, in
             TAKE(w->xn, n * d), TAKE(w->q, n * qw), TAKE(w->ao, n * qw), TAKE(w->gate, n * F);
             TAKE(w->up, n * F), TAKE(w->att, n * nh * ctx);
         }
-        TAKE(w->ms.scale, n * (cmax / SD_QK + 1)), TAKE(w->ms.q, n * cmax);
+        TAKE(w->ms.scale, n * (cmax / SD_QK + 1)), TAKE(w->ms.q, n * cmax), TAKE(w->ms.sums, n * (cmax / SD_QK + 1));
         TAKE(w->ms.kd, n * (cmax / SD_QK_K + 1)), TAKE(w->ms.kq, n * cmax), TAKE(w->ms.kbs, n * (cmax / 16 + 1));
         TAKE(w->ms.rows, (size_t)threads * sd_dot_rows_ws(cmax));
 #undef TAKE

@@ -14,8 +14,8 @@
  *   qwen2  biases on Q, K, V; RoPE on the halves (x[i], x[i + hd/2]) (llama.cpp's NEOX)
  *   qwen3  RMSNorm of each head of Q and K (attn_q_norm, attn_k_norm) before RoPE, NEOX
  *          RoPE, a head size of its own (n_head hd need not be dim)
- * Weights are F32, F16, BF16, Q8_0 or
- * Q4_0 (src/model/tensor.h), read in place from the memory-mapped GGUF file.
+ * Weights are F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K
+ * (src/model/tensor.h), read in place from the memory-mapped GGUF file.
  *
  * One forward pass serves everything: a prompt, one generated token, a whole draft
  * tree (a mask says which new token sees which; positions by depth, src/mask.h), and
@@ -109,7 +109,7 @@ int sd_llama_has_extras(const sd_llama *m, const char **what);
  * freq_factors): what the CPU's pass and the CUDA kernels rotate by. */
 void sd_llama_rope_freqs(const sd_llama *m, float *freq);
 /* A copy of m with its matrices (embedding, attention, MLP, output) stored as type t
- * (F32, F16, BF16, Q8_0, Q4_0 quantized as ggml does; Q4_K, Q5_K, Q6_K by tensor.h's
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 quantized as ggml does; Q4_K, Q5_K, Q6_K by tensor.h's
  * quantizers); the norm weights, biases and
  * RoPE factors stay F32.
  * The copy owns its weights. SD_EINVAL if a row length is not a multiple of t's block. */

@@ -17,10 +17,12 @@
  * the pool's loops (pool.h), 2^15 and 2^18 measured the same within the noise. */
 enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
 
-/* 1: Q8_0/Q4_0 weights, against Q8 blocks; 2: K-quants, against Q8_K blocks; 0: floats. */
+/* 1: weights in blocks of 32, against Q8 blocks (5 for Q4_1/Q5_1: with the blocks'
+ * sums); 2: K-quants, against Q8_K blocks; 0: floats. */
 static int mm_quantized(const sd_tensor *w)
 {
-    return w->type == SD_T_Q8_0 || w->type == SD_T_Q4_0 ? 1 : sd_ttype_is_k(w->type) ? 2 : 0;
+    const int a = sd_ttype_act(w->type);
+    return a == 1 ? 5 : a == 2 ? 1 : sd_ttype_is_k(w->type) ? 2 : 0;
 }
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -33,9 +35,10 @@ static float silu(float x) { return x / (1.0f + expf(-x)); }
  * - Float weights, any n: sd_dot_rows_tokens, every token's outputs those of the
  *   single-token dot product, bit for bit: a token's logits do not depend on the
  *   batch or the tree it is verified in.
- * - Q8_0 and Q4_0 weights multiply x rounded to Q8 blocks (once for the group), in
- *   integers, as llama.cpp does, for every n: the same bits alone or in a tree. Q4_K,
- *   Q5_K and Q6_K weights do the same against x rounded to Q8_K blocks of 256.
+ * - Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 weights multiply x rounded to Q8 blocks (once for
+ *   the group), in integers, as llama.cpp does, for every n: the same bits alone or in
+ *   a tree. Q4_K, Q5_K and Q6_K weights do the same against x rounded to Q8_K blocks
+ *   of 256.
  * - The trainer's passes (s->gemm: long sequences, F32 weights): gemm.h's register
  *   tiles, reproducible but not summed in sd_dot_row's lanes. Inference never comes
  *   here: its logits stay those of one-token passes, bit for bit. */
@@ -46,7 +49,7 @@ typedef struct {
     const mm_out *o;
     const int *gemm;
     const mm_swiglu *h;    /* made in the gate and up products' tasks (mm_gate_up_task) */
-    int quant;             /* the activations' forms the group needs: bit 1 Q8, bit 2 Q8_K */
+    int quant;             /* the activations' forms the group needs: bit 1 Q8, bit 2 Q8_K, bit 4 Q8's sums */
 } mm_job;
 
 /* Elements of h a task: 4096 left h of a pass over 4 tokens (4 x 704) to one thread. */
@@ -65,7 +68,9 @@ static void mm_quant_task(void *ctx, size_t t, int thread)
     const mm_job *j = ctx;
     const float *x = j->x + t * j->cols;
     (void)thread;
-    if (j->quant & 1) sd_quantize_act(x, j->cols, j->s->scale + t * (j->cols / SD_QK), j->s->q + t * j->cols);
+    if (j->quant & 1)
+        sd_quantize_act(x, j->cols, j->s->scale + t * (j->cols / SD_QK), j->s->q + t * j->cols,
+                        j->quant & 4 ? j->s->sums + t * (j->cols / SD_QK) : NULL);
     if (j->quant & 2)
         sd_quantize_act_k(x, j->cols, j->s->kd + t * (j->cols / SD_QK_K), j->s->kq + t * j->cols,
                           j->s->kbs + t * (j->cols / 16));
@@ -87,7 +92,7 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
     if (mm_quantized(w) == 2)
         sd_dot_rows_act_k_tokens(w->type, wr, nr, j->s->kd, j->s->kq, j->s->kbs, j->cols, j->n, o[i].y + r0, rows);
     else if (mm_quantized(w))
-        sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->cols, j->n, o[i].y + r0, rows);
+        sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->s->sums, j->cols, j->n, o[i].y + r0, rows);
     else
         (j->s->stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(
             w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows, j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));
@@ -117,7 +122,7 @@ void sd_llama_mm_group(const float *x, size_t n, size_t cols, mm_scratch *s, siz
             sd_gemm_f32(n, o[i].rows, cols, x, cols, 1, o[i].w->data, 1, cols, o[i].y, o[i].rows, 0);
             continue;
         }
-        quant |= mm_quantized(o[i].w);   /* 1 or 2: the bits of mm_job.quant */
+        quant |= mm_quantized(o[i].w);   /* the bits of mm_job.quant */
         chunks += (o[i].rows + MATMUL_CHUNK - 1) / MATMUL_CHUNK;
         work += o[i].rows * cols * n;
     }

@@ -11,11 +11,12 @@
 #include "llama.h"
 
 /* Work space of the matrix products, carved from the cache's scratch: activations as
- * Q8 blocks (for Q8_0/Q4_0 weights) and as Q8_K blocks (for K-quants), and one row's
- * worth of floats per thread. */
+ * Q8 blocks (for weights in blocks of 32; with their sums for Q4_1/Q5_1) and as Q8_K
+ * blocks (for K-quants), and one row's worth of floats per thread. */
 typedef struct {
     float *scale;  /* [n][cols / 32] */
     int8_t *q;     /* [n][cols] */
+    float *sums;   /* [n][cols / 32] */
     float *kd;     /* [n][cols / 256] */
     int8_t *kq;    /* [n][cols] */
     int16_t *kbs;  /* [n][cols / 16] */

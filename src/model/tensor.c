@@ -1,7 +1,7 @@
 /* tensor: element types and the row kernels (half conversions: src/half.h).
  * Reading order: the type table and sizes, dequantization of a block, the dot product (the decoder's hot loop),
  * softmax's exponential, quantization. The products of a block of rows with a batch of tokens are in
- * tensor_tiles.c (float rows) and tensor_act.c (Q8_0/Q4_0 against Q8 activations); what the three
+ * tensor_tiles.c (float rows) and tensor_act.c (blocks of 32 against Q8 activations); what the three
  * files share, in tensor_impl.h.
  *
  * The dot product is written for GCC's auto-vectoriser at plain -O2 (SSE2, no
@@ -37,11 +37,20 @@ static const char *const ggml_names[] = {
 
 int sd_ttype_supported(uint32_t t)
 {
-    return t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16 || t == SD_T_Q8_0 || t == SD_T_Q4_0 ||
-           sd_ttype_is_k((sd_ttype)t);
+    return t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16 || sd_ttype_act((sd_ttype)t) || sd_ttype_is_k((sd_ttype)t);
 }
 
 int sd_ttype_is_k(sd_ttype t) { return t == SD_T_Q4_K || t == SD_T_Q5_K || t == SD_T_Q6_K; }
+
+sd_ttype sd_ttype_fallback(sd_ttype t)
+{
+    return t == SD_T_Q4_K ? SD_T_Q5_0 : t == SD_T_Q5_K ? SD_T_Q5_1 : t == SD_T_Q6_K ? SD_T_Q8_0 : t;
+}
+
+int sd_ttype_act(sd_ttype t)
+{
+    return t == SD_T_Q4_1 || t == SD_T_Q5_1 ? 1 : t == SD_T_Q8_0 || t == SD_T_Q4_0 || t == SD_T_Q5_0 ? 2 : 0;
+}
 
 const char *sd_ttype_name(uint32_t t)
 {
@@ -62,7 +71,7 @@ size_t sd_ttype_block(sd_ttype t)
 {
     switch (t) {
     case SD_T_F32: case SD_T_F16: case SD_T_BF16: return 1;
-    case SD_T_Q8_0: case SD_T_Q4_0: return SD_QK;
+    case SD_T_Q8_0: case SD_T_Q4_0: case SD_T_Q4_1: case SD_T_Q5_0: case SD_T_Q5_1: return SD_QK;
     case SD_T_Q4_K: case SD_T_Q5_K: case SD_T_Q6_K: return SD_QK_K;
     }
     return 0;
@@ -75,6 +84,9 @@ size_t sd_ttype_block_bytes(sd_ttype t)
     case SD_T_F16: case SD_T_BF16: return 2;
     case SD_T_Q8_0: return Q8_0_BYTES;
     case SD_T_Q4_0: return Q4_0_BYTES;
+    case SD_T_Q4_1: return Q4_1_BYTES;
+    case SD_T_Q5_0: return Q5_0_BYTES;
+    case SD_T_Q5_1: return Q5_1_BYTES;
     case SD_T_Q4_K: return Q4_K_BYTES;
     case SD_T_Q5_K: return Q5_K_BYTES;
     case SD_T_Q6_K: return Q6_K_BYTES;
@@ -95,7 +107,7 @@ int sd_tensor_bytes(sd_ttype t, const uint64_t *dims, uint32_t ndim, const char 
 {
     if (!sd_ttype_supported(t))
         return sd_error(SD_EINVAL, "%s: tensor type %s is not supported (F32, F16, BF16, Q8_0, "
-                        "Q4_0, Q4_K, Q5_K, Q6_K are)", what, sd_ttype_name(t));
+                        "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K are)", what, sd_ttype_name(t));
     if (ndim > SD_TENSOR_MAX_DIMS)
         return sd_error(SD_EINVAL, "%s: %u dimensions, at most %d are supported", what,
                         (unsigned)ndim, SD_TENSOR_MAX_DIMS);
@@ -140,6 +152,14 @@ static inline void dequant_q4_0(const unsigned char *restrict b, float *restrict
     }
 }
 
+/* Q4_1, Q5_0, Q5_1: x = d q (+ m), as ggml's dequantize_row_*. */
+static inline void dequant_q32(sd_ttype t, const unsigned char *restrict b, float *restrict dst)
+{
+    const float d = block_scale(b), m = t == SD_T_Q5_0 ? 0.0f : block_min(b);
+    for (int j = 0; j < SD_QK; j++)
+        dst[j] = t == SD_T_Q5_0 ? d * (float)block_int(t, b, j) : (float)block_int(t, b, j) * d + m;
+}
+
 /* Elements [i, i + n) of a row (i and n multiples of the block) into dst. Called with
  * n == CHUNK in the dot product, where the constant trip counts let loops vectorise. */
 static inline void dequant_span(sd_ttype t, const void *restrict row, size_t i, size_t n,
@@ -171,6 +191,11 @@ static inline void dequant_span(sd_ttype t, const void *restrict row, size_t i, 
         for (size_t k = 0; k < n / SD_QK; k++)
             dequant_q4_0(b + (i / SD_QK + k) * Q4_0_BYTES, dst + k * SD_QK);
         return;
+    case SD_T_Q4_1: case SD_T_Q5_0: case SD_T_Q5_1: {
+        const size_t bytes = sd_ttype_block_bytes(t);
+        for (size_t k = 0; k < n / SD_QK; k++) dequant_q32(t, b + (i / SD_QK + k) * bytes, dst + k * SD_QK);
+        return;
+    }
     case SD_T_Q4_K: case SD_T_Q5_K: case SD_T_Q6_K: { /* i and n: multiples of 64 */
         const size_t bytes = sd_ttype_block_bytes(t);
         for (size_t k = i / 64; k < (i + n) / 64; k++)
@@ -195,6 +220,9 @@ DEQUANT_ROW(dequant_row_f16, SD_T_F16)
 DEQUANT_ROW(dequant_row_bf16, SD_T_BF16)
 DEQUANT_ROW(dequant_row_q8_0, SD_T_Q8_0)
 DEQUANT_ROW(dequant_row_q4_0, SD_T_Q4_0)
+DEQUANT_ROW(dequant_row_q4_1, SD_T_Q4_1)
+DEQUANT_ROW(dequant_row_q5_0, SD_T_Q5_0)
+DEQUANT_ROW(dequant_row_q5_1, SD_T_Q5_1)
 DEQUANT_ROW(dequant_row_q4_k, SD_T_Q4_K)
 DEQUANT_ROW(dequant_row_q5_k, SD_T_Q5_K)
 DEQUANT_ROW(dequant_row_q6_k, SD_T_Q6_K)
@@ -207,6 +235,9 @@ void sd_dequant_row(sd_ttype t, const void *row, float *dst, size_t n)
     case SD_T_BF16: dequant_row_bf16(row, dst, n); return;
     case SD_T_Q8_0: dequant_row_q8_0(row, dst, n); return;
     case SD_T_Q4_0: dequant_row_q4_0(row, dst, n); return;
+    case SD_T_Q4_1: dequant_row_q4_1(row, dst, n); return;
+    case SD_T_Q5_0: dequant_row_q5_0(row, dst, n); return;
+    case SD_T_Q5_1: dequant_row_q5_1(row, dst, n); return;
     case SD_T_Q4_K: dequant_row_q4_k(row, dst, n); return;
     case SD_T_Q5_K: dequant_row_q5_k(row, dst, n); return;
     case SD_T_Q6_K: dequant_row_q6_k(row, dst, n); return;
@@ -404,6 +435,9 @@ DOT_STAGED(dot_f16, SD_T_F16)
 DOT_STAGED(dot_bf16, SD_T_BF16)
 DOT_STAGED(dot_q8_0, SD_T_Q8_0)
 DOT_STAGED(dot_q4_0, SD_T_Q4_0)
+DOT_STAGED(dot_q4_1, SD_T_Q4_1)
+DOT_STAGED(dot_q5_0, SD_T_Q5_0)
+DOT_STAGED(dot_q5_1, SD_T_Q5_1)
 DOT_STAGED(dot_q4_k, SD_T_Q4_K)
 DOT_STAGED(dot_q5_k, SD_T_Q5_K)
 DOT_STAGED(dot_q6_k, SD_T_Q6_K)
@@ -416,6 +450,9 @@ float sd_dot_row(sd_ttype t, const void *row, const float *x, size_t n)
     case SD_T_BF16: return dot_bf16(row, x, n);
     case SD_T_Q8_0: return dot_q8_0(row, x, n);
     case SD_T_Q4_0: return dot_q4_0(row, x, n);
+    case SD_T_Q4_1: return dot_q4_1(row, x, n);
+    case SD_T_Q5_0: return dot_q5_0(row, x, n);
+    case SD_T_Q5_1: return dot_q5_1(row, x, n);
     case SD_T_Q4_K: return dot_q4_k(row, x, n);
     case SD_T_Q5_K: return dot_q5_k(row, x, n);
     case SD_T_Q6_K: return dot_q6_k(row, x, n);
@@ -506,6 +543,50 @@ static void quantize_q4_0(const float *src, unsigned char *b)
     }
 }
 
+/* The nibbles and fifth bits of a block of 32 integers (0 .. 15 or 0 .. 31) into b's
+ * qs (and qh when qh is not NULL). */
+static void put_ints(const int *v, unsigned char *qs, unsigned char *qh)
+{
+    uint32_t h = 0;
+    for (int j = 0; j < SD_QK / 2; j++) {
+        qs[j] = (unsigned char)((v[j] & 15) | (v[j + SD_QK / 2] & 15) << 4);
+        h |= (uint32_t)(v[j] >> 4 & 1) << j | (uint32_t)(v[j + SD_QK / 2] >> 4 & 1) << (j + SD_QK / 2);
+    }
+    if (qh)
+        for (int k = 0; k < 4; k++) qh[k] = (unsigned char)(h >> 8 * k);
+}
+
+/* v / step + add truncated toward zero, as ggml's (int8_t) cast, kept in [0, top]
+ * (NaN -> 0). */
+static int trunc_q(float v, int top) { return v >= (float)top ? top : v >= 0 ? (int)v : 0; }
+
+/* Q5_0: as Q4_0 with 32 levels, d = m / -16, q = trunc(x / d + 16.5) capped at 31. */
+static void quantize_q5_0(const float *src, unsigned char *b)
+{
+    float amax = 0, max = 0;
+    for (int j = 0; j < SD_QK; j++)
+        if (amax < fabsf(src[j])) amax = fabsf(src[j]), max = src[j];
+    const float d = max / -16, id = d != 0 ? 1 / d : 0;
+    int v[SD_QK];
+    put_scale(b, d);
+    for (int j = 0; j < SD_QK; j++) v[j] = trunc_q(src[j] * id + 16.5f, 31);
+    put_ints(v, b + 6, b + 2);
+}
+
+/* Q4_1 and Q5_1 (levels 15 or 31): m = min x, d = (max x - m) / levels, q = trunc((x -
+ * m) / d + 0.5). */
+static void quantize_q_1(const float *src, unsigned char *b, int levels)
+{
+    float min = INFINITY, max = -INFINITY;
+    for (int j = 0; j < SD_QK; j++) min = src[j] < min ? src[j] : min, max = src[j] > max ? src[j] : max;
+    const float d = (max - min) / (float)levels, id = d != 0 ? 1 / d : 0;
+    int v[SD_QK];
+    put_scale(b, d);
+    put_scale(b + 2, min);
+    for (int j = 0; j < SD_QK; j++) v[j] = trunc_q((src[j] - min) * id + 0.5f, levels);
+    put_ints(v, b + (levels == 15 ? 4 : 8), levels == 15 ? NULL : b + 4);
+}
+
 void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n)
 {
     unsigned char *b = dst;
@@ -522,6 +603,15 @@ void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n)
         return;
     case SD_T_Q4_0:
         for (size_t k = 0; k < n / SD_QK; k++) quantize_q4_0(src + k * SD_QK, b + k * Q4_0_BYTES);
+        return;
+    case SD_T_Q5_0:
+        for (size_t k = 0; k < n / SD_QK; k++) quantize_q5_0(src + k * SD_QK, b + k * Q5_0_BYTES);
+        return;
+    case SD_T_Q4_1:
+        for (size_t k = 0; k < n / SD_QK; k++) quantize_q_1(src + k * SD_QK, b + k * Q4_1_BYTES, 15);
+        return;
+    case SD_T_Q5_1:
+        for (size_t k = 0; k < n / SD_QK; k++) quantize_q_1(src + k * SD_QK, b + k * Q5_1_BYTES, 31);
         return;
     case SD_T_Q4_K: case SD_T_Q5_K: case SD_T_Q6_K: sd_kq_quantize_row(t, src, b, n); return;
     }

@@ -14,6 +14,12 @@
  *   Q8_0: blocks of 32: f16 scale d, 32 int8 q; x = d q.
  *   Q4_0: blocks of 32: f16 scale d, 16 bytes; element j < 16 is the low nibble of
  *         byte j, element j + 16 its high nibble; x = d (nibble - 8).
+ *   Q4_1: f16 d, f16 min m, the nibbles as Q4_0's; x = d nibble + m.
+ *   Q5_0: f16 d, 4 bytes qh, the nibbles; element j's fifth bit (16) is bit j of qh
+ *         (little-endian); x = d (q - 16).
+ *   Q5_1: f16 d, f16 m, qh, the nibbles; x = d q + m.
+ * (llama.cpp writes Q5_0 and Q5_1 for the matrices of a Q4_K_M and a Q5_K_M file whose
+ * rows are not whole K-quant super-blocks, as Qwen2.5-0.5B's 896-wide ones.)
  * K-quants (super-blocks of 256, SD_QK_K; a row's length a multiple of 256):
  *   Q4_K: f16 d, f16 dmin, 12 bytes of eight 6-bit scales s and mins m, 128 bytes of
  *         nibbles; sub-block j (32 elements) x = d s_j q - dmin m_j, q the low nibbles
@@ -34,6 +40,9 @@ typedef enum {
     SD_T_F32 = 0,
     SD_T_F16 = 1,
     SD_T_Q4_0 = 2,
+    SD_T_Q4_1 = 3,
+    SD_T_Q5_0 = 6,
+    SD_T_Q5_1 = 7,
     SD_T_Q8_0 = 8,
     SD_T_Q4_K = 12,
     SD_T_Q5_K = 13,
@@ -42,7 +51,7 @@ typedef enum {
 } sd_ttype;
 
 #define SD_TENSOR_MAX_DIMS 4
-#define SD_QK 32 /* elements per Q8_0 / Q4_0 block */
+#define SD_QK 32 /* elements per Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 block */
 #define SD_QK_K 256 /* elements per K-quant super-block (and Q8_K activation block) */
 
 typedef struct {
@@ -56,7 +65,7 @@ typedef struct {
 
 /* 1 if t (a raw GGUF type id) is one specdec reads. */
 int sd_ttype_supported(uint32_t t);
-/* "F32", "F16", "Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16"; ggml's name for another
+/* "F32", "F16", "Q4_0", "Q5_1", "Q4_K", "BF16", ...; ggml's name for another
  * type ggml knows ("Q3_K"), "type N" for an unknown id (static buffer per thread). */
 const char *sd_ttype_name(uint32_t t);
 /* The supported type whose name (sd_ttype_name's) is s, in any case ("q4_k", "F16"):
@@ -67,6 +76,9 @@ size_t sd_ttype_block(sd_ttype t);
 size_t sd_ttype_block_bytes(sd_ttype t);
 /* 1 for Q4_K, Q5_K and Q6_K (their products take sd_quantize_act_k's activations). */
 int sd_ttype_is_k(sd_ttype t);
+/* What llama.cpp stores a matrix of type t as when its rows are not whole blocks of t:
+ * Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (blocks of 32); t itself for the others. */
+sd_ttype sd_ttype_fallback(sd_ttype t);
 /* Bytes of a row of n elements; 0 if unsupported or n is not a multiple of the block. */
 size_t sd_ttype_row_bytes(sd_ttype t, uint64_t n);
 /* Bytes of a whole tensor (product of dims), with overflow and block checks:
@@ -111,25 +123,33 @@ void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const fl
  * trainer's losses): with AVX-512 a polynomial sixteen at a time, within 1e-7
  * relative of e^x, the same formula for every element; else expf. */
 void sd_exp_shifted(const float *x, size_t n, float shift, float scale, float *out);
-/* Activations for the integer kernels (llama.cpp's arithmetic for Q8_0 and Q4_0
- * weights): per block of 32, q = x * 127 / max|x| rounded to the nearest integer
- * (ties to even) and scale[b] = max|x| / 127 rounded to f16. n a multiple of 32;
- * scale has n / 32 entries, q n. */
-void sd_quantize_act(const float *x, size_t n, float *scale, int8_t *q);
-/* sum_b wscale_b scale[b] sum_j wq[j] q[j] over the blocks of a Q8_0 or Q4_0 row (NaN
- * for another type): the weights' stored integers times the activations'. */
-float sd_dot_row_act(sd_ttype t, const void *row, const float *scale, const int8_t *q, size_t n);
-/* The same for ntok tokens at once (token k's blocks at scale + k n / 32 and q + k n),
- * y[k ystride] = its dot product: each weight block is read once for several tokens,
- * and every result equals sd_dot_row_act's bit for bit. */
-void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, const int8_t *q,
+/* Activations for the integer kernels of the blocks of 32 (llama.cpp's arithmetic:
+ * its Q8_0 blocks for Q8_0, Q4_0 and Q5_0 weights, Q8_1 for Q4_1 and Q5_1): per block,
+ * q = x * 127 / max|x| rounded to the nearest integer (ties to even), scale[b] =
+ * max|x| / 127 rounded to f16, and when sums is not NULL sums[b] = (max|x| / 127) x
+ * (the block's sum of q), rounded to f16 (Q8_1's s: what a weight block's min m
+ * multiplies). n a multiple of 32; scale and sums have n / 32 entries, q n. */
+void sd_quantize_act(const float *x, size_t n, float *scale, int8_t *q, float *sums);
+/* 1 for the types whose products take sd_quantize_act's sums (Q4_1, Q5_1), 2 for the
+ * other types those products run against Q8 blocks (Q8_0, Q4_0, Q5_0), 0 otherwise. */
+int sd_ttype_act(sd_ttype t);
+/* sum_b wscale_b scale[b] sum_j wq[j] q[j] over the blocks of a row of a type
+ * sd_ttype_act accepts (NaN for another): the weights' stored integers times the
+ * activations', plus sum_b m_b sums[b] for the types with a min (sums may be NULL for
+ * the others). */
+float sd_dot_row_act(sd_ttype t, const void *row, const float *scale, const int8_t *q, const float *sums,
+                     size_t n);
+/* The same for ntok tokens at once (token k's blocks at scale + k n / 32, q + k n and
+ * sums + k n / 32), y[k ystride] = its dot product: each weight block is read once for
+ * several tokens, and every result equals sd_dot_row_act's bit for bit. */
+void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, const int8_t *q, const float *sums,
                            size_t n, size_t ntok, float *y, size_t ystride);
 /* y[k ys + r] = sd_dot_row_act(t, row r of w, token k's blocks) bit for bit, for the
- * nrows rows of w (consecutive Q8_0 or Q4_0 rows of n elements) and ntok tokens (NaN
- * for another type): the quantized matrix product (register tiles of rows x token
+ * nrows rows of w (consecutive rows of n elements) and ntok tokens (NaN for a type
+ * sd_ttype_act refuses): the quantized matrix product (register tiles of rows x token
  * pairs with AVX-512 VNNI). */
 void sd_dot_rows_act_tokens(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
-                            size_t n, size_t ntok, float *y, size_t ys);
+                            const float *sums, size_t n, size_t ntok, float *y, size_t ys);
 /* Activations for the K-quant kernels (llama.cpp's Q8_K): per block of 256, with m the
  * element of largest magnitude (the first one), q = x * -127 / m rounded to the nearest
  * integer (ties to even, at most 127), d[b] = 1 / (-127 / m) kept as a float, and
@@ -145,7 +165,8 @@ float sd_dot_row_act_k(sd_ttype t, const void *row, const float *d, const int8_t
  * bsums + k n / 16): each weight block is unpacked once for up to eight tokens. */
 void sd_dot_rows_act_k_tokens(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
                               const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys);
-/* Quantizes n floats into a row of type t (F32, F16, Q8_0, Q4_0, BF16 as ggml does;
+/* Quantizes n floats into a row of type t (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
+ * as ggml's reference code does;
  * Q4_K and Q5_K by a least-squares fit of each sub-block's step and min, Q6_K by max/31;
  * no importance matrix, as ggml's is optional). */
 void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n);

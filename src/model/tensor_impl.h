@@ -30,6 +30,9 @@ enum {
     CHUNK = 64,             /* elements dequantized at a time (a multiple of NACC and SD_QK) */
     Q8_0_BYTES = 2 + SD_QK, /* f16 scale, 32 int8 */
     Q4_0_BYTES = 2 + SD_QK / 2, /* f16 scale, 16 bytes of nibbles */
+    Q4_1_BYTES = 4 + SD_QK / 2, /* f16 scale, f16 min, nibbles */
+    Q5_0_BYTES = 6 + SD_QK / 2, /* f16 scale, 4 bytes of fifth bits, nibbles */
+    Q5_1_BYTES = 8 + SD_QK / 2, /* f16 scale, f16 min, fifth bits, nibbles */
     Q4_K_BYTES = 4 + 12 + SD_QK_K / 2,              /* d, dmin, scales, nibbles */
     Q5_K_BYTES = 4 + 12 + SD_QK_K / 8 + SD_QK_K / 2, /* d, dmin, scales, qh, nibbles */
     Q6_K_BYTES = SD_QK_K / 2 + SD_QK_K / 4 + SD_QK_K / 16 + 2 /* ql, qh, scales, d */
@@ -49,6 +52,32 @@ static inline float block_scale(const unsigned char *b)
 #else
     return sd_half_to_float((uint16_t)(b[0] | b[1] << 8));
 #endif
+}
+
+/* The f16 min of a Q4_1 or Q5_1 block (after its scale). */
+static inline float block_min(const unsigned char *b) { return block_scale(b + 2); }
+
+/* Where a block of 32 keeps its nibbles (Q4_0, Q4_1, Q5_0, Q5_1) and fifth bits (Q5_0,
+ * Q5_1), its size, and the offset its integers are stored with (x = d (q - offset),
+ * or d q + m for the types with a min). */
+static inline size_t block_qs(sd_ttype t) { return t == SD_T_Q4_0 ? 2 : t == SD_T_Q4_1 ? 4 : t == SD_T_Q5_0 ? 6 : 8; }
+static inline size_t block_qh(sd_ttype t) { return t == SD_T_Q5_0 ? 2 : 4; }
+static inline size_t block32_bytes(sd_ttype t)
+{
+    return t == SD_T_Q8_0 ? Q8_0_BYTES : t == SD_T_Q4_0 ? Q4_0_BYTES : t == SD_T_Q4_1 ? Q4_1_BYTES
+         : t == SD_T_Q5_0 ? Q5_0_BYTES : Q5_1_BYTES;
+}
+static inline int block_offset(sd_ttype t) { return t == SD_T_Q4_0 ? 8 : t == SD_T_Q5_0 ? 16 : 0; }
+static inline int block_has_min(sd_ttype t) { return t == SD_T_Q4_1 || t == SD_T_Q5_1; }
+
+/* Element j of a block of 32 (Q4_0, Q4_1, Q5_0, Q5_1) as its stored integer: the
+ * nibble, with the fifth bit for Q5_0/Q5_1, less block_offset. */
+static inline int block_int(sd_ttype t, const unsigned char *b, int j)
+{
+    const unsigned char *qs = b + block_qs(t);
+    int v = j < SD_QK / 2 ? qs[j] & 15 : qs[j - SD_QK / 2] >> 4;
+    if (t == SD_T_Q5_0 || t == SD_T_Q5_1) v |= (b[block_qh(t) + (size_t)j / 8] >> (j % 8) & 1) << 4;
+    return v - block_offset(t);
 }
 
 #if defined(__AVX512F__)

@@ -2,7 +2,8 @@
  *
  * The only header outside src/model/cuda/ that code includes; it names no CUDA type.
  * The weights are uploaded once, as stored (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
- * Q6_K; the norms, biases and head norms as F32); a KV cache lives on the device with
+ * Q6_K; the norms, biases and head norms as F32; a Q4_1, Q5_0 or Q5_1 matrix, which
+ * the CPU decoder runs, is refused by name); a KV cache lives on the device with
  * sd_kv's semantics (append, truncate, keep a tree's accepted path). A forward pass
  * mirrors sd_llama_forward's arithmetic for every architecture it reads (llama, Llama
  * 3's RoPE factors, qwen2, qwen3; F32 activations and accumulation; Q8_0 and Q4_0

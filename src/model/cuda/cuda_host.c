@@ -38,9 +38,14 @@ size_t sd_cuda_plan(const sd_llama *m, sd_cuda_slot *slots, int *rc)
     *rc = SD_OK;
     for (size_t i = 0; i < k; i++) {
         const sd_tensor *t = slots[i].src;
-        if (!slots[i].f32 && !sd_ttype_block(t->type)) {
-            *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s, not F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K",
-                           t->name ? t->name : "a tensor", sd_ttype_name(t->type));
+        /* the CPU decoder also runs Q4_1, Q5_0 and Q5_1; the kernels here do not */
+        const sd_ttype ty = t->type;
+        if (!slots[i].f32 && ty != SD_T_F32 && ty != SD_T_F16 && ty != SD_T_BF16 && ty != SD_T_Q8_0 &&
+            ty != SD_T_Q4_0 && !sd_ttype_is_k(ty)) {
+            *rc = sd_error(SD_EUNSUP, "CUDA upload: %s is %s, not F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K "
+                           "(the CPU decoder runs %s: --device cpu)",
+                           t->name ? t->name : "a tensor", sd_ttype_name(ty),
+                           sd_ttype_supported(ty) ? "it" : "none of those either");
             return 0;
         }
         size_t elems = 1;
