@@ -27,9 +27,10 @@ static const char *const help =
     "\n"
     "  --model IN     the GGUF model to read\n"
     "  --out OUT      the file to write\n"
-    "  --type T       f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k\n"
+    "  --type T       f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k\n"
     "  --fallback F   the type of matrices whose rows are not whole blocks of T (one of\n"
-    "                 the same; default q8_0, whose blocks are 32 elements)\n"
+    "                 the same; default llama.cpp's: q5_0 for q4_k, q5_1 for q5_k, else\n"
+    "                 q8_0, all of blocks of 32 elements)\n"
     "\n"
     "Example: the large target is stored as Q4_K and run as F16 (its pass then reads\n"
     "16-bit weights from memory; data/models/large-f16.sh does the second step):\n"
@@ -43,7 +44,7 @@ int cmd_convert(int argc, char **argv)
 {
     const char *cmd = "convert", *in = NULL, *out = NULL;
     sd_convert_opts o = {SD_T_F16, SD_T_Q8_0};
-    int have_type = 0;
+    int have_type = 0, have_fallback = 0;
     enum { O_MODEL = OPT_FIRST_FREE, O_OUT, O_TYPE, O_FALLBACK };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL}, {"out", required_argument, 0, O_OUT},
@@ -58,9 +59,9 @@ int cmd_convert(int argc, char **argv)
         case O_TYPE:
         case O_FALLBACK:
             if (sd_ttype_parse(optarg, opt == O_TYPE ? &o.type : &o.fallback))
-                return cli_usage(cmd, "%s '%s': not one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k",
-                                 opt == O_TYPE ? "--type" : "--fallback", optarg);
-            have_type |= opt == O_TYPE;
+                return cli_usage(cmd, "%s '%s': not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
+                                 "q5_k, q6_k", opt == O_TYPE ? "--type" : "--fallback", optarg);
+            have_type |= opt == O_TYPE, have_fallback |= opt == O_FALLBACK;
             break;
         case OPT_HELP: fputs(help, stdout); return CLI_OK;
         default: return cli_bad_option(cmd, argv, opts, "");
@@ -69,7 +70,9 @@ int cmd_convert(int argc, char **argv)
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (!in) return cli_usage(cmd, "--model IN.gguf is required");
     if (!out) return cli_usage(cmd, "--out OUT.gguf is required");
-    if (!have_type) return cli_usage(cmd, "--type T is required (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k)");
+    if (!have_type)
+        return cli_usage(cmd, "--type T is required (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)");
+    if (!have_fallback) o.fallback = sd_ttype_is_k(o.type) ? sd_ttype_fallback(o.type) : SD_T_Q8_0;
     if (!strcmp(in, out)) return cli_usage(cmd, "--out must differ from --model (the input is read while written)");
     sd_convert_stats st;
     double t0 = sd_seconds();

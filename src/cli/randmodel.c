@@ -30,10 +30,12 @@ static const char *const help =
     "                 or qwen3 (per-head Q/K RMSNorm, NEOX RoPE, base 1e6, eps 1e-6)\n"
     "  --vocab V      copy the tokenizer.* keys of the GGUF V (e.g. llama.cpp's\n"
     "                 models/ggml-vocab-qwen2.gguf); its token count is the vocabulary\n"
-    "  --type T       f32, f16, bf16, q8_0, q4_0, q6_k, or the mixes q4_k_m and q5_k_m\n"
-    "                 (Q4_K or Q5_K, with Q6_K for the output and for attn_v and ffn_down\n"
-    "                 in llama.cpp's layers of more bits) for the matrices (default f16;\n"
-    "                 norms are always f32; K types need rows of multiples of 256)\n"
+    "  --type T       f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q6_k, or the mixes\n"
+    "                 q4_k_m and q5_k_m (Q4_K or Q5_K, with Q6_K for the output and for\n"
+    "                 attn_v and ffn_down in llama.cpp's layers of more bits) for the\n"
+    "                 matrices (default f16; norms are always f32). As llama.cpp does, a\n"
+    "                 K-type matrix whose rows are not multiples of 256 (dim 896) is\n"
+    "                 stored as Q5_0 (for Q4_K), Q5_1 (Q5_K) or Q8_0 (Q6_K)\n"
     "  --shape S      1b (default: dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 32000)\n"
     "                 or DIM,LAYERS,HEADS,KV_HEADS,FFN,VOCAB[,HEAD_DIM] (vocab >= 260;\n"
     "                 HEAD_DIM other than DIM/HEADS: qwen3 only)\n"
@@ -84,7 +86,7 @@ int cmd_random_model(int argc, char **argv)
         case O_OUT: out = optarg; break;
         case O_TYPE:
             if (parse_type(optarg, &type)) {
-                fprintf(stderr, "specdec %s: --type '%s': not one of f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k\n", cmd, optarg);
+                fprintf(stderr, "specdec %s: --type '%s': not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k\n", cmd, optarg);
                 return CLI_USAGE;
             }
             break;
@@ -141,8 +143,15 @@ int cmd_random_model(int argc, char **argv)
     char vs[300];
     if (vocab) snprintf(vs, sizeof vs, "vocab of %s", vocab);
     else snprintf(vs, sizeof vs, "vocab %u", c.n_vocab);
+    /* a K mix names the fallback its rows of other widths took (llama.cpp's) */
+    char ts[64];
+    const int mix = type == SD_T_Q4_K || type == SD_T_Q5_K, k = sd_ttype_is_k(type);
+    const int odd = k && (c.dim % SD_QK_K || (size_t)c.n_head * c.head_dim % SD_QK_K || c.ffn_dim % SD_QK_K);
+    snprintf(ts, sizeof ts, "%s%s%s%s%s%s", sd_ttype_name(type), mix ? "_M" : "", odd ? "; rows not of 256: " : "",
+             odd ? sd_ttype_name(sd_ttype_fallback(type)) : "", odd && mix ? " and " : "",
+             odd && mix ? sd_ttype_name(SD_T_Q8_0) : "");
     fprintf(stderr, "specdec %s: wrote %s (%s, dim %u, %u layers, %u/%u heads of %u, ffn %u, %s, %s) in %.1f s\n",
-            cmd, out, an[arch], c.dim, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.ffn_dim, vs,
-            sd_ttype_name(type), sd_seconds() - t0);
+            cmd, out, an[arch], c.dim, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.ffn_dim, vs, ts,
+            sd_seconds() - t0);
     return CLI_OK;
 }

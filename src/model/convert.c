@@ -14,6 +14,9 @@ static uint32_t file_type(sd_ttype t)
     case SD_T_F32: return 0;
     case SD_T_F16: return 1;
     case SD_T_Q4_0: return 2;
+    case SD_T_Q4_1: return 3;
+    case SD_T_Q5_0: return 8;
+    case SD_T_Q5_1: return 9;
     case SD_T_Q8_0: return 7;
     case SD_T_Q4_K: return 14;   /* Q4_K_S: every matrix Q4_K */
     case SD_T_Q5_K: return 16;   /* Q5_K_S */

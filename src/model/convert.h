@@ -1,9 +1,10 @@
 /* convert: a GGUF model rewritten with its matrices in another weight type, every key
  * (tokenizer, architecture, hyper-parameters) and every 1-D tensor (norms, biases, RoPE
  * factors) copied as they are. Each matrix row is expanded to floats (sd_dequant_row)
- * and stored again (sd_quantize_row): F32, F16, BF16, Q8_0, Q4_0 as ggml rounds them,
- * Q4_K, Q5_K, Q6_K by tensor.h's quantizers. A matrix whose rows are not whole blocks
- * of the type (K types: 256) takes the fallback type instead, as llama.cpp's mixes do.
+ * and stored again (sd_quantize_row): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 as
+ * ggml rounds them, Q4_K, Q5_K, Q6_K by tensor.h's quantizers. A matrix whose rows are
+ * not whole blocks of the type (K types: 256) takes the fallback type instead, as
+ * llama.cpp's mixes do.
  * Expanding is exact (a Q4_K model written as F32 holds its dequantized values); F16
  * and BF16 round each value once.
  *

@@ -64,13 +64,14 @@ int sd_randmodel_build(const sd_llama_config *c, sd_ttype t, gsl_rng *r, sd_llam
  * every third between. */
 static int more_bits(uint32_t l, uint32_t n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
 
-/* The type of a matrix: t, or for Q4_K and Q5_K (written as llama.cpp's Q4_K_M and
- * Q5_K_M) Q6_K for the output and for attn_v and ffn_down (`more`) in more_bits
- * layers. */
-static sd_ttype mat_type(sd_ttype t, int more, uint32_t l, uint32_t n)
+/* The type of a matrix of `cols` columns: t, or for Q4_K and Q5_K (written as
+ * llama.cpp's Q4_K_M and Q5_K_M) Q6_K for the output and for attn_v and ffn_down
+ * (`more`) in more_bits layers; then, as llama.cpp does, the fallback of blocks of 32
+ * (sd_ttype_fallback) when the rows are not whole blocks of that (Qwen2.5-0.5B's 896). */
+static sd_ttype mat_type(sd_ttype t, int more, uint32_t l, uint32_t n, size_t cols)
 {
-    if ((t == SD_T_Q4_K || t == SD_T_Q5_K) && more && (l == UINT32_MAX || more_bits(l, n))) return SD_T_Q6_K;
-    return t;
+    if ((t == SD_T_Q4_K || t == SD_T_Q5_K) && more && (l == UINT32_MAX || more_bits(l, n))) t = SD_T_Q6_K;
+    return cols % sd_ttype_block(t) ? sd_ttype_fallback(t) : t;
 }
 
 int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_ttype t, gsl_rng *r,
@@ -88,18 +89,20 @@ int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
     size_t d = c->dim, q = (size_t)c->n_head * c->head_dim, kv = (size_t)c->n_head_kv * c->head_dim;
     size_t F = c->ffn_dim, cols[3] = {d, q, F};
     for (int i = 0; i < 3; i++)
-        if (!sd_ttype_row_bytes(t, cols[i]))
-            return sd_error(SD_EINVAL, "random model: rows of %zu are not whole %s blocks", cols[i],
-                            sd_ttype_name(t));
+        if (!sd_ttype_row_bytes(mat_type(t, 0, 0, 1, cols[i]), cols[i]))
+            return sd_error(SD_EINVAL, "random model: rows of %zu are not whole %s blocks%s%s", cols[i],
+                            sd_ttype_name(t), sd_ttype_fallback(t) != t ? " nor " : "",
+                            sd_ttype_fallback(t) != t ? sd_ttype_name(sd_ttype_fallback(t)) : "");
     size_t need = 0;
 #define ROOM(tt, cc, rr) (need += (sd_ttype_row_bytes((tt), (cc)) * (rr) + 63) / 64 * 64)
     const uint32_t NL = c->n_layer, OUT = UINT32_MAX;
-    ROOM(t, d, c->n_vocab), ROOM(mat_type(t, 1, OUT, NL), d, c->n_vocab), ROOM(SD_T_F32, d, 1);
+    sd_ttype td = mat_type(t, 0, 0, NL, d), tq = mat_type(t, 0, 0, NL, q);
+    ROOM(td, d, c->n_vocab), ROOM(mat_type(t, 1, OUT, NL, d), d, c->n_vocab), ROOM(SD_T_F32, d, 1);
     ROOM(SD_T_F32, c->head_dim, 1);
-    if (c->n_mask) ROOM(t, d, c->n_mask);
+    if (c->n_mask) ROOM(td, d, c->n_mask);
     for (uint32_t l = 0; l < c->n_layer; l++) {
-        ROOM(SD_T_F32, d, 1), ROOM(t, d, q), ROOM(t, d, kv), ROOM(mat_type(t, 1, l, NL), d, kv), ROOM(t, q, d);
-        ROOM(SD_T_F32, d, 1), ROOM(t, d, F), ROOM(t, d, F), ROOM(mat_type(t, 1, l, NL), F, d);
+        ROOM(SD_T_F32, d, 1), ROOM(td, d, q), ROOM(td, d, kv), ROOM(mat_type(t, 1, l, NL, d), d, kv), ROOM(tq, q, d);
+        ROOM(SD_T_F32, d, 1), ROOM(td, d, F), ROOM(td, d, F), ROOM(mat_type(t, 1, l, NL, F), F, d);
         ROOM(SD_T_F32, q, 1), ROOM(SD_T_F32, kv, 1), ROOM(SD_T_F32, kv, 1);
         ROOM(SD_T_F32, c->head_dim, 1), ROOM(SD_T_F32, c->head_dim, 1);
     }
@@ -111,18 +114,18 @@ int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
     float *row = sd_xmalloc((d > F ? (d > q ? d : q) : (F > q ? F : q)) * sizeof *row);
     /* embeddings of unit scale per element; matrices of variance 1 / cols (uniform in
      * +-sqrt(3 / cols)); norms 1 +- 0.1 */
-    fill(&m->tok_embd, "token_embd.weight", t, d, c->n_vocab, 1.0, 0, r, &at, row);
+    fill(&m->tok_embd, "token_embd.weight", td, d, c->n_vocab, 1.0, 0, r, &at, row);
     for (uint32_t l = 0; l < c->n_layer; l++) {
         sd_llama_layer *L = &m->layer[l];
         fill(&L->attn_norm, "attn_norm", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
-        fill(&L->wq, "attn_q", t, d, q, sqrt(3.0 / d), 0, r, &at, row);
-        fill(&L->wk, "attn_k", t, d, kv, sqrt(3.0 / d), 0, r, &at, row);
-        fill(&L->wv, "attn_v", mat_type(t, 1, l, NL), d, kv, sqrt(3.0 / d), 0, r, &at, row);
-        fill(&L->wo, "attn_output", t, q, d, sqrt(3.0 / q), 0, r, &at, row);
+        fill(&L->wq, "attn_q", td, d, q, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->wk, "attn_k", td, d, kv, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->wv, "attn_v", mat_type(t, 1, l, NL, d), d, kv, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->wo, "attn_output", tq, q, d, sqrt(3.0 / q), 0, r, &at, row);
         fill(&L->ffn_norm, "ffn_norm", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
-        fill(&L->w_gate, "ffn_gate", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
-        fill(&L->w_up, "ffn_up", t, d, F, sqrt(3.0 / d), 0, r, &at, row);
-        fill(&L->w_down, "ffn_down", mat_type(t, 1, l, NL), F, d, sqrt(3.0 / F), 0, r, &at, row);
+        fill(&L->w_gate, "ffn_gate", td, d, F, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->w_up, "ffn_up", td, d, F, sqrt(3.0 / d), 0, r, &at, row);
+        fill(&L->w_down, "ffn_down", mat_type(t, 1, l, NL, F), F, d, sqrt(3.0 / F), 0, r, &at, row);
         if (a == SD_RANDMODEL_QWEN2) {
             fill(&L->bq, "attn_q.bias", SD_T_F32, q, 1, 0.5, 0, r, &at, row);
             fill(&L->bk, "attn_k.bias", SD_T_F32, kv, 1, 0.5, 0, r, &at, row);
@@ -141,9 +144,9 @@ int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
         at += (v.nbytes + 63) / 64 * 64;
     }
     fill(&m->out_norm, "output_norm.weight", SD_T_F32, d, 1, 0.1, 1, r, &at, row);
-    fill(&m->output, "output.weight", mat_type(t, 1, OUT, NL), d, c->n_vocab, sqrt(3.0 / d), 0, r, &at, row);
+    fill(&m->output, "output.weight", mat_type(t, 1, OUT, NL, d), d, c->n_vocab, sqrt(3.0 / d), 0, r, &at, row);
     if (c->n_mask) {
-        fill(&m->mask_embd, SD_LLAMA_MASK_TENSOR, t, d, c->n_mask, 1.0, 0, r, &at, row);
+        fill(&m->mask_embd, SD_LLAMA_MASK_TENSOR, td, d, c->n_mask, 1.0, 0, r, &at, row);
         m->mask_embd.ndim = 2;
     }
     free(row);

@@ -7,10 +7,11 @@
  * context 8192; rope base 500000), each with its own tokenizer copied from a GGUF
  * (llama.cpp's models/ggml-vocab-*.gguf) when one is given.
  *
- * The matrices are stored as one type (F32, F16, BF16, Q8_0, Q4_0, Q6_K), the norms as
- * F32; Q4_K and Q5_K are llama.cpp's Q4_K_M and Q5_K_M mixes (Q6_K for the output, and
- * for attn_v and ffn_down in the first and last eighth of the layers and every third
- * between), quantized by tensor.h's quantizers;
+ * The matrices are stored as one type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q6_K), the norms as F32; Q4_K and Q5_K are llama.cpp's Q4_K_M and Q5_K_M mixes (Q6_K
+ * for the output, and for attn_v and ffn_down in the first and last eighth of the layers
+ * and every third between), quantized by tensor.h's quantizers; a K-type matrix whose
+ * rows are not whole super-blocks takes sd_ttype_fallback's type, as in llama.cpp;
  * weights are uniform with the variance 1/cols of a trained model's scale (so the
  * activations neither vanish nor blow up over the layers), norms near 1. The file
  * carries a minimal llama (SentencePiece-style) tokenizer: <unk> <s> </s>, the 256

@@ -5,6 +5,9 @@
 # prompt (64 tokens), generation (64 tokens) and M_T(n), one pass of n tokens after a
 # 64-token context, for n = 1..16 (llama-bench: pp n at depth 64, which computes the last
 # token's logits only; specdec's figure is the same).
+# KQUANT_SHAPE=0.5b: a Qwen2.5-0.5B-shaped one instead (dim 896, 24 layers, 14/2 heads of
+# 64, ffn 4864: 0.5 GB), whose rows of 896 llama.cpp and specdec store as Q5_0 (Q8_0
+# where the mix asks for Q6_K): the types of 32 beside the K-quants.
 # The file is written once (about 3 minutes) to KQUANT_DIR (default /tmp), not the
 # repository. Every figure is the best of several runs; on a shared machine they move
 # from run to run: read the load average printed at the top, and compare the two
@@ -14,7 +17,13 @@
 set -eu
 BUILD=${1:-build}
 DIR=${KQUANT_DIR:-/tmp}
-MODEL=${2:-$DIR/specdec-qwen2.5-1.5b-shape-q4_k_m.gguf}
+SHAPE_NAME=${KQUANT_SHAPE:-1.5b}
+case $SHAPE_NAME in
+1.5b) SHAPE=1536,28,12,2,8960,0 ;;
+0.5b) SHAPE=896,24,14,2,4864,0 ;;
+*) echo "kquant.sh: KQUANT_SHAPE=$SHAPE_NAME: not 1.5b or 0.5b" >&2; exit 2 ;;
+esac
+MODEL=${2:-$DIR/specdec-qwen2.5-$SHAPE_NAME-shape-q4_k_m.gguf}
 B=$BUILD/tests/bench/bench_model
 SD=$BUILD/specdec
 VOC=.cache/llama.cpp/models/ggml-vocab-qwen2.gguf
@@ -25,7 +34,7 @@ for d in "${LLAMA_BUILD:-}" .cache/llama.cpp-build out/llama.cpp-build; do
 done
 if [ ! -f "$MODEL" ]; then
     [ -f "$VOC" ] || { echo "kquant.sh: no $VOC (tests/fetch-llama-cpp.sh)" >&2; exit 1; }
-    "$SD" random-model --arch qwen2 --vocab "$VOC" --shape 1536,28,12,2,8960,0 --type q4_k_m --ctx 4096 \
+    "$SD" random-model --arch qwen2 --vocab "$VOC" --shape $SHAPE --type q4_k_m --ctx 4096 \
         --out "$MODEL" || exit 1
 fi
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, $MODEL"
@@ -53,9 +62,9 @@ export LD_LIBRARY_PATH="$LB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     tee "$DIR/kquant-llama.txt"
 # side by side: M_T(n) (the last token's logits) in ms, llama.cpp / specdec (>1: specdec faster)
 echo "## side by side (ratio: llama.cpp's time / specdec's; > 1 means specdec is faster)"
-sd_mt=$(sed -n "s/^# Q4_K M_T(n), ms, n = 1..16 (the last token's logits)://p" "$DIR/kquant-sd.txt")
+sd_mt=$(sed -n "s/^# [A-Z0-9_]* M_T(n), ms, n = 1..16 (the last token's logits)://p" "$DIR/kquant-sd.txt")
 lc_mt=$(awk '/@d/ { print $(NF - 1) }' "$DIR/kquant-llama.txt" | paste -sd' ' -)
 echo "$sd_mt" "|" "$lc_mt" | awk '{ for (i = 1; i <= 16; i++) printf "M_T(%2d)  specdec %8.3f ms  llama.cpp %8.3f ms  ratio %.2f\n", i, $i, $(i + 17), $(i + 17) / $i }'
-set -- $(awk '$1 == "Q4_K" { print $4, $5 }' "$DIR/kquant-sd.txt")
+set -- $(awk '$1 ~ /^Q[0-9]_/ && NF >= 5 { print $4, $5; exit }' "$DIR/kquant-sd.txt")
 lp=$(awk '$1 == "pp64" { print $2 }' "$DIR/kquant-llama.txt"); lg=$(awk '$1 == "tg64" { print $2 }' "$DIR/kquant-llama.txt")
 awk -v sp="$1" -v sg="$2" -v lp="$lp" -v lg="$lg" 'BEGIN { printf "prompt 64  specdec %8.1f t/s  llama.cpp %8.1f t/s  ratio %.2f\ngeneration specdec %8.1f t/s  llama.cpp %8.1f t/s  ratio %.2f\n", sp, lp, sp / lp, sg, lg, sg / lg }'

@@ -58,7 +58,9 @@ expect 0 "== PASS at p >= 1e-06" -- "$SPECDEC" certify --decoder "$S --scheme sp
 KS=256,2,4,2,512,300
 "$SPECDEC" random-model --out "$T/qk-t.gguf" --arch qwen2 --shape $KS --type q6_k --ctx 64 2>/dev/null || bad "random-model q6_k"
 "$SPECDEC" random-model --out "$T/qk-d.gguf" --arch qwen2 --shape $KS --type q4_k_m --ctx 64 2>/dev/null || bad "random-model q4_k_m"
-expect 1 "rows of 64 are not whole Q4_K blocks" -- "$SPECDEC" random-model --out "$T/x.gguf" --shape $SHAPE --type q4_k_m
+expect 0 "Q4_K_M; rows not of 256: Q5_0 and Q8_0" -- "$SPECDEC" random-model --out "$T/x.gguf" --shape $SHAPE --type q4_k_m
+expect 1 "rows of 48 are not whole Q4_K blocks nor Q5_0" -- "$SPECDEC" random-model --out "$T/x.gguf" \
+    --shape 48,2,4,2,128,300 --type q4_k_m
 expect 0 "" -- "$SPECDEC" decode --target "$T/qk-t.gguf" --draft "$T/qk-d.gguf" --prompt "t1 t2 t3" \
     --max-tokens 12 --scheme all --check --quiet
 S="$SPECDEC decode --target $T/qk-t.gguf --draft $T/qk-d.gguf --prompt {prompt} --max-tokens 2 --seed {seed} --ids --threads 1 --quiet --temperature 0.3"
@@ -129,6 +131,23 @@ for a in qwen2 qwen3 llama3; do
         check_logits "$T/sdk-$a.gguf" 3e-2 "specdec-written $a $ty"
         [ $a = llama3 ] && [ $ty = q4_k_m ] && cp "$T/sdk-$a.gguf" "$T/sdk-greedy.gguf"
     done
+done
+# The types of blocks of 32 as gguf-py's own quantizers (numpy, ggml's reference
+# rounding) lay them out, so that a block layout is not specdec's alone; then
+# Qwen2.5-0.5B's case: Q4_K_M and Q5_K_M of rows that are not whole super-blocks (dim
+# 160 here, 896 there), which llama.cpp stores as Q5_0 / Q5_1 (Q8_0 for Q6_K's). Both
+# sides round the activations to Q8 blocks and sum in integers, the min terms of Q4_1 /
+# Q5_1 in block order: the same tolerance as Q8_0's (0 to 8.9e-8 measured).
+v=$VOC/ggml-vocab-qwen2.gguf
+for ty in q8_0 q4_0 q4_1 q5_0 q5_1; do
+    $MK --arch qwen2 --type $ty --vocab "$v" --rope-base 1e6 --eps 1e-6 --ctx 256 -o "$T/pyq.gguf" >/dev/null \
+        || bad "gguf-py qwen2 $ty"
+    check_logits "$T/pyq.gguf" 3e-2 "gguf-py-written qwen2 $ty"
+done
+for ty in q4_k_m q5_k_m; do
+    expect 0 "Q._K_M; rows not of 256: Q5_. and Q8_0" -- "$SPECDEC" random-model --arch qwen2 --vocab "$v" \
+        --type $ty --shape 160,2,5,1,512,0 --ctx 256 --out "$T/sd160.gguf"
+    check_logits "$T/sd160.gguf" 3e-2 "specdec-written qwen2 $ty, rows of 160"
 done
 # greedy text: 20 prompts on the llama3 file and on specdec's llama3 Q4_K_M file, the
 # first 5 on the qwen ones (each

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Command-line tests of specdec convert: F16 -> F32 -> F16 gives the shipped target's
 # file back byte for byte (the expansion is exact, the keys and 1-D tensors copied in
-# order); Q4_K with the Q8_0 fallback where rows are not whole blocks of 256, its
+# order); Q4_K with llama.cpp's Q5_0 fallback where rows are not whole blocks of 256
+# (or the Q8_0 one asked for), its
 # expansion to F16 drafting for the original with sd acceptance near 1 (replayed
 # logits: exact); a model written by random-model converted and loaded; bad input
 # named, usage errors exit 2, nothing left at OUT on failure.
@@ -17,10 +18,15 @@ expect 0 "43 matrices as F32 (0 of them as the fallback" -- "$SPECDEC" convert -
 expect 0 "tensor data 21.9 MB -> 11.0 MB" -- "$SPECDEC" convert --model "$T/f32.gguf" --out "$T/f16.gguf" --type f16
 cmp -s "$T/f16.gguf" $M && ok || bad "F16 -> F32 -> F16 is not the shipped target byte for byte"
 
-# Q4_K: ffn_down's rows (704) are not whole blocks of 256: Q8_0 (6 layers)
-expect 0 "43 matrices as Q4_K (6 of them as the fallback Q8_0)" -- "$SPECDEC" convert --model $M --out "$T/q4k.gguf" --type q4_k
+# Q4_K: ffn_down's rows (704) are not whole blocks of 256: Q5_0 as llama.cpp stores
+# them (6 layers), or Q8_0 when asked
+expect 0 "43 matrices as Q4_K (6 of them as the fallback Q5_0)" -- "$SPECDEC" convert --model $M --out "$T/q4k5.gguf" --type q4_k
+expect 0 "" -- "$SPECDEC" generate --model "$T/q4k5.gguf" --prompt "Call me Ishmael." --max-tokens 8 --threads 1
+expect 0 "43 matrices as Q4_K (6 of them as the fallback Q8_0)" -- "$SPECDEC" convert --model $M --out "$T/q4k.gguf" \
+    --type q4_k --fallback q8_0
 size=$(wc -c < "$T/q4k.gguf")
 [ "$size" -lt 4500000 ] && [ "$size" -gt 3000000 ] && ok || bad "q4k.gguf is $size bytes, want about 3.8 MB"
+[ "$(wc -c < "$T/q4k5.gguf")" -lt "$size" ] && ok || bad "the Q5_0 fallback's file is not smaller than the Q8_0 one's"
 expect 0 "" -- "$SPECDEC" convert --model "$T/q4k.gguf" --out "$T/q4k-f16.gguf" --type f16
 expect 0 "" -- "$SPECDEC" generate --model "$T/q4k.gguf" --prompt "Call me Ishmael." --max-tokens 8 --threads 1
 # the expansion of the rounded model drafts for the original: sd acceptance = 1 - TV
@@ -28,9 +34,11 @@ expect 0 "" -- "$SPECDEC" generate --model "$T/q4k.gguf" --prompt "Call me Ishma
 acc=$("$SPECDEC" replay --draft-log "$T/log.draft.npy" --target-log "$T/log.target.npy" --scheme sd -k 1 2>/dev/null |
       awk '$1 == "sd" { print $2; exit }')
 awk -v a="$acc" 'BEGIN { exit !(a > 0.9 && a < 0.999) }' && ok || bad "Q4_K expanded vs the original: sd acceptance '$acc', want 0.9 to 0.999"
-# Q4_0 and Q8_0 hold every matrix (blocks of 32)
-expect 0 "43 matrices as Q8_0 (0 of them" -- "$SPECDEC" convert --model $M --out "$T/q8.gguf" --type q8_0
-expect 0 "" -- "$SPECDEC" generate --model "$T/q8.gguf" --prompt "Call me" --max-tokens 4 --threads 1
+# the types of blocks of 32 hold every matrix
+for ty in q8_0 q4_1 q5_0 q5_1; do
+    expect 0 "43 matrices as $(echo $ty | tr a-z A-Z) (0 of them" -- "$SPECDEC" convert --model $M --out "$T/q8.gguf" --type $ty
+    expect 0 "" -- "$SPECDEC" generate --model "$T/q8.gguf" --prompt "Call me" --max-tokens 4 --threads 1
+done
 # a random model of another architecture: converted and loaded
 "$SPECDEC" random-model --out "$T/r.gguf" --arch qwen2 --shape 256,1,4,2,512,300 --type f32 > /dev/null 2>&1 || bad "random-model"
 expect 0 "as Q6_K (0 of them" -- "$SPECDEC" convert --model "$T/r.gguf" --out "$T/r6.gguf" --type q6_k

@@ -28,7 +28,7 @@ converter does from Llama 3.1's rope_scaling: factor 8, low/high frequency
 factors 1 and 4, original context 8192).
 
 usage: make_random_model.py [-o OUT.gguf] [--arch llama|llama3|qwen2|qwen3]
-         [--type f32|f16|q8_0|q4_0] [--dim 64] [--layers 2] [--heads 4]
+         [--type f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1] [--dim 64] [--layers 2] [--heads 4]
          [--kv-heads 2] [--head-dim N] [--ffn 128] [--ctx 2048] [--rope-base B]
          [--eps E] [--vocab VOCAB.gguf] [--seed 1234] [--tied]
 """
@@ -58,6 +58,9 @@ FILE_TYPES = {  # --type: (ggml type of the 2-D weights, general.file_type)
     "f16": (gguf.GGMLQuantizationType.F16, gguf.LlamaFileType.MOSTLY_F16),
     "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
     "q4_0": (gguf.GGMLQuantizationType.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0),
+    "q4_1": (gguf.GGMLQuantizationType.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1),
+    "q5_0": (gguf.GGMLQuantizationType.Q5_0, gguf.LlamaFileType.MOSTLY_Q5_0),
+    "q5_1": (gguf.GGMLQuantizationType.Q5_1, gguf.LlamaFileType.MOSTLY_Q5_1),
 }
 
 
@@ -85,8 +88,8 @@ def parse_args():
         ap.error("--dim must be a multiple of --heads, and --heads of --kv-heads")
     if (a.head_dim or a.dim // a.heads) % 2:
         ap.error("head size (dim / heads) must be even for RoPE")
-    if a.type in ("q8_0", "q4_0") and (a.dim % 32 or a.ffn % 32):
-        ap.error("--type q8_0/q4_0 needs --dim and --ffn multiples of 32 (the block size)")
+    if a.type not in ("f32", "f16") and (a.dim % 32 or a.ffn % 32):
+        ap.error("--type q8_0/q4_0/q4_1/q5_0/q5_1 needs --dim and --ffn multiples of 32 (the block size)")
     return a
 
 
