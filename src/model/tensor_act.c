@@ -254,13 +254,15 @@ static void dots_act(sd_ttype t, const unsigned char *row, const float *scale, c
  * 4 tokens on: its activations' loads serve one row, not four). */
 enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16, ACT_PF = 4 };
 
-/* A tile of R rows (ACT_R or 1) x P token pairs (ACT_P or 1) of type T from tokens t0
- * on: a macro, so that T, R and P are constants from the start. Nothing in it may call
- * out of the file (a call in the tile made GCC keep its sums in memory). */
+/* A tile of R rows (ACT_R or 1) x P token pairs (1 to ACT_P) of type T from tokens t0
+ * on; odd: the last pair is its first token twice (computed, not stored), so that an
+ * odd count of tokens takes one pass over the rows' blocks, not a second one for the
+ * last token. A macro, so that T, R and P are constants from the start. Nothing in it
+ * may call out of the file (a call in the tile made GCC keep its sums in memory). */
 #define ACT_TILE(T, R, P, name)                                                                              \
     static void name(const unsigned char *restrict row, size_t rbytes, const unsigned char *pf,              \
                      const float *restrict scale, const int8_t *restrict q, const float *sums, size_t n,     \
-                     size_t t0, float *restrict y, size_t ys)                                                \
+                     size_t t0, int odd, float *restrict y, size_t ys)                                       \
     {                                                                                                        \
         const size_t nb = n / SD_QK, bytes = block32_bytes(T);                                               \
         const __m512i bias = _mm512_set1_epi8((char)0x80);                                                   \
@@ -274,7 +276,7 @@ enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16, ACT_PF = 4 };
             __m512i x2[P];                                                                                   \
             __m512 xs[P];                                                                                    \
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                            \
-                const size_t ta = t0 + 2 * (size_t)p, tb = ta + 1;                                          \
+                const size_t ta = t0 + 2 * (size_t)p, tb = p == P - 1 && odd ? ta : ta + 1;                 \
                 x2[p] = _mm512_xor_si512(_mm512_inserti64x4(                                                 \
                     _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + ta * n + b * SD_QK))),   \
                     _mm256_loadu_si256((const __m256i *)(q + tb * n + b * SD_QK)), 1), bias);                \
@@ -300,30 +302,34 @@ enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16, ACT_PF = 4 };
                 const unsigned char *wr = row + (size_t)r * rbytes;                                          \
                 y[ta * ys + (size_t)r] =                                                                     \
                     with_mins(T, hsum(_mm512_castps512_ps256(acc[r][p])), wr, tok_sums(sums, ta * nb), nb);   \
-                y[(ta + 1) * ys + (size_t)r] =                                                               \
-                    with_mins(T, hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1))), \
-                              wr, tok_sums(sums, (ta + 1) * nb), nb);                                        \
+                if (p < P - 1 || !odd)                                                                       \
+                    y[(ta + 1) * ys + (size_t)r] = with_mins(                                                \
+                        T, hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1))), wr,  \
+                        tok_sums(sums, (ta + 1) * nb), nb);                                                  \
             }                                                                                                \
     }
 
 typedef void act_tile_fn(const unsigned char *restrict, size_t, const unsigned char *, const float *restrict,
-                         const int8_t *restrict, const float *, size_t, size_t, float *restrict, size_t);
+                         const int8_t *restrict, const float *, size_t, size_t, int, float *restrict, size_t);
 
-/* The four tiles of each type: ACT_R x ACT_P, ACT_R x 1, 1 x ACT_P, 1 x 1. */
-#define ACT_TILES(T)                              \
-    ACT_TILE(T, ACT_R, ACT_P, act_tile_rp_##T)    \
-    ACT_TILE(T, ACT_R, 1, act_tile_r1_##T)        \
-    ACT_TILE(T, 1, ACT_P, act_tile_1p_##T)        \
-    ACT_TILE(T, 1, 1, act_tile_11_##T)
+/* The eight tiles of each type: ACT_R or 1 rows x 1 to ACT_P pairs. */
+#define ACT_TILES(T)                                                                                  \
+    ACT_TILE(T, ACT_R, 1, act_tile_r1_##T) ACT_TILE(T, ACT_R, 2, act_tile_r2_##T)                     \
+    ACT_TILE(T, ACT_R, 3, act_tile_r3_##T) ACT_TILE(T, ACT_R, 4, act_tile_r4_##T)                     \
+    ACT_TILE(T, 1, 1, act_tile_11_##T) ACT_TILE(T, 1, 2, act_tile_12_##T) ACT_TILE(T, 1, 3, act_tile_13_##T) \
+    ACT_TILE(T, 1, 4, act_tile_14_##T)
 ACT_TYPES(ACT_TILES)
+_Static_assert(ACT_P == 4, "act_tile_for names the tiles of 1 to 4 pairs");
 
-static act_tile_fn *act_tile_for(sd_ttype type, int k)
+/* The tile of R (ACT_R or 1) rows x P (1 to ACT_P) pairs of type. */
+static act_tile_fn *act_tile_for(sd_ttype type, size_t R, size_t P)
 {
     switch (type) {
-#define X(T)                                                                                     \
-    case T: {                                                                                    \
-        static act_tile_fn *const f[4] = {act_tile_rp_##T, act_tile_r1_##T, act_tile_1p_##T, act_tile_11_##T}; \
-        return f[k];                                                                             \
+#define X(T)                                                                                              \
+    case T: {                                                                                             \
+        static act_tile_fn *const f[2][ACT_P] = {{act_tile_r1_##T, act_tile_r2_##T, act_tile_r3_##T, act_tile_r4_##T}, \
+                                                 {act_tile_11_##T, act_tile_12_##T, act_tile_13_##T, act_tile_14_##T}}; \
+        return f[R == ACT_R ? 0 : 1][P - 1];                                                              \
     }
         ACT_TYPES(X)
 #undef X
@@ -331,20 +337,21 @@ static act_tile_fn *act_tile_for(sd_ttype type, int k)
     }
 }
 
-/* R (1 or ACT_R) rows from wr against tokens [t0, t1): pairs of pairs, a pair, then the
- * odd token by the one-token kernel. yr: the first row's outputs. */
+/* R (1 or ACT_R) rows from wr against tokens [t0, t1): tiles of ACT_P pairs, then one
+ * tile of the pairs left, its last pair doubled when they are odd. yr: the first row's
+ * outputs. (Before, the pairs left went one tile of a pair each and an odd last token
+ * through the one-token kernel, each unpacking every block again: bench_model
+ * --every-n, 2 threads, a random 82M-parameter Q8_0 model (random-model --shape
+ * 768,12,12,4,2048,4096), three interleaved runs, ms: M_T(4) 6.0-7.3 -> 5.2-5.6, M_T(5)
+ * 8.7-10.3 -> 6.1-6.7, M_T(7) 12.0-13.4 -> 7.3-9.1.) */
 static void act_span(sd_ttype type, const unsigned char *wr, size_t R, size_t rbytes, const unsigned char *pf,
                      const float *scale, const int8_t *q, const float *sums, size_t n, size_t t0, size_t t1,
                      float *yr, size_t ys)
 {
-    act_tile_fn *tp = act_tile_for(type, R == ACT_R ? 0 : 2), *t2 = act_tile_for(type, R == ACT_R ? 1 : 3);
-    const size_t nb = n / SD_QK;
     size_t t = t0;
-    for (; t + 2 * ACT_P <= t1; t += 2 * ACT_P, pf = NULL) tp(wr, rbytes, pf, scale, q, sums, n, t, yr, ys);
-    for (; t + 2 <= t1; t += 2, pf = NULL) t2(wr, rbytes, pf, scale, q, sums, n, t, yr, ys);
-    for (; t < t1; t++)
-        for (size_t j = 0; j < R; j++)
-            yr[t * ys + j] = dot_act(type, wr + j * rbytes, scale + t * nb, q + t * n, tok_sums(sums, t * nb), nb);
+    for (; t + 2 * ACT_P <= t1; t += 2 * ACT_P, pf = NULL)
+        act_tile_for(type, R, ACT_P)(wr, rbytes, pf, scale, q, sums, n, t, 0, yr, ys);
+    if (t < t1) act_tile_for(type, R, (t1 - t + 1) / 2)(wr, rbytes, pf, scale, q, sums, n, t, (int)((t1 - t) & 1), yr, ys);
 }
 
 static void rows_act512(sd_ttype type, const unsigned char *w, size_t nrows, const float *scale,
