@@ -171,8 +171,10 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
 /* The quantized product (rows of the five types of 32 against activations rounded to Q8
  * blocks, with their sums for Q4_1/Q5_1):
  * every token x row equals the one-token integer dot product bit for bit, every batch
- * from 1 to 20 tokens (tiles of 4 rows x 4 pairs, of a pair, an odd token alone) and
- * 37 (past a chunk of 16), 70 rows (a partial tile of 4), depths of 1 to 22 blocks. */
+ * from 1 to 20 tokens (tiles of 4 rows x 4 pairs, then one tile of the 1 to 3 pairs
+ * left, an odd last token doubled in it) and 37 (past a chunk of 16), 70 rows (a
+ * partial tile of 4), depths of 1 to 22 blocks; the types without a min the same with
+ * no sums at all. */
 static void test_gemm_dot_rows_act_tokens_bitwise(void **state)
 {
     (void)state;
@@ -201,6 +203,12 @@ static void test_gemm_dot_rows_act_tokens_bitwise(void **state)
                                      sd_ttype_name(t), C, nt, k, o, y[k * ys + o], one);
                     }
                     assert_true(y[k * ys + rows] == -7.0f && y[k * ys + rows + 1] == -7.0f);
+                }
+                if (sd_ttype_act(t) == 2) { /* no min: the same bits with no sums */
+                    float *y2 = malloc(nt * ys * sizeof *y2);
+                    sd_dot_rows_act_tokens(t, wq, rows, scale, q, NULL, C, nt, y2, ys);
+                    for (size_t k = 0; k < nt; k++) assert_memory_equal(y2 + k * ys, y + k * ys, rows * sizeof *y);
+                    free(y2);
                 }
                 free(w), free(x), free(y), free(scale), free(sums), free(q), free(wq);
             }

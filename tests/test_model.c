@@ -195,6 +195,9 @@ static void test_model_quantized(void **state)
     enum { NT = 7 };
     static const sd_ttype types[NT] = {SD_T_F16, SD_T_BF16, SD_T_Q8_0, SD_T_Q4_0, SD_T_Q4_1, SD_T_Q5_0, SD_T_Q5_1};
     static const double tol[NT] = {5e-3, 2e-2, 5e-2, 5e-1, 5e-1, 2.5e-1, 2.5e-1};
+    /* against the F32 expansion: the activations' rounding alone (measured 0.025 to
+     * 0.027 for Q8_0, Q4_0, Q4_1, Q5_1; 0.036 for Q5_0) */
+    static const double act_tol[NT] = {1e-5, 1e-5, 3e-2, 3e-2, 3e-2, 5e-2, 3e-2};
     double err[NT];
     size_t f32_bytes = sd_llama_weight_bytes(m);
     for (int i = 0; i < NT; i++) {
@@ -218,7 +221,7 @@ static void test_model_quantized(void **state)
         float exact[8 * 48], one[8 * 48];
         sd_kv_truncate(kv, 0);
         assert_int_equal(sd_llama_forward(back, kv, seq, 8, NULL, NULL, exact, NULL), SD_OK);
-        double act = i < 2 ? 1e-5 : 5e-2, worst_act = 0;
+        double act = act_tol[i], worst_act = 0;
         for (size_t t = 0; t < 8 * 48; t++) worst_act = fmax(worst_act, fabs(got[t] - exact[t]) / scale);
         print_message("%s: against its F32 expansion %g\n", sd_ttype_name(types[i]), worst_act);
         if (!(worst_act < act)) fail_msg("%s: against its F32 expansion %g (tolerance %g)", sd_ttype_name(types[i]), worst_act, act);

@@ -28,7 +28,7 @@
 /* ---- the type table */
 
 /* ggml's type names by id, so that a message about a file can say "Q4_K" rather than
- * "type 12"; ids ggml retired are NULL. Eight of them are supported here. */
+ * "type 12"; ids ggml retired are NULL. Eleven of them are supported here. */
 static const char *const ggml_names[] = {
     "F32", "F16", "Q4_0", "Q4_1", NULL, NULL, "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
     "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL",

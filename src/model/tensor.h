@@ -123,8 +123,10 @@ void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const fl
  * trainer's losses): with AVX-512 a polynomial sixteen at a time, within 1e-7
  * relative of e^x, the same formula for every element; else expf. */
 void sd_exp_shifted(const float *x, size_t n, float shift, float scale, float *out);
-/* Activations for the integer kernels of the blocks of 32 (llama.cpp's arithmetic:
- * its Q8_0 blocks for Q8_0, Q4_0 and Q5_0 weights, Q8_1 for Q4_1 and Q5_1): per block,
+/* Activations for the integer kernels of the blocks of 32, as llama.cpp rounds them (its
+ * Q8_0 blocks for Q8_0, Q4_0 and Q5_0 weights, Q8_1 for Q4_1 and Q5_1; the products
+ * below are its AVX2 kernels' bit for bit on builds with AVX2, while the plain C loops
+ * sum the same products in another order): per block,
  * q = x * 127 / max|x| rounded to the nearest integer (ties to even), scale[b] =
  * max|x| / 127 rounded to f16, and when sums is not NULL sums[b] = (max|x| / 127) x
  * (the block's sum of q), rounded to f16 (Q8_1's s: what a weight block's min m
