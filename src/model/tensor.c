@@ -49,7 +49,7 @@ sd_ttype sd_ttype_fallback(sd_ttype t)
 
 int sd_ttype_act(sd_ttype t)
 {
-    return t == SD_T_Q4_1 || t == SD_T_Q5_1 ? 1 : t == SD_T_Q8_0 || t == SD_T_Q4_0 || t == SD_T_Q5_0 ? 2 : 0;
+    return block_has_min(t) ? 1 : t == SD_T_Q8_0 || t == SD_T_Q4_0 || t == SD_T_Q5_0 ? 2 : 0;
 }
 
 const char *sd_ttype_name(uint32_t t)
@@ -524,25 +524,6 @@ static void quantize_q8_0(const float *src, unsigned char *b)
     }
 }
 
-/* Q4_0: d = m / -8 where m is the element of largest magnitude (so m itself maps to
- * nibble 0, i.e. -8), nibble = trunc(x / d + 8.5) capped at 15. */
-static void quantize_q4_0(const float *src, unsigned char *b)
-{
-    float amax = 0, max = 0;
-    for (int j = 0; j < SD_QK; j++)
-        if (amax < fabsf(src[j])) amax = fabsf(src[j]), max = src[j];
-    const float d = max / -8, id = d != 0 ? 1 / d : 0;
-    put_scale(b, d);
-    for (int j = 0; j < SD_QK / 2; j++) {
-        int q[2];
-        for (int h = 0; h < 2; h++) {
-            float v = src[j + h * SD_QK / 2] * id + 8.5f;
-            q[h] = v >= 15 ? 15 : v >= 0 ? (int)v : 0;   /* NaN -> 0 */
-        }
-        b[2 + j] = (unsigned char)(q[0] | q[1] << 4);
-    }
-}
-
 /* The nibbles and fifth bits of a block of 32 integers (0 .. 15 or 0 .. 31) into b's
  * qs (and qh when qh is not NULL). */
 static void put_ints(const int *v, unsigned char *qs, unsigned char *qh)
@@ -556,21 +537,22 @@ static void put_ints(const int *v, unsigned char *qs, unsigned char *qh)
         for (int k = 0; k < 4; k++) qh[k] = (unsigned char)(h >> 8 * k);
 }
 
-/* v / step + add truncated toward zero, as ggml's (int8_t) cast, kept in [0, top]
- * (NaN -> 0). */
+/* v truncated toward zero, as ggml's (int8_t) cast, kept in [0, top] (NaN -> 0). */
 static int trunc_q(float v, int top) { return v >= (float)top ? top : v >= 0 ? (int)v : 0; }
 
-/* Q5_0: as Q4_0 with 32 levels, d = m / -16, q = trunc(x / d + 16.5) capped at 31. */
-static void quantize_q5_0(const float *src, unsigned char *b)
+/* Q4_0 (half = 8) and Q5_0 (half = 16): d = m / -half where m is the element of
+ * largest magnitude (so m itself maps to 0, i.e. -half), q = trunc(x / d + half + 0.5)
+ * capped at 2 half - 1. */
+static void quantize_q_0(const float *src, unsigned char *b, int half)
 {
     float amax = 0, max = 0;
     for (int j = 0; j < SD_QK; j++)
         if (amax < fabsf(src[j])) amax = fabsf(src[j]), max = src[j];
-    const float d = max / -16, id = d != 0 ? 1 / d : 0;
+    const float d = max / (float)-half, id = d != 0 ? 1 / d : 0;
     int v[SD_QK];
     put_scale(b, d);
-    for (int j = 0; j < SD_QK; j++) v[j] = trunc_q(src[j] * id + 16.5f, 31);
-    put_ints(v, b + 6, b + 2);
+    for (int j = 0; j < SD_QK; j++) v[j] = trunc_q(src[j] * id + ((float)half + 0.5f), 2 * half - 1);
+    put_ints(v, b + (half == 8 ? 2 : 6), half == 8 ? NULL : b + 2);
 }
 
 /* Q4_1 and Q5_1 (levels 15 or 31): m = min x, d = (max x - m) / levels, q = trunc((x -
@@ -602,10 +584,10 @@ void sd_quantize_row(sd_ttype t, const float *src, void *dst, size_t n)
         for (size_t k = 0; k < n / SD_QK; k++) quantize_q8_0(src + k * SD_QK, b + k * Q8_0_BYTES);
         return;
     case SD_T_Q4_0:
-        for (size_t k = 0; k < n / SD_QK; k++) quantize_q4_0(src + k * SD_QK, b + k * Q4_0_BYTES);
+        for (size_t k = 0; k < n / SD_QK; k++) quantize_q_0(src + k * SD_QK, b + k * Q4_0_BYTES, 8);
         return;
     case SD_T_Q5_0:
-        for (size_t k = 0; k < n / SD_QK; k++) quantize_q5_0(src + k * SD_QK, b + k * Q5_0_BYTES);
+        for (size_t k = 0; k < n / SD_QK; k++) quantize_q_0(src + k * SD_QK, b + k * Q5_0_BYTES, 16);
         return;
     case SD_T_Q4_1:
         for (size_t k = 0; k < n / SD_QK; k++) quantize_q_1(src + k * SD_QK, b + k * Q4_1_BYTES, 15);
