@@ -72,7 +72,7 @@ static void run_counted(int threads, size_t n, long spin_ns, int *by_workers)
 static void test_pool_each_task_once(void **state)
 {
     (void)state;
-    static const size_t ns[] = {0, 1, 2, 3, 7, 64, 1000, 100000};
+    static const size_t ns[] = {0, 1, 2, 3, 7, 64, 1000, 100000, 600000}; /* the last: three loops of shares */
     static const int threads[] = {0, 1, 2, 3, 5};
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof threads / sizeof *threads; b++) {

@@ -21,8 +21,9 @@
 typedef void (*sd_pool_task)(void *ctx, size_t i, int thread);
 
 /* Runs task(ctx, i, .) for i = 0 .. n - 1 on up to `threads` threads, the caller
- * among them, handing the tasks out in order as threads come for them; returns when
- * all have run. With threads <= 1, from inside an OpenMP region or a task of a
+ * among them; returns when all have run. Thread t takes the t-th of `threads` equal
+ * runs of consecutive tasks, in order, then helps with the others' from their ends
+ * (a thread that is late or off its core holds up only the task it is in). With threads <= 1, from inside an OpenMP region or a task of a
  * loop, or while another caller's loop holds the pool, the caller runs every task
  * itself, in order. Tasks of one loop must not depend on each other. */
 void sd_pool_for(int threads, size_t n, sd_pool_task task, void *ctx);
