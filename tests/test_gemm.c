@@ -168,6 +168,57 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
     gsl_rng_free(r);
 }
 
+/* Rows two by two (sd_rows_pairs_pack, then sd_dot_rows_tokens_pairs): every token x
+ * row equals the single-token dot product of the rows as they were, bit for bit, F32
+ * and F16, 1 to 20 tokens (groups of up to 6) and 37 (past a chunk of tokens), 2 to
+ * 34 rows (a partial block of 16), 64 to 1408 columns; the product of a part of the
+ * rows from a pair's start; and which shapes allow it. */
+static void test_gemm_pairs_bitwise(void **state)
+{
+    (void)state;
+    assert_false(sd_rows_pairs_ok(SD_T_F16, 3, 64));
+    assert_false(sd_rows_pairs_ok(SD_T_F16, 4, 96));
+    assert_false(sd_rows_pairs_ok(SD_T_Q8_0, 4, 64));
+    assert_false(sd_rows_pairs_ok(SD_T_BF16, 4, 64));
+    if (!sd_rows_pairs_ok(SD_T_F32, 2, 64)) {
+        print_message("skipped: rows two by two need AVX-512, not in this build\n");
+        return;
+    }
+    gsl_rng *r = sd_test_rng(29);
+    static const size_t cols[] = {64, 128, 512, 1408}, rowss[] = {2, 18, 34};
+    static const size_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 37};
+    for (size_t c = 0; c < 4; c++)
+        for (size_t rr = 0; rr < 3; rr++)
+            for (int f16 = 0; f16 < 2; f16++) {
+                size_t C = cols[c], rows = rowss[rr], ys = rows + 2;
+                sd_ttype t = f16 ? SD_T_F16 : SD_T_F32;
+                size_t rb = sd_ttype_row_bytes(t, C);
+                assert_true(sd_rows_pairs_ok(t, rows, C));
+                float *w = gauss(r, rows * C), *x = gauss(r, 37 * C), *y = malloc(37 * ys * sizeof *y);
+                uint16_t *h = malloc(rows * C * sizeof *h);
+                char *pairs = malloc(rows * rb);
+                if (f16) sd_quantize_row(t, w, h, rows * C);
+                const char *wt = f16 ? (const char *)h : (const char *)w;
+                sd_rows_pairs_pack(t, wt, rows, C, pairs);
+                for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+                    size_t n = ns[k], skip = k % 2 && rows > 2 ? 2 : 0; /* from the second pair on */
+                    for (size_t i = 0; i < n * ys; i++) y[i] = -7.0f;
+                    sd_dot_rows_tokens_pairs(t, pairs + skip * rb, rows - skip, x, C, n, y, ys);
+                    for (size_t tk = 0; tk < n; tk++) {
+                        for (size_t o = 0; o < rows - skip; o++) {
+                            float one = sd_dot_row(t, wt + (o + skip) * rb, x + tk * C, C);
+                            if (memcmp(&one, &y[tk * ys + o], sizeof one))
+                                fail_msg("%s in pairs, cols %zu, rows %zu from %zu, %zu tokens: token %zu row %zu gives %.9g, "
+                                         "alone %.9g", sd_ttype_name(t), C, rows, skip, n, tk, o, y[tk * ys + o], one);
+                        }
+                        assert_true(y[tk * ys + rows - skip] == -7.0f);
+                    }
+                }
+                free(w), free(x), free(y), free(h), free(pairs);
+            }
+    gsl_rng_free(r);
+}
+
 /* The quantized product (rows of the five types of 32 against activations rounded to Q8
  * blocks, with their sums for Q4_1/Q5_1):
  * every token x row equals the one-token integer dot product bit for bit, every batch
@@ -249,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_gemm_linear_layer_forms),
         cmocka_unit_test(test_gemm_dot_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_rows_tokens_bitwise),
+        cmocka_unit_test(test_gemm_pairs_bitwise),
         cmocka_unit_test(test_gemm_dot_rows_act_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_short_rows_bitwise),
     };

@@ -651,6 +651,31 @@ static void test_model_long_batch_bitwise(void **state)
                 if (memcmp(one + t * V, got + t * V, V * sizeof *got))
                     fail_msg("dim %u, %s: token %zu of the batch differs from its one-token pass", m->cfg.dim,
                              sd_ttype_name(types[ty]), t);
+            /* the rows two by two (sd_llama_pair_rows; tiny's and wide's down products
+             * stay as they are: 96 and 736 columns): the same bits, in a batch and one
+             * token at a time */
+            if (types[ty] == SD_T_F32 || types[ty] == SD_T_F16) {
+                assert_int_equal(sd_llama_pair_rows(q, 1), 0); /* over its limit: no copy */
+                assert_null(q->layer[0].wq.pairs);
+                size_t paired = sd_llama_pair_rows(q, SIZE_MAX);
+                if (sd_rows_pairs_ok(SD_T_F32, 2, 64)) {
+                    assert_true(paired > 0);
+                    assert_non_null(q->layer[0].wq.pairs);
+                    assert_null(q->layer[0].w_down.pairs);
+                    assert_int_equal(sd_llama_pair_rows(q, SIZE_MAX), 0); /* once */
+                }
+                float *pair = malloc(N * V * sizeof *pair);
+                sd_kv_truncate(kv, 0);
+                assert_int_equal(sd_llama_forward(q, kv, seq, N, NULL, NULL, pair, NULL), SD_OK);
+                if (memcmp(pair, got, N * V * sizeof *got))
+                    fail_msg("dim %u, %s: the rows two by two change the batch's logits", m->cfg.dim, sd_ttype_name(types[ty]));
+                sd_kv_truncate(kv, 0);
+                for (size_t t = 0; t < N; t++)
+                    assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, pair + t * V, NULL), SD_OK);
+                if (memcmp(pair, got, N * V * sizeof *got))
+                    fail_msg("dim %u, %s: the rows two by two change a one-token pass", m->cfg.dim, sd_ttype_name(types[ty]));
+                free(pair);
+            }
             /* a subset of the rows (a prompt's last token, a tree's leaves): the same bits */
             static const size_t rows[] = {0, 5, 6, 20, N - 1};
             sd_kv_truncate(kv, 0);

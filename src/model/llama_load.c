@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "llama.h"
+#include "llama_mm.h"
 #include "sd_error.h"
 
 /* The key "{arch}.{name}" (llama.cpp's LLM_KV names: llama.block_count, qwen2.block_count). */
@@ -239,6 +241,10 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
         sd_llama_free(m);
         return rc;
     }
+    const char *pairs = getenv("SPECDEC_PAIRS");
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if ((!pairs || strcmp(pairs, "0") != 0) && pages > 0 && page > 0)
+        sd_llama_pair_rows(m, (size_t)pages / 4 * (size_t)page);
     *out = m;
     return SD_OK;
 }

@@ -26,7 +26,7 @@ static void fill(sd_tensor *dst, const char *name, sd_ttype t, size_t cols, size
         for (size_t j = 0; j < cols; j++) row[j] = (float)((norm ? 1.0 : 0.0) + a * (2 * gsl_rng_uniform(r) - 1));
         sd_quantize_row(t, row, *at + i * rb, cols);
     }
-    sd_tensor v = {name, t, rows > 1 ? 2 : 1, {cols, rows, 1, 1}, *at, rows * rb};
+    sd_tensor v = {name, t, rows > 1 ? 2 : 1, {cols, rows, 1, 1}, *at, rows * rb, NULL};
     *dst = v;
     *at += (rows * rb + 63) / 64 * 64;
 }
@@ -138,7 +138,7 @@ int sd_randmodel_build_arch(const sd_llama_config *c0, sd_randmodel_arch a, sd_t
     }
     if (a == SD_RANDMODEL_LLAMA3) {
         llama3_factors(row, c->head_dim, c->rope_base);
-        sd_tensor v = {"rope_freqs.weight", SD_T_F32, 1, {c->head_dim / 2, 1, 1, 1}, at, c->head_dim / 2 * 4};
+        sd_tensor v = {"rope_freqs.weight", SD_T_F32, 1, {c->head_dim / 2, 1, 1, 1}, at, c->head_dim / 2 * 4, NULL};
         memcpy(at, row, v.nbytes);
         m->rope_freqs = v;
         at += (v.nbytes + 63) / 64 * 64;

@@ -4,6 +4,8 @@
  * every kernel here reproduces bit for bit. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tensor_impl.h"
 
@@ -418,6 +420,101 @@ static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const flo
     }
 }
 
+/* ---- rows two by two (sd_rows_pairs_pack): two-row tiles that read one stream
+ *
+ * A pair of rows is stored as its tile reads it: chains 0-1 of every 64 columns, then
+ * chains 2-3, each 16 columns of the first row beside the same 16 of the second.
+ * One row at a time (rows_small512), every multiply-add loads its token's vector:
+ * bound by the loads, 60-80 GFLOP/s on one thread in L1, where a tile of two rows
+ * reaches about 100. Two rows side by side in the usual layout are two streams, and
+ * from memory they ran slower than one row at a time (one token 2.1 against 1.5 ms,
+ * the large target's products, 2 threads). Paired, they are one stream again, read
+ * in order with a prefetch into L2 PAIR_PF bytes ahead (2, 4, 8, 16 and 32 KB tried:
+ * 8 was the fastest). The large target's products alone (a harness outside the
+ * decoder), 2 threads, each its own half of each matrix, ms, 1 / 2 / 3 / 4 / 6 / 8
+ * / 16 tokens, best of three to four interleaved runs:
+ *   one row at a time:  1.84 1.83 2.01 2.35 3.26 4.28 8.62
+ *   rows two by two:    1.72 1.64 1.73 1.78 3.25 3.87 7.99
+ * Up to 4 tokens a pass costs one token's: the multiply-adds hide under the reads.
+ * In the cache too the pairs are faster (the shipped target's passes, llama.h). */
+enum { PAIR_PF = 8192 };
+
+/* A pair (two rows of cols, ES bytes an element, stored two by two at w) x T tokens:
+ * s[t * 16 + r] = row r's lane-wise fold for token t, as TILE2 sums it; pf: prefetch
+ * the stream ahead. 4 T accumulators (24 at T = 6), two row vectors, a token's. */
+#define PAIR_TILE(T, name, LOADW, ES)                                                            \
+    static void name(const char *restrict w, int pf, const float *restrict x, size_t cols,       \
+                     __m512 *restrict s)                                                         \
+    {                                                                                            \
+        const char *wp = w;                                                                      \
+        for (int h = 0; h < 2; h++) {                                                            \
+            __m512 a[2][T][2];                                                                   \
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                 \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                             \
+                    a[r][t][0] = a[r][t][1] = _mm512_setzero_ps();                               \
+            for (size_t i = 32 * (size_t)h; i < cols; i += NACC, wp += 64 * (ES)) {              \
+                if (pf)                                                                          \
+                    _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                       \
+                        _mm_prefetch(wp + PAIR_PF + 64 * k, _MM_HINT_T1);                        \
+                _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {                            \
+                    __m512 wv[2];                                                                \
+                    _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {                       \
+                        wv[r] = LOADW(wp, 32 * j + 16 * r);                                      \
+                        PIN(wv[r]);                                                              \
+                    }                                                                            \
+                    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                        \
+                        __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i + 16 * j);         \
+                        PIN(xv);                                                                 \
+                        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                      \
+                            a[r][t][j] = _mm512_fmadd_ps(wv[r], xv, a[r][t][j]);                 \
+                    }                                                                            \
+                }                                                                                \
+            }                                                                                    \
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                 \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                           \
+                    __m512 v = _mm512_add_ps(a[r][t][0], a[r][t][1]);                            \
+                    s[t * 16 + r] = h ? _mm512_add_ps(s[t * 16 + r], v) : v;                     \
+                }                                                                                \
+        }                                                                                        \
+    }
+typedef void pair_fn(const char *restrict, int, const float *restrict, size_t, __m512 *restrict);
+#define PAIR_TILES(LOADW, ES, sfx)                                                               \
+    PAIR_TILE(1, pair1_##sfx, LOADW, ES) PAIR_TILE(2, pair2_##sfx, LOADW, ES)                    \
+    PAIR_TILE(3, pair3_##sfx, LOADW, ES) PAIR_TILE(4, pair4_##sfx, LOADW, ES)                    \
+    PAIR_TILE(5, pair5_##sfx, LOADW, ES) PAIR_TILE(6, pair6_##sfx, LOADW, ES)                    \
+    static pair_fn *const pairt_##sfx[RS_G + 1] = {NULL, pair1_##sfx, pair2_##sfx, pair3_##sfx, \
+                                                   pair4_##sfx, pair5_##sfx, pair6_##sfx};
+PAIR_TILES(LOADT_F32, 4, f32)
+PAIR_TILES(LOADT_F16, 2, f16)
+
+/* The pairs' product: tokens in chunks of RS_TB_FLOATS floats (they stay in L1), rows
+ * in blocks of 16 (one fold), each pair against the chunk's tokens in groups of at
+ * most RS_G, as even as they come; the first group of the first chunk prefetches. */
+static void rows_pairs512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                          float *y, size_t ys)
+{
+    pair_fn *const *pairt = type == SD_T_F16 ? pairt_f16 : pairt_f32;
+    size_t rb = sd_ttype_row_bytes(type, cols), tb = RS_TB_FLOATS / cols; /* s holds 16 tokens */
+    tb = tb < 1 ? 1 : tb > 16 ? 16 : tb;
+    _Alignas(64) __m512 s[16 * 16];
+    const char *wb = w;
+    for (size_t t0 = 0; t0 < n; t0 += tb) {
+        size_t ntk = n - t0 < tb ? n - t0 : tb, ng = (ntk + RS_G - 1) / RS_G;
+        const float *xc = x + t0 * cols;
+        for (size_t r0 = 0; r0 < nrows; r0 += 16) {
+            size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
+            const char *wr = wb + r0 * rb;
+            for (size_t r = 0; r < nb; r += 2)
+                for (size_t g = 0, t = 0; g < ng; g++) {
+                    size_t G = (ntk - t) / (ng - g);
+                    pairt[G](wr + r * rb, t0 == 0 && g == 0, xc + t * cols, cols, s + t * 16 + r);
+                    t += G;
+                }
+            fold_block(type, wr, nb, rb, xc, cols, cols, ntk, s, y + t0 * ys + r0, ys);
+        }
+    }
+}
+
 /* sd_dot_short of a against sixteen rows at a time, the sums folded together. */
 static void dot_short_rows512(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out)
 {
@@ -476,6 +573,40 @@ void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float 
                         float *y, size_t ys, float *ws)
 {
     rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 0);
+}
+
+int sd_rows_pairs_ok(sd_ttype t, size_t rows, size_t cols)
+{
+#if defined(__AVX512F__)
+    return (t == SD_T_F32 || t == SD_T_F16) && rows % 2 == 0 && rows > 0 && cols % NACC == 0 && cols > 0;
+#else
+    (void)t, (void)rows, (void)cols;
+    return 0;
+#endif
+}
+
+void sd_rows_pairs_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out)
+{
+    size_t es = t == SD_T_F16 ? 2 : 4, rb = cols * es;
+    char *d = out;
+    for (size_t r = 0; r < rows; r += 2) {
+        const char *w0 = (const char *)w + r * rb;
+        for (int h = 0; h < 2; h++)
+            for (size_t i = 32 * (size_t)h; i < cols; i += 64)
+                for (int j = 0; j < 2; j++)
+                    for (int k = 0; k < 2; k++, d += 16 * es) memcpy(d, w0 + k * rb + (i + 16 * (size_t)j) * es, 16 * es);
+    }
+}
+
+void sd_dot_rows_tokens_pairs(sd_ttype t, const void *pairs, size_t nrows, const float *x, size_t cols, size_t n,
+                              float *y, size_t ys)
+{
+#if defined(__AVX512F__)
+    rows_pairs512(t, pairs, nrows, x, cols, n, y, ys);
+#else
+    (void)t, (void)pairs, (void)nrows, (void)x, (void)cols, (void)n, (void)y, (void)ys;
+    abort(); /* sd_rows_pairs_ok said no */
+#endif
 }
 
 void sd_dot_rows_tokens_stream(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
