@@ -223,6 +223,7 @@ TILES(LOADT_F16, f16)
 /* Streamed, up to RS_MAX tokens: one row at a time (rows_small512 below), against groups of at
  * most RS_G tokens, in chunks of RS_TB_FLOATS floats; the row RS_PF ahead prefetched. */
 enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G = 6 };
+_Static_assert(RS_G == 6, "TILES_TO_G below makes the tiles of 1 to 6 tokens");
 
 /* One row x T tokens (4 T accumulators, the row's four vectors and a token's: 29 of
  * the 32 registers at T = 6), the sums of TILE(1, T), while the lines of the row at pf
@@ -257,14 +258,16 @@ enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G =
             s[t * 16] = _mm512_add_ps(_mm512_add_ps(a[t][0], a[t][1]), _mm512_add_ps(a[t][2], a[t][3])); \
     }
 typedef void row_fn(const char *restrict, const char *, const float *restrict, size_t, size_t, __m512 *restrict);
-#define ROW_TILES(LOADW, ES, sfx)                                                                \
-    ROW_TILE(1, row1_##sfx, LOADW, ES) ROW_TILE(2, row2_##sfx, LOADW, ES)                        \
-    ROW_TILE(3, row3_##sfx, LOADW, ES) ROW_TILE(4, row4_##sfx, LOADW, ES)                        \
-    ROW_TILE(5, row5_##sfx, LOADW, ES) ROW_TILE(6, row6_##sfx, LOADW, ES)                        \
-    static row_fn *const rowt_##sfx[RS_G + 1] = {NULL, row1_##sfx, row2_##sfx, row3_##sfx,      \
-                                                 row4_##sfx, row5_##sfx, row6_##sfx};
-ROW_TILES(LOADT_F32, 4, f32)
-ROW_TILES(LOADT_F16, 2, f16)
+/* A tile macro M(T, name, LOADW, ES) made for 1 to RS_G tokens, and their table
+ * pre##t_##sfx indexed by the token count. */
+#define TILES_TO_G(M, fn, pre, LOADW, ES, sfx)                                                   \
+    M(1, pre##1_##sfx, LOADW, ES) M(2, pre##2_##sfx, LOADW, ES) M(3, pre##3_##sfx, LOADW, ES)    \
+    M(4, pre##4_##sfx, LOADW, ES) M(5, pre##5_##sfx, LOADW, ES) M(6, pre##6_##sfx, LOADW, ES)    \
+    static fn *const pre##t_##sfx[RS_G + 1] = {NULL,          pre##1_##sfx, pre##2_##sfx,        \
+                                               pre##3_##sfx,  pre##4_##sfx, pre##5_##sfx,        \
+                                               pre##6_##sfx};
+TILES_TO_G(ROW_TILE, row_fn, row, LOADT_F32, 4, f32)
+TILES_TO_G(ROW_TILE, row_fn, row, LOADT_F16, 2, f16)
 
 /* finish512's tail chain: the row's elements past body (as floats) times a token's. */
 static inline __m512 tail_chain(const float *restrict wt, const float *restrict x, size_t n_tail)
@@ -478,14 +481,8 @@ enum { PAIR_PF = 8192 };
         }                                                                                        \
     }
 typedef void pair_fn(const char *restrict, int, const float *restrict, size_t, __m512 *restrict);
-#define PAIR_TILES(LOADW, ES, sfx)                                                               \
-    PAIR_TILE(1, pair1_##sfx, LOADW, ES) PAIR_TILE(2, pair2_##sfx, LOADW, ES)                    \
-    PAIR_TILE(3, pair3_##sfx, LOADW, ES) PAIR_TILE(4, pair4_##sfx, LOADW, ES)                    \
-    PAIR_TILE(5, pair5_##sfx, LOADW, ES) PAIR_TILE(6, pair6_##sfx, LOADW, ES)                    \
-    static pair_fn *const pairt_##sfx[RS_G + 1] = {NULL, pair1_##sfx, pair2_##sfx, pair3_##sfx, \
-                                                   pair4_##sfx, pair5_##sfx, pair6_##sfx};
-PAIR_TILES(LOADT_F32, 4, f32)
-PAIR_TILES(LOADT_F16, 2, f16)
+TILES_TO_G(PAIR_TILE, pair_fn, pair, LOADT_F32, 4, f32)
+TILES_TO_G(PAIR_TILE, pair_fn, pair, LOADT_F16, 2, f16)
 
 /* The pairs' product: tokens in chunks of RS_TB_FLOATS floats (they stay in L1), rows
  * in blocks of 16 (one fold), each pair against the chunk's tokens in groups of at
