@@ -311,118 +311,6 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
     }
 }
 
-/* A single token, and with weights read from memory (sd_dot_rows_tokens_stream) up to
- * RS_MAX tokens (a drafted chain or tree to verify) whose rows are short (n x row
- * bytes <= RS_FIT_BYTES): one row at a time against every
- * token (groups of at most RS_G, as even as they come, the row read again from L1 by
- * each group; tokens in chunks of RS_TB_FLOATS floats that stay in L1). Bound by
- * memory once the weights leave the cache, and there the read order decides: four
- * rows side by side are four streams as short as a row (24 cache lines at 384 F32
- * columns), which the hardware prefetcher barely learns before each ends; one row
- * after another is one stream over the whole chunk of rows. bench_model, 34M-parameter
- * F32 model (136 MB), one thread, generation: 140 t/s with four rows, 240-265 with one
- * (llama.cpp: 230). The hardware's stream alone still left a pass bound by neither
- * memory nor the FMA units (its time the sum of the two: the loads missed while the
- * multiply-adds ran), so the first group's tile prefetches the row RS_PF ahead, into
- * L2 (T1): into L1 (T0) the lines pushed out the tokens' vectors and made one token
- * slower (8.6 -> 14.6 ms below); into L2 they overlap both, one token included.
- * Two rows in flight, 4 and 8 ahead, overlap more: the large target's own file (F16),
- * 2 threads, M_T(n) ms for n = 1 4 5 8, best of four interleaved runs of bench_model
- * FILE --threads 2 --pass 1,4,5,8: 2.49 3.24 3.74 5.34 -> 2.08 3.01 3.53 5.22. Rows 2
- * or 16 ahead, or a third row, were slower.
- * bench_model, 2 threads, M_T(n) in ms for n = 1 2 4 8, T0 from 2 tokens -> T1 always:
- *   37.5M F16 (the large target's shape):  2.23 2.98 3.48 5.52 -> 2.21 2.40 3.02 5.07
- *   82M F16 (768 x 12):                    5.30 7.07 7.97 11.8 -> 4.88 5.06 6.25 11.6
- *   37.5M F32:                             5.23 5.22 6.36 9.60 -> 4.71 4.71 4.90 7.16
- * Measured on one thread, 168 MB of rows in 32-row calls, thread CPU time, ms, before
- * (tiles of 4 rows x 3 tokens) -> after, for n = 2, 4, 8, 16:
- *   F16, 768 columns:  25.2 29.0 36.4 50.8 -> 11.8 15.9 23.0 39.8
- *   F32, 384 columns:  19.6 25.5 28.4 35.3 -> 13.4 16.6 20.1 26.7
- * Rows of 4096 F32 (16 KiB) keep the tiles: one at a time they were slower from 2
- * tokens on (16.2 -> 16.6 ms at 2, 28.7 -> 47.0 at 16). So do weights in the cache,
- * where the tiles' fewer loads a multiply-add win (bench_model --kernels, the shipped
- * target's F16 256-column rows, one thread: 79 against 60 GFLOP/s at 2 tokens, 86
- * against 70 at 8; its 2-thread passes over 2-8 tokens took 1.4x as long one row at a
- * time). */
-static void rows_small512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                          float *y, size_t ys)
-{
-    row_fn *const *rowt = type == SD_T_F16 ? rowt_f16 : rowt_f32;
-    size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
-    size_t tb = RS_TB_FLOATS / cols; /* a chunk of tokens that stays in L1 */
-    if (tb < 1) tb = 1;
-    _Alignas(64) __m512 s[16 * 16];
-    const char *wb = w;
-    for (size_t t0 = 0; t0 < n; t0 += tb) {
-        size_t ntk = n - t0 < tb ? n - t0 : tb, ng = (ntk + RS_G - 1) / RS_G;
-        const float *xc = x + t0 * cols;
-        for (size_t r0 = 0; r0 < nrows; r0 += 16) {
-            size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
-            const char *wr = wb + r0 * rb;
-            for (size_t r = 0; r < nb; r++) {
-                /* the row RS_PF ahead, while it is within the product's rows */
-                const char *pf = t0 == 0 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
-                for (size_t g = 0, t = 0; g < ng; g++) {
-                    size_t G = (ntk - t) / (ng - g);
-                    rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + t * 16 + r);
-                    t += G;
-                }
-            }
-            fold_block(type, wr, nb, rb, xc, cols, body, ntk, s, y + t0 * ys + r0, ys);
-        }
-    }
-}
-
-/* Other batches: tiles of T2R rows x T2T tokens, a remainder of two tokens by the tile
- * of two, of one by the last four tokens in one chain-at-a-time tile (tilej: 3 + 1 read
- * and converted each row twice, and the tile of one token is bound by the conversions:
- * one thread, 256 F16 rows of 256, 4 tokens: 76 -> 84 GFLOP/s), rows the tiles leave
- * one token at a time; tokens in even chunks of at most RT_TB_FLOATS floats (they stay
- * in the L1 cache while every row block passes over them: 16 tokens of 256 columns in
- * one, not 15 + 1); the first tile of each group of rows prefetches the next group
- * (F32 rows of 4096: 16.2 -> 13.5 ms at 2 tokens, 25.3 -> 20.8 at 8, as above). */
-enum { RT_TB_FLOATS = 4096 };
-
-static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                           float *y, size_t ys, int stream)
-{
-    if (n == 1 || (stream && n <= RS_MAX && n * sd_ttype_row_bytes(type, cols) <= RS_FIT_BYTES)) {
-        rows_small512(type, w, nrows, x, cols, n, y, ys);
-        return;
-    }
-    tile_fn *const *tiles = type == SD_T_F16 ? tiles_f16 : tiles_f32;
-    tile2_fn *tileb = type == SD_T_F16 ? tileb_f16 : tileb_f32, *tilec = type == SD_T_F16 ? tilec_f16 : tilec_f32;
-    tile2_fn *tilej = type == SD_T_F16 ? tilej_f16 : tilej_f32;
-    size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
-    size_t tb = RT_TB_FLOATS / cols; /* a chunk of tokens that stays in L1 */
-    if (tb < T2T + 1) tb = T2T + 1;
-    if (tb > 16) tb = 16;
-    size_t nch = (n + tb - 1) / tb;
-    _Alignas(64) __m512 s[16 * 16];
-    const char *wb = w;
-    for (size_t c = 0, t0 = 0; c < nch; t0 += n / nch + (c < n % nch), c++) {
-        size_t ntk = n / nch + (c < n % nch), n3 = ntk % T2T == 1 && ntk > 1 ? ntk - 4 : ntk;
-        const float *xc = x + t0 * cols;
-        for (size_t r0 = 0; r0 < nrows; r0 += 16) {
-            size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
-            const char *wr = wb + r0 * rb;
-            for (size_t r = 0; r < nb; r += T2R) {
-                size_t rr = nb - r < T2R ? nb - r : T2R, t = 0;
-                if (rr == T2R) {
-                    /* the next T2R rows, while within the product's, by the first tile */
-                    const char *pf = t0 == 0 && r0 + r + 2 * T2R <= nrows ? wr + (r + T2R) * rb : NULL;
-                    for (; t + T2T <= n3; t += T2T, pf = NULL)
-                        tileb(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r);
-                    if (n3 < ntk) tilej(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r), t += 4;
-                    else if (t + 2 <= ntk) tilec(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r), t += 2;
-                }
-                for (; t < ntk; t++) tiles[rr - 1](wr + r * rb, rb, xc + t * cols, cols, body, s + t * 16 + r);
-            }
-            fold_block(type, wr, nb, rb, xc, cols, body, ntk, s, y + t0 * ys + r0, ys);
-        }
-    }
-}
-
 /* ---- rows two by two (sd_rows_pairs_pack): two-row tiles that read one stream
  *
  * A pair of rows is stored as its tile reads it: chains 0-1 of every 64 columns, then
@@ -484,14 +372,48 @@ typedef void pair_fn(const char *restrict, int, const float *restrict, size_t, _
 TILES_TO_G(PAIR_TILE, pair_fn, pair, LOADT_F32, 4, f32)
 TILES_TO_G(PAIR_TILE, pair_fn, pair, LOADT_F16, 2, f16)
 
-/* The pairs' product: tokens in chunks of RS_TB_FLOATS floats (they stay in L1), rows
- * in blocks of 16 (one fold), each pair against the chunk's tokens in groups of at
- * most RS_G, as even as they come; the first group of the first chunk prefetches. */
-static void rows_pairs512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                          float *y, size_t ys)
+/* pairs = 0: the rows as stored, one at a time, as below; pairs = 1: rows stored two by
+ * two (above), a pair at a time, for any n (sd_dot_rows_tokens_pairs).
+ * A single token, and with weights read from memory (sd_dot_rows_tokens_stream) up to
+ * RS_MAX tokens (a drafted chain or tree to verify) whose rows are short (n x row
+ * bytes <= RS_FIT_BYTES): one row at a time against every
+ * token (groups of at most RS_G, as even as they come, the row read again from L1 by
+ * each group; tokens in chunks of RS_TB_FLOATS floats that stay in L1). Bound by
+ * memory once the weights leave the cache, and there the read order decides: four
+ * rows side by side are four streams as short as a row (24 cache lines at 384 F32
+ * columns), which the hardware prefetcher barely learns before each ends; one row
+ * after another is one stream over the whole chunk of rows. bench_model, 34M-parameter
+ * F32 model (136 MB), one thread, generation: 140 t/s with four rows, 240-265 with one
+ * (llama.cpp: 230). The hardware's stream alone still left a pass bound by neither
+ * memory nor the FMA units (its time the sum of the two: the loads missed while the
+ * multiply-adds ran), so the first group's tile prefetches the row RS_PF ahead, into
+ * L2 (T1): into L1 (T0) the lines pushed out the tokens' vectors and made one token
+ * slower (8.6 -> 14.6 ms below); into L2 they overlap both, one token included.
+ * Two rows in flight, 4 and 8 ahead, overlap more: the large target's own file (F16),
+ * 2 threads, M_T(n) ms for n = 1 4 5 8, best of four interleaved runs of bench_model
+ * FILE --threads 2 --pass 1,4,5,8: 2.49 3.24 3.74 5.34 -> 2.08 3.01 3.53 5.22. Rows 2
+ * or 16 ahead, or a third row, were slower.
+ * bench_model, 2 threads, M_T(n) in ms for n = 1 2 4 8, T0 from 2 tokens -> T1 always:
+ *   37.5M F16 (the large target's shape):  2.23 2.98 3.48 5.52 -> 2.21 2.40 3.02 5.07
+ *   82M F16 (768 x 12):                    5.30 7.07 7.97 11.8 -> 4.88 5.06 6.25 11.6
+ *   37.5M F32:                             5.23 5.22 6.36 9.60 -> 4.71 4.71 4.90 7.16
+ * Measured on one thread, 168 MB of rows in 32-row calls, thread CPU time, ms, before
+ * (tiles of 4 rows x 3 tokens) -> after, for n = 2, 4, 8, 16:
+ *   F16, 768 columns:  25.2 29.0 36.4 50.8 -> 11.8 15.9 23.0 39.8
+ *   F32, 384 columns:  19.6 25.5 28.4 35.3 -> 13.4 16.6 20.1 26.7
+ * Rows of 4096 F32 (16 KiB) keep the tiles: one at a time they were slower from 2
+ * tokens on (16.2 -> 16.6 ms at 2, 28.7 -> 47.0 at 16). So do weights in the cache,
+ * where the tiles' fewer loads a multiply-add win (bench_model --kernels, the shipped
+ * target's F16 256-column rows, one thread: 79 against 60 GFLOP/s at 2 tokens, 86
+ * against 70 at 8; its 2-thread passes over 2-8 tokens took 1.4x as long one row at a
+ * time). */
+static void rows_small512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                          float *y, size_t ys, int pairs)
 {
+    row_fn *const *rowt = type == SD_T_F16 ? rowt_f16 : rowt_f32;
     pair_fn *const *pairt = type == SD_T_F16 ? pairt_f16 : pairt_f32;
-    size_t rb = sd_ttype_row_bytes(type, cols), tb = RS_TB_FLOATS / cols; /* s holds 16 tokens */
+    size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
+    size_t tb = RS_TB_FLOATS / cols; /* a chunk of tokens that stays in L1; s holds 16 */
     tb = tb < 1 ? 1 : tb > 16 ? 16 : tb;
     _Alignas(64) __m512 s[16 * 16];
     const char *wb = w;
@@ -501,16 +423,72 @@ static void rows_pairs512(sd_ttype type, const void *w, size_t nrows, const floa
         for (size_t r0 = 0; r0 < nrows; r0 += 16) {
             size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
             const char *wr = wb + r0 * rb;
-            for (size_t r = 0; r < nb; r += 2)
+            for (size_t r = 0; r < nb; r += pairs ? 2 : 1) {
+                /* one row: the row RS_PF ahead, while it is within the product's rows; a
+                 * pair: its stream PAIR_PF bytes ahead */
+                const char *pf = t0 == 0 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
                 for (size_t g = 0, t = 0; g < ng; g++) {
                     size_t G = (ntk - t) / (ng - g);
-                    pairt[G](wr + r * rb, t0 == 0 && g == 0, xc + t * cols, cols, s + t * 16 + r);
+                    if (pairs) pairt[G](wr + r * rb, t0 == 0 && g == 0, xc + t * cols, cols, s + t * 16 + r);
+                    else rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + t * 16 + r);
                     t += G;
                 }
-            fold_block(type, wr, nb, rb, xc, cols, cols, ntk, s, y + t0 * ys + r0, ys);
+            }
+            fold_block(type, wr, nb, rb, xc, cols, body, ntk, s, y + t0 * ys + r0, ys);
         }
     }
 }
+
+/* Other batches: tiles of T2R rows x T2T tokens, a remainder of two tokens by the tile
+ * of two, of one by the last four tokens in one chain-at-a-time tile (tilej: 3 + 1 read
+ * and converted each row twice, and the tile of one token is bound by the conversions:
+ * one thread, 256 F16 rows of 256, 4 tokens: 76 -> 84 GFLOP/s), rows the tiles leave
+ * one token at a time; tokens in even chunks of at most RT_TB_FLOATS floats (they stay
+ * in the L1 cache while every row block passes over them: 16 tokens of 256 columns in
+ * one, not 15 + 1); the first tile of each group of rows prefetches the next group
+ * (F32 rows of 4096: 16.2 -> 13.5 ms at 2 tokens, 25.3 -> 20.8 at 8, as above). */
+enum { RT_TB_FLOATS = 4096 };
+
+static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
+                           float *y, size_t ys, int stream)
+{
+    if (n == 1 || (stream && n <= RS_MAX && n * sd_ttype_row_bytes(type, cols) <= RS_FIT_BYTES)) {
+        rows_small512(type, w, nrows, x, cols, n, y, ys, 0);
+        return;
+    }
+    tile_fn *const *tiles = type == SD_T_F16 ? tiles_f16 : tiles_f32;
+    tile2_fn *tileb = type == SD_T_F16 ? tileb_f16 : tileb_f32, *tilec = type == SD_T_F16 ? tilec_f16 : tilec_f32;
+    tile2_fn *tilej = type == SD_T_F16 ? tilej_f16 : tilej_f32;
+    size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
+    size_t tb = RT_TB_FLOATS / cols; /* a chunk of tokens that stays in L1 */
+    if (tb < T2T + 1) tb = T2T + 1;
+    if (tb > 16) tb = 16;
+    size_t nch = (n + tb - 1) / tb;
+    _Alignas(64) __m512 s[16 * 16];
+    const char *wb = w;
+    for (size_t c = 0, t0 = 0; c < nch; t0 += n / nch + (c < n % nch), c++) {
+        size_t ntk = n / nch + (c < n % nch), n3 = ntk % T2T == 1 && ntk > 1 ? ntk - 4 : ntk;
+        const float *xc = x + t0 * cols;
+        for (size_t r0 = 0; r0 < nrows; r0 += 16) {
+            size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
+            const char *wr = wb + r0 * rb;
+            for (size_t r = 0; r < nb; r += T2R) {
+                size_t rr = nb - r < T2R ? nb - r : T2R, t = 0;
+                if (rr == T2R) {
+                    /* the next T2R rows, while within the product's, by the first tile */
+                    const char *pf = t0 == 0 && r0 + r + 2 * T2R <= nrows ? wr + (r + T2R) * rb : NULL;
+                    for (; t + T2T <= n3; t += T2T, pf = NULL)
+                        tileb(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r);
+                    if (n3 < ntk) tilej(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r), t += 4;
+                    else if (t + 2 <= ntk) tilec(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r), t += 2;
+                }
+                for (; t < ntk; t++) tiles[rr - 1](wr + r * rb, rb, xc + t * cols, cols, body, s + t * 16 + r);
+            }
+            fold_block(type, wr, nb, rb, xc, cols, body, ntk, s, y + t0 * ys + r0, ys);
+        }
+    }
+}
+
 
 /* sd_dot_short of a against sixteen rows at a time, the sums folded together. */
 static void dot_short_rows512(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out)
@@ -599,7 +577,7 @@ void sd_dot_rows_tokens_pairs(sd_ttype t, const void *pairs, size_t nrows, const
                               float *y, size_t ys)
 {
 #if defined(__AVX512F__)
-    rows_pairs512(t, pairs, nrows, x, cols, n, y, ys);
+    rows_small512(t, pairs, nrows, x, cols, n, y, ys, 1);
 #else
     (void)t, (void)pairs, (void)nrows, (void)x, (void)cols, (void)n, (void)y, (void)ys;
     abort(); /* sd_rows_pairs_ok said no */
