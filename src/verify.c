@@ -521,15 +521,11 @@ int sd_verifier_alloc_ops(sd_verifier **out, const sd_verify_ops *ops, sd_scheme
     v->cur_resid = sd_xmalloc(vocab * sizeof *v->cur_resid);
     v->keys = sd_xmalloc(vocab * sizeof *v->keys);
     v->draft_alias = sd_alias_alloc(vocab);
-    sd_alias_init(v->draft_alias, v->draft);
     if ((rc = ops->prepare(v))) {
         sd_verifier_free(v);
         return rc;
     }
-    if (ops->fixed_residual) {
-        v->resid_alias = sd_alias_alloc(vocab);
-        sd_alias_init(v->resid_alias, ops->residual(v));
-    }
+    if (ops->fixed_residual) v->resid_alias = sd_alias_alloc(vocab);
     *out = v;
     return SD_OK;
 }
@@ -543,10 +539,11 @@ int sd_verifier_reset(sd_verifier *v, const double *draft, const double *target)
     memcpy(v->target, target, v->vocab * sizeof *target);
     sd_dist_normalize(v->draft, v->vocab, "draft");
     sd_dist_normalize(v->target, v->vocab, "target");
-    sd_alias_init(v->draft_alias, v->draft);
-    if ((rc = v->ops->prepare(v))) return rc;
-    if (v->resid_alias) sd_alias_init(v->resid_alias, v->ops->residual(v));
-    return SD_OK;
+    /* the alias tables at their first draw: verifying given tokens draws from neither,
+     * and a residual is drawn from only after a rejection (a chain of 4 over 4096 tokens:
+     * two tables of O(V) a position, most of the verification's time) */
+    v->draft_built = v->resid_built = 0;
+    return v->ops->prepare(v);
 }
 
 int sd_verifier_alloc(sd_verifier **out, sd_scheme scheme, const double *draft,
@@ -594,6 +591,7 @@ double sd_verifier_gamma(const sd_verifier *v) { return v->gamma; }
  * tokens already drawn); after many repeats, draw from that conditional law directly. */
 static size_t draw_draft(sd_verifier *v, gsl_rng *rng, const size_t *tokens, size_t i)
 {
+    if (!v->draft_built) sd_alias_init(v->draft_alias, v->draft), v->draft_built = 1;
     if (!v->ops->without_replacement) return sd_alias_draw(v->draft_alias, rng);
     size_t x = 0, tries = 0, seen = 1;
     while (seen && tries++ < 32) {
@@ -699,6 +697,7 @@ static void run_rounds_draw(sd_verifier *v, size_t *tokens, int draw, gsl_rng *r
         *acceptance = acc;
         return;
     }
+    if (v->resid_alias && !v->resid_built) sd_alias_init(v->resid_alias, ops->residual(v)), v->resid_built = 1;
     size_t y = v->resid_alias        ? sd_alias_draw(v->resid_alias, rng)
                : ops->sample_residual ? ops->sample_residual(v, rng)
                                       : sd_dist_sample_cdf(ops->residual(v), v->vocab, rng);

@@ -56,8 +56,9 @@ struct sd_verifier {
     double *otm_p;               /* otm (keyed): [k] P(draft i is selected and accepted) */
     double otm_left;             /* otm (keyed): 1 - sum of otm_p over the rounds so far */
     sd_rrs_state *rrs;
-    sd_alias *draft_alias;
-    sd_alias *resid_alias;       /* built once when fixed_residual */
+    sd_alias *draft_alias;       /* built at the first draw from the draft (draft_built) */
+    sd_alias *resid_alias;       /* when fixed_residual: built at the first draw from it */
+    int draft_built, resid_built; /* whether the tables hold this pair's laws */
 };
 
 /* rrs: N(c) = sum_x max(r1(x) - c draft(x), 0), O(log V). */
