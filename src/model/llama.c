@@ -280,33 +280,27 @@ size_t sd_llama_weight_bytes(const sd_llama *m)
 }
 
 /* The copy's alignment: a huge page, which the kernel is asked to back it with. In
- * small pages the copy read slower than the file's mapping (random 82M F16 model,
- * one token: 1.09 x the rows as they were; in huge pages 1.02). */
+ * small pages the copy read slower than the file's mapping (random 82M F16 model, one
+ * token, the two loaded in one process and timed in turn, a one-off harness: 1.09 x
+ * the rows as they were; in huge pages 1.02). */
 enum { PAIRS_ALIGN = 2 << 20 };
-
-/* The matrices sd_llama_pair_rows pairs: every layer's seven, then the output. */
-static size_t pair_targets(sd_llama *m, sd_tensor **t)
-{
-    size_t k = 0;
-    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
-        sd_llama_layer *L = &m->layer[l];
-        sd_tensor *lt[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++)
-            if (t) t[k++] = lt[i];
-            else k++;
-    }
-    if (t) t[k] = &m->output;
-    return k + 1;
-}
 
 size_t sd_llama_pair_rows(sd_llama *m, size_t max_bytes)
 {
     if (m->pairs_buf) return 0;
-    size_t n = pair_targets(m, NULL), bytes = 0;
-    sd_tensor **t = sd_xmalloc(n * sizeof *t);
-    pair_targets(m, t);
+    /* every layer's seven matrices and the output, those whose type and shape allow */
+    size_t n = 0, bytes = 0;
+    sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        sd_llama_layer *L = &m->layer[l];
+        sd_tensor *lt[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) t[n++] = lt[i];
+    }
+    t[n++] = &m->output;
+    size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (t[i]->data && sd_rows_pairs_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0])) bytes += (t[i]->nbytes + 63) / 64 * 64;
+        if (t[i]->data && sd_rows_pairs_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0]))
+            t[k++] = t[i], bytes += (t[i]->nbytes + 63) / 64 * 64;
     void *buf = NULL;
     if (bytes > max_bytes || (bytes && posix_memalign(&buf, PAIRS_ALIGN, bytes))) bytes = 0; /* no copy: the rows as they are */
     if (bytes) {
@@ -314,12 +308,11 @@ size_t sd_llama_pair_rows(sd_llama *m, size_t max_bytes)
         madvise(buf, bytes / PAIRS_ALIGN * PAIRS_ALIGN, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
 #endif
         char *at = m->pairs_buf = buf;
-        for (size_t i = 0; i < n; i++)
-            if (t[i]->data && sd_rows_pairs_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0])) {
-                sd_rows_pairs_pack(t[i]->type, t[i]->data, t[i]->dims[1], t[i]->dims[0], at);
-                t[i]->pairs = at;
-                at += (t[i]->nbytes + 63) / 64 * 64;
-            }
+        for (size_t i = 0; i < k; i++) {
+            sd_rows_pairs_pack(t[i]->type, t[i]->data, t[i]->dims[1], t[i]->dims[0], at);
+            t[i]->pairs = at;
+            at += (t[i]->nbytes + 63) / 64 * 64;
+        }
     }
     free(t);
     return bytes;

@@ -135,9 +135,10 @@ size_t sd_llama_weight_bytes(const sd_llama *m);
  * with the rows two by two, and sets each tensor's pairs: the CPU's products then
  * read that copy, the same bits (tensor.h). Weights read from memory at every pass
  * then stream once for up to about 4 tokens, and those in the cache are multiplied
- * faster (bench_model, 2 threads, M_T(1 2 4 8) ms, as they are -> paired: the large
- * target widened to F16, 75 MB, 2.19 2.32 2.99 5.26 -> 2.14 2.00 2.46 4.30; the
- * shipped target, 11 MB, 0.235 0.245 0.391 0.735 -> 0.190 0.222 0.359 0.687).
+ * faster (bench_model FILE --threads 2, SPECDEC_PAIRS=0 then 1, M_T(1 2 4 8) ms: the
+ * large target widened to F16, 75 MB, 2.134 2.399 2.990 5.127 -> 2.137 2.200 2.518
+ * 4.301; the shipped target, 11 MB, --pass 1,2,4,8 best of 6 runs in turn, 0.235
+ * 0.245 0.391 0.735 -> 0.190 0.222 0.359 0.687).
  * sd_llama_load does it with max_bytes a quarter of the machine's memory, unless
  * SPECDEC_PAIRS=0 (the rows as stored, for comparisons); a test may call it on any
  * model before its first pass. Returns the bytes copied: 0 when no matrix allows it,

@@ -7,9 +7,9 @@
  * from memory, which the hardware prefetcher follows), and a thread that is off its
  * core or has not woken holds up at most the task it is in: the others take the rest
  * of its share. Handed out one task at a time in turn, two threads' chunks of 32 rows
- * alternated, and each thread's reads jumped every 32 KB: the large target's products
- * (75 MB of F16, 2 threads), best of five interleaved runs, 1 / 2 / 4 / 8 tokens:
- * 2.05 2.24 2.83 4.67 ms in turn, 1.80 1.97 2.51 4.37 ms by shares.
+ * alternated, and each thread's reads jumped every 32 KB: the large target widened to
+ * F16 (75 MB), bench_model FILE --threads 2 --pass 1,2,4,8, the two builds in turn, best
+ * of 8 runs each, ms: 2.27 2.41 3.29 5.42 in turn, 2.18 2.37 3.08 5.24 by shares.
  *
  * Each share is one word: the loop's sequence number, and the first and the end of
  * the share's tasks not yet claimed. A thread claims a task by moving that word one

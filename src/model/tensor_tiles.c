@@ -317,15 +317,16 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
  * chains 2-3, each 16 columns of the first row beside the same 16 of the second.
  * One row at a time (rows_small512), every multiply-add loads its token's vector:
  * bound by the loads, 60-80 GFLOP/s on one thread in L1, where a tile of two rows
- * reaches about 100. Two rows side by side in the usual layout are two streams, and
- * from memory they ran slower than one row at a time (one token 2.1 against 1.5 ms,
- * the large target's products, 2 threads). Paired, they are one stream again, read
- * in order with a prefetch into L2 PAIR_PF bytes ahead (2, 4, 8, 16 and 32 KB tried:
- * 8 was the fastest). The large target's products alone (a harness outside the
- * decoder), 2 threads, each its own half of each matrix, ms, 1 / 2 / 3 / 4 / 6 / 8
- * / 16 tokens, best of three to four interleaved runs:
- *   one row at a time:  1.84 1.83 2.01 2.35 3.26 4.28 8.62
- *   rows two by two:    1.72 1.64 1.73 1.78 3.25 3.87 7.99
+ * reaches about 100 (of 118). Two rows side by side in the usual layout are two
+ * streams, and from memory they ran slower than one row at a time at every prefetch
+ * distance tried (a one-off harness, not kept). Paired, they are one stream again,
+ * read in order with a prefetch into L2 PAIR_PF bytes ahead (2, 4, 8, 16 and 32 KB
+ * tried: 8 was the fastest). bench_model FILE --threads 2, SPECDEC_PAIRS=0 then 1 in
+ * turn, M_T(n) ms, every token's logits, n = 1 2 4 8 16 32 64:
+ *   large target, F16 (75 MB)  2.134 2.399 2.990 5.127 10.07 21.01 38.69
+ *                     paired   2.137 2.200 2.518 4.301 8.590 16.41 32.30
+ *   random 82M F16 (164 MB)    5.014 5.311 5.950 10.81 19.63 36.99 69.73
+ *                     paired   5.358 5.131 5.577 8.398 15.70 29.95 59.61
  * Up to 4 tokens a pass costs one token's: the multiply-adds hide under the reads.
  * In the cache too the pairs are faster (the shipped target's passes, llama.h). */
 enum { PAIR_PF = 8192 };
