@@ -98,18 +98,36 @@ double sd_dist_sum_rtol(size_t vocab, double unit_roundoff)
     return fmax(SD_DIST_SUM_RTOL, 4 * unit_roundoff * (double)vocab);
 }
 
-int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double rtol)
+/* sd_dist_check_sum, the sum in *sum. */
+static int check_law(const double *prob, size_t vocab, const char *name, double rtol, double *sum)
 {
-    double sum;
     int rc = check_vocab(vocab, name);
     if (rc) return rc;
-    if ((rc = check_entries(prob, vocab, name, &sum))) return rc;
-    if (fabs(sum - 1.0) > rtol)
+    if ((rc = check_entries(prob, vocab, name, sum))) return rc;
+    if (fabs(*sum - 1.0) > rtol)
         return sd_error(SD_EINVAL,
                         "%s: entries sum to %.12g, not 1 (tolerance %g); pass --normalize to "
                         "rescale, or --logits if these are logits",
-                        name, sum, rtol);
+                        name, *sum, rtol);
     return SD_OK;
+}
+
+int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double rtol)
+{
+    double sum;
+    return check_law(prob, vocab, name, rtol, &sum);
+}
+
+/* out[i] = prob[i] / sum, eight at a time where it can (each division rounded as the
+ * scalar one). */
+static void divide_into(const double *prob, size_t vocab, double sum, double *out)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    const __m512d vs = _mm512_set1_pd(sum);
+    for (; i + 8 <= vocab; i += 8) _mm512_storeu_pd(out + i, _mm512_div_pd(_mm512_loadu_pd(prob + i), vs));
+#endif
+    for (; i < vocab; i++) out[i] = prob[i] / sum;
 }
 
 int sd_dist_normalize(double *prob, size_t vocab, const char *name)
@@ -118,8 +136,16 @@ int sd_dist_normalize(double *prob, size_t vocab, const char *name)
     int rc = check_vocab(vocab, name);
     if (rc) return rc;
     if ((rc = check_entries(prob, vocab, name, &sum))) return rc;
-    for (size_t i = 0; i < vocab; i++) prob[i] /= sum;
+    divide_into(prob, vocab, sum, prob);
     return SD_OK;
+}
+
+int sd_dist_check_normalize_into(const double *prob, size_t vocab, const char *name, double *out)
+{
+    double sum;
+    int rc = check_law(prob, vocab, name, SD_DIST_SUM_RTOL, &sum);
+    if (!rc) divide_into(prob, vocab, sum, out);
+    return rc;
 }
 
 void sd_sort_by_key(size_t *idx, size_t n, const double *key)
@@ -206,13 +232,7 @@ int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, 
         out[arg] = 1;
         return SD_OK;
     }
-    double sum = exp_shifted(logits, vocab, max, temperature, out);
-    size_t i = 0;
-#if defined(__AVX512F__)
-    const __m512d vs = _mm512_set1_pd(sum); /* divisions rounded as the scalar ones, eight at a time */
-    for (; i + 8 <= vocab; i += 8) _mm512_storeu_pd(out + i, _mm512_div_pd(_mm512_loadu_pd(out + i), vs));
-#endif
-    for (; i < vocab; i++) out[i] /= sum;
+    divide_into(out, vocab, exp_shifted(logits, vocab, max, temperature, out), out);
     if ((rc = sd_dist_top_k(out, vocab, top_k))) return rc;
     return sd_dist_top_p(out, vocab, top_p);
 }
@@ -225,7 +245,16 @@ double sd_dist_residual(const double *target, const double *draft, size_t vocab,
         mass += d > 0 ? d : 0;
     }
     if (mass > 0) {
-        for (size_t i = 0; i < vocab; i++) {
+        size_t i = 0;
+#if defined(__AVX512F__)
+        const __m512d vm = _mm512_set1_pd(mass), zero = _mm512_setzero_pd();
+        for (; i + 8 <= vocab; i += 8) { /* the scalar loop's divisions, eight at a time */
+            __m512d d = _mm512_sub_pd(_mm512_loadu_pd(target + i), _mm512_loadu_pd(draft + i));
+            __mmask8 pos = _mm512_cmp_pd_mask(d, zero, _CMP_GT_OQ);
+            _mm512_storeu_pd(out + i, _mm512_maskz_div_pd(pos, d, vm));
+        }
+#endif
+        for (; i < vocab; i++) {
             double d = target[i] - draft[i];
             out[i] = d > 0 ? d / mass : 0;
         }

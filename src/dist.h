@@ -36,6 +36,9 @@ double sd_dist_sum_rtol(size_t vocab, double unit_roundoff);
 
 /* Scales a finite, non-negative, not-all-zero vector in place to sum to 1. */
 int sd_dist_normalize(double *prob, size_t vocab, const char *name);
+/* sd_dist_check(prob), then out = prob rescaled to sum to 1: the same values as a copy
+ * given to sd_dist_normalize, in one pass over each (a verifier takes two laws a node). */
+int sd_dist_check_normalize_into(const double *prob, size_t vocab, const char *name, double *out);
 
 /* Softmax of logits at temperature (> 0; 0 means greedy: all mass on the argmax,
  * ties to the lowest index), then top-k (0 = off) and top-p (1 = off) filtering.

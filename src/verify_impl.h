@@ -44,6 +44,7 @@ struct sd_verifier {
     double *draft, *target;      /* owned copies */
     double *cur_resid;           /* current residual target */
     double *rounds;              /* specinfer: (k+1) x V residuals, fixed */
+    size_t rounds_built;         /* specinfer: rounds 0..rounds_built formed (sd_specinfer_round) */
     double *keys;                /* V doubles of work space */
     const size_t *tokens;        /* the drafts of the call in progress */
     double gamma;                /* kseq */
@@ -60,6 +61,10 @@ struct sd_verifier {
     sd_alias *resid_alias;       /* when fixed_residual: built at the first draw from it */
     int draft_built, resid_built; /* whether the tables hold this pair's laws */
 };
+
+/* specinfer: round i's residual (v->rounds + i V), formed with the rounds before it
+ * on first use; planted variants that write rounds themselves set rounds_built. */
+const double *sd_specinfer_round(sd_verifier *v, size_t i);
 
 /* rrs: N(c) = sum_x max(r1(x) - c draft(x), 0), O(log V). */
 double sd_rrs_norm(const sd_verifier *v, double c);

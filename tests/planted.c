@@ -50,7 +50,7 @@ static const double *other_order_residual(sd_verifier *v) { return v->cur_resid;
 /* specinfer: acceptance ratio inverted, min(1, draft / residual). */
 static double inverted_accept(sd_verifier *v, size_t round, size_t x)
 {
-    double r = v->rounds[round * v->vocab + x], d = v->draft[x];
+    double r = sd_specinfer_round(v, round)[x], d = v->draft[x];
     if (r <= 0) return 1;
     return d / r < 1 ? d / r : 1;
 }
@@ -73,6 +73,7 @@ static int planted_rounds(sd_verifier *v, int normalise, int support_only)
         else if (normalise)
             for (size_t y = 0; y < V; y++) cur[y] /= mass;
     }
+    v->rounds_built = v->k;
     return rc;
 }
 
@@ -85,7 +86,7 @@ static const double *target_residual(sd_verifier *v) { return v->target; }
 /* specinfer: the last round's correction from the residual one round early. */
 static const double *early_residual(sd_verifier *v)
 {
-    return v->rounds + (v->k - 1) * v->vocab;
+    return sd_specinfer_round(v, v->k - 1);
 }
 
 /* decoding loop: the bonus token drawn from the draft instead of the target. */
@@ -130,7 +131,10 @@ static int capped_prepare(sd_verifier *v)
 {
     int rc = sd_ops_specinfer.prepare(v);
     size_t V = v->vocab;
-    for (size_t i = 5; i <= v->k; i++) memcpy(v->rounds + i * V, v->rounds + 4 * V, V * sizeof *v->rounds);
+    if (v->k < 5) return rc;
+    const double *fourth = sd_specinfer_round(v, 4);
+    for (size_t i = 5; i <= v->k; i++) memcpy(v->rounds + i * V, fourth, V * sizeof *v->rounds);
+    v->rounds_built = v->k;
     return rc;
 }
 

@@ -124,6 +124,43 @@ static void test_dist_residual_and_tv(void **state)
     assert_true(r[1] == target[1]);
 }
 
+/* The vectorized copy-and-rescale and residual against the scalar loops they replace,
+ * bit for bit, over a length with a tail (1003 = 125 x 8 + 3); bad laws refused by name,
+ * the output left as it was. */
+static void test_dist_normalize_into_and_residual_bitwise(void **state)
+{
+    (void)state;
+    enum { V = 1003 };
+    static double p[V], q[V], want[V], got[V], r[V];
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 11);
+    double sp = 0, sq = 0;
+    for (size_t i = 0; i < V; i++) {
+        p[i] = i % 17 ? gsl_rng_uniform(g) : 0, q[i] = gsl_rng_uniform(g);
+        sp += p[i], sq += q[i];
+    }
+    for (size_t i = 0; i < V; i++) p[i] /= sp, q[i] /= sq; /* sums within 1e-12 of 1, not exactly 1 */
+    memcpy(want, p, sizeof p);
+    assert_int_equal(sd_dist_normalize(want, V, "draft"), SD_OK);
+    assert_int_equal(sd_dist_check_normalize_into(p, V, "draft", got), SD_OK);
+    assert_memory_equal(got, want, sizeof got);
+    double mass = 0;
+    for (size_t i = 0; i < V; i++) mass += q[i] - p[i] > 0 ? q[i] - p[i] : 0;
+    for (size_t i = 0; i < V; i++) want[i] = q[i] - p[i] > 0 ? (q[i] - p[i]) / mass : 0;
+    assert_true(sd_dist_residual(q, p, V, r) == mass);
+    assert_memory_equal(r, want, sizeof r);
+    p[7] = NAN;
+    memcpy(want, got, sizeof got);
+    assert_int_equal(sd_dist_check_normalize_into(p, V, "target", got), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "target"));
+    assert_non_null(strstr(sd_errmsg(), "index 7"));
+    p[7] = 0.5;
+    assert_int_equal(sd_dist_check_normalize_into(p, V, "target", got), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "--normalize"));
+    assert_memory_equal(got, want, sizeof got);
+    gsl_rng_free(g);
+}
+
 /* Counts of n draws against the law; every cell within 5 sigma, zero cells never hit. */
 static void check_counts(const double *law, const unsigned long *count, size_t V, unsigned long n)
 {
@@ -191,6 +228,7 @@ int main(void)
         cmocka_unit_test(test_dist_logits_softmax_topk_topp),
         cmocka_unit_test(test_dist_logits_softmax_full_vocab),
         cmocka_unit_test(test_dist_residual_and_tv),
+        cmocka_unit_test(test_dist_normalize_into_and_residual_bitwise),
         cmocka_unit_test(test_dist_alias_and_cdf_laws),
         cmocka_unit_test(test_dist_without_replacement_law),
     };
