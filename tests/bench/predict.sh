@@ -84,9 +84,11 @@ echo
 echo "# each scheme against the run's predicted best, paired by prompt (decode's vs_best columns): how often"
 echo "# the measured ratio fell inside the interval, its width, and where the prediction put a scheme 10% or"
 echo "# more below the best, how often the interval told them apart (excluded 1); goal: the intervals hold and"
-echo "# separate a 10% difference"
+echo "# separate a 10% difference. Per run: ar's tokens/s (the machine's memory speed moves it by tens of"
+echo "# percent from minute to minute, and a target pass over a few tokens gains less from faster memory than"
+echo "# one token's: the faster ar, the smaller the speedup)"
 awk -F '\t' '
-$2 == "ar" { next }
+$2 == "ar" { artok[$1] = $7; arerr[$1] = ($23 + $25) / ($22 + $24) - 1; next }
 { row[$1, ++k[$1]] = $0; if ($26 == 1) best[$1] = $9; if ($9 > mtop[$1]) { mtop[$1] = $9; mname[$1] = $2 } if ($26 == 1) pname[$1] = $2 }
 END {
     for (r in k) {
@@ -98,8 +100,9 @@ END {
             if (f[26] <= 0.9) { far++; sep += f[28] < 1 }
             if (f[26] > sv[r]) { sv[r] = f[26]; sl[r] = f[27]; sh[r] = f[28]; sn[r] = f[2]; sm[r] = m }
         }
-        line[r] = sprintf("run %d: predicted best %s; second %s at %.3f [%.3f, %.3f] of it (%s), measured %.3f", r, pname[r],
-                          sn[r], sv[r], sl[r], sh[r], sh[r] < 1 ? "told apart" : "not told apart", sm[r])
+        line[r] = sprintf("run %d: ar %.0f tok/s (%+.1f%% on the costs measured before the run), measured best %s at %.3fx; predicted best %s; " \
+                          "second %s at %.3f [%.3f, %.3f] of it (%s), measured %.3f", r, artok[r], 100 * arerr[r], mname[r],
+                          mtop[r], pname[r], sn[r], sv[r], sl[r], sh[r], sh[r] < 1 ? "told apart" : "not told apart", sm[r])
     }
     for (a = 2; a <= n; a++) for (b = a; b > 1 && w[b] < w[b - 1]; b--) { t = w[b]; w[b] = w[b - 1]; w[b - 1] = t }
     printf "paired: %d (scheme, run) pairs, covered %d (%.0f%%), median width %.1f%%; 10%% or more below the best: " \
