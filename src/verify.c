@@ -152,7 +152,18 @@ static int rrs_prepare(sd_verifier *v)
         v->rrs->sum_r1 = sd_xmalloc((V + 1) * sizeof *v->rrs->sum_r1);
         v->rrs->sum_draft = sd_xmalloc((V + 1) * sizeof *v->rrs->sum_draft);
     }
+    v->rrs->built = 0;
+    return SD_OK;
+}
+
+/* The family's data, at the first rejection (round 0 reads only the two laws: a draft
+ * accepted there, about three times in four on the large pair, needs no sort). */
+static void rrs_build(sd_verifier *v)
+{
     sd_rrs_state *st = v->rrs;
+    size_t V = v->vocab;
+    if (st->built) return;
+    st->built = 1;
     sd_dist_residual(v->target, v->draft, V, st->r1);
     for (size_t x = 0; x < V; x++) {
         st->order[x] = x;
@@ -167,7 +178,6 @@ static int rrs_prepare(sd_verifier *v)
         st->sum_draft[j] = st->sum_draft[j + 1] + v->draft[x];
     }
     st->total_draft = st->sum_draft[0];
-    return SD_OK;
 }
 
 /* First sorted position whose ratio exceeds c: the tokens that keep mass in r(c). */
@@ -195,7 +205,7 @@ static void rrs_begin(sd_verifier *v, const size_t *tokens)
 {
     (void)tokens;
     v->rrs->c = 0;
-    v->rrs->left = v->rrs->total_draft;
+    v->rrs->left = -1; /* the whole draft law: total_draft, once rrs_build has summed it */
     v->rrs->norm = 1;
 }
 
@@ -227,6 +237,8 @@ static void rrs_reject(sd_verifier *v, size_t round, size_t x)
 {
     sd_rrs_state *st = v->rrs;
     (void)x;
+    rrs_build(v);
+    if (st->left < 0) st->left = st->total_draft;
     if (round > 0) st->c += st->norm / st->left;
     st->left = rrs_left_after(v, round + 1, st->left);
     st->norm = sd_rrs_norm(v, st->c);
@@ -234,6 +246,7 @@ static void rrs_reject(sd_verifier *v, size_t round, size_t x)
 
 static const double *rrs_residual(sd_verifier *v)
 {
+    rrs_build(v);
     const sd_rrs_state *st = v->rrs;
     for (size_t y = 0; y < v->vocab; y++) {
         double r = st->r1[y] - st->c * v->draft[y];
@@ -246,6 +259,7 @@ static const double *rrs_residual(sd_verifier *v)
 /* Inverse CDF over the sorted tokens that keep mass: O(log V). */
 static size_t rrs_sample_residual(sd_verifier *v, gsl_rng *rng)
 {
+    rrs_build(v);
     const sd_rrs_state *st = v->rrs;
     size_t V = v->vocab, j0 = rrs_first_above(st, V, st->c);
     if (!(st->norm > 0) || j0 >= V) return sd_dist_sample_cdf(v->target, V, rng);

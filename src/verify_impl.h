@@ -34,6 +34,7 @@ typedef struct {
     double *sum_r1, *sum_draft; /* suffix sums over order, V + 1 each */
     double total_draft;
     double c, norm, left; /* this call: family parameter, N(c), draft mass not drafted */
+    int built;            /* r1 .. total_draft hold this pair's (rrs_build, at the first rejection) */
 } sd_rrs_state;
 
 struct sd_verifier {

@@ -172,6 +172,60 @@ static void test_verify_sample_matches_law(void **state)
     gsl_rng_free(r);
 }
 
+/* A verifier reset to a second pair, after trials on the first built what it builds
+ * lazily (specinfer's rounds, rrs's sorted family, the alias tables), gives the second
+ * pair's laws and draws bit for bit as a verifier allocated for it does; and a reset
+ * back to the first pair gives the first's again. */
+static void test_verify_reset_forgets_the_last_pair(void **state)
+{
+    (void)state;
+    enum { V = 40, K = 3 };
+    double a_d[V], a_t[V], b_d[V], b_t[V], la[V], lb[V];
+    gsl_rng *g = sd_test_rng(5);
+    double s[4] = {0};
+    for (size_t i = 0; i < V; i++) {
+        a_d[i] = gsl_rng_uniform(g), a_t[i] = gsl_rng_uniform(g) * (i % 3 ? 1 : 0.1);
+        b_d[i] = gsl_rng_uniform(g) * (i % 5 ? 1 : 0.01), b_t[i] = gsl_rng_uniform(g);
+        s[0] += a_d[i], s[1] += a_t[i], s[2] += b_d[i], s[3] += b_t[i];
+    }
+    for (size_t i = 0; i < V; i++) a_d[i] /= s[0], a_t[i] /= s[1], b_d[i] /= s[2], b_t[i] /= s[3];
+    for (int sc = 0; sc <= SD_SCHEME_OTM; sc++) {
+        sd_verifier *v, *fresh;
+        assert_int_equal(sd_verifier_alloc(&v, (sd_scheme)sc, a_d, a_t, V, K, sd_verify_default_params()), SD_OK);
+        assert_int_equal(sd_verifier_alloc(&fresh, (sd_scheme)sc, b_d, b_t, V, K, sd_verify_default_params()),
+                         SD_OK);
+        size_t tok[K];
+        for (int i = 0; i < 50; i++) { /* rejections and residual draws on pair a */
+            sd_verdict out;
+            sd_verifier_trial(v, g, tok, &out);
+        }
+        assert_int_equal(sd_verifier_reset(v, b_d, b_t), SD_OK);
+        for (int i = 0; i < 20; i++) {
+            sd_verdict o1, o2;
+            assert_int_equal(sd_verifier_draft(fresh, g, tok), SD_OK);
+            double acc1, acc2;
+            assert_int_equal(sd_verifier_law(v, tok, la, &acc1), SD_OK);
+            assert_int_equal(sd_verifier_law(fresh, tok, lb, &acc2), SD_OK);
+            assert_memory_equal(la, lb, sizeof la);
+            assert_true(acc1 == acc2);
+            gsl_rng *r1 = sd_test_rng(100 + i), *r2 = sd_test_rng(100 + i);
+            sd_verifier_trial(v, r1, tok, &o1);
+            sd_verifier_trial(fresh, r2, tok, &o2);
+            assert_true(o1.token == o2.token && o1.accepted == o2.accepted && o1.draft_index == o2.draft_index);
+            gsl_rng_free(r1), gsl_rng_free(r2);
+        }
+        assert_int_equal(sd_verifier_reset(v, a_d, a_t), SD_OK);
+        assert_int_equal(sd_verifier_reset(fresh, a_d, a_t), SD_OK);
+        assert_int_equal(sd_verifier_draft(fresh, g, tok), SD_OK);
+        double acc1, acc2;
+        assert_int_equal(sd_verifier_law(v, tok, la, &acc1), SD_OK);
+        assert_int_equal(sd_verifier_law(fresh, tok, lb, &acc2), SD_OK);
+        assert_memory_equal(la, lb, sizeof la);
+        sd_verifier_free(v), sd_verifier_free(fresh);
+    }
+    gsl_rng_free(g);
+}
+
 static void test_verify_bad_input(void **state)
 {
     (void)state;
@@ -216,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_verify_rrs_other_order_is_lossy),
         cmocka_unit_test(test_verify_kseq_gamma_range),
         cmocka_unit_test(test_verify_sample_matches_law),
+        cmocka_unit_test(test_verify_reset_forgets_the_last_pair),
         cmocka_unit_test(test_verify_bad_input),
     };
     return cmocka_run_group_tests_name("verify", tests, NULL, NULL);
