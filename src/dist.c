@@ -36,7 +36,8 @@ static double exp_shifted(const double *l, size_t n, double max, double temperat
 #if defined(__AVX512F__)
     const __m512d vm = _mm512_set1_pd(max), vt = _mm512_set1_pd(temperature), floor = _mm512_set1_pd(-708.0);
     for (; i + 8 <= n; i += 8) {
-        __m512d x = _mm512_div_pd(_mm512_sub_pd(_mm512_loadu_pd(l + i), vm), vt);
+        __m512d x = _mm512_sub_pd(_mm512_loadu_pd(l + i), vm);
+        if (temperature != 1) x = _mm512_div_pd(x, vt); /* x / 1 is x */
         __mmask8 deep = _mm512_cmp_pd_mask(x, floor, _CMP_LT_OQ);
         _mm512_storeu_pd(out + i, exp8_nonpos(_mm512_max_pd(x, floor)));
         for (int k = 0; deep && k < 8; k++) /* -inf and the subnormal range: exp's own */
@@ -220,15 +221,30 @@ int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, 
         return sd_error(SD_EINVAL, "%s: temperature %g must be finite and >= 0", name,
                         temperature);
     double max = -INFINITY;
-    size_t arg = 0;
-    for (size_t i = 0; i < vocab; i++) {
+    size_t arg = 0, i = 0;
+#if defined(__AVX512F__)
+    if (temperature > 0) { /* no argmax needed: the maximum eight at a time, the loop below
+                            * for the tail, and from the start if an entry is NaN or +inf */
+        const __m512d inf = _mm512_set1_pd(INFINITY);
+        __m512d m = _mm512_set1_pd(-INFINITY);
+        __mmask8 bad = 0;
+        for (; i + 8 <= vocab; i += 8) {
+            const __m512d x = _mm512_loadu_pd(logits + i);
+            bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q) | _mm512_cmp_pd_mask(x, inf, _CMP_EQ_OQ);
+            m = _mm512_max_pd(m, x);
+        }
+        if (bad) i = 0;
+        else max = _mm512_reduce_max_pd(m); /* a 0 of either sign: exp(l - max) is the same */
+    }
+#endif
+    for (; i < vocab; i++) {
         if (isnan(logits[i]) || logits[i] == INFINITY)
             return sd_error(SD_EINVAL, "%s: logit at index %zu is %g", name, i, logits[i]);
         if (logits[i] > max) max = logits[i], arg = i;
     }
     if (max == -INFINITY) return sd_error(SD_EINVAL, "%s: every logit is -inf", name);
     if (temperature == 0) {
-        for (size_t i = 0; i < vocab; i++) out[i] = 0;
+        for (size_t j = 0; j < vocab; j++) out[j] = 0;
         out[arg] = 1;
         return SD_OK;
     }

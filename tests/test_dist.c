@@ -161,6 +161,34 @@ static void test_dist_normalize_into_and_residual_bitwise(void **state)
     gsl_rng_free(g);
 }
 
+/* The logits' scan eight at a time: the first bad entry is still the one named (a NaN
+ * and a +inf inside the vector body), and a maximum of 0 of either sign gives the same
+ * law bit for bit (the vector maximum may return either zero). */
+static void test_dist_logits_scan(void **state)
+{
+    (void)state;
+    enum { V = 1003 };
+    static double l[V], z[V], a[V], b[V];
+    for (size_t i = 0; i < V; i++) l[i] = -0.01 * (double)(i % 251) - 0.5;
+    l[500] = NAN, l[700] = INFINITY;
+    assert_int_equal(sd_dist_from_logits(l, V, 1.0, 0, 1.0, a, "model logits"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "index 500"));
+    l[500] = -1;
+    assert_int_equal(sd_dist_from_logits(l, V, 0.7, 0, 1.0, a, "model logits"), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "index 700"));
+    l[700] = -1;
+    memcpy(z, l, sizeof l);
+    l[3] = -0.0, l[900] = 0.0, l[1001] = -0.0; /* the maximum, three times, both signs */
+    z[3] = 0.0, z[900] = 0.0, z[1001] = 0.0;
+    for (int k = 0; k < 3; k++) {
+        const double T = k == 0 ? 1.0 : k == 1 ? 0.7 : 0;
+        assert_int_equal(sd_dist_from_logits(l, V, T, 0, 1.0, a, "model logits"), SD_OK);
+        assert_int_equal(sd_dist_from_logits(z, V, T, 0, 1.0, b, "model logits"), SD_OK);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    assert_true(a[3] == 1 && a[900] == 0); /* T = 0: the first maximum */
+}
+
 /* Counts of n draws against the law; every cell within 5 sigma, zero cells never hit. */
 static void check_counts(const double *law, const unsigned long *count, size_t V, unsigned long n)
 {
@@ -229,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_dist_logits_softmax_full_vocab),
         cmocka_unit_test(test_dist_residual_and_tv),
         cmocka_unit_test(test_dist_normalize_into_and_residual_bitwise),
+        cmocka_unit_test(test_dist_logits_scan),
         cmocka_unit_test(test_dist_alias_and_cdf_laws),
         cmocka_unit_test(test_dist_without_replacement_law),
     };
