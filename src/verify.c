@@ -520,12 +520,28 @@ static const sd_verify_ops *scheme_ops(sd_scheme s)
     }
 }
 
+/* The pair checked, then copied rescaled to sum to 1 exactly (valid sums may be off 1
+ * by 1e-9: exact sums keep every scheme's sums <= 1). The draft's copy goes to the work
+ * space and takes the draft's place once the target has passed too: a bad law leaves
+ * the verifier's pair as it was. */
+static int reset_laws(sd_verifier *v, const double *draft, const double *target)
+{
+    int rc = sd_dist_check_normalize_into(draft, v->vocab, "draft", v->keys);
+    if (!rc) rc = sd_dist_check_normalize_into(target, v->vocab, "target", v->target);
+    if (!rc) {
+        double *d = v->draft;
+        v->draft = v->keys, v->keys = d;
+    }
+    return rc;
+}
+
 int sd_verifier_alloc_ops(sd_verifier **out, const sd_verify_ops *ops, sd_scheme scheme,
                           const double *draft, const double *target, size_t vocab, size_t k,
                           sd_verify_params params)
 {
     int rc;
     *out = NULL;
+    /* checked before anything is allocated (the vocabulary's size among them) */
     if ((rc = sd_dist_check(draft, vocab, "draft"))) return rc;
     if ((rc = sd_dist_check(target, vocab, "target"))) return rc;
     if (k < 1) return sd_error(SD_EINVAL, "k = %zu: need at least one draft", k);
@@ -538,10 +554,9 @@ int sd_verifier_alloc_ops(sd_verifier **out, const sd_verify_ops *ops, sd_scheme
     v->params = params;
     v->draft = sd_xmalloc(vocab * sizeof *v->draft);
     v->target = sd_xmalloc(vocab * sizeof *v->target);
-    sd_dist_check_normalize_into(draft, vocab, "draft", v->draft); /* as in sd_verifier_reset */
-    sd_dist_check_normalize_into(target, vocab, "target", v->target);
-    v->cur_resid = sd_xmalloc(vocab * sizeof *v->cur_resid);
     v->keys = sd_xmalloc(vocab * sizeof *v->keys);
+    reset_laws(v, draft, target); /* checked above: the rescaled copies */
+    v->cur_resid = sd_xmalloc(vocab * sizeof *v->cur_resid);
     v->draft_alias = sd_alias_alloc(vocab);
     if ((rc = ops->prepare(v))) {
         sd_verifier_free(v);
@@ -554,12 +569,8 @@ int sd_verifier_alloc_ops(sd_verifier **out, const sd_verify_ops *ops, sd_scheme
 
 int sd_verifier_reset(sd_verifier *v, const double *draft, const double *target)
 {
-    /* checked, then copied rescaled to sum to 1 exactly (valid sums may be off 1 by 1e-9:
-     * exact sums keep every scheme's sums <= 1) */
     int rc;
-    if ((rc = sd_dist_check_normalize_into(draft, v->vocab, "draft", v->draft)) ||
-        (rc = sd_dist_check_normalize_into(target, v->vocab, "target", v->target)))
-        return rc;
+    if ((rc = reset_laws(v, draft, target))) return rc;
     /* the alias tables at their first draw: verifying given tokens draws from neither,
      * and a residual is drawn from only after a rejection (a chain of 4 over 4096 tokens:
      * two tables of O(V) a position, most of the verification's time) */

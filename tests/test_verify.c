@@ -175,7 +175,8 @@ static void test_verify_sample_matches_law(void **state)
 /* A verifier reset to a second pair, after trials on the first built what it builds
  * lazily (specinfer's rounds, rrs's sorted family, the alias tables), gives the second
  * pair's laws and draws bit for bit as a verifier allocated for it does; and a reset
- * back to the first pair gives the first's again. */
+ * back to the first pair gives the first's again, as does a reset then refused for a
+ * bad law. */
 static void test_verify_reset_forgets_the_last_pair(void **state)
 {
     (void)state;
@@ -216,6 +217,12 @@ static void test_verify_reset_forgets_the_last_pair(void **state)
         }
         assert_int_equal(sd_verifier_reset(v, a_d, a_t), SD_OK);
         assert_int_equal(sd_verifier_reset(fresh, a_d, a_t), SD_OK);
+        /* a bad law refused leaves the pair as it was, whichever of the two it is */
+        double bad[V];
+        memcpy(bad, b_t, sizeof bad);
+        bad[V / 2] = NAN;
+        assert_int_equal(sd_verifier_reset(v, b_d, bad), SD_EINVAL);
+        assert_int_equal(sd_verifier_reset(v, bad, b_t), SD_EINVAL);
         assert_int_equal(sd_verifier_draft(fresh, g, tok), SD_OK);
         double acc1, acc2;
         assert_int_equal(sd_verifier_law(v, tok, la, &acc1), SD_OK);
