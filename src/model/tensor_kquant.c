@@ -243,11 +243,6 @@ void sd_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *b
 /* ---- products against Q8_K activations */
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-/* A super-block's weights unpacked into 64-byte vectors (unsigned q, 0..63) and the
- * int16 scales each maddubs pair is multiplied by: done once per row and block for up
- * to eight tokens. Per token, per vector: maddubs (exact: at most 2 x 63 x 127), vpdpwssd
- * into int32 lanes (exact), then the correction from bsums and one conversion and fused
- * multiply-add per block, in the same order for every token count. */
 /* k_scales in vector form: bytes 0..7 the eight scales, 8..15 the eight mins, in both
  * 128-bit lanes (reads 16 bytes at s: the 12 of the scales and 4 of what follows). */
 static inline __m256i k_scales_v(const unsigned char *s)
@@ -260,6 +255,11 @@ static inline __m256i k_scales_v(const unsigned char *s)
     return _mm256_unpacklo_epi32(lo, hi);
 }
 
+/* A super-block's weights unpacked into 64-byte vectors (unsigned q, 0..63) and the
+ * int16 scales each maddubs pair is multiplied by: done once per row and block for up
+ * to eight tokens. Per token, per vector: maddubs (exact: at most 2 x 63 x 127), vpdpwssd
+ * into int32 lanes (exact), then the correction from bsums and one conversion and fused
+ * multiply-add per block, in the same order for every token count. */
 typedef struct {
     __m512i w[4], s[4]; /* four 64-element quarters and their scales */
     __m256i sc16;       /* Q6_K: the 16 scales as int16 */
