@@ -562,10 +562,6 @@ static inline __attribute__((always_inline)) float krow_one(sd_ttype t, const un
             if (T != SD_T_Q6_K && (nt >= KG_MIN || nt == 1)) kgroup_fill(&g, d, bsums, n, t0, nt);     \
             for (size_t r = 0; r < nrows; r++) {                                                       \
                 const unsigned char *row = w + r * rb;                                                 \
-                if (T != SD_T_Q6_K && nt == 1) {                                                       \
-                    y[t0 * ys + r] = krow_one(T, row, &g, q + t0 * n, n);                             \
-                    continue;                                                                          \
-                }                                                                                      \
                 switch (nt) {                                                                          \
                 case 8: krow_tokens(T, row, &g, d, q, bsums, n, t0, 8, y + r, ys); break;              \
                 case 7: krow_tokens(T, row, &g, d, q, bsums, n, t0, 7, y + r, ys); break;              \
@@ -574,7 +570,10 @@ static inline __attribute__((always_inline)) float krow_one(sd_ttype t, const un
                 case 4: krow_tokens(T, row, &g, d, q, bsums, n, t0, 4, y + r, ys); break;              \
                 case 3: krow_tokens(T, row, &g, d, q, bsums, n, t0, 3, y + r, ys); break;              \
                 case 2: krow_tokens(T, row, &g, d, q, bsums, n, t0, 2, y + r, ys); break;              \
-                default: krow_tokens(T, row, &g, d, q, bsums, n, t0, 1, y + r, ys); break;             \
+                default: /* one token: Q4_K's and Q5_K's row of their own */                           \
+                    if (T == SD_T_Q6_K) krow_tokens(T, row, &g, d, q, bsums, n, t0, 1, y + r, ys);     \
+                    else y[t0 * ys + r] = krow_one(T, row, &g, q + t0 * n, n);                         \
+                    break;                                                                             \
                 }                                                                                      \
             }                                                                                          \
         }                                                                                              \
