@@ -6,6 +6,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "gemm.h"
 #include "pool.h"
 
@@ -25,7 +29,32 @@ static int mm_quantized(const sd_tensor *w)
     return a == 1 ? 5 : a == 2 ? 1 : sd_ttype_is_k(w->type) ? 2 : 0;
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
+/* h[i] = silu(g[i]) u[i] = g[i] / (1 + e^-g[i]) u[i] for i < n, e^-g from
+ * sd_exp_shifted (sixteen at a time with AVX-512; expf otherwise): the same formula for
+ * every element, wherever it sits, so a token's h does not depend on its batch. One
+ * expf call and one scalar division an element were 5-6% of a pass over 8 tokens (perf,
+ * the large and the shipped target); bench_model --pass, interleaved, M_T(4) and M_T(8):
+ * shipped target 0.219, 0.400 -> 0.205, 0.369 ms; large target 1.50, 2.19 -> 1.42, 2.05. */
+enum { SWIGLU_RUN = 256 };
+static void swiglu(float *restrict h, const float *restrict g, const float *restrict u, size_t n)
+{
+    float e[SWIGLU_RUN];
+    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_RUN) {
+        size_t m = n - i0 < SWIGLU_RUN ? n - i0 : SWIGLU_RUN;
+        sd_exp_shifted(g + i0, m, 0.0f, -1.0f, e);
+        size_t i = 0;
+#if defined(__AVX512F__)
+        /* a quotient is rounded once, alike in a vector and alone */
+        for (; i < m; i += 16) {
+            __mmask16 k = m - i < 16 ? (__mmask16)((1u << (m - i)) - 1) : (__mmask16)0xFFFF;
+            __m512 gv = _mm512_maskz_loadu_ps(k, g + i0 + i), ev = _mm512_maskz_loadu_ps(k, e + i);
+            __m512 q = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), ev));
+            _mm512_mask_storeu_ps(h + i0 + i, k, _mm512_mul_ps(q, _mm512_maskz_loadu_ps(k, u + i0 + i)));
+        }
+#endif
+        for (; i < m; i++) h[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
+    }
+}
 
 /* The k products of one input x (n tokens of cols): q, k and v, or gate and up, in one
  * loop of the pool (each loop is a wake-up and a wait: with OpenMP's sleeping waits,
@@ -60,7 +89,7 @@ static void mm_swiglu_task(void *ctx, size_t c, int thread)
     const mm_swiglu *h = ((const mm_job *)ctx)->h;
     size_t end = (c + 1) * SWIGLU_CHUNK < h->len ? (c + 1) * SWIGLU_CHUNK : h->len;
     (void)thread;
-    for (size_t i = c * SWIGLU_CHUNK; i < end; i++) h->h[i] = silu(h->gate[i]) * h->up[i];
+    swiglu(h->h + c * SWIGLU_CHUNK, h->gate + c * SWIGLU_CHUNK, h->up + c * SWIGLU_CHUNK, end - c * SWIGLU_CHUNK);
 }
 
 static void mm_quant_task(void *ctx, size_t t, int thread)
@@ -110,8 +139,7 @@ static void mm_gate_up_task(void *ctx, size_t c, int thread)
     size_t F = j->o[0].rows, r0 = c * MATMUL_CHUNK, r1 = F - r0 < MATMUL_CHUNK ? F : r0 + MATMUL_CHUNK;
     mm_rows_task(ctx, c, thread);
     mm_rows_task(ctx, (F + MATMUL_CHUNK - 1) / MATMUL_CHUNK + c, thread);
-    for (size_t t = 0; t < j->n; t++)
-        for (size_t i = t * F + r0; i < t * F + r1; i++) h->h[i] = silu(h->gate[i]) * h->up[i];
+    for (size_t t = 0; t < j->n; t++) swiglu(h->h + t * F + r0, h->gate + t * F + r0, h->up + t * F + r0, r1 - r0);
 }
 
 void sd_llama_mm_group(const float *x, size_t n, size_t cols, mm_scratch *s, size_t k, const mm_out *o,
