@@ -252,7 +252,7 @@ bench-kquant: $(BUILD)/tests/bench/bench_model $(BIN)
 # 75 MB of weights streamed from memory each pass, where speculation pays) and its draft
 # LARGE_DRAFT, the default when data/models/large-target.gguf is here; PAIR=small: the
 # shipped 5.5M pair (in the cache).
-LARGE_DRAFT ?= large-draft-long
+LARGE_DRAFT ?= large-draft-4800
 PAIR ?= $(if $(wildcard data/models/large-target.gguf),large,small)
 DEMO_large = --target $$t --draft data/models/$(LARGE_DRAFT).gguf --n-prompts 10
 DEMO_small = --target data/models/target.gguf --draft data/models/draft.gguf --n-prompts 20

@@ -7,7 +7,7 @@
 #      figures go), E2E_PAIR (large: the
 #      large target data/models/large-target.gguf (run as its F16 expansion,
 #      data/models/large-f16.sh) with data/models/$LARGE_DRAFT.gguf
-#      (default large-draft-long) and large-parallel.gguf, the default when they are there;
+#      (default large-draft-4800) and large-parallel.gguf, the default when they are there;
 #      small: the shipped 5.5M target with draft.gguf and parallel.gguf). PDM: the draft
 #      the pair's parallel drafter was initialised from (its sequential twin).
 cd "$(dirname "$0")/../.."
@@ -15,7 +15,7 @@ SD=$BUILD/specdec
 N=${E2E_PROMPTS:-20}
 TOK=${E2E_TOKENS:-64}
 TH=${E2E_THREADS:-2}
-LARGE_DRAFT=${LARGE_DRAFT:-large-draft-long}
+LARGE_DRAFT=${LARGE_DRAFT:-large-draft-4800}
 if [ -z "${E2E_PAIR:-}" ]; then
     E2E_PAIR=small
     [ -s data/models/large-target.gguf ] && [ -s "data/models/$LARGE_DRAFT.gguf" ] && E2E_PAIR=large
