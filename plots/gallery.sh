@@ -50,7 +50,7 @@ echo
 # bench-ladder RECORD=1), cpu (make bench-mt RECORD=1); their thumbnails under paper-figs/img/
 if ls paper-figs/e2e-large/*.tsv >/dev/null 2>&1; then
     echo "The large target (37.5M parameters, 75 MB of F16 weights streamed from memory each pass) with"
-    echo "\`large-draft-long\`: every scheme measured against its prediction, the GT threshold sweep and"
+    echo "\`large-draft-4800\`: every scheme measured against its prediction, the GT threshold sweep and"
     echo "ParallelSpec's drafter (\`make bench-e2e RECORD=1\`, \`make bench-predict RECORD=1\`: data and the"
     echo "runs' output in \`paper-figs/e2e-large/\`, with llama.cpp on the same files); the draft ladder on"
     echo "that target (\`paper-figs/ladder-large-target/\`); M_T(n) of both targets beside their rooflines"
