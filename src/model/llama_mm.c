@@ -32,8 +32,8 @@ static int mm_quantized(const sd_tensor *w)
 /* h[i] = silu(g[i]) u[i] = g[i] / (1 + e^-g[i]) u[i] for i < n, e^-g from
  * sd_exp_shifted (sixteen at a time with AVX-512; expf otherwise): the same formula for
  * every element, wherever it sits, so a token's h does not depend on its batch. One
- * expf call and one scalar division an element were 5-6% of a pass over 8 tokens (perf,
- * the large and the shipped target); bench_model --pass, interleaved, M_T(4) and M_T(8):
+ * expf call and one scalar division an element were 6.5% (large target) and 8% (shipped
+ * target) of a pass over 8 tokens (perf: the task's own time, __expf_fma and expf@plt); bench_model --pass, interleaved, M_T(4) and M_T(8):
  * shipped target 0.219, 0.400 -> 0.205, 0.369 ms; large target 1.50, 2.19 -> 1.42, 2.05. */
 enum { SWIGLU_RUN = 256 };
 static void swiglu(float *restrict h, const float *restrict g, const float *restrict u, size_t n)
