@@ -106,7 +106,7 @@ static void test_gemm_dot_tokens_bitwise(void **state)
 {
     (void)state;
     gsl_rng *r = sd_test_rng(12);
-    static const size_t cols[] = {16, 37, 48, 96, 256, 704}; /* 48, 96: all or half tail */
+    static const size_t cols[] = {16, 37, 48, 100, 256, 709}; /* 37, 100, 709: a tail past the lanes */
     for (size_t c = 0; c < 6; c++)
         for (size_t n = 1; n <= 13; n++) {
             size_t C = cols[c];
@@ -131,14 +131,14 @@ static void test_gemm_dot_tokens_bitwise(void **state)
 /* The batched product of the decoder, for weights in the cache and streamed from
  * memory: every token x row equals the single-token dot product bit for bit, F32, F16
  * and BF16 rows, every batch from 1 to 20 tokens (streamed, up to 16 one row at a time
- * against all tokens in groups of up to 6, up to 8 for F32 rows of 704; else tiles of
- * 4 rows x 3 tokens, tokens in chunks) and 71, depths with and without a tail past the
- * lanes, 70 rows (a partial block of 16 and of 4). */
+ * against all tokens in groups of up to 6, up to 8 for F32 rows of 709; else tiles of
+ * 4 rows x up to 6 tokens, tokens in chunks) and 71, depths with and without a tail
+ * past the lanes, 70 rows (a partial block of 16 and of 4). */
 static void test_gemm_dot_rows_tokens_bitwise(void **state)
 {
     (void)state;
     gsl_rng *r = sd_test_rng(13);
-    static const size_t cols[] = {16, 37, 48, 128, 256, 704};
+    static const size_t cols[] = {16, 37, 48, 100, 256, 709};
     static const size_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 71};
     for (size_t c = 0; c < 6; c++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
@@ -168,53 +168,54 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
     gsl_rng_free(r);
 }
 
-/* Rows two by two (sd_rows_pairs_pack, then sd_dot_rows_tokens_pairs): every token x
+/* Rows four by four (sd_rows_quads_pack, then sd_dot_rows_tokens_quads): every token x
  * row equals the single-token dot product of the rows as they were, bit for bit, F32
- * and F16, 1 to 20 tokens (groups of up to 6) and 37 (past a chunk of tokens), 2 to
- * 34 rows (a partial block of 16), 64 to 1408 columns; the product of a part of the
- * rows from a pair's start; and which shapes allow it. */
-static void test_gemm_pairs_bitwise(void **state)
+ * and F16, 1 to 20 tokens (groups of up to 6) and 37 (past a chunk of tokens), 4 to
+ * 36 rows (a partial block of 16), 16 to 1408 columns; the product of a part of the
+ * rows from a quad's start; and which shapes allow it. */
+static void test_gemm_quads_bitwise(void **state)
 {
     (void)state;
-    assert_false(sd_rows_pairs_ok(SD_T_F16, 3, 64));
-    assert_false(sd_rows_pairs_ok(SD_T_F16, 4, 96));
-    assert_false(sd_rows_pairs_ok(SD_T_Q8_0, 4, 64));
-    assert_false(sd_rows_pairs_ok(SD_T_BF16, 4, 64));
-    if (!sd_rows_pairs_ok(SD_T_F32, 2, 64)) {
-        print_message("skipped: rows two by two need AVX-512, not in this build\n");
+    assert_false(sd_rows_quads_ok(SD_T_F16, 6, 64));
+    assert_false(sd_rows_quads_ok(SD_T_F16, 4, 72));
+    assert_false(sd_rows_quads_ok(SD_T_F32, 0, 64));
+    assert_false(sd_rows_quads_ok(SD_T_Q8_0, 4, 64));
+    assert_false(sd_rows_quads_ok(SD_T_BF16, 4, 64));
+    if (!sd_rows_quads_ok(SD_T_F32, 4, 64)) {
+        print_message("skipped: rows four by four need AVX-512, not in this build\n");
         return;
     }
     gsl_rng *r = sd_test_rng(29);
-    static const size_t cols[] = {64, 128, 512, 1408}, rowss[] = {2, 18, 34};
+    static const size_t cols[] = {16, 48, 64, 128, 512, 1408}, rowss[] = {4, 20, 36};
     static const size_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 37};
-    for (size_t c = 0; c < 4; c++)
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
         for (size_t rr = 0; rr < 3; rr++)
             for (int f16 = 0; f16 < 2; f16++) {
                 size_t C = cols[c], rows = rowss[rr], ys = rows + 2;
                 sd_ttype t = f16 ? SD_T_F16 : SD_T_F32;
                 size_t rb = sd_ttype_row_bytes(t, C);
-                assert_true(sd_rows_pairs_ok(t, rows, C));
+                assert_true(sd_rows_quads_ok(t, rows, C));
                 float *w = gauss(r, rows * C), *x = gauss(r, 37 * C), *y = malloc(37 * ys * sizeof *y);
                 uint16_t *h = malloc(rows * C * sizeof *h);
-                char *pairs = malloc(rows * rb);
+                char *quads = malloc(rows * rb);
                 if (f16) sd_quantize_row(t, w, h, rows * C);
                 const char *wt = f16 ? (const char *)h : (const char *)w;
-                sd_rows_pairs_pack(t, wt, rows, C, pairs);
+                sd_rows_quads_pack(t, wt, rows, C, quads);
                 for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
-                    size_t n = ns[k], skip = k % 2 && rows > 2 ? 2 : 0; /* from the second pair on */
+                    size_t n = ns[k], skip = k % 2 && rows > 4 ? 4 : 0; /* from the second quad on */
                     for (size_t i = 0; i < n * ys; i++) y[i] = -7.0f;
-                    sd_dot_rows_tokens_pairs(t, pairs + skip * rb, rows - skip, x, C, n, y, ys);
+                    sd_dot_rows_tokens_quads(t, quads + skip * rb, rows - skip, x, C, n, y, ys);
                     for (size_t tk = 0; tk < n; tk++) {
                         for (size_t o = 0; o < rows - skip; o++) {
                             float one = sd_dot_row(t, wt + (o + skip) * rb, x + tk * C, C);
                             if (memcmp(&one, &y[tk * ys + o], sizeof one))
-                                fail_msg("%s in pairs, cols %zu, rows %zu from %zu, %zu tokens: token %zu row %zu gives %.9g, "
+                                fail_msg("%s in quads, cols %zu, rows %zu from %zu, %zu tokens: token %zu row %zu gives %.9g, "
                                          "alone %.9g", sd_ttype_name(t), C, rows, skip, n, tk, o, y[tk * ys + o], one);
                         }
                         assert_true(y[tk * ys + rows - skip] == -7.0f);
                     }
                 }
-                free(w), free(x), free(y), free(h), free(pairs);
+                free(w), free(x), free(y), free(h), free(quads);
             }
     gsl_rng_free(r);
 }
@@ -300,7 +301,7 @@ int main(void)
         cmocka_unit_test(test_gemm_linear_layer_forms),
         cmocka_unit_test(test_gemm_dot_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_rows_tokens_bitwise),
-        cmocka_unit_test(test_gemm_pairs_bitwise),
+        cmocka_unit_test(test_gemm_quads_bitwise),
         cmocka_unit_test(test_gemm_dot_rows_act_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_short_rows_bitwise),
     };

@@ -28,11 +28,11 @@ static const sd_llama_config tiny = {
 
 /* Past every threshold where the kernels change their order of work, so that a
  * kernel that sums in another order for a batch than for one token shows in the bits:
- * rows of 256 (four blocks of the AVX-512 dot product's 64 lanes, two in each half of
- * the two-chain tiles), feed-forward rows of 736 (11 blocks and a 32-float tail; the
- * 4096-float token chunk holds 3 tokens), products over 2^18 multiply-adds (on the
- * pool's threads), rows of every matrix in several 32-row chunks and 16-row blocks
- * with a partial last one (a vocabulary of 280). Its passes take milliseconds. */
+ * rows of 256 (16 steps of the AVX-512 dot product's 16-wide chain), feed-forward
+ * rows of 736 (46 steps; tokens in chunks of a tile's 6; rows with a tail past the
+ * chain's steps: test_gemm), products over 2^18 multiply-adds (on the pool's
+ * threads), rows of every matrix in several 32-row chunks and 16-row blocks with a
+ * partial last one (a vocabulary of 280). Its passes take milliseconds. */
 static const sd_llama_config wide = {
     .n_vocab = 280, .dim = 256, .n_layer = 2, .n_head = 8, .n_head_kv = 2, .head_dim = 32,
     .ffn_dim = 736, .ctx_len = 64, .rms_eps = 1e-5f, .rope_base = 10000.0f,
@@ -651,29 +651,31 @@ static void test_model_long_batch_bitwise(void **state)
                 if (memcmp(one + t * V, got + t * V, V * sizeof *got))
                     fail_msg("dim %u, %s: token %zu of the batch differs from its one-token pass", m->cfg.dim,
                              sd_ttype_name(types[ty]), t);
-            /* the rows two by two (sd_llama_pair_rows; tiny's and wide's down products
-             * stay as they are: 96 and 736 columns): the same bits, in a batch and one
-             * token at a time */
+            /* the rows four by four (sd_llama_quad_rows; a matrix whose shape does not
+             * allow it stays as it is): the same bits, in a batch and one token at a time */
             if (types[ty] == SD_T_F32 || types[ty] == SD_T_F16) {
-                assert_int_equal(sd_llama_pair_rows(q, 1), 0); /* over its limit: no copy */
-                assert_null(q->layer[0].wq.pairs);
-                size_t paired = sd_llama_pair_rows(q, SIZE_MAX);
-                if (sd_rows_pairs_ok(SD_T_F32, 2, 64)) {
+                assert_int_equal(sd_llama_quad_rows(q, 1), 0); /* over its limit: no copy */
+                assert_null(q->layer[0].wq.quads);
+                size_t paired = sd_llama_quad_rows(q, SIZE_MAX);
+                if (sd_rows_quads_ok(SD_T_F32, 4, 64)) {
+                    const sd_llama_layer *L0 = &q->layer[0];
                     assert_true(paired > 0);
-                    assert_non_null(q->layer[0].wq.pairs);
-                    assert_null(q->layer[0].w_down.pairs);
-                    assert_int_equal(sd_llama_pair_rows(q, SIZE_MAX), 0); /* once */
+                    assert_non_null(L0->wq.quads);
+                    assert_true((L0->w_down.quads != NULL) == sd_rows_quads_ok(types[ty], m->cfg.dim, m->cfg.ffn_dim));
+                    assert_true((L0->wk.quads != NULL) ==
+                                sd_rows_quads_ok(types[ty], (size_t)m->cfg.n_head_kv * m->cfg.head_dim, m->cfg.dim));
+                    assert_int_equal(sd_llama_quad_rows(q, SIZE_MAX), 0); /* once */
                 }
                 float *pair = malloc(N * V * sizeof *pair);
                 sd_kv_truncate(kv, 0);
                 assert_int_equal(sd_llama_forward(q, kv, seq, N, NULL, NULL, pair, NULL), SD_OK);
                 if (memcmp(pair, got, N * V * sizeof *got))
-                    fail_msg("dim %u, %s: the rows two by two change the batch's logits", m->cfg.dim, sd_ttype_name(types[ty]));
+                    fail_msg("dim %u, %s: the rows four by four change the batch's logits", m->cfg.dim, sd_ttype_name(types[ty]));
                 sd_kv_truncate(kv, 0);
                 for (size_t t = 0; t < N; t++)
                     assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, pair + t * V, NULL), SD_OK);
                 if (memcmp(pair, got, N * V * sizeof *got))
-                    fail_msg("dim %u, %s: the rows two by two change a one-token pass", m->cfg.dim, sd_ttype_name(types[ty]));
+                    fail_msg("dim %u, %s: the rows four by four change a one-token pass", m->cfg.dim, sd_ttype_name(types[ty]));
                 free(pair);
             }
             /* a subset of the rows (a prompt's last token, a tree's leaves): the same bits */

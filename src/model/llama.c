@@ -133,7 +133,7 @@ static int convert_tensor(const sd_tensor *src, sd_tensor *dst, sd_ttype t, char
     }
     free(row);
     *dst = *src;
-    dst->type = t, dst->data = *at, dst->nbytes = rows * rb, dst->pairs = NULL;
+    dst->type = t, dst->data = *at, dst->nbytes = rows * rb, dst->quads = NULL;
     *at += rows * rb;
     return SD_OK;
 }
@@ -237,7 +237,7 @@ void sd_llama_free(sd_llama *m)
     free(m->layer);
     free(m->params);
     free(m->qbuf);
-    free(m->pairs_buf);
+    free(m->quads_buf);
     free(m->path);
     sd_gguf_close(m->file);
     free(m);
@@ -283,11 +283,11 @@ size_t sd_llama_weight_bytes(const sd_llama *m)
  * small pages the copy read slower than the file's mapping (random 82M F16 model, one
  * token, the two loaded in one process and timed in turn, a one-off harness: 1.09 x
  * the rows as they were; in huge pages 1.02). */
-enum { PAIRS_ALIGN = 2 << 20 };
+enum { QUADS_ALIGN = 2 << 20 };
 
-size_t sd_llama_pair_rows(sd_llama *m, size_t max_bytes)
+size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
 {
-    if (m->pairs_buf) return 0;
+    if (m->quads_buf) return 0;
     /* every layer's seven matrices and the output, those whose type and shape allow */
     size_t n = 0, bytes = 0;
     sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
@@ -299,18 +299,18 @@ size_t sd_llama_pair_rows(sd_llama *m, size_t max_bytes)
     t[n++] = &m->output;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (t[i]->data && sd_rows_pairs_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0]))
+        if (t[i]->data && sd_rows_quads_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0]))
             t[k++] = t[i], bytes += (t[i]->nbytes + 63) / 64 * 64;
     void *buf = NULL;
-    if (bytes > max_bytes || (bytes && posix_memalign(&buf, PAIRS_ALIGN, bytes))) bytes = 0; /* no copy: the rows as they are */
+    if (bytes > max_bytes || (bytes && posix_memalign(&buf, QUADS_ALIGN, bytes))) bytes = 0; /* no copy: the rows as they are */
     if (bytes) {
 #ifdef MADV_HUGEPAGE
-        madvise(buf, bytes / PAIRS_ALIGN * PAIRS_ALIGN, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+        madvise(buf, bytes / QUADS_ALIGN * QUADS_ALIGN, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
 #endif
-        char *at = m->pairs_buf = buf;
+        char *at = m->quads_buf = buf;
         for (size_t i = 0; i < k; i++) {
-            sd_rows_pairs_pack(t[i]->type, t[i]->data, t[i]->dims[1], t[i]->dims[0], at);
-            t[i]->pairs = at;
+            sd_rows_quads_pack(t[i]->type, t[i]->data, t[i]->dims[1], t[i]->dims[0], at);
+            t[i]->quads = at;
             at += (t[i]->nbytes + 63) / 64 * 64;
         }
     }

@@ -84,7 +84,7 @@ typedef struct {
     float *params;          /* sd_llama_alloc: every weight, F32, one buffer (else NULL) */
     size_t n_params;
     void *qbuf;             /* sd_llama_convert: the converted weights (else NULL) */
-    void *pairs_buf;        /* sd_llama_pair_rows: the float matrices two by two (else NULL) */
+    void *quads_buf;        /* sd_llama_quad_rows: the float matrices four by four (else NULL) */
 } sd_llama;
 
 /* Reads the hyper-parameters and tensors of a llama GGUF file (llama.cpp's key and
@@ -131,20 +131,21 @@ size_t sd_llama_params(const sd_llama *m);
 size_t sd_llama_weight_bytes(const sd_llama *m);
 
 /* Stores a second copy of every layer matrix and of the output, where their type and
- * shape allow (sd_rows_pairs_ok: F32 and F16 rows of a multiple of 64 with AVX-512),
- * with the rows two by two, and sets each tensor's pairs: the CPU's products then
- * read that copy, the same bits (tensor.h). Weights read from memory at every pass
- * then stream once for up to about 4 tokens, and those in the cache are multiplied
- * faster (bench_model FILE --threads 2, SPECDEC_PAIRS=0 then 1, M_T(1 2 4 8) ms: the
+ * shape allow (sd_rows_quads_ok: F32 and F16 rows of a multiple of 16, a number of
+ * rows divisible by 4, with AVX-512), with the rows four by four, and sets each
+ * tensor's quads: the CPU's products then read that copy, the same bits (tensor.h).
+ * Weights read from memory at every pass then stream once for up to about 4 tokens,
+ * and those in the cache are multiplied faster (the rows two by two it replaced, as
+ * against the rows as stored: bench_model FILE --threads 2, M_T(1 2 4 8) ms, the
  * large target widened to F16, 75 MB, 2.134 2.399 2.990 5.127 -> 2.137 2.200 2.518
- * 4.301; the shipped target, 11 MB, --pass 1,2,4,8 best of 6 runs in turn, 0.235
- * 0.245 0.391 0.735 -> 0.190 0.222 0.359 0.687).
+ * 4.301; the shipped target, 11 MB, 0.235 0.245 0.391 0.735 -> 0.190 0.222 0.359
+ * 0.687; four by four against two by two: tensor_tiles.c).
  * sd_llama_load does it with max_bytes a quarter of the machine's memory, unless
- * SPECDEC_PAIRS=0 (the rows as stored, for comparisons); a test may call it on any
+ * SPECDEC_QUADS=0 (the rows as stored, for comparisons); a test may call it on any
  * model before its first pass. Returns the bytes copied: 0 when no matrix allows it,
  * when they would take more than max_bytes, when the memory is not there, or when
- * the model is paired already. */
-size_t sd_llama_pair_rows(sd_llama *m, size_t max_bytes);
+ * the model has its copy already. */
+size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes);
 
 /* ---- KV cache ----
  * Keys (after RoPE) and values of the positions evaluated so far, per layer:

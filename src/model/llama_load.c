@@ -241,10 +241,10 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
         sd_llama_free(m);
         return rc;
     }
-    const char *pairs = getenv("SPECDEC_PAIRS");
+    const char *quads = getenv("SPECDEC_QUADS");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if ((!pairs || strcmp(pairs, "0") != 0) && pages > 0 && page > 0)
-        sd_llama_pair_rows(m, (size_t)pages / 4 * (size_t)page);
+    if ((!quads || strcmp(quads, "0") != 0) && pages > 0 && page > 0)
+        sd_llama_quad_rows(m, (size_t)pages / 4 * (size_t)page);
     *out = m;
     return SD_OK;
 }

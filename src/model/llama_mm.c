@@ -122,8 +122,8 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
         sd_dot_rows_act_k_tokens(w->type, wr, nr, j->s->kd, j->s->kq, j->s->kbs, j->cols, j->n, o[i].y + r0, rows);
     else if (mm_quantized(w))
         sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->s->sums, j->cols, j->n, o[i].y + r0, rows);
-    else if (w->pairs)
-        sd_dot_rows_tokens_pairs(w->type, (const char *)w->pairs + (wr - (const char *)w->data), nr, j->x, j->cols,
+    else if (w->quads)
+        sd_dot_rows_tokens_quads(w->type, (const char *)w->quads + (wr - (const char *)w->data), nr, j->x, j->cols,
                                  j->n, o[i].y + r0, rows);
     else
         (j->s->stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(

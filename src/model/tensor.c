@@ -255,16 +255,9 @@ static inline void dot_lanes(const float *restrict w, const float *restrict x, s
                              float *restrict acc)
 {
 #if defined(__AVX512F__)
-    __m512 a0 = _mm512_loadu_ps(acc), a1 = _mm512_loadu_ps(acc + 16), a2 = _mm512_loadu_ps(acc + 32),
-           a3 = _mm512_loadu_ps(acc + 48);
-    for (size_t i = 0; i < n; i += NACC) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
-        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
-    }
-    _mm512_storeu_ps(acc, a0), _mm512_storeu_ps(acc + 16, a1);
-    _mm512_storeu_ps(acc + 32, a2), _mm512_storeu_ps(acc + 48, a3);
+    __m512 a = _mm512_loadu_ps(acc);
+    for (size_t i = 0; i < n; i += NACC) a = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a);
+    _mm512_storeu_ps(acc, a);
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 lo = _mm256_loadu_ps(acc), hi = _mm256_loadu_ps(acc + 8);
     for (size_t i = 0; i < n; i += NACC) {
@@ -281,32 +274,22 @@ static inline void dot_lanes(const float *restrict w, const float *restrict x, s
 }
 
 #if defined(__AVX512F__)
-/* The four 16-wide chains folded lane-wise ((a0 + a1) + (a2 + a3)), summed across in
- * the compiler's fixed reduction, then the tail (elements past the last full 64: one
- * more 16-wide chain, its last step masked, summed across the same way). A row of 48
- * is all tail: summed one element at a time it made a 0.22M-parameter draft's pass
- * (4096 rows of 48) slower than the 5.5M target's. */
-static inline float finish512(__m512 a0, __m512 a1, __m512 a2, __m512 a3, const float *restrict w,
-                              const float *restrict x, size_t n_tail)
+/* The chain summed across in hsum16's tree, then the tail (the elements past the
+ * last full 16: one more 16-wide chain, its one step masked, summed across the
+ * same way). A row of 48 is all tail: summed one element at a time it made a
+ * 0.22M-parameter draft's pass (4096 rows of 48) slower than the 5.5M target's. */
+static inline float finish512(__m512 a, const float *restrict w, const float *restrict x, size_t n_tail)
 {
-    __m512 sum = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    if (!n_tail) return hsum16(sum); /* most rows: no second reduction */
-    __m512 t = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n_tail; i += 16) t = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), t);
-    if (i < n_tail) {
-        __mmask16 m = (__mmask16)((1u << (n_tail - i)) - 1);
-        t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), t);
-    }
-    return hsum16(sum) + hsum16(t);
+    if (!n_tail) return hsum16(a); /* most rows: no second reduction */
+    __mmask16 m = (__mmask16)((1u << n_tail) - 1);
+    return hsum16(a) + hsum16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, w), _mm512_maskz_loadu_ps(m, x)));
 }
 
 
 static inline float dot_finish(const float *a, const float *restrict w, const float *restrict x,
                                size_t n_tail)
 {
-    return finish512(_mm512_loadu_ps(a), _mm512_loadu_ps(a + 16), _mm512_loadu_ps(a + 32),
-                     _mm512_loadu_ps(a + 48), w, x, n_tail);
+    return finish512(_mm512_loadu_ps(a), w, x, n_tail);
 }
 #else
 /* The lanes summed in a fixed tree, then the tail (elements past the last full 16). */
@@ -321,29 +304,25 @@ static inline float dot_finish(const float *a, const float *restrict w, const fl
 #endif
 
 #if defined(__AVX512F__)
-/* T tokens against one row in the lanes of dot_lanes (four 16-wide chains per token):
- * the row is read once per T tokens. LOADW(w, i) gives elements i .. i + 15 of the row
- * as floats (F32 loaded, F16 converted in registers: exact, so the sums are those of
- * the expanded row). wtail: the row's elements past body, as floats. */
+/* T tokens against one row in the lanes of dot_lanes (a 16-wide chain per token): the
+ * row is read once per T tokens. LOADW(w, i) gives elements i .. i + 15 of the row as
+ * floats (F32 loaded, F16 converted in registers: exact, so the sums are those of the
+ * expanded row). wtail: the row's elements past body, as floats. */
 #define LOADW_F32(w, i) _mm512_loadu_ps((const float *)(w) + (i))
 #define LOADW_F16(w, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(w) + (i))))
 #define DOT_T(T, name, LOADW)                                                              \
     static void name(const void *restrict w, const float *wtail, const float *restrict x,  \
                      size_t cols, size_t body, float *restrict y, size_t stride)            \
     {                                                                                      \
-        __m512 a[T][4];                                                                    \
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                               \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[t][j] = _mm512_setzero_ps(); \
+        __m512 a[T];                                                                       \
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) a[t] = _mm512_setzero_ps();   \
         for (size_t i = 0; i < body; i += NACC) {                                          \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                          \
-                __m512 wv = LOADW(w, i + 16 * j);                                          \
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                        \
-                    a[t][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)t * cols + i + 16 * j), a[t][j]); \
-            }                                                                              \
+            __m512 wv = LOADW(w, i);                                                       \
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                            \
+                a[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)t * cols + i), a[t]); \
         }                                                                                  \
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                               \
-            y[(size_t)t * stride] = finish512(a[t][0], a[t][1], a[t][2], a[t][3], wtail,   \
-                                              x + (size_t)t * cols + body, cols - body);    \
+            y[(size_t)t * stride] = finish512(a[t], wtail, x + (size_t)t * cols + body, cols - body); \
     }
 DOT_T(4, dot4_f32, LOADW_F32)
 DOT_T(1, dot1_f32, LOADW_F32)

@@ -61,7 +61,7 @@ typedef struct {
     uint64_t dims[SD_TENSOR_MAX_DIMS]; /* unused dims are 1 */
     const void *data;                  /* read-only (memory-mapped or owned elsewhere) */
     size_t nbytes;
-    const void *pairs;                 /* the same rows two by two (sd_rows_pairs_pack), or NULL */
+    const void *quads;                 /* the same rows four by four (sd_rows_quads_pack), or NULL */
 } sd_tensor;
 
 /* 1 if t (a raw GGUF type id) is one specdec reads. */
@@ -119,18 +119,18 @@ void sd_dot_rows_tokens(sd_ttype t, const void *w, size_t nrows, const float *x,
  * the rows ahead prefetched (in the cache the register tiles are faster). */
 void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                                float *y, size_t ys, float *ws);
-/* Rows two by two, for products streamed from memory: a float matrix's rows stored in
- * pairs, each pair as a tile of two rows reads it (16 columns of one row beside the
- * same 16 of the other, chains 0-1 of every 64 columns first, then 2-3), so that a
- * product over a few tokens reads one stream and loads each token's vector once for
- * two rows. sd_rows_pairs_ok: whether t (F32 or F16, AVX-512 builds), an even number
- * of rows and columns a multiple of 64 allow it. sd_rows_pairs_pack writes rows x cols
- * of w (rows x sd_ttype_row_bytes bytes) to out in that layout; pair k is at the
- * offset of row 2k. sd_dot_rows_tokens_pairs is sd_dot_rows_tokens over nrows (even)
- * packed rows from a pair's start, the same bits, for any n >= 1. */
-int sd_rows_pairs_ok(sd_ttype t, size_t rows, size_t cols);
-void sd_rows_pairs_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out);
-void sd_dot_rows_tokens_pairs(sd_ttype t, const void *pairs, size_t nrows, const float *x, size_t cols, size_t n,
+/* Rows four by four, for products streamed from memory: a float matrix's rows stored
+ * in quads, each quad as a tile of four rows reads it (16 columns of each of the four
+ * rows side by side, then the next 16), so that a product over a few tokens reads one
+ * stream and loads each token's vector once for four rows. sd_rows_quads_ok: whether
+ * t (F32 or F16, AVX-512 builds), a number of rows divisible by 4 and columns a
+ * multiple of 16 allow it. sd_rows_quads_pack writes rows x cols of w (rows x
+ * sd_ttype_row_bytes bytes) to out in that layout; quad k is at the offset of row 4k.
+ * sd_dot_rows_tokens_quads is sd_dot_rows_tokens over nrows (divisible by 4) packed
+ * rows from a quad's start, the same bits, for any n >= 1. */
+int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols);
+void sd_rows_quads_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out);
+void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
                               float *y, size_t ys);
 /* out[j] = e^((x[j] - shift) scale) for j < n (out may be x), for arguments up to 88:
  * below -87.3 (and -inf) 0, NaN kept. Softmax's exponential (attention, the

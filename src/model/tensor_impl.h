@@ -22,11 +22,8 @@
 #endif
 
 enum {
-#if defined(__AVX512F__)
-    NACC = 64,              /* lanes of the dot product: four independent 16-wide chains */
-#else
-    NACC = 16,              /* independent accumulators of the dot product */
-#endif
+    NACC = 16,              /* lanes of the dot product: one 16-wide chain with AVX-512, two
+                             * 8-wide with AVX2, sixteen scalar sums otherwise */
     CHUNK = 64,             /* elements dequantized at a time (a multiple of NACC and SD_QK) */
     Q8_0_BYTES = 2 + SD_QK, /* f16 scale, 32 int8 */
     Q4_0_BYTES = 2 + SD_QK / 2, /* f16 scale, 16 bytes of nibbles */

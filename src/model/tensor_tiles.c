@@ -42,21 +42,24 @@ void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size
 #if defined(__AVX512F__)
 /* ---- AVX-512: register tiles of rows x tokens, sums folded sixteen outputs at a time
  *
- * A one-token dot product (dot1_*) ends with two folds: its four chains lane-wise,
- * ((a0 + a1) + (a2 + a3)), then its sixteen lanes across in hsum16's tree. At 256
- * columns that is 16 multiply-adds per output against about as many cycles of
- * folding, and a row against four tokens loads more vectors than it multiplies: the
- * kernel that did so ran at a third of the FMA peak. Here
- *   - a tile of T2R rows x T2T tokens keeps two chains of each of its twelve outputs
- *     in registers (chains 0-1, then 2-3), every chain's multiply-adds in dot1's
- *     order; a loaded vector feeds three or four of them;
- *   - each output's lane-wise fold is stored, and hsum16x16 folds sixteen rows'
- *     vectors at once, every output by hsum16's tree.
+ * A one-token dot product (dot1_* in tensor.c) is one 16-wide chain of multiply-adds
+ * over the row, summed across in hsum16's tree. Here
+ *   - a tile of up to 4 rows x 6 tokens keeps the chain of each of its outputs in a
+ *     register, every chain's multiply-adds in dot1's order; a loaded row vector
+ *     feeds up to six of them, a token's vector up to four;
+ *   - each output's chain is stored, and hsum16x16 folds sixteen rows' vectors at
+ *     once, every output by hsum16's tree.
  * The same operations in the same order, so each output equals sd_dot_row's bit for
- * bit at any batch size, tile or thread. bench_model --kernels, one thread, F16
- * weights at 256 columns: 165-175 GFLOP/s from 3 tokens on, of a 237 peak (80-86
- * before). A single token, and a few streamed from memory: one row at a time
- * (rows_small512 below). */
+ * bit at any batch size, tile or thread.
+ * Why one chain, not four (the lanes were four 16-wide chains, folded lane-wise
+ * before hsum16, until the tiles were measured against them): a tile's registers hold
+ * one chain of each output at a time, so four chains meant four passes over a row,
+ * each as short as a quarter of it (128 columns of 512: 8 steps of 24 multiply-adds),
+ * with the sums stored and folded between passes. One thread, F16 rows of 256 / 512
+ * columns in the cache, 4 rows x 6 tokens in one pass against four passes (a one-off
+ * harness): 214 / 232 against 172 / 216 GFLOP/s, of a 266 peak. One row alone is now
+ * a single chain, bound by the multiply-add's latency (16 columns every 4 cycles):
+ * at the speed of memory, and the passes take rows four at a time. */
 
 /* hsum16's tree for sixteen vectors at once: out[j] = hsum16(v[j]). Where a pair's
  * halves can stay in place, one operand is a blend, not a second shuffle (a + b is
@@ -88,176 +91,44 @@ static inline __m512 hsum16x16(const __m512 *v)
 #define PIN(v) __asm__("" : "+v"(v))
 
 /* R rows (rb bytes apart) x T tokens (cols floats apart) over the first body columns:
- * s[t * 16 + r] = the lane-wise fold of the four chains of row r and token t. */
-#define TILE(R, T, name, LOADW)                                                                  \
-    static void name(const char *restrict w, size_t rb, const float *restrict x, size_t cols,   \
-                     size_t body, __m512 *restrict s)                                            \
+ * s[t * 16 + r] = the chain of row r and token t; pf: R rows of the same product to
+ * prefetch (rb bytes apart: the next tile's), a line every 64 bytes, or NULL. */
+#define TILE(R, T, name, LOADW, ES)                                                              \
+    static void name(const char *restrict w, size_t rb, const char *pf, const float *restrict x, \
+                     size_t cols, size_t body, __m512 *restrict s)                               \
     {                                                                                            \
-        __m512 a[R][T][4];                                                                       \
+        __m512 a[R][T];                                                                          \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                     \
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                                 \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[r][t][j] = _mm512_setzero_ps(); \
-        for (size_t i = 0; i < body; i += NACC) {                                                \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                \
-                __m512 wv[R];                                                                    \
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                           \
-                    wv[r] = LOADW(w + r * rb, i + 16 * j);                                       \
-                    if (T > 1) PIN(wv[r]);                                                       \
-                }                                                                                \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                            \
-                    __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i + 16 * j);             \
-                    PIN(xv);                                                                     \
-                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                          \
-                        a[r][t][j] = _mm512_fmadd_ps(wv[r], xv, a[r][t][j]);                     \
-                }                                                                                \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) a[r][t] = _mm512_setzero_ps();   \
+        for (size_t i = 0; i < body; i += 16) {                                                  \
+            if (pf && (i * (ES)) % 64 == 0)                                                      \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                              \
+                    _mm_prefetch(pf + r * rb + i * (ES), _MM_HINT_T0);                           \
+            __m512 wv[R];                                                                        \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                               \
+                wv[r] = LOADW(w + r * rb, i);                                                    \
+                if (T > 1) PIN(wv[r]);                                                           \
+            }                                                                                    \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
+                __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i);                           \
+                if (R > 1) PIN(xv);                                                              \
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                              \
+                    a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);                               \
             }                                                                                    \
         }                                                                                        \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                     \
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                                 \
-                s[t * 16 + r] = _mm512_add_ps(_mm512_add_ps(a[r][t][0], a[r][t][1]),            \
-                                              _mm512_add_ps(a[r][t][2], a[r][t][3]));            \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) s[t * 16 + r] = a[r][t];        \
     }
-typedef void tile_fn(const char *restrict, size_t, const float *restrict, size_t, size_t, __m512 *restrict);
+typedef void tile_fn(const char *restrict, size_t, const char *, const float *restrict, size_t, size_t,
+                     __m512 *restrict);
 #define LOADT_F32(p, i) _mm512_loadu_ps((const float *)(const void *)(p) + (i))
 #define LOADT_F16(p, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)(p) + (i))))
-
-/* The same sums two chains at a time (chains 0-1, then 2-3, the first pair's fold
- * kept in s): twice the outputs per register tile, so each loaded vector feeds more
- * multiply-adds. */
-#define TILE2(R, T, name, LOADW, ES)                                                                 \
-    static void name(const char *restrict w, size_t rb, const char *pf, const float *restrict x, \
-                     size_t cols, size_t body, __m512 *restrict s)                               \
-    {                                                                                            \
-        for (int h = 0; h < 2; h++) {                                                            \
-            __m512 a[R][T][2];                                                                   \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                 \
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                             \
-                    a[r][t][0] = a[r][t][1] = _mm512_setzero_ps();                               \
-            for (size_t i = 32 * (size_t)h; i < body; i += NACC) {                               \
-                if (pf && !h)                                                                    \
-                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                          \
-                        _Pragma("GCC unroll 4") for (int k = 0; k < NACC * (ES) / 64; k++)       \
-                            _mm_prefetch(pf + r * rb + i * (ES) + 64 * k, _MM_HINT_T0);          \
-                _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {                            \
-                    __m512 wv[R];                                                                \
-                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                       \
-                        wv[r] = LOADW(w + r * rb, i + 16 * j);                                   \
-                        PIN(wv[r]);                                                              \
-                    }                                                                            \
-                    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                        \
-                        __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i + 16 * j);         \
-                        PIN(xv);                                                                 \
-                        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                      \
-                            a[r][t][j] = _mm512_fmadd_ps(wv[r], xv, a[r][t][j]);                 \
-                    }                                                                            \
-                }                                                                                \
-            }                                                                                    \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                 \
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                           \
-                    __m512 p = _mm512_add_ps(a[r][t][0], a[r][t][1]);                            \
-                    s[t * 16 + r] = h ? _mm512_add_ps(s[t * 16 + r], p) : p;                     \
-                }                                                                                \
-        }                                                                                        \
-    }
-enum { T2R = 4, T2T = 3 }; /* 24 accumulators of the 32 registers */
-
-/* One chain at a time (chain j: the columns 64 i + 16 j), each output's four chains
- * folded as ((c0 + c1) + (c2 + c3)) through s and q: one accumulator an output, so a
- * tile of 4 rows holds 4 tokens (a loaded row vector feeds four multiply-adds), and
- * each element of a row is loaded and converted once for all of them. The loop over
- * the chains stays a loop: unrolled, GCC kept every chain's sums in registers and
- * spilled them (one thread, 4 tokens: 72 against 84 GFLOP/s). */
-#define TILEJ(R, T, name, LOADW, ES)                                                             \
-    static void name(const char *restrict w, size_t rb, const char *pf, const float *restrict x, \
-                     size_t cols, size_t body, __m512 *restrict s)                               \
-    {                                                                                            \
-        __m512 q[R][T];                                                                          \
-        for (int j = 0; j < 4; j++) {                                                            \
-            __m512 a[R][T];                                                                      \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                 \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) a[r][t] = _mm512_setzero_ps(); \
-            for (size_t i = 16 * (size_t)j; i < body; i += NACC) {                               \
-                if (pf && !j)                                                                    \
-                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                          \
-                        _Pragma("GCC unroll 4") for (int k = 0; k < NACC * (ES) / 64; k++)       \
-                            _mm_prefetch(pf + r * rb + (i - 16 * (size_t)j) * (ES) + 64 * k, _MM_HINT_T0); \
-                __m512 wv[R];                                                                    \
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                           \
-                    wv[r] = LOADW(w + r * rb, i);                                                \
-                    PIN(wv[r]);                                                                  \
-                }                                                                                \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                            \
-                    __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i);                       \
-                    PIN(xv);                                                                     \
-                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                          \
-                        a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);                           \
-                }                                                                                \
-            }                                                                                    \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                 \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                           \
-                    __m512 *o = &s[t * 16 + r];                                                  \
-                    if (j == 0) *o = a[r][t];                                                    \
-                    else if (j == 1) *o = _mm512_add_ps(*o, a[r][t]);                            \
-                    else if (j == 2) q[r][t] = a[r][t];                                          \
-                    else *o = _mm512_add_ps(*o, _mm512_add_ps(q[r][t], a[r][t]));                \
-                }                                                                                \
-        }                                                                                        \
-    }
-TILEJ(T2R, 4, tilej_f32, LOADT_F32, 4)
-TILEJ(T2R, 4, tilej_f16, LOADT_F16, 2)
-
-TILE2(T2R, T2T, tileb_f32, LOADT_F32, 4)
-TILE2(T2R, T2T, tileb_f16, LOADT_F16, 2)
-TILE2(T2R, 2, tilec_f32, LOADT_F32, 4)
-TILE2(T2R, 2, tilec_f16, LOADT_F16, 2)
-typedef void tile2_fn(const char *restrict, size_t, const char *, const float *restrict, size_t, size_t,
-                      __m512 *restrict);
-
-#define TILES(LOADW, sfx)                                                             \
-    TILE(1, 1, tile1_##sfx, LOADW) TILE(2, 1, tile2_##sfx, LOADW)                     \
-    TILE(3, 1, tile3_##sfx, LOADW) TILE(4, 1, tile4_##sfx, LOADW)                     \
-    static tile_fn *const tiles_##sfx[4] = {tile1_##sfx, tile2_##sfx, tile3_##sfx, tile4_##sfx};
-TILES(LOADT_F32, f32)
-TILES(LOADT_F16, f16)
 
 /* Streamed, up to RS_MAX tokens: one row at a time (rows_small512 below), against groups of at
  * most RS_G tokens, in chunks of RS_TB_FLOATS floats; the row RS_PF ahead prefetched. */
 enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G = 6 };
 _Static_assert(RS_G == 6, "TILES_TO_G below makes the tiles of 1 to 6 tokens");
 
-/* One row x T tokens (4 T accumulators, the row's four vectors and a token's: 29 of
- * the 32 registers at T = 6), the sums of TILE(1, T), while the lines of the row at pf
- * (a later row of the same product, or NULL) and of the row RS_PF after it are
- * prefetched (rows of F16 and F32 are cols x ES bytes, back to back; a prefetch past
- * the product's end reads nothing it needs and never faults), ES bytes an element:
- * the hardware's stream alone left a pass over 8 tokens bound by neither memory nor
- * the FMA units. */
-#define ROW_TILE(T, name, LOADW, ES)                                                             \
-    static void name(const char *restrict w, const char *pf, const float *restrict x, size_t cols, \
-                     size_t body, __m512 *restrict s)                                            \
-    {                                                                                            \
-        __m512 a[T][4];                                                                          \
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                                     \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[t][j] = _mm512_setzero_ps();  \
-        for (size_t i = 0; i < body; i += NACC) {                                                \
-            if (pf)                                                                              \
-                _Pragma("GCC unroll 4") for (int k = 0; k < NACC * (ES) / 64; k++)               \
-                    _mm_prefetch(pf + i * (ES) + 64 * k, _MM_HINT_T1),                            \
-                    _mm_prefetch(pf + RS_PF * cols * (ES) + i * (ES) + 64 * k, _MM_HINT_T1);       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                \
-                __m512 wv = LOADW(w, i + 16 * j);                                                \
-                if (T > 1) PIN(wv);                                                              \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                            \
-                    __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i + 16 * j);             \
-                    PIN(xv);                                                                     \
-                    a[t][j] = _mm512_fmadd_ps(wv, xv, a[t][j]);                                  \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                                     \
-            s[t * 16] = _mm512_add_ps(_mm512_add_ps(a[t][0], a[t][1]), _mm512_add_ps(a[t][2], a[t][3])); \
-    }
-typedef void row_fn(const char *restrict, const char *, const float *restrict, size_t, size_t, __m512 *restrict);
 /* A tile macro M(T, name, LOADW, ES) made for 1 to RS_G tokens, and their table
  * pre##t_##sfx indexed by the token count. */
 #define TILES_TO_G(M, fn, pre, LOADW, ES, sfx)                                                   \
@@ -266,25 +137,54 @@ typedef void row_fn(const char *restrict, const char *, const float *restrict, s
     static fn *const pre##t_##sfx[RS_G + 1] = {NULL,          pre##1_##sfx, pre##2_##sfx,        \
                                                pre##3_##sfx,  pre##4_##sfx, pre##5_##sfx,        \
                                                pre##6_##sfx};
+
+/* Tiles of four rows and of one, 1 to 6 tokens (4 x 6: 24 chains, the four row vectors
+ * and a token's, 29 of the 32 registers). */
+#define TILE4(T, name, LOADW, ES) TILE(4, T, name, LOADW, ES)
+#define TILE1(T, name, LOADW, ES) TILE(1, T, name, LOADW, ES)
+TILES_TO_G(TILE4, tile_fn, tile4x, LOADT_F32, 4, f32)
+TILES_TO_G(TILE4, tile_fn, tile4x, LOADT_F16, 2, f16)
+TILES_TO_G(TILE1, tile_fn, tile1x, LOADT_F32, 4, f32)
+TILES_TO_G(TILE1, tile_fn, tile1x, LOADT_F16, 2, f16)
+
+/* One row x T tokens (T chains), the sums of TILE(1, T), while the lines of the row at
+ * pf (a later row of the same product, or NULL) and of the row RS_PF after it are
+ * prefetched (rows of F16 and F32 are cols x ES bytes, back to back; a prefetch past
+ * the product's end reads nothing it needs and never faults), ES bytes an element:
+ * the hardware's stream alone left a pass over 8 tokens bound by neither memory nor
+ * the FMA units. */
+#define ROW_TILE(T, name, LOADW, ES)                                                             \
+    static void name(const char *restrict w, const char *pf, const float *restrict x, size_t cols, \
+                     size_t body, __m512 *restrict s)                                            \
+    {                                                                                            \
+        __m512 a[T];                                                                             \
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) a[t] = _mm512_setzero_ps();         \
+        for (size_t i = 0; i < body; i += 16) {                                                  \
+            if (pf && (i * (ES)) % 64 == 0)                                                      \
+                _mm_prefetch(pf + i * (ES), _MM_HINT_T1),                                        \
+                _mm_prefetch(pf + RS_PF * cols * (ES) + i * (ES), _MM_HINT_T1);                  \
+            __m512 wv = LOADW(w, i);                                                             \
+            if (T > 1) PIN(wv);                                                                  \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                                  \
+                a[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)t * cols + i), a[t]);     \
+        }                                                                                        \
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) s[t * 16] = a[t];                   \
+    }
+typedef void row_fn(const char *restrict, const char *, const float *restrict, size_t, size_t, __m512 *restrict);
 TILES_TO_G(ROW_TILE, row_fn, row, LOADT_F32, 4, f32)
 TILES_TO_G(ROW_TILE, row_fn, row, LOADT_F16, 2, f16)
 
-/* finish512's tail chain: the row's elements past body (as floats) times a token's. */
+/* The tail of a row: its elements past body (as floats, fewer than 16) times a
+ * token's, in one masked step (finish512's). */
 static inline __m512 tail_chain(const float *restrict wt, const float *restrict x, size_t n_tail)
 {
-    __m512 t = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n_tail; i += 16) t = _mm512_fmadd_ps(_mm512_loadu_ps(wt + i), _mm512_loadu_ps(x + i), t);
-    if (i < n_tail) {
-        __mmask16 m = (__mmask16)((1u << (n_tail - i)) - 1);
-        t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, wt + i), _mm512_maskz_loadu_ps(m, x + i), t);
-    }
-    return t;
+    __mmask16 m = (__mmask16)((1u << n_tail) - 1);
+    return _mm512_mul_ps(_mm512_maskz_loadu_ps(m, wt), _mm512_maskz_loadu_ps(m, x));
 }
 
 /* The end of a block of nb <= 16 rows (wr, rb bytes apart) against ntk tokens (xc,
- * cols floats apart) whose bodies' lane-wise folds are in s[t * 16 + r]: the tail
- * chains, hsum16x16 of both, outputs to y[t ys + r]. */
+ * cols floats apart) whose bodies' chains are in s[t * 16 + r]: the tail chains,
+ * hsum16x16 of both, outputs to y[t ys + r]. */
 static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, const float *xc, size_t cols,
                        size_t body, size_t ntk, __m512 *s, float *y, size_t ys)
 {
@@ -311,70 +211,64 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
     }
 }
 
-/* ---- rows two by two (sd_rows_pairs_pack): two-row tiles that read one stream
+/* ---- rows four by four (sd_rows_quads_pack): four-row tiles that read one stream
  *
- * A pair of rows is stored as its tile reads it: chains 0-1 of every 64 columns, then
- * chains 2-3, each 16 columns of the first row beside the same 16 of the second.
- * One row at a time (rows_small512), every multiply-add loads its token's vector:
- * bound by the loads, 60-80 GFLOP/s on one thread in L1, where a tile of two rows
- * reaches about 100 (of 118). Two rows side by side in the usual layout are two
- * streams, and from memory they ran slower than one row at a time at every prefetch
- * distance tried (a one-off harness, not kept). Paired, they are one stream again,
- * read in order with a prefetch into L2 PAIR_PF bytes ahead (2, 4, 8, 16 and 32 KB
- * tried: 8 was the fastest). bench_model FILE --threads 2, SPECDEC_PAIRS=0 then 1 in
- * turn, M_T(n) ms, every token's logits, n = 1 2 4 8 16 32 64:
- *   large target, F16 (75 MB)  2.134 2.399 2.990 5.127 10.07 21.01 38.69
- *                     paired   2.137 2.200 2.518 4.301 8.590 16.41 32.30
- *   random 82M F16 (164 MB)    5.014 5.311 5.950 10.81 19.63 36.99 69.73
- *                     paired   5.358 5.131 5.577 8.398 15.70 29.95 59.61
- * Up to 4 tokens a pass costs one token's: the multiply-adds hide under the reads.
- * In the cache too the pairs are faster (the shipped target's passes, llama.h). */
-enum { PAIR_PF = 8192 };
+ * Four rows are stored as their tile reads them: each 16 columns of the four rows side
+ * by side, the next 16 after. One row at a time (rows_small512), every multiply-add
+ * loads its token's vector: bound by the loads, 60-80 GFLOP/s on one thread in L1.
+ * Four rows side by side in the usual layout are four streams as short as a row, which
+ * ran slower from memory than one row at a time at every prefetch distance tried (two
+ * rows, a one-off harness). Packed, they are one stream again, read in order with a
+ * prefetch into L2 QUAD_PF bytes ahead (2 to 32 KB tried for pairs of rows: 8 was the
+ * fastest). Each loaded row vector feeds up to 6 multiply-adds and each token's vector
+ * 4, against 6 and 2 for the pairs of rows this layout replaced (two chains of each
+ * output at a time, in two passes over the pair). One thread, F16, 75 MB of rows in
+ * 32-row calls, streamed / in the cache, GFLOP/s at n = 4, 8, 16 (of a 266 peak; a
+ * one-off harness, the library before and after, best of two runs in turn):
+ *   256 columns, pairs:  141 144 161 / 172 174 169
+ *                quads:  173 194 215 / 220 229 229
+ *   512 columns, pairs:  153 175 178 / 202 204 196
+ *                quads:  173 218 199 / 240 238 234
+ *   768 columns, pairs:  160 194 174 / 213 215 209
+ *                quads:  161 192 190 / 243 245 239 */
+enum { QUAD_PF = 8192 };
 
-/* A pair (two rows of cols, ES bytes an element, stored two by two at w) x T tokens:
- * s[t * 16 + r] = row r's lane-wise fold for token t, as TILE2 sums it; pf: prefetch
- * the stream ahead. 4 T accumulators (24 at T = 6), two row vectors, a token's. */
-#define PAIR_TILE(T, name, LOADW, ES)                                                            \
+/* Four rows (cols columns, ES bytes an element, stored four by four at w) x T tokens:
+ * s[t * 16 + r] = the chain of row r and token t, as TILE(4, T) sums it; pf: prefetch
+ * the stream ahead. */
+#define QUAD_TILE(T, name, LOADW, ES)                                                            \
     static void name(const char *restrict w, int pf, const float *restrict x, size_t cols,       \
                      __m512 *restrict s)                                                         \
     {                                                                                            \
         const char *wp = w;                                                                      \
-        for (int h = 0; h < 2; h++) {                                                            \
-            __m512 a[2][T][2];                                                                   \
-            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                 \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                             \
-                    a[r][t][0] = a[r][t][1] = _mm512_setzero_ps();                               \
-            for (size_t i = 32 * (size_t)h; i < cols; i += NACC, wp += 64 * (ES)) {              \
-                if (pf)                                                                          \
-                    _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                       \
-                        _mm_prefetch(wp + PAIR_PF + 64 * k, _MM_HINT_T1);                        \
-                _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {                            \
-                    __m512 wv[2];                                                                \
-                    _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {                       \
-                        wv[r] = LOADW(wp, 32 * j + 16 * r);                                      \
-                        PIN(wv[r]);                                                              \
-                    }                                                                            \
-                    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                        \
-                        __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i + 16 * j);         \
-                        PIN(xv);                                                                 \
-                        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                      \
-                            a[r][t][j] = _mm512_fmadd_ps(wv[r], xv, a[r][t][j]);                 \
-                    }                                                                            \
-                }                                                                                \
+        __m512 a[4][T];                                                                          \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                     \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) a[r][t] = _mm512_setzero_ps();   \
+        for (size_t i = 0; i < cols; i += 16, wp += 64 * (ES)) {                                 \
+            if (pf)                                                                              \
+                _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                           \
+                    _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_T1);                            \
+            __m512 wv[4];                                                                        \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                               \
+                wv[r] = LOADW(wp, 16 * r);                                                       \
+                PIN(wv[r]);                                                                      \
             }                                                                                    \
-            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                 \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                           \
-                    __m512 v = _mm512_add_ps(a[r][t][0], a[r][t][1]);                            \
-                    s[t * 16 + r] = h ? _mm512_add_ps(s[t * 16 + r], v) : v;                     \
-                }                                                                                \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                                \
+                __m512 xv = _mm512_loadu_ps(x + (size_t)t * cols + i);                           \
+                PIN(xv);                                                                         \
+                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                              \
+                    a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);                               \
+            }                                                                                    \
         }                                                                                        \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                     \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) s[t * 16 + r] = a[r][t];        \
     }
-typedef void pair_fn(const char *restrict, int, const float *restrict, size_t, __m512 *restrict);
-TILES_TO_G(PAIR_TILE, pair_fn, pair, LOADT_F32, 4, f32)
-TILES_TO_G(PAIR_TILE, pair_fn, pair, LOADT_F16, 2, f16)
+typedef void quad_fn(const char *restrict, int, const float *restrict, size_t, __m512 *restrict);
+TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADT_F32, 4, f32)
+TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADT_F16, 2, f16)
 
-/* pairs = 0: the rows as stored, one at a time, as below; pairs = 1: rows stored two by
- * two (above), a pair at a time, for any n (sd_dot_rows_tokens_pairs).
+/* quads = 0: the rows as stored, one at a time, as below; quads = 1: rows stored four by
+ * four (above), four at a time, for any n (sd_dot_rows_tokens_quads).
  * A single token, and with weights read from memory (sd_dot_rows_tokens_stream) up to
  * RS_MAX tokens (a drafted chain or tree to verify) whose rows are short (n x row
  * bytes <= RS_FIT_BYTES): one row at a time against every
@@ -409,10 +303,10 @@ TILES_TO_G(PAIR_TILE, pair_fn, pair, LOADT_F16, 2, f16)
  * against 70 at 8; its 2-thread passes over 2-8 tokens took 1.4x as long one row at a
  * time). */
 static void rows_small512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                          float *y, size_t ys, int pairs)
+                          float *y, size_t ys, int quads)
 {
     row_fn *const *rowt = type == SD_T_F16 ? rowt_f16 : rowt_f32;
-    pair_fn *const *pairt = type == SD_T_F16 ? pairt_f16 : pairt_f32;
+    quad_fn *const *quadt = type == SD_T_F16 ? quadt_f16 : quadt_f32;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
     size_t tb = RS_TB_FLOATS / cols; /* a chunk of tokens that stays in L1; s holds 16 */
     tb = tb < 1 ? 1 : tb > 16 ? 16 : tb;
@@ -424,13 +318,13 @@ static void rows_small512(sd_ttype type, const void *w, size_t nrows, const floa
         for (size_t r0 = 0; r0 < nrows; r0 += 16) {
             size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
             const char *wr = wb + r0 * rb;
-            for (size_t r = 0; r < nb; r += pairs ? 2 : 1) {
-                /* one row: the row RS_PF ahead, while it is within the product's rows; a
-                 * pair: its stream PAIR_PF bytes ahead */
+            for (size_t r = 0; r < nb; r += quads ? 4 : 1) {
+                /* one row: the row RS_PF ahead, while it is within the product's rows;
+                 * four: their stream QUAD_PF bytes ahead */
                 const char *pf = t0 == 0 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
                 for (size_t g = 0, t = 0; g < ng; g++) {
                     size_t G = (ntk - t) / (ng - g);
-                    if (pairs) pairt[G](wr + r * rb, t0 == 0 && g == 0, xc + t * cols, cols, s + t * 16 + r);
+                    if (quads) quadt[G](wr + r * rb, t0 == 0 && g == 0, xc + t * cols, cols, s + t * 16 + r);
                     else rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + t * 16 + r);
                     t += G;
                 }
@@ -440,14 +334,12 @@ static void rows_small512(sd_ttype type, const void *w, size_t nrows, const floa
     }
 }
 
-/* Other batches: tiles of T2R rows x T2T tokens, a remainder of two tokens by the tile
- * of two, of one by the last four tokens in one chain-at-a-time tile (tilej: 3 + 1 read
- * and converted each row twice, and the tile of one token is bound by the conversions:
- * one thread, 256 F16 rows of 256, 4 tokens: 76 -> 84 GFLOP/s), rows the tiles leave
- * one token at a time; tokens in even chunks of at most RT_TB_FLOATS floats (they stay
- * in the L1 cache while every row block passes over them: 16 tokens of 256 columns in
- * one, not 15 + 1); the first tile of each group of rows prefetches the next group
- * (F32 rows of 4096: 16.2 -> 13.5 ms at 2 tokens, 25.3 -> 20.8 at 8, as above). */
+/* Other batches: tiles of 4 rows x up to 6 tokens (groups of tokens as even as they
+ * come), rows the tiles leave one at a time against the same groups; tokens in even
+ * chunks of at most RT_TB_FLOATS floats (they stay in the L1 cache while every row
+ * block passes over them: 16 tokens of 256 columns in one, not 15 + 1); the first tile
+ * of each four rows prefetches the next four (F32 rows of 4096: 16.2 -> 13.5 ms at 2
+ * tokens, 25.3 -> 20.8 at 8, as above). */
 enum { RT_TB_FLOATS = 4096 };
 
 static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
@@ -457,33 +349,33 @@ static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const flo
         rows_small512(type, w, nrows, x, cols, n, y, ys, 0);
         return;
     }
-    tile_fn *const *tiles = type == SD_T_F16 ? tiles_f16 : tiles_f32;
-    tile2_fn *tileb = type == SD_T_F16 ? tileb_f16 : tileb_f32, *tilec = type == SD_T_F16 ? tilec_f16 : tilec_f32;
-    tile2_fn *tilej = type == SD_T_F16 ? tilej_f16 : tilej_f32;
+    tile_fn *const *t4 = type == SD_T_F16 ? tile4xt_f16 : tile4xt_f32;
+    tile_fn *const *t1 = type == SD_T_F16 ? tile1xt_f16 : tile1xt_f32;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
     size_t tb = RT_TB_FLOATS / cols; /* a chunk of tokens that stays in L1 */
-    if (tb < T2T + 1) tb = T2T + 1;
+    if (tb < RS_G) tb = RS_G;
     if (tb > 16) tb = 16;
     size_t nch = (n + tb - 1) / tb;
     _Alignas(64) __m512 s[16 * 16];
     const char *wb = w;
     for (size_t c = 0, t0 = 0; c < nch; t0 += n / nch + (c < n % nch), c++) {
-        size_t ntk = n / nch + (c < n % nch), n3 = ntk % T2T == 1 && ntk > 1 ? ntk - 4 : ntk;
+        size_t ntk = n / nch + (c < n % nch), ng = (ntk + RS_G - 1) / RS_G;
         const float *xc = x + t0 * cols;
         for (size_t r0 = 0; r0 < nrows; r0 += 16) {
             size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
             const char *wr = wb + r0 * rb;
-            for (size_t r = 0; r < nb; r += T2R) {
-                size_t rr = nb - r < T2R ? nb - r : T2R, t = 0;
-                if (rr == T2R) {
-                    /* the next T2R rows, while within the product's, by the first tile */
-                    const char *pf = t0 == 0 && r0 + r + 2 * T2R <= nrows ? wr + (r + T2R) * rb : NULL;
-                    for (; t + T2T <= n3; t += T2T, pf = NULL)
-                        tileb(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r);
-                    if (n3 < ntk) tilej(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r), t += 4;
-                    else if (t + 2 <= ntk) tilec(wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r), t += 2;
+            for (size_t r = 0; r < nb; r += 4) {
+                size_t rr = nb - r < 4 ? nb - r : 4;
+                /* the next 4 rows, while within the product's, by the first tile */
+                const char *pf = t0 == 0 && r0 + r + 8 <= nrows ? wr + (r + 4) * rb : NULL;
+                for (size_t g = 0, t = 0; g < ng; g++, pf = NULL) {
+                    size_t G = (ntk - t) / (ng - g);
+                    if (rr == 4) t4[G](wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r);
+                    else
+                        for (size_t k = 0; k < rr; k++)
+                            t1[G](wr + (r + k) * rb, rb, NULL, xc + t * cols, cols, body, s + t * 16 + r + k);
+                    t += G;
                 }
-                for (; t < ntk; t++) tiles[rr - 1](wr + r * rb, rb, xc + t * cols, cols, body, s + t * 16 + r);
             }
             fold_block(type, wr, nb, rb, xc, cols, body, ntk, s, y + t0 * ys + r0, ys);
         }
@@ -551,37 +443,35 @@ void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float 
     rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 0);
 }
 
-int sd_rows_pairs_ok(sd_ttype t, size_t rows, size_t cols)
+int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols)
 {
 #if defined(__AVX512F__)
-    return (t == SD_T_F32 || t == SD_T_F16) && rows % 2 == 0 && rows > 0 && cols % NACC == 0 && cols > 0;
+    return (t == SD_T_F32 || t == SD_T_F16) && rows % 4 == 0 && rows > 0 && cols % 16 == 0 && cols > 0;
 #else
     (void)t, (void)rows, (void)cols;
     return 0;
 #endif
 }
 
-void sd_rows_pairs_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out)
+void sd_rows_quads_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out)
 {
     size_t es = t == SD_T_F16 ? 2 : 4, rb = cols * es;
     char *d = out;
-    for (size_t r = 0; r < rows; r += 2) {
+    for (size_t r = 0; r < rows; r += 4) {
         const char *w0 = (const char *)w + r * rb;
-        for (int h = 0; h < 2; h++)
-            for (size_t i = 32 * (size_t)h; i < cols; i += 64)
-                for (int j = 0; j < 2; j++)
-                    for (int k = 0; k < 2; k++, d += 16 * es) memcpy(d, w0 + k * rb + (i + 16 * (size_t)j) * es, 16 * es);
+        for (size_t i = 0; i < cols; i += 16)
+            for (int k = 0; k < 4; k++, d += 16 * es) memcpy(d, w0 + k * rb + i * es, 16 * es);
     }
 }
 
-void sd_dot_rows_tokens_pairs(sd_ttype t, const void *pairs, size_t nrows, const float *x, size_t cols, size_t n,
+void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
                               float *y, size_t ys)
 {
 #if defined(__AVX512F__)
-    rows_small512(t, pairs, nrows, x, cols, n, y, ys, 1);
+    rows_small512(t, quads, nrows, x, cols, n, y, ys, 1);
 #else
-    (void)t, (void)pairs, (void)nrows, (void)x, (void)cols, (void)n, (void)y, (void)ys;
-    abort(); /* sd_rows_pairs_ok said no */
+    (void)t, (void)quads, (void)nrows, (void)x, (void)cols, (void)n, (void)y, (void)ys;
+    abort(); /* sd_rows_quads_ok said no */
 #endif
 }
 
