@@ -549,32 +549,13 @@ static double exp_shifted(float *p, size_t m, float mx)
     return z;
 }
 
-/* o[e] = sum_j p[j] v[j kw + e] for e < hd, over the j with p[j] != 0 (the masked
- * keys are skipped, so a token's output is the same in any batch), in the order of
- * j: 16 dimensions at a time in a vector register where the build has AVX-512. */
+/* o[e] = sum_j p[j] v[j kw + e] for e < hd, over the j < ctx with p[j] != 0 (the
+ * masked keys are skipped, so a token's output is the same in any batch), in the
+ * order of j. */
 static void weighted_values(float *restrict o, const float *restrict p, const float *restrict v, size_t kw,
                             size_t ctx, size_t hd)
 {
-    size_t e0 = 0;
-#if defined(__AVX512F__)
-    for (; e0 + 32 <= hd; e0 += 32) { /* two chains at once: the same sums, half the latency */
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        for (size_t j = 0; j < ctx; j++)
-            if (p[j] != 0) {
-                __m512 pj = _mm512_set1_ps(p[j]);
-                a0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + j * kw + e0), a0);
-                a1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + j * kw + e0 + 16), a1);
-            }
-        _mm512_storeu_ps(o + e0, a0), _mm512_storeu_ps(o + e0 + 16, a1);
-    }
-    for (; e0 + 16 <= hd; e0 += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        for (size_t j = 0; j < ctx; j++)
-            if (p[j] != 0) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + j * kw + e0), acc);
-        _mm512_storeu_ps(o + e0, acc);
-    }
-#endif
-    for (size_t e = e0; e < hd; e++) {
+    for (size_t e = 0; e < hd; e++) {
         float acc = 0;
         for (size_t j = 0; j < ctx; j++)
             if (p[j] != 0) acc += p[j] * v[j * kw + e];
@@ -582,10 +563,66 @@ static void weighted_values(float *restrict o, const float *restrict p, const fl
     }
 }
 
+enum { ATT_G = 4 }; /* tokens of one head whose weighted values are summed together */
+
+#if defined(__AVX512F__)
+/* weighted_values of g <= ATT_G tokens (o[t], p[t], ctx[t]) over dimensions e0 ..
+ * e0 + 16 W - 1, one 16-wide chain per token and 16 dimensions: each key's vectors are
+ * loaded once for the g tokens, and the 4 W chains in flight keep the multiply-adds
+ * from waiting on each other (one token's two chains were bound by their latency).
+ * Each element is the sum of weighted_values, in its order: with AVX-512 a fused
+ * multiply-add each. */
+__attribute__((always_inline)) static inline void weighted_values_block(float *const *o, const float *const *p,
+                                                                        const size_t *ctx, size_t g,
+                                                                        const float *restrict v, size_t kw,
+                                                                        size_t e0, int W)
+{
+    __m512 acc[ATT_G][4];
+    size_t cmax = 0;
+#pragma GCC unroll 4
+    for (int t = 0; t < ATT_G; t++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) acc[t][k] = _mm512_setzero_ps();
+        if ((size_t)t < g && ctx[t] > cmax) cmax = ctx[t];
+    }
+    for (size_t j = 0; j < cmax; j++) {
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < W; k++) vv[k] = _mm512_loadu_ps(v + j * kw + e0 + 16 * (size_t)k);
+#pragma GCC unroll 4
+        for (int t = 0; t < ATT_G; t++)
+            if ((size_t)t < g && j < ctx[t] && p[t][j] != 0) {
+                __m512 pj = _mm512_set1_ps(p[t][j]);
+#pragma GCC unroll 4
+                for (int k = 0; k < W; k++) acc[t][k] = _mm512_fmadd_ps(pj, vv[k], acc[t][k]);
+            }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < ATT_G; t++)
+        if ((size_t)t < g)
+#pragma GCC unroll 4
+            for (int k = 0; k < W; k++) _mm512_storeu_ps(o[t] + e0 + 16 * (size_t)k, acc[t][k]);
+}
+#endif
+
+/* weighted_values for g <= ATT_G tokens of one head (the same values, bit for bit). */
+static void weighted_values_tokens(float *const *o, const float *const *p, const size_t *ctx, size_t g,
+                                   const float *restrict v, size_t kw, size_t hd)
+{
+    size_t e0 = 0;
+#if defined(__AVX512F__)
+    for (; e0 + 64 <= hd; e0 += 64) weighted_values_block(o, p, ctx, g, v, kw, e0, 4);
+    for (; e0 + 32 <= hd; e0 += 32) weighted_values_block(o, p, ctx, g, v, kw, e0, 2);
+    for (; e0 + 16 <= hd; e0 += 16) weighted_values_block(o, p, ctx, g, v, kw, e0, 1);
+#endif
+    if (e0 < hd)
+        for (size_t t = 0; t < g; t++) weighted_values(o[t] + e0, p[t], v + e0, kw, ctx[t], hd - e0);
+}
+
 /* ao = softmax(q K^T / sqrt(hd) + mask) V for every token and head, over the cached
  * keys (all visible) and the n new ones (the mask, or causal). att keeps the
  * probabilities: [head][i][j] over the n keys in a record, else [i][head][j]. One
- * task a (token, head). */
+ * task a head and ATT_G consecutive tokens. */
 typedef struct {
     const sd_llama_config *c;
     const sd_kv *kv;
@@ -597,18 +634,17 @@ typedef struct {
     int record;
 } att_job;
 
-static void attention_task(void *ctx, size_t t, int thread)
+/* Token i's probabilities over the keys for head hh, in p (zeros past the visible
+ * ones); returns the end of the visible keys. */
+static size_t attention_probs(const att_job *a, size_t i, size_t hh, float *p)
 {
-    const att_job *a = ctx;
     const sd_llama_config *c = a->c;
     size_t hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, qw = nh * hd, kw = nkv * hd;
-    size_t n = a->n, base = a->kv->n, ctx_len = base + n, i = t / nh, hh = t % nh, kvh = hh / (nh / nkv);
-    const float *K = a->kv->k + (size_t)a->l * a->kv->cap * kw, *Vv = a->kv->v + (size_t)a->l * a->kv->cap * kw;
+    size_t n = a->n, base = a->kv->n, ctx_len = base + n, kvh = hh / (nh / nkv);
+    const float *K = a->kv->k + (size_t)a->l * a->kv->cap * kw;
     float scale = 1.0f / sqrtf((float)hd);
-    float *p = a->record ? a->att + (hh * n + i) * n : a->att + (i * nh + hh) * ctx_len;
     const float *qi = a->q + i * qw + hh * hd;
     const unsigned char *mask = a->mask;
-    (void)thread;
     /* causal: the keys past the token's own are masked, their probability 0 */
     size_t jend = mask ? ctx_len : base + i + 1;
     float mx = -INFINITY;
@@ -623,7 +659,26 @@ static void attention_task(void *ctx, size_t t, int thread)
     float inv = (float)(1.0 / z);
     for (size_t j = 0; j < jend; j++) p[j] *= inv;
     for (size_t j = jend; j < ctx_len; j++) p[j] = 0;
-    weighted_values(a->ao + i * qw + hh * hd, p, Vv + kvh * hd, kw, jend, hd);
+    return jend;
+}
+
+static void attention_task(void *ctx, size_t t, int thread)
+{
+    const att_job *a = ctx;
+    const sd_llama_config *c = a->c;
+    size_t hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, qw = nh * hd, kw = nkv * hd;
+    size_t n = a->n, ctx_len = a->kv->n + n, i0 = t / nh * ATT_G, hh = t % nh, kvh = hh / (nh / nkv);
+    size_t g = n - i0 < ATT_G ? n - i0 : ATT_G, jend[ATT_G];
+    float *o[ATT_G], *p[ATT_G];
+    (void)thread;
+    for (size_t k = 0; k < g; k++) {
+        size_t i = i0 + k;
+        p[k] = a->record ? a->att + (hh * n + i) * n : a->att + (i * nh + hh) * ctx_len;
+        o[k] = a->ao + i * qw + hh * hd;
+        jend[k] = attention_probs(a, i, hh, p[k]);
+    }
+    const float *V = a->kv->v + (size_t)a->l * a->kv->cap * kw;
+    weighted_values_tokens(o, (const float *const *)p, jend, g, V + kvh * hd, kw, hd);
 }
 
 /* Heads x keys (summed over the tokens) from which attention runs on the pass's
@@ -637,8 +692,8 @@ static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t 
                             float *ao, int threads)
 {
     att_job a = {c, kv, l, n, mask, q, att, ao, record};
-    size_t tasks = n * c->n_head;
-    sd_pool_for(tasks * (kv->n + n) > ATTENTION_PAR_MIN ? threads : 1, tasks, attention_task, &a);
+    size_t tasks = (n + ATT_G - 1) / ATT_G * c->n_head;
+    sd_pool_for(n * c->n_head * (kv->n + n) > ATTENTION_PAR_MIN ? threads : 1, tasks, attention_task, &a);
 }
 
 /* y[i][e] += bias[e] for the n rows of width wd (bias: the tensor, dequantized into buf). */
