@@ -268,8 +268,9 @@ static void test_gemm_dot_rows_act_tokens_bitwise(void **state)
 }
 
 /* Attention's scores of one query against m keys at once (sixteen keys' sums folded
- * together) equal the one-key dot products bit for bit, for head sizes with and
- * without the vector path and key counts around the fold's sixteen. */
+ * together), and of up to five queries at once with their own key counts, equal the
+ * one-key dot products bit for bit, for head sizes with and without the vector path
+ * and key counts around the fold's sixteen. */
 static void test_gemm_dot_short_rows_bitwise(void **state)
 {
     (void)state;
@@ -288,7 +289,28 @@ static void test_gemm_dot_short_rows_bitwise(void **state)
                     fail_msg("head %zu, %zu keys: key %zu gives %.9g, alone %.9g", hd, m, j, out[j], one);
             }
             assert_true(out[m] == -7.0f);
-            free(q), free(K), free(out);
+            /* 1 to 5 queries at once (a head's tokens), each with its own number of keys
+             * (m, m - 3, 1, m + 2, m): the same bits, nothing past each query's keys */
+            float *qs = gauss(r, 5 * bs), *outs[5], *o5 = malloc(5 * (m + 3) * sizeof *o5);
+            size_t mt[5] = {m, m > 3 ? m - 3 : 1, 1, m + 2, m};
+            float *K2 = gauss(r, (m + 2) * bs);
+            for (size_t g = 1; g <= 5; g++) {
+                for (size_t t = 0; t < 5; t++) {
+                    outs[t] = o5 + t * (m + 3);
+                    for (size_t j = 0; j < m + 3; j++) outs[t][j] = -7.0f;
+                }
+                sd_dot_short_rows_tokens(qs, bs, g, K2, bs, hd, mt, outs);
+                for (size_t t = 0; t < 5; t++) {
+                    for (size_t j = 0; j < mt[t] && t < g; j++) {
+                        float one = sd_dot_short(qs + t * bs, K2 + j * bs, hd);
+                        if (memcmp(&one, &outs[t][j], sizeof one))
+                            fail_msg("head %zu, %zu queries: query %zu key %zu gives %.9g, alone %.9g", hd, g, t, j,
+                                     outs[t][j], one);
+                    }
+                    assert_true(outs[t][t < g ? mt[t] : 0] == -7.0f);
+                }
+            }
+            free(q), free(K), free(out), free(qs), free(o5), free(K2);
         }
     gsl_rng_free(r);
 }

@@ -634,21 +634,14 @@ typedef struct {
     int record;
 } att_job;
 
-/* Token i's probabilities over the keys for head hh, in p (zeros past the visible
- * ones); returns the end of the visible keys. */
-static size_t attention_probs(const att_job *a, size_t i, size_t hh, float *p)
+/* Token i's probabilities over its keys, in p, from its scores there (p[j] = q_i . k_j
+ * for j < jend, the end of its visible keys): scaled, masked, softmax; zeros past jend. */
+static void attention_probs(const att_job *a, size_t i, size_t jend, float *p)
 {
-    const sd_llama_config *c = a->c;
-    size_t hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, qw = nh * hd, kw = nkv * hd;
-    size_t n = a->n, base = a->kv->n, ctx_len = base + n, kvh = hh / (nh / nkv);
-    const float *K = a->kv->k + (size_t)a->l * a->kv->cap * kw;
-    float scale = 1.0f / sqrtf((float)hd);
-    const float *qi = a->q + i * qw + hh * hd;
+    size_t n = a->n, base = a->kv->n, ctx_len = base + n;
+    float scale = 1.0f / sqrtf((float)a->c->head_dim);
     const unsigned char *mask = a->mask;
-    /* causal: the keys past the token's own are masked, their probability 0 */
-    size_t jend = mask ? ctx_len : base + i + 1;
     float mx = -INFINITY;
-    sd_dot_short_rows(qi, K + kvh * hd, kw, hd, jend, p);
     for (size_t j = 0; j < jend; j++) {
         int vis = j < base || !mask || mask[i * n + (j - base)] != 0;
         float sc = vis ? p[j] * scale : -INFINITY;
@@ -659,7 +652,6 @@ static size_t attention_probs(const att_job *a, size_t i, size_t hh, float *p)
     float inv = (float)(1.0 / z);
     for (size_t j = 0; j < jend; j++) p[j] *= inv;
     for (size_t j = jend; j < ctx_len; j++) p[j] = 0;
-    return jend;
 }
 
 static void attention_task(void *ctx, size_t t, int thread)
@@ -667,7 +659,7 @@ static void attention_task(void *ctx, size_t t, int thread)
     const att_job *a = ctx;
     const sd_llama_config *c = a->c;
     size_t hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv, qw = nh * hd, kw = nkv * hd;
-    size_t n = a->n, ctx_len = a->kv->n + n, i0 = t / nh * ATT_G, hh = t % nh, kvh = hh / (nh / nkv);
+    size_t n = a->n, base = a->kv->n, ctx_len = base + n, i0 = t / nh * ATT_G, hh = t % nh, kvh = hh / (nh / nkv);
     size_t g = n - i0 < ATT_G ? n - i0 : ATT_G, jend[ATT_G];
     float *o[ATT_G], *p[ATT_G];
     (void)thread;
@@ -675,9 +667,11 @@ static void attention_task(void *ctx, size_t t, int thread)
         size_t i = i0 + k;
         p[k] = a->record ? a->att + (hh * n + i) * n : a->att + (i * nh + hh) * ctx_len;
         o[k] = a->ao + i * qw + hh * hd;
-        jend[k] = attention_probs(a, i, hh, p[k]);
+        jend[k] = a->mask ? ctx_len : base + i + 1; /* causal: the keys past the token's own are masked */
     }
-    const float *V = a->kv->v + (size_t)a->l * a->kv->cap * kw;
+    const float *K = a->kv->k + (size_t)a->l * a->kv->cap * kw, *V = a->kv->v + (size_t)a->l * a->kv->cap * kw;
+    sd_dot_short_rows_tokens(a->q + i0 * qw + hh * hd, qw, g, K + kvh * hd, kw, hd, jend, p);
+    for (size_t k = 0; k < g; k++) attention_probs(a, i0 + k, jend[k], p[k]);
     weighted_values_tokens(o, (const float *const *)p, jend, g, V + kvh * hd, kw, hd);
 }
 

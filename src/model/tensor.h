@@ -100,6 +100,11 @@ float sd_dot_short(const float *a, const float *b, size_t n);
 /* out[j] = sd_dot_short(a, b + j bs, n) for j < m, bit for bit (attention's scores of
  * one query against m keys: with AVX-512 sixteen keys' sums are folded at once). */
 void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out);
+/* out[t][j] = sd_dot_short(a + t as, b + j bs, n) for j < m[t] and t < g, bit for bit
+ * (the scores of g queries of one head against their keys: with AVX-512 and g <= 4, each
+ * key is loaded once for the g queries). */
+void sd_dot_short_rows_tokens(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
+                              const size_t *m, float *const *out);
 /* The same for a row of any type, bit for bit sd_dot_row per token: F32 and (with
  * AVX-512) F16 rows are read in place, others expanded once into buf (cols floats). */
 void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols, size_t n, float *y,

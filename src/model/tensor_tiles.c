@@ -27,6 +27,8 @@ float sd_dot_short(const float *a, const float *b, size_t n)
 
 #if defined(__AVX512F__)
 static void dot_short_rows512(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out);
+static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
+                                     const size_t *m, float *const *out);
 #endif
 
 void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out)
@@ -38,6 +40,18 @@ void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size
     }
 #endif
     for (size_t j = 0; j < m; j++) out[j] = sd_dot_short(a, b + j * bs, n);
+}
+
+void sd_dot_short_rows_tokens(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
+                              const size_t *m, float *const *out)
+{
+#if defined(__AVX512F__)
+    if (n % 16 == 0 && g <= 4) {
+        dot_short_rows_tokens512(a, as, g, b, bs, n, m, out);
+        return;
+    }
+#endif
+    for (size_t t = 0; t < g; t++) sd_dot_short_rows(a + t * as, b, bs, n, m[t], out[t]);
 }
 #if defined(__AVX512F__)
 /* ---- AVX-512: register tiles of rows x tokens, sums folded sixteen outputs at a time
@@ -382,6 +396,38 @@ static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const flo
     }
 }
 
+
+/* sd_dot_short_rows for g <= 4 vectors a + t as at once: each row of b, loaded once, feeds
+ * the g chains (one a vector's, loaded from L1, each); the rows past the longest m[t]
+ * are not read; the sums of the rows a token does not ask for are dropped. */
+static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
+                                     const size_t *m, float *const *out)
+{
+    _Alignas(64) __m512 v[4][16];
+    size_t mmax = 0;
+    for (size_t t = 0; t < g; t++) mmax = m[t] > mmax ? m[t] : mmax;
+    for (size_t j0 = 0; j0 < mmax; j0 += 16) {
+        size_t nb = mmax - j0 < 16 ? mmax - j0 : 16;
+        for (size_t k = 0; k < nb; k++) {
+            const float *bk = b + (j0 + k) * bs;
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (size_t i = 0; i < n; i += 16) {
+                __m512 bv = _mm512_loadu_ps(bk + i);
+#pragma GCC unroll 4
+                for (size_t t = 0; t < 4; t++)
+                    if (t < g) acc[t] = _mm512_fmadd_ps(_mm512_loadu_ps(a + t * as + i), bv, acc[t]);
+            }
+#pragma GCC unroll 4
+            for (size_t t = 0; t < 4; t++) v[t][k] = acc[t];
+        }
+        for (size_t t = 0; t < g; t++) {
+            if (m[t] <= j0) continue;
+            size_t nt = m[t] - j0 < 16 ? m[t] - j0 : 16;
+            for (size_t k = nb; k < 16; k++) v[t][k] = _mm512_setzero_ps();
+            _mm512_mask_storeu_ps(out[t] + j0, (__mmask16)((1u << nt) - 1), hsum16x16(v[t]));
+        }
+    }
+}
 
 /* sd_dot_short of a against sixteen rows at a time, the sums folded together. */
 static void dot_short_rows512(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out)
