@@ -1,5 +1,5 @@
 /* tensor_tiles: the float matrix products of the decoder (sd_dot_rows_tokens) and
- * attention's short dot products (sd_dot_short, sd_dot_short_rows); see tensor.h for
+ * attention's short dot products (sd_dot_short, sd_dot_short_rows[_tokens]); see tensor.h for
  * the contracts and tensor.c for the lanes of the one-token dot product whose sums
  * every kernel here reproduces bit for bit. */
 #include <math.h>
@@ -26,7 +26,6 @@ float sd_dot_short(const float *a, const float *b, size_t n)
 }
 
 #if defined(__AVX512F__)
-static void dot_short_rows512(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out);
 static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
                                      const size_t *m, float *const *out);
 #endif
@@ -35,7 +34,7 @@ void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size
 {
 #if defined(__AVX512F__)
     if (n % 16 == 0) {
-        dot_short_rows512(a, b, bs, n, m, out);
+        dot_short_rows_tokens512(a, 0, 1, b, bs, n, &m, &out);
         return;
     }
 #endif
@@ -152,14 +151,11 @@ _Static_assert(RS_G == 6, "TILES_TO_G below makes the tiles of 1 to 6 tokens");
                                                pre##3_##sfx,  pre##4_##sfx, pre##5_##sfx,        \
                                                pre##6_##sfx};
 
-/* Tiles of four rows and of one, 1 to 6 tokens (4 x 6: 24 chains, the four row vectors
- * and a token's, 29 of the 32 registers). */
+/* Tiles of four rows, 1 to 6 tokens (4 x 6: 24 chains, the four row vectors and a
+ * token's, 29 of the 32 registers); a row left over goes through ROW_TILE below. */
 #define TILE4(T, name, LOADW, ES) TILE(4, T, name, LOADW, ES)
-#define TILE1(T, name, LOADW, ES) TILE(1, T, name, LOADW, ES)
 TILES_TO_G(TILE4, tile_fn, tile4x, LOADT_F32, 4, f32)
 TILES_TO_G(TILE4, tile_fn, tile4x, LOADT_F16, 2, f16)
-TILES_TO_G(TILE1, tile_fn, tile1x, LOADT_F32, 4, f32)
-TILES_TO_G(TILE1, tile_fn, tile1x, LOADT_F16, 2, f16)
 
 /* One row x T tokens (T chains), the sums of TILE(1, T), while the lines of the row at
  * pf (a later row of the same product, or NULL) and of the row RS_PF after it are
@@ -364,7 +360,7 @@ static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const flo
         return;
     }
     tile_fn *const *t4 = type == SD_T_F16 ? tile4xt_f16 : tile4xt_f32;
-    tile_fn *const *t1 = type == SD_T_F16 ? tile1xt_f16 : tile1xt_f32;
+    row_fn *const *t1 = type == SD_T_F16 ? rowt_f16 : rowt_f32;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
     size_t tb = RT_TB_FLOATS / cols; /* a chunk of tokens that stays in L1 */
     if (tb < RS_G) tb = RS_G;
@@ -387,7 +383,7 @@ static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const flo
                     if (rr == 4) t4[G](wr + r * rb, rb, pf, xc + t * cols, cols, body, s + t * 16 + r);
                     else
                         for (size_t k = 0; k < rr; k++)
-                            t1[G](wr + (r + k) * rb, rb, NULL, xc + t * cols, cols, body, s + t * 16 + r + k);
+                            t1[G](wr + (r + k) * rb, NULL, xc + t * cols, cols, body, s + t * 16 + r + k);
                     t += G;
                 }
             }
@@ -429,22 +425,6 @@ static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const 
     }
 }
 
-/* sd_dot_short of a against sixteen rows at a time, the sums folded together. */
-static void dot_short_rows512(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out)
-{
-    _Alignas(64) __m512 v[16];
-    for (size_t j0 = 0; j0 < m; j0 += 16) {
-        size_t nb = m - j0 < 16 ? m - j0 : 16;
-        for (size_t k = 0; k < nb; k++) {
-            const float *bk = b + (j0 + k) * bs;
-            __m512 acc = _mm512_setzero_ps();
-            for (size_t i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(bk + i), acc);
-            v[k] = acc;
-        }
-        for (size_t k = nb; k < 16; k++) v[k] = _mm512_setzero_ps();
-        _mm512_mask_storeu_ps(out + j0, (__mmask16)((1u << nb) - 1), hsum16x16(v));
-    }
-}
 #endif
 
 /* ---- a block of rows times a batch of tokens
