@@ -160,6 +160,13 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
                         if (memcmp(&one, &y[tk * ys + o], sizeof one))
                             fail_msg("%s%s, cols %zu, %zu tokens: token %zu row %zu gives %.9g, alone %.9g",
                                      sd_ttype_name(t), stream ? " streamed" : "", C, n, tk, o, y[tk * ys + o], one);
+                        if (t != SD_T_F32 && tk == 0) { /* halves converted exactly: the expanded row's sum */
+                            sd_dequant_row(t, wt + o * rb, ws, C);
+                            float f = sd_dot_row(SD_T_F32, ws, x, C);
+                            if (memcmp(&one, &f, sizeof one))
+                                fail_msg("%s, cols %zu: row %zu gives %.9g, expanded to F32 %.9g", sd_ttype_name(t), C,
+                                         o, one, f);
+                        }
                     }
                     assert_true(y[tk * ys + rows] == -7.0f && y[tk * ys + rows + 1] == -7.0f);
                 }
@@ -169,8 +176,8 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
 }
 
 /* Rows four by four (sd_rows_quads_pack, then sd_dot_rows_tokens_quads): every token x
- * row equals the single-token dot product of the rows as they were, bit for bit, F32
- * and F16, 1 to 20 tokens (groups of up to 6) and 37 (past a chunk of tokens), 4 to
+ * row equals the single-token dot product of the rows as they were, bit for bit, F32,
+ * F16 and BF16, 1 to 20 tokens (groups of up to 6) and 37 (past a chunk of tokens), 4 to
  * 36 rows (a partial block of 16), 16 to 1408 columns; the product of a part of the
  * rows from a quad's start; and which shapes allow it. */
 static void test_gemm_quads_bitwise(void **state)
@@ -180,7 +187,6 @@ static void test_gemm_quads_bitwise(void **state)
     assert_false(sd_rows_quads_ok(SD_T_F16, 4, 72));
     assert_false(sd_rows_quads_ok(SD_T_F32, 0, 64));
     assert_false(sd_rows_quads_ok(SD_T_Q8_0, 4, 64));
-    assert_false(sd_rows_quads_ok(SD_T_BF16, 4, 64));
     if (!sd_rows_quads_ok(SD_T_F32, 4, 64)) {
         print_message("skipped: rows four by four need AVX-512, not in this build\n");
         return;
@@ -190,9 +196,9 @@ static void test_gemm_quads_bitwise(void **state)
     static const size_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 37};
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
         for (size_t rr = 0; rr < 3; rr++)
-            for (int f16 = 0; f16 < 2; f16++) {
+            for (int f16 = 0; f16 < 3; f16++) { /* F32, F16, BF16 */
                 size_t C = cols[c], rows = rowss[rr], ys = rows + 2;
-                sd_ttype t = f16 ? SD_T_F16 : SD_T_F32;
+                sd_ttype t = f16 == 2 ? SD_T_BF16 : f16 ? SD_T_F16 : SD_T_F32;
                 size_t rb = sd_ttype_row_bytes(t, C);
                 assert_true(sd_rows_quads_ok(t, rows, C));
                 float *w = gauss(r, rows * C), *x = gauss(r, 37 * C), *y = malloc(37 * ys * sizeof *y);

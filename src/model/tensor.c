@@ -305,11 +305,8 @@ static inline float dot_finish(const float *a, const float *restrict w, const fl
 
 #if defined(__AVX512F__)
 /* T tokens against one row in the lanes of dot_lanes (a 16-wide chain per token): the
- * row is read once per T tokens. LOADW(w, i) gives elements i .. i + 15 of the row as
- * floats (F32 loaded, F16 converted in registers: exact, so the sums are those of the
- * expanded row). wtail: the row's elements past body, as floats. */
-#define LOADW_F32(w, i) _mm512_loadu_ps((const float *)(w) + (i))
-#define LOADW_F16(w, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(w) + (i))))
+ * row is read once per T tokens. LOADW (tensor_impl.h) gives 16 elements of the row as
+ * floats. wtail: the row's elements past body, as floats. */
 #define DOT_T(T, name, LOADW)                                                              \
     static void name(const void *restrict w, const float *wtail, const float *restrict x,  \
                      size_t cols, size_t body, float *restrict y, size_t stride)            \
@@ -328,6 +325,10 @@ DOT_T(4, dot4_f32, LOADW_F32)
 DOT_T(1, dot1_f32, LOADW_F32)
 DOT_T(4, dot4_f16, LOADW_F16)
 DOT_T(1, dot1_f16, LOADW_F16)
+DOT_T(4, dot4_bf16, LOADW_BF16)
+DOT_T(1, dot1_bf16, LOADW_BF16)
+typedef void dot_t_fn(const void *restrict, const float *, const float *restrict, size_t, size_t, float *restrict,
+                      size_t);
 
 static float dot_f32(const float *restrict w, const float *restrict x, size_t n)
 {
@@ -367,12 +368,13 @@ void sd_dot_row_tokens(sd_ttype type, const void *row, const float *x, size_t co
         return;
     }
 #if defined(__AVX512F__)
-    if (type == SD_T_F16) { /* converted in registers, the row read once per 4 tokens */
+    if (type == SD_T_F16 || type == SD_T_BF16) { /* converted in registers, the row read once per 4 tokens */
+        dot_t_fn *d4 = type == SD_T_F16 ? dot4_f16 : dot4_bf16, *d1 = type == SD_T_F16 ? dot1_f16 : dot1_bf16;
         size_t body = cols / NACC * NACC, t = 0;
         float tail[NACC];
-        f16_tail((const uint16_t *)row + body, cols - body, tail);
-        for (; t + 4 <= n; t += 4) dot4_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
-        for (; t < n; t++) dot1_f16(row, tail, x + t * cols, cols, body, y + t * stride, stride);
+        half_tail(type, (const uint16_t *)row + body, cols - body, tail);
+        for (; t + 4 <= n; t += 4) d4(row, tail, x + t * cols, cols, body, y + t * stride, stride);
+        for (; t < n; t++) d1(row, tail, x + t * cols, cols, body, y + t * stride, stride);
         return;
     }
 #endif
@@ -398,20 +400,24 @@ void sd_dot_row_tokens(sd_ttype type, const void *row, const float *x, size_t co
     }
 
 #if defined(__AVX512F__)
-/* F16 rows converted in registers, the lanes and the finish as dot_lanes/dot_finish:
- * the same sums as expanding the row first (the conversion is exact). */
-static float dot_f16(const void *restrict row, const float *restrict x, size_t n)
-{
-    size_t body = n / NACC * NACC;
-    float tail[NACC], y;
-    f16_tail((const uint16_t *)row + body, n - body, tail);
-    dot1_f16(row, tail, x, n, body, &y, 1);
-    return y;
-}
+/* F16 and BF16 rows converted in registers, the lanes and the finish as
+ * dot_lanes/dot_finish: the same sums as expanding the row first (the conversion is
+ * exact). */
+#define DOT_HALF(name, type, dot1)                                                  \
+    static float name(const void *restrict row, const float *restrict x, size_t n) \
+    {                                                                               \
+        size_t body = n / NACC * NACC;                                              \
+        float tail[NACC], y;                                                        \
+        half_tail(type, (const uint16_t *)row + body, n - body, tail);              \
+        dot1(row, tail, x, n, body, &y, 1);                                         \
+        return y;                                                                   \
+    }
+DOT_HALF(dot_f16, SD_T_F16, dot1_f16)
+DOT_HALF(dot_bf16, SD_T_BF16, dot1_bf16)
 #else
 DOT_STAGED(dot_f16, SD_T_F16)
-#endif
 DOT_STAGED(dot_bf16, SD_T_BF16)
+#endif
 DOT_STAGED(dot_q8_0, SD_T_Q8_0)
 DOT_STAGED(dot_q4_0, SD_T_Q4_0)
 DOT_STAGED(dot_q4_1, SD_T_Q4_1)

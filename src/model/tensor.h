@@ -128,7 +128,7 @@ void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const fl
  * in quads, each quad as a tile of four rows reads it (16 columns of each of the four
  * rows side by side, then the next 16), so that a product over a few tokens reads one
  * stream and loads each token's vector once for four rows. sd_rows_quads_ok: whether
- * t (F32 or F16, AVX-512 builds), a number of rows divisible by 4 and columns a
+ * t (F32, F16 or BF16, AVX-512 builds), a number of rows divisible by 4 and columns a
  * multiple of 16 allow it. sd_rows_quads_pack writes rows x cols of w (rows x
  * sd_ttype_row_bytes bytes) to out in that layout; quad k is at the offset of row 4k.
  * sd_dot_rows_tokens_quads is sd_dot_rows_tokens over nrows (divisible by 4) packed

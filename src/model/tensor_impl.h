@@ -1,8 +1,8 @@
 /* tensor_impl: what the row kernels of tensor.c (types, dequantization, the one-token
  * dot product, quantization), tensor_tiles.c (float rows x tokens) and tensor_act.c
  * (integer products against Q8 activations) share: the lane count, the block sizes,
- * a block's scale, hsum16's reduction tree and an F16 row's tail. Not a public
- * interface. */
+ * a block's scale, hsum16's reduction tree, the loads of F32/F16/BF16 row vectors and
+ * the tail of a row of halves. Not a public interface. */
 #ifndef SD_TENSOR_IMPL_H
 #define SD_TENSOR_IMPL_H
 
@@ -89,15 +89,26 @@ static inline float hsum16(__m512 v)
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
 
-/* The tail of an F16 row (n < NACC elements) as floats, converted 16 at a time in
- * registers (exact, as the body's conversion). */
-static inline void f16_tail(const uint16_t *restrict h, size_t n, float *restrict out)
+/* Elements i .. i + 15 of a row (w, any alignment) as floats: F32 loaded; F16 and BF16
+ * converted in registers, exactly (a BF16 is the top half of its float), so every sum
+ * over them is the sum over the expanded row. */
+#define LOADW_F32(w, i) _mm512_loadu_ps((const float *)(const void *)(w) + (i))
+#define LOADW_F16(w, i) \
+    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)(w) + (i))))
+#define LOADW_BF16(w, i)                                                                  \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                 \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(                                          \
+            (const __m256i *)(const void *)((const uint16_t *)(const void *)(w) + (i)))), \
+        16))
+
+/* The tail of an F16 or BF16 row (t; n < NACC elements) as floats, converted as the
+ * body is. */
+static inline void half_tail(sd_ttype t, const uint16_t *restrict h, size_t n, float *restrict out)
 {
     if (!n) return;
     uint16_t pad[NACC] = {0};
     memcpy(pad, h, n * sizeof *h);
-    for (size_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pad + i))));
+    _mm512_storeu_ps(out, t == SD_T_BF16 ? LOADW_BF16(pad, 0) : LOADW_F16(pad, 0));
 }
 #endif
 

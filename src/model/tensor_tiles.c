@@ -134,8 +134,6 @@ static inline __m512 hsum16x16(const __m512 *v)
     }
 typedef void tile_fn(const char *restrict, size_t, const char *, const float *restrict, size_t, size_t,
                      __m512 *restrict);
-#define LOADT_F32(p, i) _mm512_loadu_ps((const float *)(const void *)(p) + (i))
-#define LOADT_F16(p, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)(p) + (i))))
 
 /* Streamed, up to RS_MAX tokens: one row at a time (rows_small512 below), against groups of at
  * most RS_G tokens, in chunks of RS_TB_FLOATS floats; the row RS_PF ahead prefetched. */
@@ -154,12 +152,13 @@ _Static_assert(RS_G == 6, "TILES_TO_G below makes the tiles of 1 to 6 tokens");
 /* Tiles of four rows, 1 to 6 tokens (4 x 6: 24 chains, the four row vectors and a
  * token's, 29 of the 32 registers); a row left over goes through ROW_TILE below. */
 #define TILE4(T, name, LOADW, ES) TILE(4, T, name, LOADW, ES)
-TILES_TO_G(TILE4, tile_fn, tile4x, LOADT_F32, 4, f32)
-TILES_TO_G(TILE4, tile_fn, tile4x, LOADT_F16, 2, f16)
+TILES_TO_G(TILE4, tile_fn, tile4x, LOADW_F32, 4, f32)
+TILES_TO_G(TILE4, tile_fn, tile4x, LOADW_F16, 2, f16)
+TILES_TO_G(TILE4, tile_fn, tile4x, LOADW_BF16, 2, bf16)
 
 /* One row x T tokens (T chains), the sums of TILE(1, T), while the lines of the row at
  * pf (a later row of the same product, or NULL) and of the row RS_PF after it are
- * prefetched (rows of F16 and F32 are cols x ES bytes, back to back; a prefetch past
+ * prefetched (rows of F32, F16 and BF16 are cols x ES bytes, back to back; a prefetch past
  * the product's end reads nothing it needs and never faults), ES bytes an element:
  * the hardware's stream alone left a pass over 8 tokens bound by neither memory nor
  * the FMA units. */
@@ -181,8 +180,9 @@ TILES_TO_G(TILE4, tile_fn, tile4x, LOADT_F16, 2, f16)
         _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) s[t * 16] = a[t];                   \
     }
 typedef void row_fn(const char *restrict, const char *, const float *restrict, size_t, size_t, __m512 *restrict);
-TILES_TO_G(ROW_TILE, row_fn, row, LOADT_F32, 4, f32)
-TILES_TO_G(ROW_TILE, row_fn, row, LOADT_F16, 2, f16)
+TILES_TO_G(ROW_TILE, row_fn, row, LOADW_F32, 4, f32)
+TILES_TO_G(ROW_TILE, row_fn, row, LOADW_F16, 2, f16)
+TILES_TO_G(ROW_TILE, row_fn, row, LOADW_BF16, 2, bf16)
 
 /* The tail of a row: its elements past body (as floats, fewer than 16) times a
  * token's, in one masked step (finish512's). */
@@ -204,8 +204,8 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
     if (n_tail)
         for (size_t r = 0; r < nb; r++) {
             const float *wtr = (const float *)(const void *)(wr + r * rb) + body;
-            if (type == SD_T_F16) {
-                f16_tail((const uint16_t *)(const void *)(wr + r * rb) + body, n_tail, wt);
+            if (type != SD_T_F32) {
+                half_tail(type, (const uint16_t *)(const void *)(wr + r * rb) + body, n_tail, wt);
                 wtr = wt;
             }
             for (size_t t = 0; t < ntk; t++) st[t * 16 + r] = tail_chain(wtr, xc + t * cols + body, n_tail);
@@ -274,8 +274,9 @@ enum { QUAD_PF = 8192 };
             _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) s[t * 16 + r] = a[r][t];        \
     }
 typedef void quad_fn(const char *restrict, int, const float *restrict, size_t, __m512 *restrict);
-TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADT_F32, 4, f32)
-TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADT_F16, 2, f16)
+TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADW_F32, 4, f32)
+TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADW_F16, 2, f16)
+TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADW_BF16, 2, bf16)
 
 /* quads = 0: the rows as stored, one at a time, as below; quads = 1: rows stored four by
  * four (above), four at a time, for any n (sd_dot_rows_tokens_quads).
@@ -315,8 +316,8 @@ TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADT_F16, 2, f16)
 static void rows_small512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                           float *y, size_t ys, int quads)
 {
-    row_fn *const *rowt = type == SD_T_F16 ? rowt_f16 : rowt_f32;
-    quad_fn *const *quadt = type == SD_T_F16 ? quadt_f16 : quadt_f32;
+    row_fn *const *rowt = type == SD_T_F16 ? rowt_f16 : type == SD_T_BF16 ? rowt_bf16 : rowt_f32;
+    quad_fn *const *quadt = type == SD_T_F16 ? quadt_f16 : type == SD_T_BF16 ? quadt_bf16 : quadt_f32;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
     size_t tb = RS_TB_FLOATS / cols; /* a chunk of tokens that stays in L1; s holds 16 */
     tb = tb < 1 ? 1 : tb > 16 ? 16 : tb;
@@ -359,8 +360,8 @@ static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const flo
         rows_small512(type, w, nrows, x, cols, n, y, ys, 0);
         return;
     }
-    tile_fn *const *t4 = type == SD_T_F16 ? tile4xt_f16 : tile4xt_f32;
-    row_fn *const *t1 = type == SD_T_F16 ? rowt_f16 : rowt_f32;
+    tile_fn *const *t4 = type == SD_T_F16 ? tile4xt_f16 : type == SD_T_BF16 ? tile4xt_bf16 : tile4xt_f32;
+    row_fn *const *t1 = type == SD_T_F16 ? rowt_f16 : type == SD_T_BF16 ? rowt_bf16 : rowt_f32;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
     size_t tb = RT_TB_FLOATS / cols; /* a chunk of tokens that stays in L1 */
     if (tb < RS_G) tb = RS_G;
@@ -429,7 +430,7 @@ static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const 
 
 /* ---- a block of rows times a batch of tokens
  *
- * F32 and F16 rows with AVX-512: rows_tokens512 above. Other types and builds:
+ * F32, F16 and BF16 rows with AVX-512: rows_tokens512 above. Other types and builds:
  * sd_dot_row_tokens reads a row once per 4 tokens, from registers, over blocks of
  * ROWS_RB rows and, inside a block, the tokens in chunks of about ROWS_TB_FLOATS
  * floats (16 KiB; 4 to 16 tokens), so each chunk of activations is read from L1 by
@@ -443,7 +444,7 @@ static void rows_tokens(sd_ttype type, const void *w, size_t nrows, const float 
                         float *y, size_t ys, float *ws, int stream)
 {
 #if defined(__AVX512F__)
-    if (type == SD_T_F32 || type == SD_T_F16) {
+    if (type == SD_T_F32 || type == SD_T_F16 || type == SD_T_BF16) {
         rows_tokens512(type, w, nrows, x, cols, n, y, ys, stream);
         return;
     }
@@ -472,7 +473,7 @@ void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float 
 int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols)
 {
 #if defined(__AVX512F__)
-    return (t == SD_T_F32 || t == SD_T_F16) && rows % 4 == 0 && rows > 0 && cols % 16 == 0 && cols > 0;
+    return (t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16) && rows % 4 == 0 && rows > 0 && cols % 16 == 0 && cols > 0;
 #else
     (void)t, (void)rows, (void)cols;
     return 0;
@@ -481,7 +482,7 @@ int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols)
 
 void sd_rows_quads_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out)
 {
-    size_t es = t == SD_T_F16 ? 2 : 4, rb = cols * es;
+    size_t es = t == SD_T_F32 ? 4 : 2, rb = cols * es;
     char *d = out;
     for (size_t r = 0; r < rows; r += 4) {
         const char *w0 = (const char *)w + r * rb;
