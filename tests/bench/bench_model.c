@@ -419,19 +419,58 @@ static void start_load(int k)
     atexit(stop_load);
 }
 
+static const char usage[] =
+    "usage: bench_model [MODEL.gguf] [--threads N] [--every-n] [--load K]\n"
+    "       bench_model [MODEL.gguf] --pass N,N,...\n"
+    "       bench_model [MODEL.gguf] --kernels\n"
+    "       bench_model --write PREFIX --vocab-from VOCAB.gguf\n"
+    "\n"
+    "The decoder's speed on MODEL (default: a random 15.7M-parameter model, dim 384, 6 layers,\n"
+    "F32, F16 and Q8_0): prompt and generation tokens per second, and M_T(n), the cost of one\n"
+    "pass over n = 1, 2, 4, ..., 64 tree tokens after a 64-token prompt, beside its roofline:\n"
+    "max(the pass's matrices' bytes at the rate this machine reads a buffer of that size, 2 x\n"
+    "their parameters x n FLOP at this machine's FMA rate), both measured here with the run's\n"
+    "threads, and the ratio measured / roofline.\n"
+    "\n"
+    "  --threads N       threads (default: OpenMP's, OMP_NUM_THREADS)\n"
+    "  --every-n         M_T(n) for every n = 1..16, the last token's logits and every token's\n"
+    "  --load K          K busy processes beside the benchmark, as on a shared machine\n"
+    "  --pass N,N,...    only M_T(n) at these n (1..64; every token's logits, best of 60): one\n"
+    "                    line each, to compare two builds run in turn\n"
+    "  --kernels         the matrix products alone, one thread, GFLOP/s per weight shape and\n"
+    "                    n = 1..64, beside this machine's FMA peak\n"
+    "  --write PREFIX    write the random model as PREFIX-f32.gguf and PREFIX-q8_0.gguf with the\n"
+    "                    vocabulary of --vocab-from (one of llama.cpp's vocab-only files), so that\n"
+    "                    llama.cpp and specdec run the same files\n";
+
 int main(int argc, char **argv)
 {
     const char *path = NULL, *write = NULL, *vocab = NULL, *pass = NULL;
     int kernels = 0, load = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_set_num_threads(atoi(argv[++i]));
-        else if (!strcmp(argv[i], "--write") && i + 1 < argc) write = argv[++i];
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            long t = strtol(argv[++i], &end, 10);
+            if (*end || t < 1 || t > 1024) {
+                fprintf(stderr, "bench_model: --threads %s: expected a number of threads from 1 to 1024\n", argv[i]);
+                return 2;
+            }
+            omp_set_num_threads((int)t);
+        } else if (!strcmp(argv[i], "--write") && i + 1 < argc) write = argv[++i];
         else if (!strcmp(argv[i], "--vocab-from") && i + 1 < argc) vocab = argv[++i];
         else if (!strcmp(argv[i], "--kernels")) kernels = 1;
         else if (!strcmp(argv[i], "--every-n")) every_n = 1;
         else if (!strcmp(argv[i], "--pass") && i + 1 < argc) pass = argv[++i];
         else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = atoi(argv[++i]);
-        else path = argv[i];
+        else if (argv[i][0] == '-' || path) {
+            fprintf(stderr, "bench_model: %s: %s\n%s", argv[i],
+                    argv[i][0] == '-' ? "unknown option, or its value missing" : "a second model file", usage);
+            return 2;
+        } else path = argv[i];
     }
     if (write && !vocab) {
         fprintf(stderr, "bench_model: --write needs --vocab-from VOCAB.gguf\n");
