@@ -653,30 +653,30 @@ static void test_model_long_batch_bitwise(void **state)
                              sd_ttype_name(types[ty]), t);
             /* the rows four by four (sd_llama_quad_rows; a matrix whose shape does not
              * allow it stays as it is): the same bits, in a batch and one token at a time */
-            if (types[ty] == SD_T_F32 || types[ty] == SD_T_F16) {
+            if (types[ty] == SD_T_F32 || types[ty] == SD_T_F16 || types[ty] == SD_T_BF16) {
                 assert_int_equal(sd_llama_quad_rows(q, 1), 0); /* over its limit: no copy */
                 assert_null(q->layer[0].wq.quads);
-                size_t paired = sd_llama_quad_rows(q, SIZE_MAX);
+                size_t copied = sd_llama_quad_rows(q, SIZE_MAX);
                 if (sd_rows_quads_ok(SD_T_F32, 4, 64)) {
                     const sd_llama_layer *L0 = &q->layer[0];
-                    assert_true(paired > 0);
+                    assert_true(copied > 0);
                     assert_non_null(L0->wq.quads);
                     assert_true((L0->w_down.quads != NULL) == sd_rows_quads_ok(types[ty], m->cfg.dim, m->cfg.ffn_dim));
                     assert_true((L0->wk.quads != NULL) ==
                                 sd_rows_quads_ok(types[ty], (size_t)m->cfg.n_head_kv * m->cfg.head_dim, m->cfg.dim));
                     assert_int_equal(sd_llama_quad_rows(q, SIZE_MAX), 0); /* once */
                 }
-                float *pair = malloc(N * V * sizeof *pair);
+                float *quad = malloc(N * V * sizeof *quad);
                 sd_kv_truncate(kv, 0);
-                assert_int_equal(sd_llama_forward(q, kv, seq, N, NULL, NULL, pair, NULL), SD_OK);
-                if (memcmp(pair, got, N * V * sizeof *got))
+                assert_int_equal(sd_llama_forward(q, kv, seq, N, NULL, NULL, quad, NULL), SD_OK);
+                if (memcmp(quad, got, N * V * sizeof *got))
                     fail_msg("dim %u, %s: the rows four by four change the batch's logits", m->cfg.dim, sd_ttype_name(types[ty]));
                 sd_kv_truncate(kv, 0);
                 for (size_t t = 0; t < N; t++)
-                    assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, pair + t * V, NULL), SD_OK);
-                if (memcmp(pair, got, N * V * sizeof *got))
+                    assert_int_equal(sd_llama_forward(q, kv, seq + t, 1, NULL, NULL, quad + t * V, NULL), SD_OK);
+                if (memcmp(quad, got, N * V * sizeof *got))
                     fail_msg("dim %u, %s: the rows four by four change a one-token pass", m->cfg.dim, sd_ttype_name(types[ty]));
-                free(pair);
+                free(quad);
             }
             /* a subset of the rows (a prompt's last token, a tree's leaves): the same bits */
             static const size_t rows[] = {0, 5, 6, 20, N - 1};

@@ -106,7 +106,7 @@ void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size
 void sd_dot_short_rows_tokens(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
                               const size_t *m, float *const *out);
 /* The same for a row of any type, bit for bit sd_dot_row per token: F32 and (with
- * AVX-512) F16 rows are read in place, others expanded once into buf (cols floats). */
+ * AVX-512) F16 and BF16 rows are read in place, others expanded once into buf (cols floats). */
 void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols, size_t n, float *y,
                        size_t stride, float *buf);
 /* y[t ys + r] = sd_dot_row(t, row r of w, x + t cols, cols) bit for bit, for the nrows

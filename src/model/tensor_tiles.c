@@ -278,6 +278,17 @@ TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADW_F32, 4, f32)
 TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADW_F16, 2, f16)
 TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADW_BF16, 2, bf16)
 
+/* A row type's tiles, each table indexed by the token count (1 to RS_G). */
+typedef struct {
+    tile_fn *const *t4;
+    row_fn *const *row;
+    quad_fn *const *quad;
+} tiles;
+static const tiles tiles_f32 = {tile4xt_f32, rowt_f32, quadt_f32}, tiles_f16 = {tile4xt_f16, rowt_f16, quadt_f16},
+                   tiles_bf16 = {tile4xt_bf16, rowt_bf16, quadt_bf16};
+
+static const tiles *tiles_of(sd_ttype t) { return t == SD_T_F16 ? &tiles_f16 : t == SD_T_BF16 ? &tiles_bf16 : &tiles_f32; }
+
 /* quads = 0: the rows as stored, one at a time, as below; quads = 1: rows stored four by
  * four (above), four at a time, for any n (sd_dot_rows_tokens_quads).
  * A single token, and with weights read from memory (sd_dot_rows_tokens_stream) up to
@@ -316,8 +327,8 @@ TILES_TO_G(QUAD_TILE, quad_fn, quad, LOADW_BF16, 2, bf16)
 static void rows_small512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                           float *y, size_t ys, int quads)
 {
-    row_fn *const *rowt = type == SD_T_F16 ? rowt_f16 : type == SD_T_BF16 ? rowt_bf16 : rowt_f32;
-    quad_fn *const *quadt = type == SD_T_F16 ? quadt_f16 : type == SD_T_BF16 ? quadt_bf16 : quadt_f32;
+    row_fn *const *rowt = tiles_of(type)->row;
+    quad_fn *const *quadt = tiles_of(type)->quad;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
     size_t tb = RS_TB_FLOATS / cols; /* a chunk of tokens that stays in L1; s holds 16 */
     tb = tb < 1 ? 1 : tb > 16 ? 16 : tb;
@@ -360,8 +371,8 @@ static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const flo
         rows_small512(type, w, nrows, x, cols, n, y, ys, 0);
         return;
     }
-    tile_fn *const *t4 = type == SD_T_F16 ? tile4xt_f16 : type == SD_T_BF16 ? tile4xt_bf16 : tile4xt_f32;
-    row_fn *const *t1 = type == SD_T_F16 ? rowt_f16 : type == SD_T_BF16 ? rowt_bf16 : rowt_f32;
+    tile_fn *const *t4 = tiles_of(type)->t4;
+    row_fn *const *t1 = tiles_of(type)->row;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
     size_t tb = RT_TB_FLOATS / cols; /* a chunk of tokens that stays in L1 */
     if (tb < RS_G) tb = RS_G;
