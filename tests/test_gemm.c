@@ -178,7 +178,7 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
 /* Rows four by four (sd_rows_quads_pack, then sd_dot_rows_tokens_quads): every token x
  * row equals the single-token dot product of the rows as they were, bit for bit, F32,
  * F16 and BF16, 1 to 20 tokens (groups of up to 6) and 37 (past a chunk of tokens), 4 to
- * 36 rows (a partial block of 16), 16 to 1408 columns; the product of a part of the
+ * 36 rows (a partial block of 16), 16 to 2048 columns; the product of a part of the
  * rows from a quad's start; and which shapes allow it. */
 static void test_gemm_quads_bitwise(void **state)
 {
@@ -192,7 +192,7 @@ static void test_gemm_quads_bitwise(void **state)
         return;
     }
     gsl_rng *r = sd_test_rng(29);
-    static const size_t cols[] = {16, 48, 64, 128, 512, 1408}, rowss[] = {4, 20, 36};
+    static const size_t cols[] = {16, 48, 64, 128, 512, 1408, 2048}, rowss[] = {4, 20, 36};
     static const size_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 37};
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
         for (size_t rr = 0; rr < 3; rr++)

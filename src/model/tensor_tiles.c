@@ -330,8 +330,14 @@ static void rows_small512(sd_ttype type, const void *w, size_t nrows, const floa
     row_fn *const *rowt = tiles_of(type)->row;
     quad_fn *const *quadt = tiles_of(type)->quad;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
-    size_t tb = RS_TB_FLOATS / cols; /* a chunk of tokens that stays in L1; s holds 16 */
-    tb = tb < 1 ? 1 : tb > 16 ? 16 : tb;
+    /* a chunk of tokens that stays in L1; s holds 16. Quads take at least 4: a
+     * feed-forward's down product (2048 F16 columns) in chunks of 3 went over its rows
+     * twice for 4 tokens, the second time (the fourth token) without the prefetch. One
+     * product of 157 MB of such rows in 32-row tasks, 2 threads, a one-off harness, best
+     * of 5 in turn, ms for n = 4 8 16: 3.87 4.89 7.74 -> 2.88 4.27 6.94 (768 columns,
+     * chunks of 8, alike); bench_model --pass, 82M F16: 3.61 4.45 8.03 -> 3.50 4.42 7.81. */
+    size_t tb = RS_TB_FLOATS / cols, tmin = quads ? 4 : 1;
+    tb = tb < tmin ? tmin : tb > 16 ? 16 : tb;
     _Alignas(64) __m512 s[16 * 16];
     const char *wb = w;
     for (size_t t0 = 0; t0 < n; t0 += tb) {
