@@ -11,8 +11,16 @@
  *        bench_model [MODEL.gguf] --kernels
  *        the matrix products alone, one thread, GFLOP/s for each of the model's weight
  *        shapes and n = 1..64 tokens, beside this machine's FMA peak (its own
- *        micro-kernel): "blocks" is the decoder's kernel (sd_dot_rows_tokens), "rows"
- *        and "gemm" the two it replaced (below and from 16 tokens)
+ *        micro-kernel): "quads" is the decoder's kernel for float rows (the copy four by
+ *        four a load makes: sd_dot_rows_tokens_quads), "blocks" its kernel for rows as
+ *        stored (sd_dot_rows_tokens: quantized rows, or no copy), "rows" and "gemm" the
+ *        two those replaced (below and from 16 tokens)
+ *        bench_model [MODEL.gguf] --products
+ *        the pass's float matrix products alone, with the run's threads, n = 1..16: as a
+ *        pass runs them (a loop of the pool each) and all in one loop, beside the whole
+ *        pass M_T(n), its roofline and the kernel in the cache on one thread: how much of
+ *        a pass's distance from its roofline is the kernel streaming, the waits between
+ *        loops, and the rest of the pass
  *        --every-n: M_T(n) for every n = 1..16 (the speedup model's draft lengths), in ms,
  *        the last token's logits only and every token's, instead of n = 2 4 ... 64
  *        (tests/bench/kquant.sh sets it beside llama-bench's pp 1..16)
@@ -316,8 +324,12 @@ static double read_bandwidth(int threads, size_t bytes)
     return (double)bytes / best / 1e9;
 }
 
-/* The best of reps runs of fn over the product (rows x cols of type t, n tokens). */
-enum { K_TILES, K_ROWS, K_GEMM };
+/* Rows a task of a pass's products (llama_mm.c's MATMUL_CHUNK). */
+enum { PROD_CHUNK = 32 };
+
+/* GFLOP/s, the best of reps runs of a kernel over the product (rows x cols of type t, n
+ * tokens); NaN where the kernel does not take the type. */
+enum { K_QUADS, K_TILES, K_ROWS, K_GEMM };
 static double kernel_rate(int kind, sd_ttype t, size_t rows, size_t cols, size_t n, int reps)
 {
     size_t rb = sd_ttype_row_bytes(t, cols);
@@ -336,10 +348,23 @@ static double kernel_rate(int kind, sd_ttype t, size_t rows, size_t cols, size_t
         sd_quantize_row(t, row, w + r * rb, cols);
     }
     for (size_t i = 0; i < n * cols; i++) x[i] = (float)((double)(i % 97) / 97.0 - 0.5);
+    char *q = NULL;
+    if (kind == K_QUADS) {
+        if (!sd_rows_quads_ok(t, rows, cols)) {
+            free(w), free(row), free(x), free(y), free(ws);
+            return NAN;
+        }
+        q = aligned_alloc(64, (rows * rb + 63) / 64 * 64);
+        sd_rows_quads_pack(t, w, rows, cols, q);
+    }
     double best = INFINITY;
     for (int rep = 0; rep < reps; rep++) {
         double t0 = sd_seconds();
-        if (kind == K_TILES) sd_dot_rows_tokens(t, w, rows, x, cols, n, y, rows, ws);
+        if (kind == K_QUADS) /* in the pass's chunks of rows */
+            for (size_t r0 = 0; r0 < rows; r0 += PROD_CHUNK)
+                sd_dot_rows_tokens_quads(t, q + r0 * rb, rows - r0 < PROD_CHUNK ? rows - r0 : PROD_CHUNK, x, cols, n,
+                                         y + r0, rows);
+        else if (kind == K_TILES) sd_dot_rows_tokens(t, w, rows, x, cols, n, y, rows, ws);
         else if (kind == K_ROWS)
             for (size_t r = 0; r < rows; r++) sd_dot_row_tokens(t, w + r * rb, x, cols, n, y + r, rows, ws);
         else {
@@ -349,7 +374,7 @@ static double kernel_rate(int kind, sd_ttype t, size_t rows, size_t cols, size_t
         double dt = sd_seconds() - t0;
         if (dt < best) best = dt;
     }
-    free(w), free(row), free(x), free(y), free(ws);
+    free(w), free(row), free(x), free(y), free(ws), free(q);
     return 2.0 * (double)rows * (double)cols * (double)n / best / 1e9;
 }
 
@@ -372,17 +397,176 @@ static void bench_kernels(const sd_llama *m)
            sd_ttype_name(t), fma_peak());
     printf("%-8s %11s %-6s %8s %8s %8s %8s %8s %8s %8s\n", "matrix", "rows x cols", "kernel", "n=1", "2", "4",
            "8", "16", "32", "64");
-    static const char *const kn[3] = {"blocks", "rows", "gemm"};
+    static const char *const kn[4] = {"quads", "blocks", "rows", "gemm"};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             printf("%-8s %5zu x %-5zu %-6s", shapes[i].name, shapes[i].rows, shapes[i].cols, kn[k]);
             for (size_t n = 1; n <= 64; n *= 2) {
                 int reps = (int)(REPS_FLOP / (2.0 * shapes[i].rows * shapes[i].cols * n)) + 5;
-                printf(" %8.1f", kernel_rate(k, t, shapes[i].rows, shapes[i].cols, n, reps));
+                double r = kernel_rate(k, t, shapes[i].rows, shapes[i].cols, n, reps);
+                if (isnan(r)) printf(" %8s", "-");
+                else printf(" %8.1f", r);
             }
             printf("\n");
         }
     omp_set_num_threads(saved);
+}
+
+/* ---- --products: the pass's matrix products alone, with the run's threads
+ *
+ * The decoder's kernel for float rows (sd_dot_rows_tokens_quads, on the copies four by
+ * four the load made) over the model's own matrices, n tokens, as a pass runs them: a
+ * loop of the pool for each layer's q/k/v, o, gate/up and down, and one for the output,
+ * chunks of PROD_CHUNK rows (llama_mm.c's MATMUL_CHUNK). Then the same tasks in a
+ * single loop: the same reads and multiply-adds without the waits between products.
+ * Beside them the whole pass (M_T(n)) and its roofline, and the kernel in the cache on
+ * one thread against the FMA peak: how far each layer of the pass is from the machine. */
+typedef struct {
+    const sd_tensor *w[3];
+    size_t k, tasks;
+} prod_loop;
+
+typedef struct {
+    const prod_loop *loops;
+    size_t nloops; /* the loops whose tasks run, one after another in task order */
+    size_t n;
+    const float *x;
+    float *y;
+} prod_job;
+
+static void prod_task(void *ctx, size_t t, int thread)
+{
+    const prod_job *j = ctx;
+    (void)thread;
+    size_t l = 0, i = 0;
+    while (t >= j->loops[l].tasks) t -= j->loops[l++].tasks;
+    const prod_loop *L = &j->loops[l];
+    for (;; i++) {
+        size_t c = ((size_t)L->w[i]->dims[1] + PROD_CHUNK - 1) / PROD_CHUNK;
+        if (t < c) break;
+        t -= c;
+    }
+    const sd_tensor *w = L->w[i];
+    size_t rows = (size_t)w->dims[1], cols = (size_t)w->dims[0], r0 = t * PROD_CHUNK;
+    size_t nr = rows - r0 < PROD_CHUNK ? rows - r0 : PROD_CHUNK;
+    sd_dot_rows_tokens_quads(w->type, (const char *)w->quads + r0 * sd_ttype_row_bytes(w->type, cols), nr, j->x,
+                             cols, j->n, j->y + r0, rows);
+}
+
+/* Seconds of the best of reps runs of the loops: each a loop of the pool, or all in one. */
+static double time_products(const prod_loop *loops, size_t nl, size_t n, const float *x, float *y, int one, int reps)
+{
+    int th = omp_get_max_threads();
+    size_t all = 0;
+    for (size_t l = 0; l < nl; l++) all += loops[l].tasks;
+    double best = INFINITY;
+    for (int r = 0; r < reps; r++) {
+        double t0 = sd_seconds();
+        if (one) {
+            prod_job j = {loops, nl, n, x, y};
+            sd_pool_for(th, all, prod_task, &j);
+        } else
+            for (size_t l = 0; l < nl; l++) {
+                prod_job j = {loops + l, 1, n, x, y};
+                sd_pool_for(th, loops[l].tasks, prod_task, &j);
+            }
+        double dt = sd_seconds() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+static int bench_products(const sd_llama *m)
+{
+    static const size_t ns[5] = {1, 2, 4, 8, 16};
+    const sd_llama_config *c = &m->cfg;
+    prod_loop *loops = calloc(4 * (size_t)c->n_layer + 1, sizeof *loops);
+    size_t nl = 0, maxc = c->dim > c->ffn_dim ? c->dim : c->ffn_dim, maxr = c->n_vocab;
+    for (uint32_t l = 0; l <= c->n_layer; l++) {
+        const sd_llama_layer *L = l < c->n_layer ? &m->layer[l] : NULL;
+        const sd_tensor *g[4][3] = {{L ? &L->wq : &m->output, L ? &L->wk : NULL, L ? &L->wv : NULL},
+                                    {L ? &L->wo : NULL}, {L ? &L->w_gate : NULL, L ? &L->w_up : NULL},
+                                    {L ? &L->w_down : NULL}};
+        for (int k = 0; k < (L ? 4 : 1); k++) {
+            prod_loop *P = &loops[nl++];
+            for (int i = 0; i < 3 && g[k][i]; i++) {
+                if (!g[k][i]->quads) {
+                    fprintf(stderr, "bench_model: --products: the %s rows of this model have no copy four by four "
+                            "(only F32, F16 and BF16 rows of a multiple of 16 columns get one, with AVX-512)\n",
+                            sd_ttype_name(g[k][i]->type));
+                    free(loops);
+                    return 2;
+                }
+                P->w[P->k++] = g[k][i];
+                P->tasks += ((size_t)g[k][i]->dims[1] + PROD_CHUNK - 1) / PROD_CHUNK;
+                if ((size_t)g[k][i]->dims[1] > maxr) maxr = (size_t)g[k][i]->dims[1];
+            }
+        }
+    }
+    float *x = aligned_alloc(64, (16 * maxc * sizeof *x + 63) / 64 * 64), *y = malloc(16 * maxr * sizeof *y);
+    for (size_t i = 0; i < 16 * maxc; i++) x[i] = (float)((double)(i % 97) / 97.0 - 0.5);
+    double bytes, params;
+    pass_matrices(m, &bytes, &params);
+    int th = omp_get_max_threads();
+    const size_t bw_bytes = bytes < 512e6 ? (size_t)bytes : (size_t)512 << 20;
+    machine_flops = 1e9 * fma_rate(th);
+    double bw = read_bandwidth(th, bw_bytes), t[3][5];
+    sd_kv *kv;
+    if (sd_kv_alloc(m, 64 + 64, &kv)) {
+        fprintf(stderr, "bench_model: %s\n", sd_errmsg());
+        free(x), free(y), free(loops);
+        return 1;
+    }
+    float *logits = malloc((size_t)64 * c->n_vocab * sizeof *logits);
+    time_forward(m, kv, 0, 64, 1, logits, 1); /* the prompt the passes follow */
+    for (int k = 0; k < 5; k++) {
+        t[0][k] = time_products(loops, nl, ns[k], x, y, 0, 30);
+        t[1][k] = time_products(loops, nl, ns[k], x, y, 1, 30);
+        t[2][k] = time_forward(m, kv, 64, ns[k], 30, logits, 0);
+    }
+    double bw2 = read_bandwidth(th, bw_bytes);
+    machine_bw = 1e9 * (bw > bw2 ? bw : bw2);
+    printf("# %s: %.1f MB of matrices, %.1fM parameters; %d threads read a buffer of their size at %.1f GB/s "
+           "(the best of %.1f, %.1f: before, after), FMA rate %.1f GFLOP/s\n",
+           sd_ttype_name(m->layer[0].wq.type), bytes / 1e6, params / 1e6, th, machine_bw / 1e9, bw, bw2,
+           machine_flops / 1e9);
+    printf("# ms for n =                                      1        2        4        8       16\n");
+    static const char *const what[3] = {"products alone, a loop each (%3zu loops)", "products alone, in one loop",
+                                        "the whole pass, M_T(n)"};
+    for (int r = 0; r < 3; r++) {
+        char label[64];
+        snprintf(label, sizeof label, what[r], nl);
+        printf("%-44s", label);
+        for (int k = 0; k < 5; k++) printf(" %8.3f", 1e3 * t[r][k]);
+        printf("\n");
+    }
+    printf("%-44s", "roofline");
+    for (int k = 0; k < 5; k++) printf(" %8.3f", 1e3 * roofline(m, ns[k]));
+    printf("\n%-44s", "products alone, a loop each / roofline");
+    for (int k = 0; k < 5; k++) printf(" %8.2f", t[0][k] / roofline(m, ns[k]));
+    printf("\n%-44s", "M_T(n) / roofline");
+    for (int k = 0; k < 5; k++) printf(" %8.2f", t[2][k] / roofline(m, ns[k]));
+    /* the kernel in the cache: one layer's gate rows (their copy), one thread */
+    const sd_tensor *g = &m->layer[0].w_gate;
+    size_t rows = (size_t)g->dims[1], cols = (size_t)g->dims[0];
+    if (rows * sd_ttype_row_bytes(g->type, cols) > ((size_t)1 << 20)) rows = ((size_t)1 << 20) / sd_ttype_row_bytes(g->type, cols) / 4 * 4;
+    printf("\n# the kernel in the cache, one thread: %zu x %zu %s rows (the first layer's gate, at most 1 MB), "
+           "GFLOP/s, of an FMA peak of %.1f\n%-44s", rows, cols, sd_ttype_name(g->type), fma_peak(), "");
+    for (int k = 0; k < 5; k++) {
+        double best = INFINITY;
+        for (int r = 0; r < 200; r++) {
+            double t0 = sd_seconds();
+            for (size_t r0 = 0; r0 < rows; r0 += PROD_CHUNK)
+                sd_dot_rows_tokens_quads(g->type, (const char *)g->quads + r0 * sd_ttype_row_bytes(g->type, cols),
+                                         rows - r0 < PROD_CHUNK ? rows - r0 : PROD_CHUNK, x, cols, ns[k], y + r0, rows);
+            double dt = sd_seconds() - t0;
+            if (dt < best) best = dt;
+        }
+        printf(" %8.1f", 2.0 * (double)rows * (double)cols * (double)ns[k] / best / 1e9);
+    }
+    printf("\n");
+    free(logits), sd_kv_free(kv), free(x), free(y), free(loops);
+    return 0;
 }
 
 /* The random model with the vocabulary and tokenizer of a vocab-only GGUF. */
@@ -435,6 +619,7 @@ static const char usage[] =
     "usage: bench_model [MODEL.gguf] [--threads N] [--every-n] [--load K]\n"
     "       bench_model [MODEL.gguf] --pass N,N,...\n"
     "       bench_model [MODEL.gguf] --kernels\n"
+    "       bench_model [MODEL.gguf] --products\n"
     "       bench_model --write PREFIX --vocab-from VOCAB.gguf\n"
     "\n"
     "The decoder's speed on MODEL (default: a random 15.7M-parameter model, dim 384, 6 layers,\n"
@@ -452,6 +637,11 @@ static const char usage[] =
     "                    line each, to compare two builds run in turn\n"
     "  --kernels         the matrix products alone, one thread, GFLOP/s per weight shape and\n"
     "                    n = 1..64, beside this machine's FMA peak\n"
+    "  --products        the pass's matrix products alone (float rows: the decoder's kernel on\n"
+    "                    the model's own matrices), n = 1..16, with the run's threads: a loop of\n"
+    "                    the thread pool each, as a pass runs them, and all in one loop (no wait\n"
+    "                    between them); beside the whole pass M_T(n), its roofline, and the\n"
+    "                    kernel's GFLOP/s in the cache on one thread against the FMA peak\n"
     "  --write PREFIX    write the random model as PREFIX-f32.gguf and PREFIX-q8_0.gguf with the\n"
     "                    vocabulary of --vocab-from (one of llama.cpp's vocab-only files), so that\n"
     "                    llama.cpp and specdec run the same files\n";
@@ -459,7 +649,7 @@ static const char usage[] =
 int main(int argc, char **argv)
 {
     const char *path = NULL, *write = NULL, *vocab = NULL, *pass = NULL;
-    int kernels = 0, load = 0;
+    int kernels = 0, load = 0, products = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
@@ -476,6 +666,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--write") && i + 1 < argc) write = argv[++i];
         else if (!strcmp(argv[i], "--vocab-from") && i + 1 < argc) vocab = argv[++i];
         else if (!strcmp(argv[i], "--kernels")) kernels = 1;
+        else if (!strcmp(argv[i], "--products")) products = 1;
         else if (!strcmp(argv[i], "--every-n")) every_n = 1;
         else if (!strcmp(argv[i], "--pass") && i + 1 < argc) pass = argv[++i];
         else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = atoi(argv[++i]);
@@ -524,6 +715,12 @@ int main(int argc, char **argv)
             sd_llama_free(m);
             return rc ? 1 : 0;
         }
+    }
+    if (products) {
+        if (!path) sd_llama_quad_rows(m, SIZE_MAX); /* as a load makes them */
+        int rc = bench_products(m);
+        sd_llama_free(m);
+        return rc;
     }
     if (pass) {
         int rc = bench_pass(m, pass);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # make bench-kernels: the CPU decoder's kernels and threads on the shipped target, in one
-# run: the matrix products alone (GFLOP/s beside the machine's FMA peak), the model
+# run: the matrix products alone (GFLOP/s beside the machine's FMA peak; then the pass's
+# products with 2 threads, a loop each and in one loop, beside the whole pass), the model
 # bench at 2 threads beside llama-bench on the same file when llama.cpp is built
 # (tests/bench/llamacpp/build.sh), and 1 against 2 threads with and without a busy
 # process beside them: bench_model --load 1, and specdec generate's wall rate beside
@@ -17,6 +18,9 @@ LB=.cache/llama.cpp-build/bin/llama-bench
 [ -f "$MODEL" ] || { echo "kernels.sh: no model $MODEL" >&2; exit 1; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 "$B" "$MODEL" --kernels
+echo
+echo "## the pass's products alone, 2 threads: a loop each, in one loop, beside the whole pass"
+"$B" "$MODEL" --threads 2 --products || echo "(the products alone: not measured on this model)"
 echo
 echo "## the model, 2 threads: specdec and llama.cpp (OpenMP's passive and active waits)"
 echo "specdec:"
