@@ -232,17 +232,18 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
  * prefetch QUAD_PF bytes ahead (2 to 32 KB tried for pairs of rows: 8 was the fastest;
  * 4 to 24 KB again for quads: 8 still, or 12-16 alike). The prefetch is non-temporal
  * (NTA: into L1, not kept in L2 when it leaves): the rows are read once a pass. Into L2
- * (T1), as it was, each line was missed again in L1 by the loads. bench_model --pass,
+ * (T1), as it was, measured slower at every n and on every model below. bench_model --pass,
  * 2 threads, builds in turn, best of 4-5, M_T(n) ms for n = 1 2 4 8 16, T1 -> NTA:
  *   82M F16 (768 x 12):          2.072 2.284 2.748 4.192 7.622 -> 1.999 2.149 2.642 4.151 7.405
  *   large target (F16):          0.996 1.080 1.303 2.098 3.900 -> 0.967 1.030 1.279 2.099 3.850
  *   34M F32:                     0.999 0.995 1.157 2.062 3.619 -> 0.960 0.931 1.041 1.616 3.495
  *   shipped target (in cache):   0.145 0.181 0.252 0.381 0.709 -> 0.131 0.175 0.244 0.380 0.713
  * (T0 measured the same as NTA within 2%.) Each loaded row vector feeds up to 6
- * multiply-adds and each token's vector 4, against 6 and 2 for the pairs of rows this layout replaced (two chains of each
- * output at a time, in two passes over the pair). One thread, F16, 75 MB of rows in
- * 32-row calls, streamed / in the cache, GFLOP/s at n = 4, 8, 16 (of a 266 peak; a
- * one-off harness, the library before and after, best of two runs in turn):
+ * multiply-adds and each token's vector 4, against 6 and 2 for the pairs of rows this
+ * layout replaced (two chains of each output at a time, in two passes over the pair).
+ * One thread, F16, 75 MB of rows in 32-row calls, streamed / in the cache, GFLOP/s at
+ * n = 4, 8, 16 (of a 266 peak; a one-off harness, the library before and after, best
+ * of two runs in turn):
  *   256 columns, pairs:  141 144 161 / 172 174 169
  *                quads:  173 194 215 / 220 229 229
  *   512 columns, pairs:  153 175 178 / 202 204 196

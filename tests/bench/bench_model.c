@@ -546,24 +546,13 @@ static int bench_products(const sd_llama *m)
     for (int k = 0; k < 5; k++) printf(" %8.2f", t[0][k] / roofline(m, ns[k]));
     printf("\n%-44s", "M_T(n) / roofline");
     for (int k = 0; k < 5; k++) printf(" %8.2f", t[2][k] / roofline(m, ns[k]));
-    /* the kernel in the cache: one layer's gate rows (their copy), one thread */
+    /* the kernel in the cache, one thread: rows of the first layer's gate shape */
     const sd_tensor *g = &m->layer[0].w_gate;
-    size_t rows = (size_t)g->dims[1], cols = (size_t)g->dims[0];
-    if (rows * sd_ttype_row_bytes(g->type, cols) > ((size_t)1 << 20)) rows = ((size_t)1 << 20) / sd_ttype_row_bytes(g->type, cols) / 4 * 4;
-    printf("\n# the kernel in the cache, one thread: %zu x %zu %s rows (the first layer's gate, at most 1 MB), "
+    size_t cols = (size_t)g->dims[0], rb = sd_ttype_row_bytes(g->type, cols), rows = (size_t)g->dims[1];
+    if (rows * rb > ((size_t)1 << 20)) rows = ((size_t)1 << 20) / rb / 4 * 4;
+    printf("\n# the kernel in the cache, one thread: %zu x %zu %s rows (the first layer's gate shape, at most 1 MB), "
            "GFLOP/s, of an FMA peak of %.1f\n%-44s", rows, cols, sd_ttype_name(g->type), fma_peak(), "");
-    for (int k = 0; k < 5; k++) {
-        double best = INFINITY;
-        for (int r = 0; r < 200; r++) {
-            double t0 = sd_seconds();
-            for (size_t r0 = 0; r0 < rows; r0 += PROD_CHUNK)
-                sd_dot_rows_tokens_quads(g->type, (const char *)g->quads + r0 * sd_ttype_row_bytes(g->type, cols),
-                                         rows - r0 < PROD_CHUNK ? rows - r0 : PROD_CHUNK, x, cols, ns[k], y + r0, rows);
-            double dt = sd_seconds() - t0;
-            if (dt < best) best = dt;
-        }
-        printf(" %8.1f", 2.0 * (double)rows * (double)cols * (double)ns[k] / best / 1e9);
-    }
+    for (int k = 0; k < 5; k++) printf(" %8.1f", kernel_rate(K_QUADS, g->type, rows, cols, ns[k], 200));
     printf("\n");
     free(logits), sd_kv_free(kv), free(x), free(y), free(loops);
     return 0;
