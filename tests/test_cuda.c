@@ -157,6 +157,36 @@ static void test_cuda_plan_refuses_type(void **state)
 }
 
 /* The forward checks give the CPU's errors for the same calls. */
+/* SPECDEC_CUDA_TUNE: the defaults, every key, a value out of range, an unknown key, and
+ * the printed form parsing back to the same choice. */
+static void test_cuda_tune_parse(void **state)
+{
+    (void)state;
+    sd_cuda_tune t, u;
+    char buf[96];
+    assert_int_equal(sd_cuda_tune_parse(NULL, &t), SD_OK);
+    assert_int_equal(t.fused, 1), assert_int_equal(t.mma_min, SD_CUDA_MMA_MIN);
+    assert_int_equal(t.rp_min, SD_CUDA_RP_MIN), assert_int_equal(t.wk, 4);
+    assert_int_equal(t.pdl, SD_CUDA_PDL);
+    assert_int_equal(sd_cuda_tune_parse("path=base,mma=0,rp=3,wk=8,pdl=1", &t), SD_OK);
+    assert_int_equal(t.fused, 0), assert_int_equal(t.mma_min, 0), assert_int_equal(t.rp_min, 3), assert_int_equal(t.wk, 8);
+    assert_int_equal(t.pdl, 1);
+    sd_cuda_tune_str(&t, buf, sizeof buf);
+    assert_string_equal(buf, "path=base,mma=0,rp=3,wk=8,pdl=1");
+    assert_int_equal(sd_cuda_tune_parse(buf, &u), SD_OK);
+    assert_memory_equal(&t, &u, sizeof t);
+    assert_int_equal(sd_cuda_tune_parse("wk=5", &t), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "wk=5"));
+    assert_int_equal(sd_cuda_tune_parse("mma=x", &t), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "mma=x"));
+    assert_int_equal(sd_cuda_tune_parse("path=fast", &t), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "path=fast"));
+    assert_int_equal(sd_cuda_tune_parse("rp", &t), SD_EINVAL);
+    assert_int_equal(sd_cuda_tune_parse("pdl=2", &t), SD_EINVAL);
+    assert_int_equal(sd_cuda_tune_parse("speed=1", &t), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), "unknown key 'speed'"));
+}
+
 static void test_cuda_forward_check_as_cpu(void **state)
 {
     (void)state;
@@ -667,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_cuda_plan_layout),
         cmocka_unit_test(test_cuda_plan_refuses_type),
         cmocka_unit_test(test_cuda_forward_check_as_cpu),
+        cmocka_unit_test(test_cuda_tune_parse),
         cmocka_unit_test(test_cuda_randmodel_round_trip),
 #ifdef SD_CUDA
         cmocka_unit_test(test_cuda_logits_tiny),

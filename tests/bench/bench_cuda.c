@@ -12,7 +12,11 @@
  * model/backend.h; the copy bandwidth a memcpy's, no graphs: both columns the same
  * passes): tests/gpu-check.sh's dry run checks its table's plumbing with it.
  *
- * usage: bench_cuda MODEL.gguf... [--reps N] [--device cuda|cpu]
+ * usage: bench_cuda MODEL.gguf... [--reps N] [--device cuda|cpu] [--graphs-only] [--no-prompt]
+ *   --graphs-only  skip the passes without graphs (the column reads "-")
+ *   --no-prompt    skip the 512-token prompt
+ * The kernels are those SPECDEC_CUDA_TUNE names (src/model/cuda/cuda_host.h), printed in
+ * the header ("# kernels: ..."); tests/bench/cuda-tune.sh times a list of them.
  * Exit status 1 with a message when built without CUDA or without a device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +82,8 @@ static double host_copy_gbps(size_t bytes, int reps)
     return best;
 }
 
+static int graphs_only, no_prompt;
+
 static int bench_model(const char *path, sd_device dev, int reps, double copy_gbps)
 {
     sd_llama *m;
@@ -99,6 +105,11 @@ static int bench_model(const char *path, sd_device dev, int reps, double copy_gb
     double bytes = (double)(dev == SD_DEVICE_CUDA ? sd_cuda_model_bytes(b->dev) : sd_llama_weight_bytes(m)), t1 = 0, t;
     printf("# %s: %zu parameters, %.1f MB on the device, copy bandwidth %.1f GB/s\n", path, sd_llama_params(m),
            bytes / 1e6, copy_gbps);
+    if (dev == SD_DEVICE_CUDA) {
+        char tune[160];
+        sd_cuda_model_tune(b->dev, tune, sizeof tune);
+        printf("# kernels: %s\n", tune);
+    }
     if (b->forward(b, kv, tok, P, NULL, NULL, NULL, 0, NULL)) return fail(path);
     printf("%-4s %12s %13s %12s %9s %16s %13s\n", "n", "M_T(n) ms", "M_T(n)/M_T(1)", "weight GB/s", "of copy",
            "no graphs: ms", "M_T(n)/M_T(1)");
@@ -106,13 +117,25 @@ static int bench_model(const char *path, sd_device dev, int reps, double copy_gb
     for (size_t n = 1; n <= 64; n *= 2) {
         set_graphs(b, 1);
         if (time_pass(b, kv, P, n, reps, tok + P, logits, &t)) return fail(path);
-        set_graphs(b, 0);
-        if (time_pass(b, kv, P, n, reps, tok + P, logits, &td)) return fail(path);
+        td = 0;
+        if (!graphs_only) {
+            set_graphs(b, 0);
+            if (time_pass(b, kv, P, n, reps, tok + P, logits, &td)) return fail(path);
+        }
         if (n == 1) t1 = t, t1_direct = td;
-        printf("%-4zu %12.4f %13.3f %12.1f %8.1f%% %16.4f %13.3f\n", n, t * 1e3, t / t1, bytes / t / 1e9,
-               100 * bytes / t / 1e9 / copy_gbps, td * 1e3, td / t1_direct);
+        printf("%-4zu %12.4f %13.3f %12.1f %8.1f%%", n, t * 1e3, t / t1, bytes / t / 1e9, 100 * bytes / t / 1e9 / copy_gbps);
+        if (graphs_only) printf(" %16s %13s\n", "-", "-");
+        else printf(" %16.4f %13.3f\n", td * 1e3, td / t1_direct);
     }
     set_graphs(b, 1);
+    if (no_prompt) {
+        printf("generation (n = 1, graphs): %.0f tokens/s\n", 1 / t1);
+        free(tok), free(logits);
+        b->kv_free(kv);
+        sd_backend_close(b);
+        sd_llama_free(m);
+        return 0;
+    }
     if (time_pass(b, kv, 0, NP, reps / 5 + 1, tok, NULL, &t)) return fail(path);
     printf("prompt %zu tokens: %.2f ms, %.0f tokens/s; generation (n = 1, graphs): %.0f tokens/s\n", NP, t * 1e3,
            NP / t, 1 / t1);
@@ -125,7 +148,7 @@ static int bench_model(const char *path, sd_device dev, int reps, double copy_gb
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: bench_cuda MODEL.gguf... [--reps N] [--device cuda|cpu]\n");
+    fprintf(stderr, "usage: bench_cuda MODEL.gguf... [--reps N] [--device cuda|cpu] [--graphs-only] [--no-prompt]\n");
     return 2;
 }
 
@@ -136,6 +159,8 @@ int main(int argc, char **argv)
     sd_device dev = SD_DEVICE_CUDA;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--graphs-only")) graphs_only = 1;
+        else if (!strcmp(argv[i], "--no-prompt")) no_prompt = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             if (sd_device_parse(argv[++i], &dev)) {
                 fprintf(stderr, "bench_cuda: --device: %s\n", sd_errmsg());

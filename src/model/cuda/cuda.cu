@@ -41,6 +41,7 @@ static int cuda_fail(cudaError_t e, const char *what, int line)
 }
 
 #include "kernels.cuh"
+#include "fused.cuh"
 
 /* ---- the model ---- */
 
@@ -54,6 +55,7 @@ typedef struct {
     const float *attn_norm, *ffn_norm;
     dmat wq, wk, wv, wo, w_gate, w_up, w_down;
     const float *bq, *bk, *bv, *q_norm, *k_norm; /* the architectures' extras (NULL: none) */
+    int fused; /* the fused launches of fused.cuh (float weights, no head norms) */
 } dlayer;
 
 /* Work space of a forward pass, grown to the largest call. */
@@ -91,6 +93,10 @@ struct sd_cuda_model {
     cudaStream_t stream;
     work w;
     int use_graphs;
+    sd_cuda_tune tune; /* SPECDEC_CUDA_TUNE at upload */
+    int mma_ok;        /* compute capability 8.0 or later: the tensor-core product */
+    int pdl_ok;        /* tune.pdl on compute capability 9.0 or later */
+    int out_fused;     /* the logits' norm and product in one launch */
     graph_slot graphs[GRAPHS_MAX];
     unsigned long graph_clock;
 };
@@ -155,6 +161,12 @@ static int upload_slot(const sd_cuda_slot *s, unsigned char *buf)
     return SD_OK;
 }
 
+/* A matrix the fused launches take: float rows of a multiple of 8 columns. */
+static int fusable(const dmat *w)
+{
+    return (w->type == T_F32 || w->type == T_F16 || w->type == T_BF16) && w->cols % 8 == 0;
+}
+
 static int model_fill(sd_cuda_model *g, const sd_llama *m, const sd_cuda_slot *slots)
 {
     const sd_llama_config *c = &m->cfg;
@@ -172,9 +184,13 @@ static int model_fill(sd_cuda_model *g, const sd_llama *m, const sd_cuda_slot *s
         const sd_tensor *ex[5] = {&H->bq, &H->bk, &H->bv, &H->q_norm, &H->k_norm};
         const float **dx[5] = {&L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
         for (int i = 0; i < 5; i++) *dx[i] = ex[i]->data ? (const float *)(g->buf + slots[k++].offset) : NULL;
+        L->fused = g->tune.fused && !L->q_norm && !L->k_norm && fusable(&L->wq) && fusable(&L->wo) &&
+                   fusable(&L->w_gate) && fusable(&L->w_down) && L->wk.type == L->wq.type &&
+                   L->wv.type == L->wq.type && L->w_up.type == L->w_gate.type;
     }
     g->out_norm = (const float *)(g->buf + slots[k++].offset);
     g->output = m->tied ? g->tok_embd : to_dmat(&slots[k++], g->buf);
+    g->out_fused = g->tune.fused && fusable(&g->output);
     if (c->n_mask) g->mask_embd = to_dmat(&slots[k++], g->buf);
     else g->mask_embd = g->tok_embd;
     size_t hd = c->head_dim;
@@ -204,7 +220,12 @@ extern "C" int sd_cuda_model_upload(const sd_llama *m, sd_cuda_model **out)
     g->bytes = bytes;
     g->use_graphs = 1;
     g->layer = (dlayer *)sd_xcalloc(m->cfg.n_layer, sizeof *g->layer);
-    cudaError_t e = cudaMalloc(&g->buf, bytes);
+    rc = sd_cuda_tune_parse(getenv("SPECDEC_CUDA_TUNE"), &g->tune);
+    int dev, major = 0;
+    if (!rc && cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
+        g->mma_ok = major >= 8, g->pdl_ok = major >= 9 && g->tune.pdl;
+    cudaError_t e = rc ? cudaSuccess : cudaMalloc(&g->buf, bytes);
     if (e != cudaSuccess) rc = sd_error(SD_ERANGE, "CUDA: %zu bytes of weights: %s", bytes, cudaGetErrorString(e));
     if (!rc && (e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking)) != cudaSuccess)
         rc = cuda_fail(e, "cudaStreamCreate", __LINE__);
@@ -241,6 +262,18 @@ extern "C" void sd_cuda_model_free(sd_cuda_model *g)
 }
 
 extern "C" size_t sd_cuda_model_bytes(const sd_cuda_model *g) { return g ? g->bytes : 0; }
+
+extern "C" void sd_cuda_model_tune(const sd_cuda_model *g, char *buf, size_t cap)
+{
+    sd_cuda_tune_str(&g->tune, buf, cap);
+    size_t len = strlen(buf);
+    if (len + 40 < cap) {
+        uint32_t f = 0;
+        for (uint32_t l = 0; l < g->cfg.n_layer; l++) f += g->layer[l].fused != 0;
+        snprintf(buf + len, cap - len, " (%u of %u layers fused%s)", f, g->cfg.n_layer,
+                 g->mma_ok ? "" : "; no tensor cores");
+    }
+}
 
 /* Grows the work space to n tokens over ctx keys (att) and `rows` logits rows. */
 static int work_reserve(sd_cuda_model *g, size_t n, size_t ctx, size_t rows)
@@ -386,6 +419,111 @@ static void matmul(sd_cuda_model *g, const dmat *W, const float *x, int n, float
 #undef MMF
 }
 
+/* ---- the fused launches (fused.cuh) ---- */
+
+static mm_seg seg_of(int mode, const dmat *wa, const dmat *wb, float *y, int ldy, int accum, const int *yoff,
+                     const float *bias)
+{
+    mm_seg s;
+    memset(&s, 0, sizeof s);
+    s.wa = wa->data, s.wb = wb->data, s.rows = (int)wa->rows, s.mode = mode;
+    s.pairs = mode == SEG_GLU ? s.rows : (s.rows + 1) / 2;
+    s.y = y, s.ldy = ldy, s.accum = accum, s.yoff = yoff, s.bias = bias;
+    return s;
+}
+
+/* The segments' starts aligned to `align` pairs; the launch's pairs in all. */
+static int seg_starts(mm_args *a, int align)
+{
+    int at = 0;
+    for (int i = 0; i < a->nseg; i++) {
+        a->seg[i].start = at;
+        at += (a->seg[i].pairs + align - 1) / align * align;
+    }
+    return at;
+}
+
+/* Tokens t0 .. t0 + n - 1 of a's. */
+static mm_args mm_slice(const mm_args *a, int t0, int n)
+{
+    mm_args b = *a;
+    b.n = n;
+    if (b.xmap) b.xmap += t0;
+    else b.x += (size_t)t0 * b.cols;
+    if (b.pos) b.pos += t0;
+    for (int i = 0; i < b.nseg; i++) b.seg[i].y += (size_t)t0 * b.seg[i].ldy;
+    return b;
+}
+
+static int pow2_at_least(int n)
+{
+    int p = 1;
+    while (p < n) p *= 2;
+    return p;
+}
+
+/* A launch of a fused product: as a programmatic dependent of the launch before it
+ * when tune.pdl (Hopper on: it starts while that one ends; fused.cuh's pdl_wait keeps
+ * the order of what they read and write). */
+template <typename K>
+static void launch_mm(sd_cuda_model *g, K kern, unsigned blocks, unsigned threads, const mm_args &b)
+{
+    if (!g->pdl_ok) {
+        kern<<<blocks, threads, 0, g->stream>>>(b);
+        return;
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(threads), cfg.stream = g->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, kern, b);
+}
+
+/* One fused product over a.n tokens: the tensor cores from tune.mma_min tokens on (F16
+ * and BF16 rows of a multiple of 32 columns; 64 tokens a launch), else the CUDA cores
+ * (8 tokens a launch). */
+static void mm_launch(sd_cuda_model *g, const mm_args *a)
+{
+    const sd_cuda_tune *tu = &g->tune;
+    int mma = g->mma_ok && tu->mma_min > 0 && a->n >= tu->mma_min && (a->type == T_F16 || a->type == T_BF16) &&
+              a->cols % 32 == 0;
+    int step = mma ? 64 : 8;
+    for (int t0 = 0; t0 < a->n; t0 += step) {
+        int nn = a->n - t0 < step ? a->n - t0 : step;
+        mm_args b = mm_slice(a, t0, nn);
+        if (mma) {
+            unsigned tiles = (unsigned)(seg_starts(&b, 8) / 8);
+            int nt = pow2_at_least((nn + 7) / 8), bf = b.type == T_BF16;
+#define MMT(NTI, WK) (bf ? launch_mm(g, k_mmt<NTI, WK, 1>, tiles, 32 * WK, b) : launch_mm(g, k_mmt<NTI, WK, 0>, tiles, 32 * WK, b))
+#define MMT_N(WK) (nt == 1 ? MMT(1, WK) : nt == 2 ? MMT(2, WK) : nt == 4 ? MMT(4, WK) : MMT(8, WK))
+            if (tu->wk == 8) MMT_N(8);
+            else MMT_N(4);
+#undef MMT_N
+#undef MMT
+            continue;
+        }
+        int rp = nn >= tu->rp_min ? 2 : 1, nt = pow2_at_least(nn);
+        unsigned warps = (unsigned)(seg_starts(&b, rp) / rp), blocks = (warps + MMF_WARPS - 1) / MMF_WARPS;
+#define MMF(NT, RP) launch_mm(g, k_mmf<NT, RP>, blocks, 32 * MMF_WARPS, b)
+#define MMF_N(RP) (nt == 1 ? MMF(1, RP) : nt == 2 ? MMF(2, RP) : nt == 4 ? MMF(4, RP) : MMF(8, RP))
+        if (rp == 2) MMF_N(2);
+        else MMF_N(1);
+#undef MMF_N
+#undef MMF
+    }
+}
+
+static mm_args mm_args_of(const dmat *w, const float *x, int n, const float *norm, float eps)
+{
+    mm_args a;
+    memset(&a, 0, sizeof a);
+    a.type = w->type, a.cols = (int)w->cols, a.rb = w->rb, a.x = x, a.n = n, a.norm = norm, a.eps = eps;
+    return a;
+}
+
 /* The inputs in one copy: the cache's length, tokens, positions, logits rows and the
  * mask, staged in pinned memory (the previous pass has finished with it: every pass
  * ends synchronized). The views into d_in depend on n only. */
@@ -451,6 +589,37 @@ static void layer_pass(sd_cuda_model *g, sd_cuda_kv *kv, uint32_t l, int n, int 
     matmul(g, &L->w_down, w->gate, n, w->x, d, 1, NULL);
 }
 
+/* A layer in five launches (fused.cuh): the same steps as layer_pass, for float weights
+ * without head norms. */
+static void layer_pass_fused(sd_cuda_model *g, sd_cuda_kv *kv, uint32_t l, int n, int has_mask)
+{
+    const sd_llama_config *c = &g->cfg;
+    const dlayer *L = &g->layer[l];
+    work *w = &g->w;
+    int d = (int)c->dim, hd = (int)c->head_dim, nh = (int)c->n_head, nkv = (int)c->n_head_kv;
+    int qw = nh * hd, kw = nkv * hd, F = (int)c->ffn_dim;
+    float *K = kv->k + (size_t)l * kv->cap * kw, *V = kv->v + (size_t)l * kv->cap * kw;
+
+    mm_args a = mm_args_of(&L->wq, w->x, n, L->attn_norm, c->rms_eps);
+    a.pos = w->pos, a.freq = g->freq, a.hd = hd, a.neox = c->arch != SD_ARCH_LLAMA, a.nseg = 3;
+    a.seg[0] = seg_of(SEG_ROPE, &L->wq, &L->wq, w->q, qw, 0, NULL, L->bq);
+    a.seg[1] = seg_of(SEG_ROPE, &L->wk, &L->wk, K, kw, 0, w->base, L->bk);
+    a.seg[2] = seg_of(SEG_PLAIN, &L->wv, &L->wv, V, kw, 0, w->base, L->bv);
+    mm_launch(g, &a);
+    dim3 grid((unsigned)nh, (unsigned)n);
+    k_attn<<<grid, ATTN_THREADS, hd * sizeof(float), g->stream>>>(w->q, qw, K, V, kw, hd, nh / nkv, w->base, n,
+                                                 has_mask ? w->mask : NULL, 1.0f / sqrtf((float)hd), w->att, w->ao);
+    a = mm_args_of(&L->wo, w->ao, n, NULL, 0), a.nseg = 1;
+    a.seg[0] = seg_of(SEG_PLAIN, &L->wo, &L->wo, w->x, d, 1, NULL, NULL);
+    mm_launch(g, &a);
+    a = mm_args_of(&L->w_gate, w->x, n, L->ffn_norm, c->rms_eps), a.nseg = 1;
+    a.seg[0] = seg_of(SEG_GLU, &L->w_gate, &L->w_up, w->gate, F, 0, NULL, NULL);
+    mm_launch(g, &a);
+    a = mm_args_of(&L->w_down, w->gate, n, NULL, 0), a.nseg = 1;
+    a.seg[0] = seg_of(SEG_PLAIN, &L->w_down, &L->w_down, w->x, d, 1, NULL, NULL);
+    mm_launch(g, &a);
+}
+
 /* Every launch of a pass over n tokens (and n_rows logits rows copied to the pinned
  * buffer; 0: none). Its arguments depend only on (kv, n, has_mask, n_rows) and the
  * work space, so that a graph captured once replays it for any cache length. */
@@ -462,10 +631,20 @@ static void enqueue_pass(sd_cuda_model *g, sd_cuda_kv *kv, int n, int has_mask, 
     int d = (int)c->dim;
     k_embed<<<(unsigned)n, 256, 0, s>>>(w->tokens, g->tok_embd.type, g->tok_embd.data, g->tok_embd.rb,
                                         g->mask_embd.type, g->mask_embd.data, g->mask_embd.rb, c->n_vocab, d, w->x);
-    for (uint32_t l = 0; l < c->n_layer; l++) layer_pass(g, kv, l, n, has_mask);
-    if (n_rows) {
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        if (g->layer[l].fused) layer_pass_fused(g, kv, l, n, has_mask);
+        else layer_pass(g, kv, l, n, has_mask);
+    }
+    if (n_rows && g->out_fused) {
+        mm_args a = mm_args_of(&g->output, w->x, (int)n_rows, g->out_norm, c->rms_eps);
+        a.xmap = w->rowmap, a.nseg = 1;
+        a.seg[0] = seg_of(SEG_PLAIN, &g->output, &g->output, w->logits, (int)c->n_vocab, 0, NULL, NULL);
+        mm_launch(g, &a);
+    } else if (n_rows) {
         k_rmsnorm<<<(unsigned)n_rows, 256, 0, s>>>(w->x, w->rowmap, g->out_norm, d, c->rms_eps, w->xn);
         matmul(g, &g->output, w->xn, (int)n_rows, w->logits, (int)c->n_vocab, 0, NULL);
+    }
+    if (n_rows) {
         cudaMemcpyAsync(w->h_logits, w->logits, n_rows * c->n_vocab * sizeof(float), cudaMemcpyDeviceToHost, s);
     }
 }

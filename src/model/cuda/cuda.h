@@ -65,6 +65,9 @@ int sd_cuda_forward(sd_cuda_model *m, sd_cuda_kv *kv, const int32_t *tokens, siz
 void sd_cuda_set_graphs(sd_cuda_model *m, int on);
 
 /* ---- for benchmarks ---- */
+/* The kernel variant the model runs (SPECDEC_CUDA_TUNE at upload, cuda_host.h), as one
+ * line: "path=fused,mma=8,rp=4,wk=4 (16 of 16 layers fused)". */
+void sd_cuda_model_tune(const sd_cuda_model *m, char *buf, size_t cap);
 /* The device's name, driver and runtime versions, as one line into buf. */
 int sd_cuda_device_info(char *buf, size_t cap);
 /* Device-to-device copy bandwidth over a buffer of `bytes`: the median of reps

@@ -1,6 +1,10 @@
 /* cuda_host: the upload plan and the argument checks of the CUDA backend (plain C). */
 #include "cuda_host.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "sd_error.h"
 
 static void put(sd_cuda_slot *slots, size_t *k, const sd_tensor *t, int f32)
@@ -80,4 +84,51 @@ int sd_cuda_forward_check(const sd_llama_config *c, size_t base, size_t cap, con
             if (rows[i] >= n) return sd_error(SD_EINVAL, "logits row %zu: %zu is not one of the %zu tokens", i, rows[i], n);
     }
     return SD_OK;
+}
+
+/* One value of tune key `key`: an integer in [lo, hi]. */
+static int tune_int(const char *key, const char *v, size_t len, int lo, int hi, int *out)
+{
+    char buf[16], *end;
+    if (!len || len >= sizeof buf) return sd_error(SD_EINVAL, "SPECDEC_CUDA_TUNE: %s=%.*s: not a number", key, (int)len, v);
+    memcpy(buf, v, len), buf[len] = 0;
+    long x = strtol(buf, &end, 10);
+    if (*end || x < lo || x > hi)
+        return sd_error(SD_EINVAL, "SPECDEC_CUDA_TUNE: %s=%s: not an integer in %d..%d", key, buf, lo, hi);
+    *out = (int)x;
+    return SD_OK;
+}
+
+int sd_cuda_tune_parse(const char *s, sd_cuda_tune *t)
+{
+    t->fused = 1, t->mma_min = SD_CUDA_MMA_MIN, t->rp_min = SD_CUDA_RP_MIN, t->wk = 4, t->pdl = SD_CUDA_PDL;
+    while (s && *s) {
+        size_t len = strcspn(s, ","), klen = strcspn(s, "=");
+        if (klen >= len) return sd_error(SD_EINVAL, "SPECDEC_CUDA_TUNE: '%.*s': not key=value", (int)len, s);
+        const char *v = s + klen + 1;
+        size_t vlen = len - klen - 1;
+        int rc = SD_OK;
+        if (klen == 4 && !strncmp(s, "path", 4)) {
+            if (vlen == 5 && !strncmp(v, "fused", 5)) t->fused = 1;
+            else if (vlen == 4 && !strncmp(v, "base", 4)) t->fused = 0;
+            else rc = sd_error(SD_EINVAL, "SPECDEC_CUDA_TUNE: path=%.*s: not fused or base", (int)vlen, v);
+        } else if (klen == 3 && !strncmp(s, "mma", 3)) rc = tune_int("mma", v, vlen, 0, 65535, &t->mma_min);
+        else if (klen == 2 && !strncmp(s, "rp", 2)) rc = tune_int("rp", v, vlen, 1, 65535, &t->rp_min);
+        else if (klen == 2 && !strncmp(s, "wk", 2)) {
+            rc = tune_int("wk", v, vlen, 4, 8, &t->wk);
+            if (!rc && t->wk != 4 && t->wk != 8) rc = sd_error(SD_EINVAL, "SPECDEC_CUDA_TUNE: wk=%d: 4 or 8", t->wk);
+        } else if (klen == 3 && !strncmp(s, "pdl", 3))
+            rc = tune_int("pdl", v, vlen, 0, 1, &t->pdl);
+        else
+            rc = sd_error(SD_EINVAL, "SPECDEC_CUDA_TUNE: unknown key '%.*s' (path, mma, rp, wk, pdl)", (int)klen, s);
+        if (rc) return rc;
+        s += len + (s[len] == ',');
+    }
+    return SD_OK;
+}
+
+void sd_cuda_tune_str(const sd_cuda_tune *t, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "path=%s,mma=%d,rp=%d,wk=%d,pdl=%d", t->fused ? "fused" : "base", t->mma_min, t->rp_min, t->wk,
+             t->pdl);
 }

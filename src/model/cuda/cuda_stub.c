@@ -16,6 +16,11 @@ int sd_cuda_model_upload(const sd_llama *m, sd_cuda_model **out)
 
 void sd_cuda_model_free(sd_cuda_model *m) { (void)m; }
 size_t sd_cuda_model_bytes(const sd_cuda_model *m) { (void)m; return 0; }
+void sd_cuda_model_tune(const sd_cuda_model *m, char *buf, size_t cap)
+{
+    (void)m;
+    if (cap) buf[0] = 0;
+}
 
 int sd_cuda_kv_alloc(sd_cuda_model *m, size_t cap, sd_cuda_kv **out)
 {
