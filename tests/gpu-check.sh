@@ -5,6 +5,12 @@
 # (tests/bench/steps.sh), writes its results as it goes, and the next step runs whatever
 # it did. The steps, in order, with their limits and the time expected on an H100 (s;
 # the limits together 7 minutes, the expected times about 3):
+#   tune      every kernel variant (tests/bench/cuda-tune.sh: SPECDEC_CUDA_TUNE values)
+#             checked by test_cuda's logits and timed on the 1B-class model, M_T(n) for n
+#             = 1..64; the fastest that held make the choice every later step runs with
+#             (SPECDEC_CUDA_TUNE, unless the caller set it; the summary names it).
+#             --steps tune alone is the tuning mode: a table of the variants, in
+#             tune.tsv; CHECK_TUNE_VARIANTS="v1 v2 ..." another sweep              120   60
 #   test      test_cuda in full: logits against the CPU decoder for every weight type
 #             and architecture (llama, llama3, qwen2, qwen3; F32 to the K-quants), trees, the cache; then every scheme certified on the GPU (150 000 passes
 #             of a tiny model) in what is left of the limit                            75   25
@@ -235,6 +241,20 @@ if [ "${1:-}" = --step ]; then
                   for (l = 1; l <= 8; l++) if (("L=" l) in L) printf " L=%d %.2f/%.2f (%.2f/%.2f)", l, s["L=" l, "parallel"], s["L=" l, "sequential"], p["L=" l, "parallel"], p["L=" l, "sequential"]
                   printf "\n" }'
         ;;
+    tune)
+        # every kernel variant's logits and M_T(n) on the 1B-class model (written in the
+        # background since the start), and the choice the later steps run with
+        [ $CHECK_DEVICE = cuda ] && dev="" || dev="--device cpu"
+        rc=0
+        TUNE_WAIT=$CHECK_BIG_WAIT TUNE_REPS=$CHECK_TUNE_REPS TUNE_TESTS=$CHECK_TUNE_TESTS SPECDEC_DEVICE_ARG=$dev \
+            sh tests/bench/cuda-tune.sh "$B" "$CUDA_MODELS/$CHECK_BIG_NAME.gguf" "$R" ${CHECK_TUNE_VARIANTS:-} || rc=$?
+        awk -F'\t' '!/^#/ && $2 == "ok" && $4 != "-" { if (b == "" || $4 + 0 < b + 0) { b = $4; pc = $11 } if (b16 == "" || $8 + 0 < b16 + 0) b16 = $8 }
+                     !/^#/ { n++; if ($2 == "ok") k++ }
+                     END { printf "headline: %d of %d variants held their logits; best M_T(1) %s ms (%s of copy), best M_T(16) %s ms; choice: %s\n",
+                                  k, n, b == "" ? "-" : b, pc == "" ? "-" : pc, b16 == "" ? "-" : b16, choice }' \
+            choice="$(cat "$R/tune-choice" 2>/dev/null || echo none)" "$R/tune.tsv"
+        exit $rc
+        ;;
     llamacpp)
         if [ -x "$LLAMA_BUILD_CUDA/bin/llama-completion" ]; then
             study E2E_PROMPTS=$CHECK_SWEEP_PROMPTS E2E_TOKENS=$CHECK_SWEEP_TOKENS sh tests/bench/gpu-study.sh --step llamacpp
@@ -256,7 +276,8 @@ if [ "${1:-}" = --step ]; then
 fi
 
 # ---- the driver ----
-ALL="test,generate,sanitize,bench,decode,gt,parallel,llamacpp"
+USER_TUNE=${SPECDEC_CUDA_TUNE:-}
+ALL="tune,test,generate,sanitize,bench,decode,gt,parallel,llamacpp"
 DRY=0 RESULTS="" RECORD=0 STEPS=$ALL BUNDLE=""
 CMDLINE="sh $HERE $*"
 START=$(date +%s)
@@ -285,7 +306,7 @@ limit() {
     l=$(echo ",${GPU_CHECK_LIMITS:-}," | sed -n "s/.*,$1=\([0-9]*\),.*/\1/p")
     [ -n "$l" ] && { echo "$l"; return; }
     case $1 in
-    test) echo 75 ;; generate) echo 60 ;; sanitize) echo 70 ;; bench) echo 85 ;; decode) echo 50 ;;
+    tune) echo 120 ;; test) echo 75 ;; generate) echo 60 ;; sanitize) echo 70 ;; bench) echo 85 ;; decode) echo 50 ;;
     gt) echo 40 ;; parallel) echo 30 ;; llamacpp) echo 10 ;; hang) echo 3 ;; *) echo 30 ;;
     esac
 }
@@ -313,6 +334,7 @@ if [ $DRY = 1 ]; then
     CHECK_BENCH_REPS=2 CHECK_BIG_NAME=tiny-f16 BIG_SHAPE="--shape 256,2,4,2,512,300 --ctx 600"
     CHECK_DEC_PROMPTS=1 CHECK_DEC_TOKENS=8 CHECK_DEC_CAL=1
     CHECK_SWEEP_PROMPTS=1 CHECK_SWEEP_TOKENS=8 CHECK_SWEEP_CAL=1 CHECK_GT_MULTS=0.5,1 CHECK_PAR_SWEEP=1-2
+    CHECK_TUNE_REPS=2 CHECK_TUNE_TESTS=plan,forward_check
     : "${RESULTS:=out/gpu-check-dry}" "${CUDA_MODELS:=out/gpu-check-dry-models}"
     CHECK_SANITIZER=""
 else
@@ -321,6 +343,7 @@ else
     CHECK_BENCH_REPS=20 CHECK_BIG_NAME=llama-1b-f16 BIG_SHAPE=""
     CHECK_DEC_PROMPTS=8 CHECK_DEC_TOKENS=64 CHECK_DEC_CAL=8
     CHECK_SWEEP_PROMPTS=4 CHECK_SWEEP_TOKENS=64 CHECK_SWEEP_CAL=4 CHECK_GT_MULTS=0.5,1,2 CHECK_PAR_SWEEP=1-4
+    CHECK_TUNE_REPS=15 CHECK_TUNE_TESTS=logits_tiny,logits_arch,tree_equals_paths
     : "${CUDA_MODELS:=out/gpu-check-models}"
     CHECK_SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
         /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1 || true)
@@ -387,13 +410,14 @@ steps_begin "$RESULTS"
 export CHECK_RESULTS="$RESULTS" CHECK_BUILD="$B" CHECK_DEVICE CHECK_THREADS CHECK_GEN_PROMPTS CHECK_GEN_TOKENS \
     CHECK_SAN_TESTS CHECK_RACE_TESTS CHECK_SANITIZER CHECK_SAN_MEM_S CHECK_SAN_RACE_S CHECK_BENCH_REPS CHECK_BIG_NAME \
     CUDA_MODELS CHECK_DEC_PROMPTS CHECK_DEC_TOKENS CHECK_DEC_CAL CHECK_SWEEP_PROMPTS CHECK_SWEEP_TOKENS CHECK_SWEEP_CAL \
-    CHECK_GT_MULTS CHECK_PAR_SWEEP LLAMA_BUILD_CUDA CHECK_LLAMA_WHY CHECK_BIG_WAIT CHECK_TEST_S LINEBUF
+    CHECK_GT_MULTS CHECK_PAR_SWEEP LLAMA_BUILD_CUDA CHECK_LLAMA_WHY CHECK_BIG_WAIT CHECK_TEST_S LINEBUF \
+    CHECK_TUNE_REPS CHECK_TUNE_TESTS
 
 # the 1B-class model, written on the CPU while the first steps use the GPU (bench waits for it)
 BIG=$CUDA_MODELS/$CHECK_BIG_NAME.gguf BIGPID=""
 mkdir -p "$CUDA_MODELS"
 rm -f "$BIG.done" "$BIG.failed"
-case ,$STEPS, in *,bench,*)
+case ,$STEPS, in *,bench,* | *,tune,*)
     if [ -s "$BIG" ] && [ -e "$BIG.ok" ]; then touch "$BIG.done"
     else
         # its own session, so that the end of the check can stop it (and its children) if unfinished
@@ -410,12 +434,21 @@ esac
     echo "# gpu-check: $B on $DEVICE; steps $STEPS; results in $RESULTS/"
     for s in $(echo "$STEPS" | tr ',' ' '); do
         steps_run "$s" "$(limit "$s")" sh "$HERE" --step "$s"
+        # the kernels the tune step chose run every later step (unless the caller set them)
+        if [ "$s" = tune ] && [ -z "$USER_TUNE" ] && [ -s "$RESULTS/tune-choice" ]; then
+            export SPECDEC_CUDA_TUNE="$(cat "$RESULTS/tune-choice")"
+            echo "gpu-check: the later steps run SPECDEC_CUDA_TUNE=$SPECDEC_CUDA_TUNE (the tune step's choice)"
+            echo "$SPECDEC_CUDA_TUNE (the tune step's choice)" > "$RESULTS/.tmp/kernels"
+        fi
         # a call cut short keeps in $OUT what the steps so far measured
         [ -z "${OUT:-}" ] || { mkdir -p "$OUT" && cp "$RESULTS/steps.tsv" "$OUT/" && cp "$LOG" "$OUT/log.txt"; } || true
     done
     echo "$STEPS_BAD $STEPS_FAILED" > "$RESULTS/.tmp/tally"
 } 2>&1 | tee -a "$LOG"
 read -r STEPS_BAD STEPS_FAILED < "$RESULTS/.tmp/tally"
+if [ -s "$RESULTS/.tmp/kernels" ]; then KERNELS=$(cat "$RESULTS/.tmp/kernels")
+elif [ -n "$USER_TUNE" ]; then KERNELS="$USER_TUNE (set by the caller)"
+else KERNELS="unset (the build's defaults)"; fi
 [ -n "$BIGPID" ] && { kill -TERM "-$BIGPID" 2>/dev/null || kill -TERM "$BIGPID" 2>/dev/null; } || true
 rm -rf "$RESULTS/.tmp"
 rm -f "$BIG.done" "$BIG.failed"
@@ -424,6 +457,7 @@ n=$(echo "$STEPS" | tr ',' '\n' | wc -l)
 {
     echo
     echo "# gpu-check summary: $DEVICE; driver $DRIVER; commit $(sed -n 's/^# commit: //p' "$RESULTS/.header")"
+    echo "# kernels: SPECDEC_CUDA_TUNE=$KERNELS"
     steps_table "$RESULTS" "$n"
     ok=$(grep -v '^#' "$RESULTS/steps.tsv" | tail -n "$n" | awk -F'\t' '$2 == "ok"' | wc -l)
     if [ "$STEPS_FAILED" != 0 ]; then verdict=FAIL
