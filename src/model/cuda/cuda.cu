@@ -472,10 +472,9 @@ static void launch_mm(sd_cuda_model *g, K kern, unsigned blocks, unsigned thread
         kern<<<blocks, threads, 0, g->stream>>>(b);
         return;
     }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchConfig_t cfg = {}; /* value-initialized: memset on it is an error with -Werror */
     cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(threads), cfg.stream = g->stream;
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[1] = {};
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at, cfg.numAttrs = 1;
