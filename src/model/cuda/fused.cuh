@@ -104,7 +104,7 @@ __device__ __forceinline__ void mm_pair_rows(const mm_args &a, const mm_seg &s, 
         int half = a.hd / 2, h = q / half;
         *fi = q % half, *ra = h * a.hd + *fi, *rb = *ra + half;
     } else {
-        *ra = 2 * q, *rb = 2 * q + 1, *fi = q % (a.hd / 2);
+        *ra = 2 * q, *rb = 2 * q + 1, *fi = s.mode == SEG_ROPE ? q % (a.hd / 2) : 0; /* hd: 0 without RoPE */
     }
 }
 
