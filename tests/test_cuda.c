@@ -13,7 +13,8 @@
  *
  * With a GPU (make test-cuda): logits against the CPU decoder for a prompt, one token
  * and a 16-node tree, for each weight type (F32, F16, BF16, Q8_0, Q4_0), on a tiny
- * random model with [MASK] tokens, the shipped target and (SPECDEC_CUDA_MODEL=F.gguf)
+ * random model with [MASK] tokens (and, F16 and BF16, with its embeddings scaled down
+ * to ~3e-5), the shipped target and (SPECDEC_CUDA_MODEL=F.gguf)
  * any GGUF such as the 1B-class random model; the architectures llama3, qwen2 and
  * qwen3 as F32, F16, Q8_0, Q4_K, Q5_K and Q6_K; a tree batch equals sequential decoding
  * of each path; keep and truncate of the cache; only the asked rows come back.
@@ -463,6 +464,21 @@ static void test_cuda_logits_tiny(void **state)
         check_types(m, tied ? "tiny random, tied" : "tiny random");
         sd_llama_free(m);
     }
+    /* embeddings of ~3e-5: the first layer's products take inputs that an unscaled F16
+     * hi + lo split rounds to F16 subnormals (2e-3 of the top logit off, emulated on the
+     * CPU; fused.cuh's split8 keeps 1.5e-5) */
+    sd_llama *m = sd_test_llama_random(&tiny, 0, 21), *q;
+    float *e[2] = {(float *)m->tok_embd.data, (float *)m->mask_embd.data};
+    size_t ne[2] = {(size_t)tiny.n_vocab * tiny.dim, (size_t)tiny.n_mask * tiny.dim};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < ne[k]; i++) e[k][i] *= 1.0f / 4096;
+    static const sd_ttype half[2] = {SD_T_F16, SD_T_BF16};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sd_llama_convert(m, half[i], &q), SD_OK);
+        check_model(q, "tiny random, embeddings/4096");
+        sd_llama_free(q);
+    }
+    sd_llama_free(m);
 }
 
 /* The architectures beyond the plain llama block (randmodel's, as tests/test_arch.c

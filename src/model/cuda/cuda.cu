@@ -221,10 +221,15 @@ extern "C" int sd_cuda_model_upload(const sd_llama *m, sd_cuda_model **out)
     g->use_graphs = 1;
     g->layer = (dlayer *)sd_xcalloc(m->cfg.n_layer, sizeof *g->layer);
     rc = sd_cuda_tune_parse(getenv("SPECDEC_CUDA_TUNE"), &g->tune);
+    /* the device's generation and that of the code it runs (ptxVersion: PTX for compute_80
+     * JIT-compiled on a Hopper has neither mma nor griddepcontrol, fused.cuh's #if) */
     int dev, major = 0;
+    cudaFuncAttributes fa;
     if (!rc && cudaGetDevice(&dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
-        g->mma_ok = major >= 8, g->pdl_ok = major >= 9 && g->tune.pdl;
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        cudaFuncGetAttributes(&fa, k_mmt<1, 4, 0>) == cudaSuccess)
+        g->mma_ok = major >= 8 && fa.ptxVersion >= 80, g->pdl_ok = major >= 9 && fa.ptxVersion >= 90 && g->tune.pdl;
+    cudaGetLastError(); /* a failed query is no launch error */
     cudaError_t e = rc ? cudaSuccess : cudaMalloc(&g->buf, bytes);
     if (e != cudaSuccess) rc = sd_error(SD_ERANGE, "CUDA: %zu bytes of weights: %s", bytes, cudaGetErrorString(e));
     if (!rc && (e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking)) != cudaSuccess)
@@ -472,10 +477,9 @@ static void launch_mm(sd_cuda_model *g, K kern, unsigned blocks, unsigned thread
         kern<<<blocks, threads, 0, g->stream>>>(b);
         return;
     }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchConfig_t cfg = {}; /* value-initialized: memset on it is an error with -Werror */
     cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(threads), cfg.stream = g->stream;
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[1] = {};
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at, cfg.numAttrs = 1;

@@ -17,8 +17,8 @@
  *          tokens, each lane 8 consecutive columns a step (one 16-byte load a row);
  *   k_mmt  tensor cores (mma.sync m16n8k16, F16 or BF16 weights): a block takes a tile
  *          of 8 pairs (16 rows), its WK warps split the columns, and x goes in as two
- *          half-precision terms (x = hi + lo) so that the products keep about 22 bits
- *          of x (F16) as the F32 path does; each lane loads 8 consecutive columns of
+ *          F16 or three BF16 terms (split8) so that the products keep 22 to 24 bits
+ *          of x, near the F32 path; each lane loads 8 consecutive columns of
  *          a row and of x, which the k-slots of two mma's take in a fixed permutation
  *          (the dot product's order does not change its terms). */
 #ifndef SD_CUDA_FUSED_CUH
@@ -104,7 +104,7 @@ __device__ __forceinline__ void mm_pair_rows(const mm_args &a, const mm_seg &s, 
         int half = a.hd / 2, h = q / half;
         *fi = q % half, *ra = h * a.hd + *fi, *rb = *ra + half;
     } else {
-        *ra = 2 * q, *rb = 2 * q + 1, *fi = q % (a.hd / 2);
+        *ra = 2 * q, *rb = 2 * q + 1, *fi = s.mode == SEG_ROPE ? q % (a.hd / 2) : 0; /* hd: 0 without RoPE */
     }
 }
 
@@ -228,23 +228,34 @@ __global__ void __launch_bounds__(32 * MMF_WARPS) k_mmf(const mm_args a)
 #define SD_HAVE_MMA 1
 #endif
 
-/* x's eight values as two half-precision terms, packed in pairs as mma's B takes them:
- * hi[i] holds elements 2i and 2i + 1 (the first in the low half). */
+/* x's eight values as the half-precision terms mma's B takes, packed in pairs: t[k][i]
+ * holds term k of elements 2i and 2i + 1 (the first in the low half).
+ *   F16: x / 16 = hi + lo 2^-11 (t[2] unused), hi and lo summed apart (k_mmt's d, dl):
+ *        22 bits of x for 2^-10 <= |x| < 2^20, an error under 2^-32 below (unscaled, lo
+ *        is subnormal under |x| = 2^-3, an error up to 2^-25: small embeddings suffered);
+ *   BF16: x = hi + mid + lo, 8 bits each (two terms kept 16: 10-20 times the F32
+ *        path's distance from the CPU's logits). */
 template <int BF>
-__device__ __forceinline__ void split8(const float v[8], uint32_t hi[4], uint32_t lo[4])
+__device__ __forceinline__ void split8(const float v[8], uint32_t t[3][4])
 {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
+        float a = v[2 * i], b = v[2 * i + 1]; /* each remainder below is exact */
         if (BF) {
-            __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-            float2 b = __bfloat1622float2(h);
-            __nv_bfloat162 l = __floats2bfloat162_rn(v[2 * i] - b.x, v[2 * i + 1] - b.y);
-            hi[i] = *reinterpret_cast<uint32_t *>(&h), lo[i] = *reinterpret_cast<uint32_t *>(&l);
+            __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+            float2 f = __bfloat1622float2(h);
+            a -= f.x, b -= f.y;
+            __nv_bfloat162 m = __floats2bfloat162_rn(a, b);
+            f = __bfloat1622float2(m);
+            __nv_bfloat162 l = __floats2bfloat162_rn(a - f.x, b - f.y);
+            t[0][i] = *reinterpret_cast<uint32_t *>(&h), t[1][i] = *reinterpret_cast<uint32_t *>(&m);
+            t[2][i] = *reinterpret_cast<uint32_t *>(&l);
         } else {
-            __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-            float2 b = __half22float2(h);
-            __half2 l = __floats2half2_rn(v[2 * i] - b.x, v[2 * i + 1] - b.y);
-            hi[i] = *reinterpret_cast<uint32_t *>(&h), lo[i] = *reinterpret_cast<uint32_t *>(&l);
+            a *= 0.0625f, b *= 0.0625f;
+            __half2 h = __floats2half2_rn(a, b);
+            float2 f = __half22float2(h);
+            __half2 l = __floats2half2_rn((a - f.x) * 2048.0f, (b - f.y) * 2048.0f);
+            t[0][i] = *reinterpret_cast<uint32_t *>(&h), t[1][i] = *reinterpret_cast<uint32_t *>(&l), t[2][i] = 0;
         }
     }
 }
@@ -297,9 +308,13 @@ __global__ void __launch_bounds__(32 * WK) k_mmt(const mm_args a)
     prefetch_l2((const unsigned char *)A0, (size_t)k0 * 64, (size_t)k1 * 64, c4, 4);
     prefetch_l2((const unsigned char *)A1, (size_t)k0 * 64, (size_t)k1 * 64, c4, 4);
     pdl_wait();
-    float d[NTILES][4], ss[NTILES];
+    float d[NTILES][4], dl[NTILES][4], ss[NTILES]; /* dl: F16's lo terms (split8) */
 #pragma unroll
-    for (int j = 0; j < NTILES; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = ss[j] = 0;
+    for (int j = 0; j < NTILES; j++) {
+        ss[j] = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) d[j][i] = dl[j][i] = 0;
+    }
     const float *xr[NTILES];
 #pragma unroll
     for (int j = 0; j < NTILES; j++) xr[j] = 8 * j + g < a.n ? mm_xrow(a, 8 * j + g) : NULL;
@@ -322,12 +337,20 @@ __global__ void __launch_bounds__(32 * WK) k_mmt(const mm_args a)
 #pragma unroll
                 for (int e = 0; e < 8; e++) xv[e] = 0;
             }
-            uint32_t hi[4], lo[4];
-            split8<BF>(xv, hi, lo);
-            mma16816<BF>(d[j], wa.x, wb.x, wa.y, wb.y, hi[0], hi[1]);
-            mma16816<BF>(d[j], wa.x, wb.x, wa.y, wb.y, lo[0], lo[1]);
-            mma16816<BF>(d[j], wa.z, wb.z, wa.w, wb.w, hi[2], hi[3]);
-            mma16816<BF>(d[j], wa.z, wb.z, wa.w, wb.w, lo[2], lo[3]);
+            uint32_t xt[3][4];
+            split8<BF>(xv, xt);
+            mma16816<BF>(d[j], wa.x, wb.x, wa.y, wb.y, xt[0][0], xt[0][1]);
+            mma16816<BF>(d[j], wa.z, wb.z, wa.w, wb.w, xt[0][2], xt[0][3]);
+            if constexpr (BF) {
+#pragma unroll
+                for (int k = 1; k < 3; k++) {
+                    mma16816<BF>(d[j], wa.x, wb.x, wa.y, wb.y, xt[k][0], xt[k][1]);
+                    mma16816<BF>(d[j], wa.z, wb.z, wa.w, wb.w, xt[k][2], xt[k][3]);
+                }
+            } else {
+                mma16816<BF>(dl[j], wa.x, wb.x, wa.y, wb.y, xt[1][0], xt[1][1]);
+                mma16816<BF>(dl[j], wa.z, wb.z, wa.w, wb.w, xt[1][2], xt[1][3]);
+            }
         }
     }
     /* the warps' partial sums added in a fixed order */
@@ -338,7 +361,7 @@ __global__ void __launch_bounds__(32 * WK) k_mmt(const mm_args a)
         t += __shfl_xor_sync(0xffffffffu, t, 2);
         if (!c4) ssh[w][8 * j + g] = t;
 #pragma unroll
-        for (int i = 0; i < 4; i++) red[w][j][i][lane] = d[j][i];
+        for (int i = 0; i < 4; i++) red[w][j][i][lane] = BF ? d[j][i] : 16.0f * d[j][i] + dl[j][i] * (1.0f / 128);
     }
     __syncthreads();
     if (w) return;
