@@ -11,13 +11,14 @@
 # on the CPU.
 # usage: data/models/large-wide.sh [SPECDEC_BINARY]   (default build/specdec)
 #   env: LARGE_WIDE_FFN (the width), LARGE_WIDE (the file; default
-#        out/models/large-target-ffnWIDTH-f16.gguf)
+#        out/models/large-target-ffnWIDTH-f16.gguf), LARGE_WIDE_SRC (the model widened:
+#        the large target; the GPU check's dry run widens the shipped one a little)
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${1:-build/specdec}
 W=${LARGE_WIDE_FFN:-53760}
-SRC=data/models/large-target.gguf
-DST=${LARGE_WIDE:-out/models/large-target-ffn$W-f16.gguf}
+SRC=${LARGE_WIDE_SRC:-data/models/large-target.gguf}
+DST=${LARGE_WIDE:-out/models/$(basename "$SRC" .gguf)-ffn$W-f16.gguf}
 [ -s "$SRC" ] || { echo "large-wide: no $SRC (make models-large trains it)" >&2; exit 1; }
 if [ ! -s "$DST" ] || [ "$SRC" -nt "$DST" ]; then
     [ -x "$BIN" ] || { echo "large-wide: no $BIN (run make first)" >&2; exit 1; }
