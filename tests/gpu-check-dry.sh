@@ -14,7 +14,7 @@ set -eu
 cd "$(dirname "$0")/.."
 R=out/gpu-check-dry
 O=out/gpu-check-dry-OUT
-rm -rf "$R" "$O"
+rm -rf "$R" "$O" "$R-llama"
 fail=0
 bad() { echo "gpu-check-dry: FAIL: $*"; fail=1; }
 rc=0
@@ -157,5 +157,35 @@ if command -v gnuplot >/dev/null 2>&1; then
     sh plots/draw.sh "$R/wide" --recipes-only > "$R/draw-wide.txt" 2>&1 || bad "plots/draw.sh $R/wide failed: $(tail -1 "$R/draw-wide.txt")"
     for f in e2e-predicted e2e-gt-sweep e2e-parallel; do [ -s "$R/wide/$f.png" ] || bad "wide/$f.png not drawn"; done
 fi
+# llamacpp's own plumbing, for which the dry run builds no llama.cpp: the step again on a
+# copy of the results, with stand-ins for llama.cpp's four programs that print what the
+# real ones print (llama-bench -o jsonl: one object a line, tools/llama-bench's
+# jsonl_printer; the speculative programs' "decoded N tokens in S seconds"; llama_perf's
+# "eval time = X ms / N runs"), so that its tables, their join with bench's M_T(n) and its
+# headline are checked before a GPU runs them
+L=$R-llama
+rm -rf "$L" && cp -r "$R" "$L" && mkdir -p "$L/.fake/bin"
+cat > "$L/.fake/bin/llama-bench" <<'EOF'
+#!/bin/sh
+while [ $# -gt 0 ]; do case $1 in -p) p=$2; shift ;; -m) m=$2; shift ;; esac; shift; done
+for n in $(echo "$p" | tr , ' '); do
+    printf '{"build_commit": "de3ff81", "model_filename": "%s", "n_batch": 2048, "flash_attn": 0, "n_prompt": %d, "n_gen": 0, "n_depth": 0, "test_time": "2026-11-28T00:00:00Z", "avg_ns": %d, "stddev_ns": 2000, "avg_ts": 1.5, "stddev_ts": 0.1, "samples_ns": [ 1, 2 ],"samples_ts": [ 1, 2 ]}\n' "$m" "$n" $((2000000 + n * 10000))
+done
+EOF
+printf '#!/bin/sh\necho "llama_perf_context_print:        eval time =     400.00 ms /     8 runs   (   50.00 ms per token,    20.00 tokens per second)" >&2\n' \
+    > "$L/.fake/bin/llama-completion"
+printf '#!/bin/sh\necho "decoded    8 tokens in    0.200 seconds, speed:   40.000 t/s" >&2\n' > "$L/.fake/bin/llama-speculative"
+cp "$L/.fake/bin/llama-speculative" "$L/.fake/bin/llama-speculative-simple"
+chmod +x "$L/.fake/bin"/*
+LLAMA_BUILD_CUDA=$L/.fake sh tests/gpu-check.sh --dry-run --results "$L" --steps llamacpp > "$L.log" 2>&1 ||
+    bad "llamacpp with stand-ins: exit $?: $(tail -3 "$L.log")"
+lrow() { grep -v '^#' "$L/steps.tsv" | awk -F'\t' '$1 == "llamacpp"' | tail -1 | cut -f"$1"; }
+[ "$(lrow 2)" = ok ] || bad "llamacpp with stand-ins: '$(lrow 2)', want ok"
+n=$(awk -F'\t' '$1 == "target-wide" && $2 ~ /^[0-9]+$/ && $6 + 0 > 0 && $7 + 0 > 0' "$L/llamacpp-mt.tsv" | wc -l)
+[ "$n" = 7 ] || bad "llamacpp-mt.tsv: $n rows of target-wide beside bench's M_T(n), want 7"
+n=$(grep -v '^#' "$L/wide/llamacpp.tsv" | awk -F'\t' '$1 ~ /^(completion|speculative-simple|speculative)$/ && $4 > 0' | wc -l)
+[ "$n" = 3 ] || bad "wide/llamacpp.tsv: $n rows with a time, want completion, speculative-simple and speculative"
+lrow 5 | grep -q '^M_T(1) target-wide 2.0100 ms.*; specdec/llama.cpp M_T(n) worst [0-9.]* (.*goal <= 1 at every n: \(met\|missed\)); specdec best .* llama.cpp best speculative (speculative[a-z-]*) 40.0 t/s: [0-9.]*x (goal >= 1.5: \(met\|missed\))$' ||
+    bad "llamacpp's headline with stand-ins: '$(lrow 5)'"
 [ $fail = 0 ] && echo "gpu-check-dry: PASS: every step's output, the planted hang cut at its limit, the planted malformed step caught, the summary ($R)"
 exit $fail

@@ -144,10 +144,11 @@ if [ "${1:-}" = --step ]; then
         [ $w = 0 ] || echo "$STEP: waited $w s for $1"
         [ -e "$f.done" ]
     }
-    wide_study() { # a step of the GPU study on the widened pair (tests/bench/e2e-env.sh's wide), into $R/wide/
+    wide_study() { # a step of the GPU study on the widened pair (tests/bench/e2e-env.sh's wide), into $R/wide/;
+        # on the GPU without the CPU's second copy of the 2 GB of rows (SPECDEC_QUADS=0: no CPU pass reads it)
         mkdir -p "$R/wide" && cp "$R/.header" "$R/wide/.header" && cp "$R/DEVICE" "$R/wide/DEVICE"
         env STUDY_BUILD="$B" STUDY_RESULTS="$R/wide" E2E_DEVICE="$CHECK_DEVICE" E2E_THREADS="$CHECK_THREADS" E2E_PAIR=wide \
-            E2E_WIDE_TARGET="$CUDA_MODELS/$CHECK_WIDE_NAME.gguf" "$@"; }
+            E2E_WIDE_TARGET="$CUDA_MODELS/$CHECK_WIDE_NAME.gguf" SPECDEC_QUADS=$([ "$CHECK_DEVICE" = cuda ] && echo 0 || echo 1) "$@"; }
     need_wide() { # the widened target the driver writes in the background: there, or the step fails saying why
         wait_bg "$CHECK_WIDE_NAME.gguf" "$CHECK_WIDE_WAIT" && return
         echo "$STEP: FAIL: the widened target $CUDA_MODELS/$CHECK_WIDE_NAME.gguf is not there: $(tail -1 "$CUDA_MODELS/$CHECK_WIDE_NAME.gguf.log" 2>/dev/null)" >&2
@@ -197,7 +198,8 @@ if [ "${1:-}" = --step ]; then
         grep -v '^#' "$R/llamacpp-mt.tsv" | column -t 2>/dev/null || grep -v '^#' "$R/llamacpp-mt.tsv"
         # llama-completion, llama-speculative-simple and llama-speculative on the widened pair
         # (the study's llamacpp step), against wide-decode's specdec rates of the same pair
-        wide_study E2E_PROMPTS=$CHECK_LLAMA_PROMPTS E2E_TOKENS=$CHECK_SWEEP_TOKENS sh tests/bench/gpu-study.sh --step llamacpp || rc=1
+        wide_study E2E_PROMPTS=$CHECK_LLAMA_PROMPTS E2E_TOKENS=$CHECK_SWEEP_TOKENS STUDY_DECODE_ARGS= \
+            sh tests/bench/gpu-study.sh --step llamacpp || rc=1
         {   grep -v '^#' "$R/llamacpp-mt.tsv" | awk -F'\t' '$1 != "model" && $7 != "-" { if (!k || $7 > w) { w = $7; wn = $2; wm = $1 } k++ }
                 $1 != "model" && $2 == 1 { one = one (one ? ", " : "") $1 " " $3 " ms" }
                 END { printf "M_T(1) %s; ", one ? one : "none measured"
