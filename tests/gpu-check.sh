@@ -48,7 +48,8 @@
 # The background jobs (their own sessions, stopped at the end; logs in CUDA_MODELS):
 # the 1B random model (`specdec random-model`, about 60 s of one core on the build
 # machine), the widened target (`specdec convert`, 35 s there, most of it writing 2 GB),
-# llama.cpp's build (about NN core-minutes: tests/bench/llamacpp/README.md).
+# llama.cpp's build (about 50-70 CPU-minutes, 3.5-5 minutes on 16 cores: measured in
+# part, tests/bench/llamacpp/README.md; its ninja log comes back with the results).
 # Then a summary: each step's status (ok, skipped, timed out, failed), seconds, and its
 # headline figure against its goal (test_cuda's logits within tolerance, copy bandwidth
 # >= 70%, M_T(n) flat to 16 tokens, speedups inside their predicted intervals).
@@ -155,7 +156,11 @@ if [ "${1:-}" = --step ]; then
         exit 1; }
     llamacpp_step() { # llama.cpp's CUDA build beside specdec on the same files
         [ -z "$CHECK_LLAMA_WHY" ] || { echo "llamacpp: skipped: $CHECK_LLAMA_WHY"; exit 77; }
-        if [ "$CHECK_LLAMA_BG" = 1 ] && ! wait_bg llama-build $(( ${CHECK_STEP_LIMIT:-300} - CHECK_LLAMA_RUN_S )); then
+        bw=0
+        [ "$CHECK_LLAMA_BG" = 1 ] && ! wait_bg llama-build $(( ${CHECK_STEP_LIMIT:-300} - CHECK_LLAMA_RUN_S )) && bw=1
+        # the build's own times, object by object (ninja's log: start and end ms), done or not
+        [ ! -f "$LLAMA_BUILD_CUDA/.ninja_log" ] || cp "$LLAMA_BUILD_CUDA/.ninja_log" "$R/llamacpp-build-log.txt"
+        if [ $bw = 1 ]; then
             if [ -e "$CUDA_MODELS/llama-build.failed" ]; then
                 tail -5 "$CUDA_MODELS/llama-build.log" >&2
                 echo "headline: llama.cpp's CUDA build failed after $(( $(date +%s) - CHECK_START )) s ($CUDA_MODELS/llama-build.log)"
