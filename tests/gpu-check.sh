@@ -55,7 +55,7 @@
 # >= 70%, M_T(n) flat to 16 tokens, speedups inside their predicted intervals).
 # SPECDEC_REQUIRE_GPU=1 is set for every step: a test or script that would skip fails.
 #
-# usage: tests/gpu-check.sh [--bundle FILE.tar.gz] [--dry-run] [--record] [--results DIR]
+# usage: tests/gpu-check.sh [--bundle FILE.tar.xz] [--dry-run] [--record] [--results DIR]
 #                           [--steps LIST]
 #   --bundle F   unpack F (tests/bench/cuda-bundle.sh: build-cuda/ with its libraries,
 #                llama.cpp's sources; .tar.xz or .tar.gz) into the repository first, and

@@ -41,10 +41,19 @@ tree_kib() {
         du -sk --exclude=./.git --exclude=./out --exclude=./.cache --exclude='./build*' . | cut -f1
     fi
 }
+# a bundle's files, one a line: bytes, then the path
+list() {
+    case $1 in
+    *.gz|*.tgz) tar -tzvf "$1" ;;
+    *) if command -v xz >/dev/null 2>&1 && [ "${BUNDLE_UNPACK:-}" != python ]; then xz -dc "$1" | tar -tvf -
+       else python3 -c 'import sys, tarfile
+for m in tarfile.open(sys.argv[1]): print("-", "-", m.size, "-", "-", m.name)' "$1"; fi ;;
+    esac | awk '{ print $3, $NF }'
+}
 room() { # BUNDLE
     t=$(tree_kib) b=0 l=0
-    [ -f "$1" ] && b=$(( $(wc -c < "$1") / 1024 ))
-    [ -f out/llama.cpp-src.tar.xz ] && l=$(( $(wc -c < out/llama.cpp-src.tar.xz) / 1024 ))
+    [ -f "$1" ] && b=$(( $(wc -c < "$1") / 1024 )) &&
+        l=$(list "$1" | awk '$2 == "out/llama.cpp-src.tar.xz" { print int($1 / 1024) }') && l=${l:-0}
     echo "cuda-bundle: room: the tree $t KiB + the bundle $b KiB ($([ -f "$1" ] && echo "$1" || echo none)$([ $l -gt 0 ] && echo "; llama.cpp's sources $l KiB of it")) = $((t + b)) KiB of the 65536 a lent machine receives: $((65536 - t - b)) KiB left"
     [ $((t + b)) -le 65536 ]
 }
