@@ -48,7 +48,7 @@
 # The background jobs (their own sessions, stopped at the end; logs in CUDA_MODELS):
 # the 1B random model (`specdec random-model`, about 60 s of one core on the build
 # machine), the widened target (`specdec convert`, 35 s there, most of it writing 2 GB),
-# llama.cpp's build (about 50-70 CPU-minutes, 3.5-5 minutes on 16 cores: measured in
+# llama.cpp's build (about 50-65 CPU-minutes, 3.5-5 minutes on 16 cores: measured in
 # part, tests/bench/llamacpp/README.md; its ninja log comes back with the results).
 # Then a summary: each step's status (ok, skipped, timed out, failed), seconds, and its
 # headline figure against its goal (test_cuda's logits within tolerance, copy bandwidth
