@@ -67,7 +67,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check test-portable fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check test-portable fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-wide bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -178,10 +178,12 @@ bench-e2e-cuda:
 	sh tests/bench/gpu-study.sh $(if $(RECORD),--record)
 # gpu-check: every check the CUDA decoder and the GPU study owe a GPU, in one call of at
 # most 8 minutes on the GPU machine (tests/gpu-check.sh), from the bundle of
-# tests/bench/cuda-bundle.sh (out/cuda-bundle.tar.gz, unpacked first when present). No
-# build rule: there it runs what was carried. RECORD=1 writes paper-figs/gpu/DEVICE/.
+# tests/bench/cuda-bundle.sh (out/cuda-bundle.tar.xz, or an older .tar.gz, unpacked first
+# when present). No build rule: there it runs what was carried. RECORD=1 writes
+# paper-figs/gpu/DEVICE/.
+GPU_BUNDLE = $(firstword $(wildcard out/cuda-bundle.tar.xz out/cuda-bundle.tar.gz))
 gpu-check:
-	sh tests/gpu-check.sh $(if $(wildcard out/cuda-bundle.tar.gz),--bundle out/cuda-bundle.tar.gz) $(if $(RECORD),--record)
+	sh tests/gpu-check.sh $(if $(GPU_BUNDLE),--bundle $(GPU_BUNDLE)) $(if $(RECORD),--record)
 # gpu-check-dry: the same command on the CPU build with tiny sizes, a planted step that
 # hangs and one whose output is malformed, and a check of every step's output, the time
 # limits and the summary (tests/gpu-check-dry.sh; under a minute, in .ci/run)
@@ -272,7 +274,7 @@ figs: $(BIN) $(BUILD)/tests/bench/bench_planted $(if $(MPIRUN),mpi)
 	$(FIGS_SWEEP) paper-figs/figs.grid --out out/figs/sweep.jsonl,$(BIN) figs --out out/figs) && \
 	$(BUILD)/tests/bench/bench_planted --tsv > out/figs/beyond-planted.tsv && \
 	sh plots/draw.sh out/figs --thumbs paper-figs/img && \
-	gpu=0 && for d in paper-figs/gpu paper-figs/gpu/*; do \
+	gpu=0 && for d in paper-figs/gpu paper-figs/gpu/* paper-figs/gpu/*/wide; do \
 	  [ -d "$$d" ] && ls "$$d"/*.tsv >/dev/null 2>&1 || continue; gpu=1; sub=$${d#paper-figs/gpu}; \
 	  sh plots/draw.sh "$$d" --into out/figs/gpu$$sub --thumbs paper-figs/img/gpu$$sub --recipes-only || exit 1; \
 	done && \
@@ -301,6 +303,13 @@ bench-e2e: $(BIN)
 # predicted speedup's mean error, spread and the intervals' coverage (tests/bench/predict.sh).
 bench-predict: $(BIN)
 	E2E_PAIR=$(PAIR) LARGE_DRAFT=$(LARGE_DRAFT) sh tests/bench/predict.sh $(BUILD)
+
+# bench-wide: the wide pair on the CPU (the large target widened to 1B parameters with
+# inert neurons, data/models/large-wide.sh, and its draft): every scheme beside its
+# prediction and one row, M_T(1) and the weight bytes a second, the best speedup
+# (tests/bench/wide-cpu.sh; the regime of a 1B model on a laptop; minutes on 2 cores).
+bench-wide: $(BIN)
+	sh tests/bench/wide-cpu.sh $(BUILD)
 
 # bench-mpi: the MPI path against the threaded one (1 and 2 ranks), the load balance of a
 # sweep whose cells differ in cost, and the modelled speedup at N ranks (tests/bench/mpi.sh).
@@ -382,8 +391,9 @@ help:
 	@echo "make bench-ladder  the draft's size: per draft, acceptance, c = M_D/M_T, predicted and measured speedup, SpecTr Table 4 in kind"
 	@echo "make models-ladder  the draft ladder (d48, d96, the target's first block) distilled from the shipped target"
 	@echo "make bench-parallel  ParallelSpec's drafter vs the sequential one, L = 1..8, measured vs predicted"
+	@echo "make bench-wide  the large target widened to 1B parameters (inert neurons) and its draft on the CPU: a 1B model on a laptop"
 	@echo "make cuda    specdec with the CUDA decoder in build-cuda/ (nvcc; sm_80..sm_90 + PTX); make test-cuda runs its tests"
-	@echo "make gpu-check  every GPU check in one call of <= 8 min on a GPU machine, from out/cuda-bundle.tar.gz (RECORD=1: paper-figs/gpu/DEVICE/); -dry: its plumbing on the CPU"
+	@echo "make gpu-check  every GPU check in one call of <= 8 min on a GPU machine, from out/cuda-bundle.tar.xz (RECORD=1: paper-figs/gpu/DEVICE/); -dry: its plumbing on the CPU"
 	@echo "make bench-e2e-cuda  the end-to-end study on a GPU, one command, ~20 device minutes (RECORD=1: into paper-figs/gpu/); -dry: its plumbing on the CPU"
 	@echo "make bench-cuda  the CUDA decoder's bandwidth and M_T(n)/M_T(1) on a 1B-class random model (needs a GPU)"
 	@echo "make figs    the paper figures' data and their PNG/SVG in out/figs (gnuplot); SWEEP=1 or MPIRUN=\"mpirun -n 4\" through specdec sweep"

@@ -14,12 +14,12 @@ set -eu
 cd "$(dirname "$0")/.."
 R=out/gpu-check-dry
 O=out/gpu-check-dry-OUT
-rm -rf "$R" "$O"
+rm -rf "$R" "$O" "$R-llama"
 fail=0
 bad() { echo "gpu-check-dry: FAIL: $*"; fail=1; }
 rc=0
 GPU_CHECK_BUILD=${1:-build} OUT=$O sh tests/gpu-check.sh --dry-run --results "$R" \
-    --steps test,hang,generate,sanitize,bench,decode,gt,parallel,llamacpp,malformed > "$R.log" 2>&1 || rc=$?
+    --steps test,hang,generate,sanitize,bench,decode,gt,parallel,wide-decode,wide-gt,wide-parallel,llamacpp,malformed > "$R.log" 2>&1 || rc=$?
 tail -16 "$R.log"
 # exit 1: the planted hang timed out
 [ $rc = 1 ] || bad "gpu-check.sh exited $rc, want 1 (the planted hang timed out)"
@@ -29,7 +29,8 @@ field() { row "$1" | cut -f"$2"; }
 has() { grep -q -E -e "$2" "$R/$1" 2>/dev/null || bad "$1: no line matching '$2'"; }
 
 # the header of every TSV
-for f in steps.tsv cuda-mt.tsv e2e-predicted.tsv e2e-gt-sweep.tsv e2e-parallel.tsv; do
+for f in steps.tsv cuda-mt.tsv e2e-predicted.tsv e2e-gt-sweep.tsv e2e-parallel.tsv \
+         wide/e2e-predicted.tsv wide/e2e-gt-sweep.tsv wide/e2e-parallel.tsv; do
     [ -s "$R/$f" ] || { bad "$f missing"; continue; }
     for k in device driver commit command date; do
         head -5 "$R/$f" | grep -q "^# $k: ." || bad "$f: no '# $k:' line in its header"
@@ -51,8 +52,9 @@ check_step() {
     sanitize) has memcheck.txt '^\[  PASSED  \] [0-9]+ test' ;;
     bench) has bench.txt '^# device: '
         n=$(grep -v '^#' "$R/cuda-mt.tsv" | awk -F'\t' '$1 != "model" && $2 ~ /^[0-9]+$/ && $3 + 0 > 0 && $4 + 0 > 0' | wc -l)
-        models=2; [ -s data/models/large-target.gguf ] && models=3   # the large target, when it is here
-        [ "$n" = $((7 * models)) ] || bad "cuda-mt.tsv: $n rows with numbers, want 7 (n = 1..64) x $models models" ;;
+        models=3; [ -s data/models/large-target.gguf ] && models=4   # the large target, when it is here
+        [ "$n" = $((7 * models)) ] || bad "cuda-mt.tsv: $n rows with numbers, want 7 (n = 1..64) x $models models"
+        grep -q '^target-wide	' "$R/cuda-mt.tsv" || bad "cuda-mt.tsv: no rows of the widened target (target-wide)" ;;
     decode) n=$(grep -v '^#' "$R/e2e-predicted.tsv" | awk -F'\t' '$1 ~ /^(ar|sd|spectr|spectr-otm|mcsd|mcsd-wor|rsd-c|rsd-s)$/' | wc -l)
         [ "$n" = 8 ] || bad "e2e-predicted.tsv: $n rows of ar and the 7 schemes that are never skipped, want 8"
         # the study's decode runs the shipped pair; the large pair, when it is here, its own
@@ -67,17 +69,32 @@ check_step() {
         done ;;
     parallel) n=$(grep -v '^#' "$R/e2e-parallel.tsv" | awk -F'\t' '$1 ~ /^(parallel|sequential) L=[12]$/' | wc -l)
         [ "$n" = 4 ] || bad "e2e-parallel.tsv: $n rows, want parallel and sequential at L = 1, 2" ;;
+    wide-decode) n=$(grep -v '^#' "$R/wide/e2e-predicted.tsv" | awk -F'\t' '$1 ~ /^(ar|sd|spectr|spectr-otm|mcsd|mcsd-wor|rsd-c|rsd-s)$/' | wc -l)
+        [ "$n" = 8 ] || bad "wide/e2e-predicted.tsv: $n rows of ar and the 7 schemes that are never skipped, want 8"
+        head -3 "$R/wide/decode.txt" | grep -q 'target out/gpu-check-dry-models/target-wide.gguf, draft data/models/large-draft.gguf' ||
+            bad "wide/decode.txt: not the wide pair: $(head -1 "$R/wide/decode.txt")"
+        field wide-decode 5 | grep -q '^wide pair: best .* (goal >= 2x: \(met\|missed\)); [0-9]* of [0-9]* schemes inside' ||
+            bad "wide-decode: headline without its goals" ;;
+    wide-gt) for t in 0 1; do
+            n=$(grep -v '^#' "$R/wide/e2e-gt-sweep.tsv" | awk -F'\t' -v t=$t '$4 == t && $1 ~ /^gt/' | wc -l)
+            [ "$n" -ge 1 ] || bad "wide/e2e-gt-sweep.tsv: no GT row at temperature $t"
+        done
+        field wide-gt 5 | grep -q '[0-9] of [1-9][0-9]* GT optima inside the threshold.s predicted interval' ||
+            bad "wide-gt: no verdict on the optima in its headline" ;;
+    wide-parallel) n=$(grep -v '^#' "$R/wide/e2e-parallel.tsv" | awk -F'\t' '$1 ~ /^(parallel|sequential) L=[12]$/' | wc -l)
+        [ "$n" = 4 ] || bad "wide/e2e-parallel.tsv: $n rows, want parallel and sequential at L = 1, 2"
+        field wide-parallel 5 | grep -q '4 of 4 inside\|[0-3] of 4 inside' || bad "wide-parallel: no count of intervals in its headline" ;;
     llamacpp) [ "$(field llamacpp 2)" = skipped ] || bad "llamacpp: '$(field llamacpp 2)', want skipped"
-        field llamacpp 5 | grep -q 'skipped: .*does not fit' || bad "llamacpp: no reason: $(field llamacpp 5)" ;;
+        field llamacpp 5 | grep -q 'skipped: dry run: no CUDA build of llama.cpp' || bad "llamacpp: no reason: $(field llamacpp 5)" ;;
     esac
     # every step that ran (not the hang) has its headline
     case $1 in hang) ;; *) [ "$(field "$1" 5)" != - ] && [ -n "$(field "$1" 5)" ] || bad "$1: no headline in steps.tsv" ;; esac
 }
-for s in test generate sanitize bench decode gt parallel llamacpp; do
+for s in test generate sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp; do
     [ "$(field $s 2)" = ok ] || [ $s = llamacpp ] || bad "$s: status '$(field $s 2)', want ok"
     check_step $s
 done
-[ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 10 ] || bad "steps.tsv: want a row for each of the 10 steps"
+[ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 13 ] || bad "steps.tsv: want a row for each of the 13 steps"
 # the planted malformed step (ok, no headline) must be caught by the same check
 before=$fail
 check_step malformed > "$R/.malformed" 2>&1 || true
@@ -125,10 +142,11 @@ echo "$h" | grep -q 'memcheck: 3 errors' || bad "sanitize's headline with 3 erro
 rm -f "$X" "$X.mem" "$X.race"
 
 # the summary: a table row per step, the verdict, and $OUT's files
-for s in test hang generate sanitize bench decode gt parallel llamacpp malformed; do
+for s in test hang generate sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp malformed; do
     grep -q "^$s " "$R/summary.txt" || bad "summary.txt: no row for $s"
 done
-has summary.txt '^gpu-check: FAIL: 8 of 10 steps ok, 1 failed or timed out, 1 skipped; [0-9]+ s in all'
+has summary.txt '^gpu-check: FAIL: 11 of 13 steps ok, 1 failed or timed out, 1 skipped; [0-9]+ s in all'
+has log.txt '^gpu-check: room: the tree [0-9]+ KiB \+ the bundle 0 KiB \(none\) = [0-9]+ KiB of the 65536 a lent machine receives: [0-9]+ KiB left'
 for f in summary.txt steps.tsv log.txt gpu-check-results.tar.gz; do [ -s "$O/$f" ] || bad "\$OUT: no $f"; done
 [ "$(ls "$O" | wc -l)" -le 8 ] || bad "\$OUT holds more than 8 files"
 tar -tzf "$O/gpu-check-results.tar.gz" | grep -q 'gpu-check-dry/cuda-mt.tsv' || bad "\$OUT's tarball has no cuda-mt.tsv"
@@ -136,6 +154,38 @@ grep -q '^== bench' "$O/log.txt" || bad "log.txt lacks the steps' output"
 if command -v gnuplot >/dev/null 2>&1; then
     sh plots/draw.sh "$R" --recipes-only > "$R/draw.txt" 2>&1 || bad "plots/draw.sh $R failed: $(tail -1 "$R/draw.txt")"
     for f in cuda-mt e2e-predicted e2e-gt-sweep e2e-parallel; do [ -s "$R/$f.png" ] || bad "$f.png not drawn"; done
+    sh plots/draw.sh "$R/wide" --recipes-only > "$R/draw-wide.txt" 2>&1 || bad "plots/draw.sh $R/wide failed: $(tail -1 "$R/draw-wide.txt")"
+    for f in e2e-predicted e2e-gt-sweep e2e-parallel; do [ -s "$R/wide/$f.png" ] || bad "wide/$f.png not drawn"; done
 fi
+# llamacpp's own plumbing, for which the dry run builds no llama.cpp: the step again on a
+# copy of the results, with stand-ins for llama.cpp's four programs that print what the
+# real ones print (llama-bench -o jsonl: one object a line, tools/llama-bench's
+# jsonl_printer; the speculative programs' "decoded N tokens in S seconds"; llama_perf's
+# "eval time = X ms / N runs"), so that its tables, their join with bench's M_T(n) and its
+# headline are checked before a GPU runs them
+L=$R-llama
+rm -rf "$L" && cp -r "$R" "$L" && mkdir -p "$L/.fake/bin"
+cat > "$L/.fake/bin/llama-bench" <<'EOF'
+#!/bin/sh
+while [ $# -gt 0 ]; do case $1 in -p) p=$2; shift ;; -m) m=$2; shift ;; esac; shift; done
+for n in $(echo "$p" | tr , ' '); do
+    printf '{"build_commit": "de3ff81", "model_filename": "%s", "n_batch": 2048, "flash_attn": 0, "n_prompt": %d, "n_gen": 0, "n_depth": 0, "test_time": "2026-11-28T00:00:00Z", "avg_ns": %d, "stddev_ns": 2000, "avg_ts": 1.5, "stddev_ts": 0.1, "samples_ns": [ 1, 2 ],"samples_ts": [ 1, 2 ]}\n' "$m" "$n" $((2000000 + n * 10000))
+done
+EOF
+printf '#!/bin/sh\necho "llama_perf_context_print:        eval time =     400.00 ms /     8 runs   (   50.00 ms per token,    20.00 tokens per second)" >&2\n' \
+    > "$L/.fake/bin/llama-completion"
+printf '#!/bin/sh\necho "decoded    8 tokens in    0.200 seconds, speed:   40.000 t/s" >&2\n' > "$L/.fake/bin/llama-speculative"
+cp "$L/.fake/bin/llama-speculative" "$L/.fake/bin/llama-speculative-simple"
+chmod +x "$L/.fake/bin"/*
+LLAMA_BUILD_CUDA=$L/.fake sh tests/gpu-check.sh --dry-run --results "$L" --steps llamacpp > "$L.log" 2>&1 ||
+    bad "llamacpp with stand-ins: exit $?: $(tail -3 "$L.log")"
+lrow() { grep -v '^#' "$L/steps.tsv" | awk -F'\t' '$1 == "llamacpp"' | tail -1 | cut -f"$1"; }
+[ "$(lrow 2)" = ok ] || bad "llamacpp with stand-ins: '$(lrow 2)', want ok"
+n=$(awk -F'\t' '$1 == "target-wide" && $2 ~ /^[0-9]+$/ && $6 + 0 > 0 && $7 + 0 > 0' "$L/llamacpp-mt.tsv" | wc -l)
+[ "$n" = 7 ] || bad "llamacpp-mt.tsv: $n rows of target-wide beside bench's M_T(n), want 7"
+n=$(grep -v '^#' "$L/wide/llamacpp.tsv" | awk -F'\t' '$1 ~ /^(completion|speculative-simple|speculative)$/ && $4 > 0' | wc -l)
+[ "$n" = 3 ] || bad "wide/llamacpp.tsv: $n rows with a time, want completion, speculative-simple and speculative"
+lrow 5 | grep -q '^M_T(1) target-wide 2.0100 ms.*; specdec/llama.cpp M_T(n) worst [0-9.]* (.*goal <= 1 at every n: \(met\|missed\)); specdec best .* llama.cpp best speculative (speculative[a-z-]*) 40.0 t/s: [0-9.]*x (goal >= 1.5: \(met\|missed\))$' ||
+    bad "llamacpp's headline with stand-ins: '$(lrow 5)'"
 [ $fail = 0 ] && echo "gpu-check-dry: PASS: every step's output, the planted hang cut at its limit, the planted malformed step caught, the summary ($R)"
 exit $fail

@@ -5,7 +5,9 @@
 # (or the Q8_0 one asked for), its
 # expansion to F16 drafting for the original with sd acceptance near 1 (replayed
 # logits: exact); a model written by random-model converted and loaded; bad input
-# named, usage errors exit 2, nothing left at OUT on failure.
+# named, usage errors exit 2, nothing left at OUT on failure; --ffn-width: the shipped
+# and the large target widened with inert neurons give their logits byte for byte and
+# their greedy text (tests/test_convert.c: the file's layout, every refusal).
 # usage: convert.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 T=$(mktemp -d)
@@ -74,4 +76,41 @@ if [ -s "$L" ]; then
 else
     bad "no $L (git carries it)"
 fi
+
+# --ffn-width: inert neurons change no logit. synth-log logs both models of a pair on the
+# same tokens: the widened model's log-probabilities are the original's byte for byte
+# (every product adds exact zeros; 704 and 1408 are whole blocks of 32 and of the float
+# kernels' lanes); greedy text the same
+expect 0 "feed-forward widened from 704 to 1536 neurons (inert); tensor data 11.0 MB -> 18.6 MB, 9309440 parameters" -- \
+    "$SPECDEC" convert --model $M --out "$T/w.gguf" --type f16 --ffn-width 1536
+same_logits() { # A.gguf B.gguf WHAT
+    rm -f "$T/wl.draft.npy" "$T/wl.target.npy"
+    "$SPECDEC" synth-log --lm "gguf:$1,$2" --positions 48 --sequences 2 --out "$T/wl" --threads 2 > /dev/null 2>&1 &&
+        [ -s "$T/wl.draft.npy" ] && cmp -s "$T/wl.draft.npy" "$T/wl.target.npy" && ok ||
+        bad "$3: the widened model's logits are not the original's byte for byte"
+}
+same_logits "$T/w.gguf" $M "the shipped target widened"
+for th in 1 2; do
+    a=$("$SPECDEC" generate --model "$T/w.gguf" --prompt "Call me Ishmael." --max-tokens 24 --temperature 0 --ids --threads $th 2>/dev/null)
+    b=$("$SPECDEC" generate --model $M --prompt "Call me Ishmael." --max-tokens 24 --temperature 0 --ids --threads $th 2>/dev/null)
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "greedy text of the widened target, $th threads: '$a', want '$b'"
+done
+expect 0 "" -- "$SPECDEC" convert --model $M --out "$T/q8.gguf" --type q8_0
+expect 0 "from 704 to 1536" -- "$SPECDEC" convert --model $M --out "$T/wq8.gguf" --type q8_0 --ffn-width 1536
+same_logits "$T/wq8.gguf" "$T/q8.gguf" "Q8_0 widened"
+# the large target as data/models/large-wide.sh makes it (Q4_K/Q8_0 -> F16), at a width
+# that keeps the test short, against large-f16.sh's file
+if [ -s "$T/large-f16.gguf" ]; then
+    expect 0 "$T/large-wide.gguf" -- env LARGE_WIDE_FFN=2048 LARGE_WIDE="$T/large-wide.gguf" sh data/models/large-wide.sh "$SPECDEC"
+    same_logits "$T/large-wide.gguf" "$T/large-f16.gguf" "the large target widened"
+fi
+# refusals: a width not wider (1), not a width (2); nothing left at OUT
+expect 1 "--ffn-width 704: not wider than $M's feed-forward (llama.feed_forward_length = 704)" -- \
+    "$SPECDEC" convert --model $M --out "$T/x.gguf" --type f16 --ffn-width 704
+expect 2 "--ffn-width 0: the neurons of a widened feed-forward, 1 to 16777216" -- \
+    "$SPECDEC" convert --model $M --out "$T/x.gguf" --type f16 --ffn-width 0
+expect 2 "--ffn-width 16777217: the neurons" -- "$SPECDEC" convert --model $M --out "$T/x.gguf" --type f16 --ffn-width 16777217
+expect 2 "--ffn-width must be a non-negative integer, not 'wide'" -- \
+    "$SPECDEC" convert --model $M --out "$T/x.gguf" --type f16 --ffn-width wide
+[ ! -e "$T/x.gguf" ] && [ ! -e "$T/x.gguf.tmp" ] && ok || bad "a refused widening left $T/x.gguf behind"
 finish "cli convert"

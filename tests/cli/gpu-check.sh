@@ -34,4 +34,17 @@ expect 2 "names no test" -- env SPECDEC_CUDA_TESTS=, "$B/tests/test_cuda"
 expect 0 "PASSED  \] 2 test" -- env SPECDEC_CUDA_TESTS='!plan,unavailable' "$B/tests/test_cuda"
 expect 2 "no test named 'bogus'" -- env SPECDEC_CUDA_TESTS='!bogus' "$B/tests/test_cuda"
 expect 1 "built without CUDA" -- env SPECDEC_REQUIRE_GPU=1 SPECDEC_CUDA_TESTS=unavailable "$B/tests/test_cuda"
+# the bundle: unpacked from xz (xz, or Python's tarfile where there is no xz) or gzip into
+# the repository; the room a lent machine has left
+u=out/gpu-check-unpack.$$
+mkdir -p "$T/u/$u" && echo bundled > "$T/u/$u/f"
+(cd "$T/u" && tar -cf - out | xz > "$T/b.tar.xz" && tar -czf "$T/b.tar.gz" out)
+for how in xz python gz; do
+    b=$T/b.tar.xz; [ $how = gz ] && b=$T/b.tar.gz
+    expect 0 "$u/f" -- env BUNDLE_UNPACK=$how sh tests/bench/cuda-bundle.sh --unpack "$b"
+    [ "$(cat "$u/f" 2>/dev/null)" = bundled ] && ok || bad "--unpack ($how) did not unpack $u/f"
+    rm -rf "$u"
+done
+expect 0 "room: the tree [0-9]* KiB + the bundle [0-9]* KiB ($T/b.tar.xz) = [0-9]* KiB of the 65536 a lent machine receives: [0-9]* KiB left" -- \
+    sh tests/bench/cuda-bundle.sh --room "$T/b.tar.xz"
 finish "cli gpu-check"

@@ -5,13 +5,18 @@
 # tests/fetch-llama-cpp.sh put in .cache/llama.cpp, then ref_logits.c against
 # that libllama. Reference only: nothing of specdec links with it.
 #
-# usage: tests/bench/llamacpp/build.sh [--force] [--cuda]
+# usage: tests/bench/llamacpp/build.sh [--force] [--cuda [--can-build]]
 #   --cuda      on a GPU machine: only llama-bench, llama-completion, llama-speculative
-#               and llama-speculative-simple, with GGML_CUDA=ON for CUDA_ARCH (default 90:
-#               H100/H200), into .cache/llama.cpp-build-cuda; the sources are
-#               .cache/llama.cpp, else .cache/llama.cpp-src, unpacked first from
-#               out/llama.cpp-src.tar.xz (tests/bench/llamacpp/pack.sh) when absent.
-#               No ref_logits. Needs cmake and nvcc there.
+#               and llama-speculative-simple, with GGML_CUDA=ON for CUDA_ARCH (default
+#               90-real: H100/H200, no PTX), flash attention's kernels left out
+#               (GGML_CUDA_FA=OFF) and no fatbin compression: what shortens the build
+#               that tests/gpu-check.sh runs inside its call; with ninja when there;
+#               into .cache/llama.cpp-build-cuda; the sources are .cache/llama.cpp, else
+#               .cache/llama.cpp-src, unpacked first from out/llama.cpp-src.tar.xz
+#               (tests/bench/llamacpp/pack.sh) when absent. No ref_logits. Needs cmake
+#               and nvcc there (PATH, or /usr/local/cuda/bin; NVCC= names one).
+#   --can-build with --cuda: only say whether cmake and nvcc are there (exit 0), or
+#               which is missing (exit 1)
 #   env: LLAMA_SRC   (default .cache/llama.cpp)
 #        LLAMA_BUILD (default .cache/llama.cpp-build; --cuda: .cache/llama.cpp-build-cuda)
 #        JOBS        (default 2: the build machine has 2 cores, shared; --cuda: all cores)
@@ -22,11 +27,12 @@ set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 cd "$ROOT"
-FORCE=0 CUDA=0
+FORCE=0 CUDA=0 CAN=0
 for a in "$@"; do
     case "$a" in
         --force) FORCE=1 ;;
         --cuda) CUDA=1 ;;
+        --can-build) CAN=1 ;;
         -h|--help) sed -n '2,/^# (an incremental CMake build/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "build.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
     esac
@@ -35,6 +41,13 @@ done
 log() { echo "llamacpp: $*" >&2; }
 
 if [ $CUDA = 1 ]; then
+    NVCC=${NVCC:-$(command -v nvcc || ls /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc 2>/dev/null | head -1 || true)}
+    CMAKE=$(command -v cmake || true)
+    if [ $CAN = 1 ]; then
+        [ -n "$CMAKE" ] || { echo "cmake not found (PATH)"; exit 1; }
+        [ -n "$NVCC" ] && [ -x "$NVCC" ] || { echo "nvcc not found (PATH, /usr/local/cuda/bin, NVCC=)"; exit 1; }
+        echo "cmake $CMAKE, nvcc $NVCC"; exit 0
+    fi
     SRC=${LLAMA_SRC:-}
     if [ -z "$SRC" ]; then
         SRC=.cache/llama.cpp
@@ -42,12 +55,17 @@ if [ $CUDA = 1 ]; then
     fi
     if [ ! -f "$SRC/include/llama.h" ] && [ "$SRC" = .cache/llama.cpp-src ] && [ -f out/llama.cpp-src.tar.xz ]; then
         log "unpacking out/llama.cpp-src.tar.xz into .cache/"
-        mkdir -p .cache && tar -xJf out/llama.cpp-src.tar.xz -C .cache
+        mkdir -p .cache
+        if command -v xz >/dev/null 2>&1; then tar -xJf out/llama.cpp-src.tar.xz -C .cache
+        else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+            out/llama.cpp-src.tar.xz .cache; fi
     fi
     [ -f "$SRC/include/llama.h" ] || {
         log "no llama.cpp sources in $SRC (here: sh tests/bench/llamacpp/pack.sh, then carry out/llama.cpp-src.tar.xz)"; exit 1; }
-    command -v cmake >/dev/null 2>&1 || { log "cmake is not installed on this machine: the CUDA build needs it"; exit 1; }
-    command -v "${NVCC:-nvcc}" >/dev/null 2>&1 || { log "nvcc not found: the CUDA build needs the CUDA toolkit"; exit 1; }
+    [ -n "$CMAKE" ] || { log "cmake is not installed on this machine: the CUDA build needs it"; exit 1; }
+    [ -n "$NVCC" ] && [ -x "$NVCC" ] || { log "nvcc not found: the CUDA build needs the CUDA toolkit"; exit 1; }
+    GEN=""
+    command -v ninja >/dev/null 2>&1 && GEN="-G Ninja"
     BUILD=${LLAMA_BUILD:-.cache/llama.cpp-build-cuda}
     JOBS=${JOBS:-$(nproc)}
     TARGETS="llama-bench llama-completion llama-speculative llama-speculative-simple"
@@ -57,12 +75,14 @@ if [ $CUDA = 1 ]; then
         log "llama.cpp CUDA tools present in $BUILD/bin (--force to rebuild)"; exit 0
     fi
     if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-        log "configuring $SRC into $BUILD (CUDA for sm_${CUDA_ARCH:-90}, Release, native CPU)"
-        cmake -S "$SRC" -B "$BUILD" \
+        log "configuring $SRC into $BUILD (CUDA for ${CUDA_ARCH:-90-real}, no flash attention, Release, native CPU${GEN:+, ninja})"
+        # shellcheck disable=SC2086
+        cmake $GEN -S "$SRC" -B "$BUILD" \
             -DCMAKE_BUILD_TYPE=Release \
             -DBUILD_SHARED_LIBS=ON \
             -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DGGML_BACKEND_DL=OFF \
-            -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
+            -DGGML_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" \
+            -DGGML_CUDA_FA=OFF -DGGML_CUDA_FA_QUANTS=f16-f16 -DGGML_CUDA_NCCL=OFF -DGGML_CUDA_COMPRESSION_MODE=none \
             -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_RPC=OFF -DGGML_BLAS=OFF \
             -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
             -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
