@@ -18,8 +18,10 @@ rm -rf "$R" "$O" "$R-llama"
 fail=0
 bad() { echo "gpu-check-dry: FAIL: $*"; fail=1; }
 rc=0
-GPU_CHECK_BUILD=${1:-build} OUT=$O sh tests/gpu-check.sh --dry-run --results "$R" \
-    --steps test,hang,generate,sanitize,bench,decode,gt,parallel,wide-decode,wide-gt,wide-parallel,llamacpp,malformed > "$R.log" 2>&1 || rc=$?
+# decode's limit doubled: the dry run checks plumbing, and a loaded 2-core machine runs
+# its tiny decode near the GPU's 50 s
+GPU_CHECK_LIMITS=${GPU_CHECK_LIMITS:-decode=100} GPU_CHECK_BUILD=${1:-build} OUT=$O sh tests/gpu-check.sh --dry-run --results "$R" \
+    --steps tune,test,hang,generate,sanitize,bench,decode,gt,parallel,wide-decode,wide-gt,wide-parallel,llamacpp,malformed > "$R.log" 2>&1 || rc=$?
 tail -16 "$R.log"
 # exit 1: the planted hang timed out
 [ $rc = 1 ] || bad "gpu-check.sh exited $rc, want 1 (the planted hang timed out)"
@@ -46,6 +48,11 @@ grep -q 'timed out' "$R/summary.txt" || bad "summary.txt does not say 'timed out
 # each step's format; a step whose output is off prints its name
 check_step() {
     case $1 in
+    tune) has tune.tsv '^# variant	logits	worst_of_tol	n1	'
+        n=$(grep -v '^#' "$R/tune.tsv" | awk -F'\t' '$2 == "ok" && $4 + 0 > 0 && $10 + 0 > 0' | wc -l)
+        [ "$n" = 9 ] || bad "tune.tsv: $n variants checked and timed, want the 9 of the sweep"
+        grep -q -E '^path=(base|fused,mma=[0-9]+,rp=[0-9]+,wk=[48],pdl=[01])$' "$R/tune-choice" || bad "tune-choice: '$(cat "$R/tune-choice" 2>/dev/null)'"
+        has summary.txt '^# kernels: SPECDEC_CUDA_TUNE=path=.* \(the tune step.s choice\)' ;;
     test) has test_cuda.txt '^\[  PASSED  \] [0-9]+ test' ;;
     generate) has generate.txt '^cuda generate: PASS'
         [ "$(grep -c 'equal to the CPU' "$R/generate.txt")" = 2 ] || bad "generate.txt: want a line for each of the 2 models" ;;
@@ -90,11 +97,11 @@ check_step() {
     # every step that ran (not the hang) has its headline
     case $1 in hang) ;; *) [ "$(field "$1" 5)" != - ] && [ -n "$(field "$1" 5)" ] || bad "$1: no headline in steps.tsv" ;; esac
 }
-for s in test generate sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp; do
+for s in tune test generate sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp; do
     [ "$(field $s 2)" = ok ] || [ $s = llamacpp ] || bad "$s: status '$(field $s 2)', want ok"
     check_step $s
 done
-[ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 13 ] || bad "steps.tsv: want a row for each of the 13 steps"
+[ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 14 ] || bad "steps.tsv: want a row for each of the 14 steps"
 # the planted malformed step (ok, no headline) must be caught by the same check
 before=$fail
 check_step malformed > "$R/.malformed" 2>&1 || true
@@ -142,10 +149,10 @@ echo "$h" | grep -q 'memcheck: 3 errors' || bad "sanitize's headline with 3 erro
 rm -f "$X" "$X.mem" "$X.race"
 
 # the summary: a table row per step, the verdict, and $OUT's files
-for s in test hang generate sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp malformed; do
+for s in tune test hang generate sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp malformed; do
     grep -q "^$s " "$R/summary.txt" || bad "summary.txt: no row for $s"
 done
-has summary.txt '^gpu-check: FAIL: 11 of 13 steps ok, 1 failed or timed out, 1 skipped; [0-9]+ s in all'
+has summary.txt '^gpu-check: FAIL: 12 of 14 steps ok, 1 failed or timed out, 1 skipped; [0-9]+ s in all'
 has log.txt '^gpu-check: room: the tree [0-9]+ KiB \+ the bundle 0 KiB \(none\) = [0-9]+ KiB of the 65536 a lent machine receives: [0-9]+ KiB left'
 for f in summary.txt steps.tsv log.txt gpu-check-results.tar.gz; do [ -s "$O/$f" ] || bad "\$OUT: no $f"; done
 [ "$(ls "$O" | wc -l)" -le 8 ] || bad "\$OUT holds more than 8 files"

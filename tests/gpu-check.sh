@@ -378,6 +378,7 @@ if [ "${1:-}" = --step ]; then
                                   k, n, b == "" ? "-" : b, pc == "" ? "-" : pc, b16 == "" ? "-" : b16, choice }' \
             choice="$(cat "$R/tune-choice" 2>/dev/null || echo none)" "$R/tune.tsv"
         exit $rc
+        ;;
     wide-decode)
         need_wide
         wide_study E2E_PROMPTS=$CHECK_DEC_PROMPTS E2E_TOKENS=$CHECK_DEC_TOKENS STUDY_DECODE_ARGS="--calibrate $CHECK_DEC_CAL" \
