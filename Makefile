@@ -20,7 +20,8 @@ CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Isrc
 CPPFLAGS += $(MPI_CPPFLAGS)
 UPPER_CPPFLAGS = -Ilp -Isim -Itests
 DEPFLAGS  = -MMD -MP
-LDLIBS   += -lglpk -lgsl -lgslcblas -lm
+GSL_LIBS ?= -lgsl -lgslcblas
+LDLIBS   += -lglpk $(GSL_LIBS) -lm
 OMPFLAGS ?= -fopenmp
 
 ifeq ($(V),1)
@@ -67,7 +68,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check test-portable fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check test-portable test-arm fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -222,6 +223,27 @@ test-portable:
 	$(Q)for t in test_kquant test_gguf test_gemm test_model; do build-portable/tests/$$t || exit 1; done
 	$(Q)sh tests/cli/arch.sh build-portable/specdec
 
+# test-arm: the library, specdec and the tests cross-built for 64-bit ARM in build-arm/
+# (Debian's aarch64-linux-gnu-gcc, -march=armv8-a: any ARMv8 CPU, the generic kernels)
+# and run under qemu-user by tests/run-arm.sh; needs sh install-deps.sh --arm. It checks
+# that ARM computes what x86 does (bit for bit where the tests say so), not its speed:
+# an emulator's timings say nothing of an ARM CPU's. Not in make test: emulated, the
+# suite takes longer than make test's budget (tests/run-arm.sh says what it leaves out).
+ARM_CC     ?= aarch64-linux-gnu-gcc
+ARM_ARCH   ?= -march=armv8-a
+ARM_LIBDIR ?= /usr/lib/aarch64-linux-gnu
+# Debian 12's arm64 GSL -dev package cannot sit beside the x86 one: the linker is given
+# the arm64 run-time libraries by path (the -dev's libgsl.so first, where it is installed)
+ARM_GSL     = $(firstword $(wildcard $(ARM_LIBDIR)/libgsl.so $(ARM_LIBDIR)/libgsl.so.[0-9]*)) \
+              $(firstword $(wildcard $(ARM_LIBDIR)/libgslcblas.so $(ARM_LIBDIR)/libgslcblas.so.[0-9]*))
+ARM_BUILD   = $(MAKE) --no-print-directory BUILD=build-arm CC=$(ARM_CC) ARCH=$(ARM_ARCH) SAN= GSL_LIBS="$(ARM_GSL)"
+test-arm:
+	$(Q)command -v $(ARM_CC) >/dev/null 2>&1 && [ -n "$(strip $(ARM_GSL))" ] || \
+	  { echo "make test-arm: needs $(ARM_CC) and GSL for arm64 in $(ARM_LIBDIR): sh install-deps.sh --arm"; exit 1; }
+	+$(Q)$(ARM_BUILD) build-arm/specdec build-arm/tests/exec/adapter build-arm/tests/exec/lcg_decoder \
+	  build-arm/tests/exec/spec_decoder $(TEST_SRC:tests/%.c=build-arm/tests/%)
+	$(Q)sh tests/run-arm.sh build-arm
+
 # fuzz: 100000 mutated .npy, .safetensors and .gguf files through the readers, under the sanitizers.
 fuzz:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
@@ -358,7 +380,7 @@ install: $(BIN) shared
 	install -m 644 data/prompts.txt data/rsd_shapes.tsv $(DESTDIR)$(PREFIX)/share/specdec/data/
 
 clean:
-	rm -rf build build-san build-mpi build-cuda build-shared out
+	rm -rf build build-san build-mpi build-cuda build-shared build-arm out
 
 help:
 	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot) and fetch llama.cpp's test data; needs root or sudo"
@@ -369,6 +391,7 @@ help:
 	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
 	@echo "make test-portable  the kernel tests and llama.cpp logits on a build without AVX-512 (build-portable/)"
+	@echo "make test-arm  the tests cross-built for 64-bit ARM (build-arm/), run under qemu-user (sh install-deps.sh --arm)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"

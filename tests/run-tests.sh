@@ -6,6 +6,9 @@
 # "[  SKIPPED ]" or "NAME: skipped: why" (test_cuda without a GPU, cli slurm without
 # Slurm), and is counted as skipped, not passed (unless it also fails).
 # Prints one closing line "N passed, N failed, N skipped" over the test programs.
+# TEST_SKIP: lines "NAME why" (NAME test_X or X.sh) of programs not run here, each
+# printed as "NAME: skipped: why" and counted as skipped (tests/run-arm.sh: what an
+# emulator cannot run).
 BUILD=${1:-build}
 pass=0; fail=0; skip=0; failed=""; skipped=""
 LOG=$(mktemp -d) || exit 1
@@ -13,6 +16,12 @@ trap 'rm -rf "$LOG"' EXIT
 # run NAME command...: the command's output shown as it comes and kept; its verdict counted
 run() {
     name=$1; shift
+    why=$(printf '%s\n' "${TEST_SKIP:-}" | sed -n "s/^$name //p" | head -1)
+    if [ -n "$why" ]; then
+        echo "$name: skipped: $why"
+        skip=$((skip + 1)); skipped="$skipped $name"
+        return
+    fi
     t0=$(date +%s)
     { "$@" 2>&1; echo $? > "$LOG/rc"; } | tee "$LOG/out"
     if [ "$(cat "$LOG/rc")" != 0 ]; then
