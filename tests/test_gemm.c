@@ -333,5 +333,5 @@ int main(void)
         cmocka_unit_test(test_gemm_dot_rows_act_tokens_bitwise),
         cmocka_unit_test(test_gemm_dot_short_rows_bitwise),
     };
-    return cmocka_run_group_tests_name("gemm", tests, NULL, NULL);
+    return sd_test_run_groups_sets("gemm", tests, NULL, NULL);
 }
