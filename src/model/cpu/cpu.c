@@ -226,12 +226,13 @@ static void quads_unpacked(const sd_cpu_kernels *k, sd_ttype t, const void *quad
                            size_t cols, size_t n, float *y, size_t ys)
 {
     size_t es = t == SD_T_F32 ? 4 : 2, rb = cols * es;
-    char *rows4 = sd_xmalloc(4 * rb);
+    char *rows4 = sd_xmalloc(4 * rb + sd_dot_rows_ws(cols) * sizeof(float));
+    float *ws = (float *)(void *)(rows4 + 4 * rb); /* rb: a multiple of 32 bytes */
     const char *q = quads;
     for (size_t r = 0; r < nrows; r += 4) {
         for (size_t i = 0; i < cols; i += 16)
             for (size_t j = 0; j < 4; j++, q += 16 * es) memcpy(rows4 + j * rb + i * es, q, 16 * es);
-        k->rows(t, rows4, 4, x, cols, n, y + r, ys, NULL, 0);
+        k->rows(t, rows4, 4, x, cols, n, y + r, ys, ws, 0);
     }
     free(rows4);
 }
