@@ -43,6 +43,8 @@ void sd_cpu_avx2_rows(sd_ttype t, const void *w, size_t nrows, const float *x, s
                       size_t ys, float *ws, int stream);
 void sd_cpu_avx2_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                        size_t ys);
+void sd_cpu_avx2_act_k_rows(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
+                            const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys);
 void sd_cpu_avx2_act_rows(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                           const float *sums, size_t n, size_t ntok, float *y, size_t ys);
 
