@@ -15,6 +15,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "model/cpu/kernels.h"
+#include "model/llama.h"
 #include "model/tensor.h"
 #include "sd_error.h"
 
@@ -298,6 +299,72 @@ static void test_cpu_attention_agree(void **state)
     gsl_rng_free(r);
 }
 
+/* ---- whole models: the shipped target's logits under every set */
+
+typedef struct {
+    const sd_llama *m;
+    const int32_t *tokens;
+    size_t n;
+} model_job;
+
+/* The logits of a 9-token prompt in one pass, then of 5 more tokens one at a time
+ * (the x86 sets' one-row kernels and tiles alike). */
+static void model_run(void *ctx, float *out)
+{
+    const model_job *j = ctx;
+    size_t V = j->m->cfg.n_vocab;
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(j->m, 64, &kv), SD_OK);
+    assert_int_equal(sd_llama_forward(j->m, kv, j->tokens, 9, NULL, NULL, out, NULL), SD_OK);
+    for (size_t i = 9; i < j->n; i++)
+        assert_int_equal(sd_llama_forward(j->m, kv, j->tokens + i, 1, NULL, NULL, out + i * V, NULL), SD_OK);
+    sd_kv_free(kv);
+}
+
+/* The generic set's logits against the x86 sets' within 1e-5 of the row's largest
+ * |logit| (they round differently; 2.7e-7 measured on this file), the
+ * x86 sets the same bits; and the same argmax at every position (the greedy text). */
+static void test_cpu_model_logits_agree(void **state)
+{
+    (void)state;
+    sd_llama *m;
+    if (sd_llama_load("data/models/target.gguf", &m)) fail_msg("%s", sd_errmsg());
+    static const int32_t tokens[14] = {1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203, 29889, 13};
+    size_t V = m->cfg.n_vocab, n = 14;
+    int32_t tk[14];
+    for (size_t i = 0; i < n; i++) tk[i] = (int32_t)((size_t)tokens[i] % V);
+    model_job j = {m, tk, n};
+    by_set b;
+    run_sets(&b, n * V, model_run, &j);
+    float *tol = malloc(n * V * sizeof *tol);
+    const float *ref = b.out[SD_CPU_GENERIC];
+    for (size_t i = 0; i < n; i++) {
+        float mx = 0;
+        for (size_t v = 0; v < V; v++) mx = fmaxf(mx, fabsf(ref[i * V + v]));
+        for (size_t v = 0; v < V; v++) tol[i * V + v] = 1e-5f * mx;
+    }
+    agree(&b, tol, OWNS(rows), "the shipped target's logits");
+    for (int s = 1; s < SD_CPU_NSETS; s++) { /* the largest difference, for the record */
+        double dev = 0;
+        for (size_t i = 0; b.ran[s] && i < n * V; i++) dev = fmax(dev, fabsf(b.out[s][i] - ref[i]) / (tol[i] / 1e-5f));
+        if (b.ran[s])
+            print_message("shipped target, %s against generic: largest difference %.2g of the row's largest |logit|\n",
+                          sd_cpu_set_name((sd_cpu_set)s), dev);
+    }
+    for (int s = 1; s < SD_CPU_NSETS; s++) /* the greedy choice at every position */
+        for (size_t i = 0; b.ran[s] && i < n; i++) {
+            size_t a = 0, g = 0;
+            for (size_t v = 1; v < V; v++) {
+                if (b.out[s][i * V + v] > b.out[s][i * V + a]) a = v;
+                if (ref[i * V + v] > ref[i * V + g]) g = v;
+            }
+            if (a != g) fail_msg("position %zu: %s picks token %zu, generic %zu", i, sd_cpu_set_name((sd_cpu_set)s), a, g);
+        }
+    by_set_free(&b);
+    free(tol);
+    sd_llama_free(m);
+}
+
 /* ---- the choice */
 
 static void test_cpu_choice(void **state)
@@ -337,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_cpu_rows_agree),
         cmocka_unit_test(test_cpu_quantized_agree),
         cmocka_unit_test(test_cpu_attention_agree),
+        cmocka_unit_test(test_cpu_model_logits_agree),
     };
     int rc = cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
     char ran[64] = "";
