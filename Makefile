@@ -7,9 +7,18 @@
 BUILD    ?= build
 CC       ?= cc
 OPT      ?= -O2
-# the decoder's row kernels need the machine's vector units (F16C, AVX2/AVX-512 or
-# NEON): build and run on the same machine, or `make ARCH=` for a portable binary
-ARCH     ?= -march=native
+# The target the compiler builds for (x86_64, aarch64, ...: its -dumpmachine), which
+# decides the kernel sets compiled (src/model/cpu/): x86-64 has the generic, AVX2 and
+# AVX-512 sets, each set's files compiled with its own flags (AVX2_FLAGS,
+# AVX512_FLAGS), and the set run is chosen at start-up from the CPU's features, so the
+# rest of the code is built for a portable ARCH: one binary runs at full speed on any
+# x86-64 of the last fifteen years. ARCH=-march=native builds for this machine alone.
+TARGET_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
+ARCH_x86_64  = -march=x86-64-v2
+ARCH_aarch64 = -march=armv8-a
+ARCH     ?= $(ARCH_$(TARGET_ARCH))
+AVX2_FLAGS   = -mavx2 -mfma -mf16c -mbmi -mbmi2
+AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 CFLAGS   ?= $(OPT) $(ARCH) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
@@ -30,8 +39,12 @@ else
 Q = @
 endif
 
-LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(wildcard src/model/cuda/*.c) $(wildcard lp/*.c) \
-            $(wildcard sim/*.c)
+# the kernel sets of the target's architecture (src/model/cpu/README.md)
+CPU_SRC_x86_64  = $(wildcard src/model/cpu/avx2*.c) $(wildcard src/model/cpu/avx512*.c)
+CPU_SRC_aarch64 = $(wildcard src/model/cpu/neon*.c)
+CPU_SRC  := src/model/cpu/cpu.c $(wildcard src/model/cpu/generic*.c) $(CPU_SRC_$(TARGET_ARCH))
+LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(CPU_SRC) $(wildcard src/model/cuda/*.c) \
+            $(wildcard lp/*.c) $(wildcard sim/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 API_SRC  := $(wildcard src/api/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -64,7 +77,11 @@ CPPFLAGS  += -DSD_CUDA
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
 endif
 
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN) $(ISA_FLAGS)
+# each kernel set's files with its instruction set's flags (and only those files)
+$(BUILD)/src/model/cpu/avx2%: ISA_FLAGS = $(AVX2_FLAGS)
+$(BUILD)/src/model/cpu/avx512%: ISA_FLAGS = $(AVX512_FLAGS)
+$(BUILD)/tests/bench/bench_overlap.o: ISA_FLAGS = $(if $(filter x86_64,$(TARGET_ARCH)),$(AVX512_FLAGS))
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
@@ -211,12 +228,12 @@ check:
 	$(Q)SPECDEC_MPI=skip $(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
-# test-portable: the kernels without AVX-512 (-march=x86-64-v3, AVX2 + FMA: the paths any
-# x86-64 of the last decade runs, and the CUDA bundle's host code) in build-portable/: the
-# kernel unit tests (K-quants, the types of 32, products, the decoder bit for bit) and the
-# architectures' logits against llama.cpp's (tests/cli/arch.sh), which skips that part
-# without llama.cpp.
-PORTABLE = $(MAKE) --no-print-directory BUILD=build-portable ARCH=-march=x86-64-v3
+# test-portable: the whole build for the compiler's default target (ARCH empty: x86-64's
+# first instruction set, SSE2), in build-portable/: the kernel unit tests (K-quants, the
+# types of 32, products, the decoder bit for bit) over every kernel set this machine
+# runs, each set's files still built with its own flags, and the architectures' logits
+# against llama.cpp's (tests/cli/arch.sh), which skips that part without llama.cpp.
+PORTABLE = $(MAKE) --no-print-directory BUILD=build-portable ARCH=
 test-portable:
 	$(Q)$(PORTABLE) build-portable/specdec build-portable/tests/test_kquant build-portable/tests/test_gemm \
 	  build-portable/tests/test_gguf build-portable/tests/test_model build-portable/tests/bench/bench_llamacpp
@@ -230,7 +247,7 @@ test-portable:
 # an emulator's timings say nothing of an ARM CPU's. Not in make test: emulated, the
 # suite takes longer than make test's budget (tests/run-arm.sh says what it leaves out).
 ARM_CC     ?= aarch64-linux-gnu-gcc
-ARM_ARCH   ?= -march=armv8-a
+ARM_ARCH   ?= $(ARCH_aarch64)
 ARM_LIBDIR ?= /usr/lib/aarch64-linux-gnu
 # Debian 12's arm64 GSL -dev package cannot sit beside the x86 one: the linker is given
 # the arm64 run-time libraries by path (the -dev's libgsl.so first, where it is installed)
@@ -390,7 +407,7 @@ help:
 	@echo "make test    run the cmocka tests, the command-line tests and the Python package's tests"
 	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
-	@echo "make test-portable  the kernel tests and llama.cpp logits on a build without AVX-512 (build-portable/)"
+	@echo "make test-portable  the kernel tests (every kernel set) and llama.cpp logits, built for x86-64 baseline (build-portable/)"
 	@echo "make test-arm  the tests cross-built for 64-bit ARM (build-arm/), run under qemu-user (sh install-deps.sh --arm)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"

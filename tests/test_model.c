@@ -777,5 +777,5 @@ int main(void)
         cmocka_unit_test(test_model_long_batch_bitwise),
         cmocka_unit_test(test_model_threads_policy),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sd_test_run_groups_sets("model", tests, NULL, NULL);
 }

@@ -132,7 +132,7 @@ size_t sd_llama_weight_bytes(const sd_llama *m);
 
 /* Stores a second copy of every layer matrix and of the output, where their type and
  * shape allow (sd_rows_quads_ok: F32, F16 and BF16 rows of a multiple of 16, a number of
- * rows divisible by 4, with AVX-512), with the rows four by four, and sets each
+ * rows divisible by 4, in a kernel set with quads), with the rows four by four, and sets each
  * tensor's quads: the CPU's products then read that copy, the same bits (tensor.h).
  * Weights read from memory at every pass then stream once for up to about 4 tokens,
  * and those in the cache are multiplied faster (the rows two by two it replaced, as

@@ -1,58 +1,10 @@
-/* tensor_tiles: the float matrix products of the decoder (sd_dot_rows_tokens) and
- * attention's short dot products (sd_dot_short, sd_dot_short_rows[_tokens]); see tensor.h for
- * the contracts and tensor.c for the lanes of the one-token dot product whose sums
- * every kernel here reproduces bit for bit. */
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
+/* avx512_tiles: the AVX-512 set's float rows (family F) and attention's scores
+ * (family S) for several keys: register tiles of rows x tokens, sums folded sixteen
+ * outputs at a time, every output the one-token dot product's bits (avx512.c). */
 #include <string.h>
 
-#include "tensor_impl.h"
+#include "avx512.h"
 
-float sd_dot_short(const float *a, const float *b, size_t n)
-{
-#if defined(__AVX512F__)
-    if (n % 16 == 0) {
-        __m512 s = _mm512_setzero_ps();
-        for (size_t i = 0; i < n; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
-        return hsum16(s);
-    }
-#endif
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
-    for (; i < n; i++) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
-#if defined(__AVX512F__)
-static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
-                                     const size_t *m, float *const *out);
-#endif
-
-void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out)
-{
-#if defined(__AVX512F__)
-    if (n % 16 == 0) {
-        dot_short_rows_tokens512(a, 0, 1, b, bs, n, &m, &out);
-        return;
-    }
-#endif
-    for (size_t j = 0; j < m; j++) out[j] = sd_dot_short(a, b + j * bs, n);
-}
-
-void sd_dot_short_rows_tokens(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
-                              const size_t *m, float *const *out)
-{
-#if defined(__AVX512F__)
-    if (n % 16 == 0 && g <= 4) {
-        dot_short_rows_tokens512(a, as, g, b, bs, n, m, out);
-        return;
-    }
-#endif
-    for (size_t t = 0; t < g; t++) sd_dot_short_rows(a + t * as, b, bs, n, m[t], out[t]);
-}
-#if defined(__AVX512F__)
 /* ---- AVX-512: register tiles of rows x tokens, sums folded sixteen outputs at a time
  *
  * A one-token dot product (dot1_* in tensor.c) is one 16-wide chain of multiply-adds
@@ -452,84 +404,29 @@ static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const 
     }
 }
 
-#endif
 
-/* ---- a block of rows times a batch of tokens
- *
- * F32, F16 and BF16 rows with AVX-512: rows_tokens512 above. Other types and builds:
- * sd_dot_row_tokens reads a row once per 4 tokens, from registers, over blocks of
- * ROWS_RB rows and, inside a block, the tokens in chunks of about ROWS_TB_FLOATS
- * floats (16 KiB; 4 to 16 tokens), so each chunk of activations is read from L1 by
- * every row of the block. Every output is sd_dot_row's bit for bit, whatever the
- * batch size or the thread. */
-enum { ROWS_RB = 64, ROWS_TB_FLOATS = 4096 };
-
-size_t sd_dot_rows_ws(size_t cols) { return cols; }
-
-static void rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                        float *y, size_t ys, float *ws, int stream)
+void sd_cpu_avx512_rows(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
+                        size_t ys, float *ws, int stream)
 {
-#if defined(__AVX512F__)
-    if (type == SD_T_F32 || type == SD_T_F16 || type == SD_T_BF16) {
-        rows_tokens512(type, w, nrows, x, cols, n, y, ys, stream);
+    if (t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16) rows_tokens512(t, w, nrows, x, cols, n, y, ys, stream);
+    else sd_cpu_rows_staged(sd_cpu_avx512_lanes, sd_cpu_avx512_finish, t, w, nrows, x, cols, n, y, ys, ws);
+}
+
+void sd_cpu_avx512_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
+                         float *y, size_t ys)
+{
+    rows_small512(t, quads, nrows, x, cols, n, y, ys, 1);
+}
+
+/* Up to four queries at once when the head is whole vectors; else each query's rows. */
+void sd_cpu_avx512_dot_short_rows(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
+                                  const size_t *m, float *const *out)
+{
+    if (n % 16 == 0 && g <= 4) {
+        dot_short_rows_tokens512(a, as, g, b, bs, n, m, out);
         return;
     }
-#else
-    (void)stream;
-#endif
-    size_t rb = sd_ttype_row_bytes(type, cols), tb = ROWS_TB_FLOATS / cols / 4 * 4;
-    if (tb < 4) tb = 4;
-    if (tb > 16) tb = 16;
-    for (size_t r0 = 0; r0 < nrows; r0 += ROWS_RB) {
-        size_t r1 = nrows - r0 < ROWS_RB ? nrows : r0 + ROWS_RB;
-        for (size_t t0 = 0; t0 < n; t0 += tb) {
-            size_t nt = n - t0 < tb ? n - t0 : tb;
-            for (size_t r = r0; r < r1; r++)
-                sd_dot_row_tokens(type, (const char *)w + r * rb, x + t0 * cols, cols, nt, y + t0 * ys + r, ys, ws);
-        }
-    }
-}
-
-void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                        float *y, size_t ys, float *ws)
-{
-    rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 0);
-}
-
-int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols)
-{
-#if defined(__AVX512F__)
-    return (t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16) && rows % 4 == 0 && rows > 0 && cols % 16 == 0 && cols > 0;
-#else
-    (void)t, (void)rows, (void)cols;
-    return 0;
-#endif
-}
-
-void sd_rows_quads_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out)
-{
-    size_t es = t == SD_T_F32 ? 4 : 2, rb = cols * es;
-    char *d = out;
-    for (size_t r = 0; r < rows; r += 4) {
-        const char *w0 = (const char *)w + r * rb;
-        for (size_t i = 0; i < cols; i += 16)
-            for (int k = 0; k < 4; k++, d += 16 * es) memcpy(d, w0 + k * rb + i * es, 16 * es);
-    }
-}
-
-void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
-                              float *y, size_t ys)
-{
-#if defined(__AVX512F__)
-    rows_small512(t, quads, nrows, x, cols, n, y, ys, 1);
-#else
-    (void)t, (void)quads, (void)nrows, (void)x, (void)cols, (void)n, (void)y, (void)ys;
-    abort(); /* sd_rows_quads_ok said no */
-#endif
-}
-
-void sd_dot_rows_tokens_stream(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                               float *y, size_t ys, float *ws)
-{
-    rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 1);
+    for (size_t k = 0; k < g; k++)
+        if (n % 16 == 0) dot_short_rows_tokens512(a + k * as, 0, 1, b, bs, n, m + k, out + k);
+        else sd_cpu_generic_kernels.dot_short_rows(a + k * as, 0, 1, b, bs, n, m + k, out + k);
 }
