@@ -303,10 +303,9 @@ static void check_quant_error(sd_ttype t, const float *x, const float *y, size_t
     const double levels = t == SD_T_Q8_0 ? 127 : t == SD_T_Q4_0 ? 8 : t == SD_T_Q5_0 ? 16 : t == SD_T_Q4_1 ? 15 : 31;
     for (size_t b = 0; b < n / SD_QK; b++) {
         const float *xb = x + b * SD_QK, *yb = y + b * SD_QK;
-        double amax = 0;
-        float mn = xb[0], mx = xb[0];
+        float amax = 0, mn = xb[0], mx = xb[0]; /* float: GCC 12 for aarch64 fails on a widening fmax reduction */
         for (int j = 0; j < SD_QK; j++) {
-            amax = fmax(amax, fabs(xb[j]));
+            amax = fmaxf(amax, fabsf(xb[j]));
             mn = fminf(mn, xb[j]), mx = fmaxf(mx, xb[j]);
         }
         double step = with_min ? (mx - mn) / (float)levels : (float)amax / levels;
