@@ -19,6 +19,7 @@ ARCH_aarch64 = -march=armv8-a
 ARCH     ?= $(ARCH_$(TARGET_ARCH))
 AVX2_FLAGS   = -mavx2 -mfma -mf16c -mbmi -mbmi2
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+NEON_DOT_FLAGS = -march=armv8.2-a+dotprod
 CFLAGS   ?= $(OPT) $(ARCH) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
@@ -81,6 +82,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN) $(ISA_FLAGS)
 # each kernel set's files with its instruction set's flags (and only those files)
 $(BUILD)/src/model/cpu/avx2%: ISA_FLAGS = $(AVX2_FLAGS)
 $(BUILD)/src/model/cpu/avx512%: ISA_FLAGS = $(AVX512_FLAGS)
+$(BUILD)/src/model/cpu/neon_act_dot%: ISA_FLAGS = $(NEON_DOT_FLAGS)
 $(BUILD)/tests/bench/bench_overlap.o: ISA_FLAGS = $(if $(filter x86_64,$(TARGET_ARCH)),$(AVX512_FLAGS))
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
@@ -254,12 +256,12 @@ ARM_LIBDIR ?= /usr/lib/aarch64-linux-gnu
 ARM_GSL     = $(firstword $(wildcard $(ARM_LIBDIR)/libgsl.so $(ARM_LIBDIR)/libgsl.so.[0-9]*)) \
               $(firstword $(wildcard $(ARM_LIBDIR)/libgslcblas.so $(ARM_LIBDIR)/libgslcblas.so.[0-9]*))
 ARM_BUILD   = $(MAKE) --no-print-directory BUILD=build-arm CC=$(ARM_CC) ARCH=$(ARM_ARCH) SAN= GSL_LIBS="$(ARM_GSL)"
-test-arm:
+test-arm: $(BIN)
 	$(Q)command -v $(ARM_CC) >/dev/null 2>&1 && [ -n "$(strip $(ARM_GSL))" ] || \
 	  { echo "make test-arm: needs $(ARM_CC) and GSL for arm64 in $(ARM_LIBDIR): sh install-deps.sh --arm"; exit 1; }
 	+$(Q)$(ARM_BUILD) build-arm/specdec build-arm/tests/exec/adapter build-arm/tests/exec/lcg_decoder \
 	  build-arm/tests/exec/spec_decoder $(TEST_SRC:tests/%.c=build-arm/tests/%)
-	$(Q)sh tests/run-arm.sh build-arm
+	$(Q)sh tests/run-arm.sh build-arm $(BIN)
 
 # fuzz: 100000 mutated .npy, .safetensors and .gguf files through the readers, under the sanitizers.
 fuzz:

@@ -50,16 +50,17 @@ static void run_sets(by_set *b, size_t len, compute_fn *f, void *ctx)
     assert_int_equal(sd_cpu_use(saved), 0);
 }
 
-static int x86(int s) { return s == SD_CPU_AVX2 || s == SD_CPU_AVX512; }
+/* The sets of one arithmetic: fused multiply-adds in sixteen lanes, hsum16's tree. */
+static int fused(int s) { return s == SD_CPU_AVX2 || s == SD_CPU_AVX512 || s == SD_CPU_NEON; }
 
 /* The sets whose own table has the family (bit s): the others run the generic one. */
-#define OWNS(member)                                                                        \
-    ((sd_cpu_set_kernels[SD_CPU_AVX2] && sd_cpu_set_kernels[SD_CPU_AVX2]->member ? 1 << SD_CPU_AVX2 : 0) | \
-     (sd_cpu_set_kernels[SD_CPU_AVX512] && sd_cpu_set_kernels[SD_CPU_AVX512]->member ? 1 << SD_CPU_AVX512 : 0))
+#define OWNS1(s, member) (sd_cpu_set_kernels[s] && sd_cpu_set_kernels[s]->member ? 1 << (s) : 0)
+#define OWNS(member) (OWNS1(SD_CPU_AVX2, member) | OWNS1(SD_CPU_AVX512, member) | OWNS1(SD_CPU_NEON, member))
 
-/* Two sets that run the same arithmetic give the same bits: the x86 sets that own the
- * family (in `owns`), and a set without it and the generic set; others agree within
- * tol[i] (tol NULL: every set the same bits). */
+/* Two sets that run the same arithmetic give the same bits: the fused sets that own
+ * the family (in `owns`; NEON's and the x86 sets' never run in one process), and a set
+ * without it and the generic set; others agree within tol[i] (tol NULL: every set the
+ * same bits). */
 static void agree(const by_set *b, const float *tol, int owns, const char *what)
 {
     for (int s = 1; s < SD_CPU_NSETS; s++) {
@@ -67,7 +68,7 @@ static void agree(const by_set *b, const float *tol, int owns, const char *what)
         for (int u = 0; u < s; u++) {
             if (!b->ran[u]) continue;
             int es = owns >> s & 1 ? s : SD_CPU_GENERIC, eu = owns >> u & 1 ? u : SD_CPU_GENERIC;
-            int exact = !tol || es == eu || (x86(es) && x86(eu));
+            int exact = !tol || es == eu || (fused(es) && fused(eu));
             for (size_t i = 0; i < b->len; i++) {
                 float a = b->out[s][i], c = b->out[u][i];
                 if (exact ? memcmp(&a, &c, sizeof a) != 0 : !(fabsf(a - c) <= tol[i]))

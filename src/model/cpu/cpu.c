@@ -149,8 +149,11 @@ const char *sd_cpu_describe(char *buf, size_t size)
 extern const sd_cpu_kernels sd_cpu_avx2_kernels, sd_cpu_avx512_kernels;
 const sd_cpu_kernels *const sd_cpu_set_kernels[SD_CPU_NSETS] = {&sd_cpu_generic_kernels, &sd_cpu_avx2_kernels,
                                                                &sd_cpu_avx512_kernels, NULL};
+#elif defined(__aarch64__)
+extern const sd_cpu_kernels sd_cpu_neon_kernels;
+const sd_cpu_kernels *const sd_cpu_set_kernels[SD_CPU_NSETS] = {&sd_cpu_generic_kernels, NULL, NULL,
+                                                               &sd_cpu_neon_kernels};
 #else
-/* aarch64: the NEON set's table (neon.c) takes the last slot once it is written */
 const sd_cpu_kernels *const sd_cpu_set_kernels[SD_CPU_NSETS] = {&sd_cpu_generic_kernels, NULL, NULL, NULL};
 #endif
 
