@@ -242,12 +242,13 @@ test-portable:
 	$(Q)for t in test_kquant test_gguf test_gemm test_model; do build-portable/tests/$$t || exit 1; done
 	$(Q)sh tests/cli/arch.sh build-portable/specdec
 
-# test-arm: the library, specdec and the tests cross-built for 64-bit ARM in build-arm/
-# (Debian's aarch64-linux-gnu-gcc, -march=armv8-a: any ARMv8 CPU, the generic kernels)
-# and run under qemu-user by tests/run-arm.sh; needs sh install-deps.sh --arm. It checks
-# that ARM computes what x86 does (bit for bit where the tests say so), not its speed:
-# an emulator's timings say nothing of an ARM CPU's. Not in make test: emulated, the
-# suite takes longer than make test's budget (tests/run-arm.sh says what it leaves out).
+# test-arm: the library, specdec, the tests and the benchmarks (compiled, not run)
+# cross-built for 64-bit ARM in build-arm/ (Debian's aarch64-linux-gnu-gcc for any
+# ARMv8-A CPU: the generic and NEON kernel sets), run under qemu-user by
+# tests/run-arm.sh, which also holds the ARM build's logits to the x86 build's; needs
+# sh install-deps.sh --arm. It checks what ARM computes, not its speed: an emulator's
+# timings say nothing of an ARM CPU's. Not in make test: emulated, the suite takes far
+# longer than make test's 10 minutes (.ci/run runs it).
 ARM_CC     ?= aarch64-linux-gnu-gcc
 ARM_ARCH   ?= $(ARCH_aarch64)
 ARM_LIBDIR ?= /usr/lib/aarch64-linux-gnu
@@ -260,7 +261,8 @@ test-arm: $(BIN)
 	$(Q)command -v $(ARM_CC) >/dev/null 2>&1 && [ -n "$(strip $(ARM_GSL))" ] || \
 	  { echo "make test-arm: needs $(ARM_CC) and GSL for arm64 in $(ARM_LIBDIR): sh install-deps.sh --arm"; exit 1; }
 	+$(Q)$(ARM_BUILD) build-arm/specdec build-arm/tests/exec/adapter build-arm/tests/exec/lcg_decoder \
-	  build-arm/tests/exec/spec_decoder $(TEST_SRC:tests/%.c=build-arm/tests/%)
+	  build-arm/tests/exec/spec_decoder $(TEST_SRC:tests/%.c=build-arm/tests/%) \
+	  $(BENCH_SRC:tests/bench/%.c=build-arm/tests/bench/%)
 	$(Q)sh tests/run-arm.sh build-arm $(BIN)
 
 # fuzz: 100000 mutated .npy, .safetensors and .gguf files through the readers, under the sanitizers.
