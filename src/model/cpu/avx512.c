@@ -14,10 +14,9 @@ void sd_cpu_avx512_lanes(const float *restrict w, const float *restrict x, size_
     _mm512_storeu_ps(acc, a);
 }
 
-/* The chain summed across in hsum16's tree, then the tail (the elements past the
- * last full 16: one more 16-wide chain, its one step masked, summed across the
- * same way). A row of 48 is all tail: summed one element at a time it made a
- * 0.22M-parameter draft's pass (4096 rows of 48) slower than the 5.5M target's. */
+/* The chain summed across in hsum16's tree, then the tail (the elements past the last
+ * full 16: one more 16-wide chain, its one step masked, summed across the same way,
+ * not one element at a time: KERNELS.md, "The tail of a row"). */
 float sd_cpu_avx512_finish(const float *acc, const float *restrict w, const float *restrict x, size_t n_tail)
 {
     __m512 a = _mm512_loadu_ps(acc);
