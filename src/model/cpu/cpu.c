@@ -46,7 +46,7 @@ static void fill(sd_cpu_kernels *k)
     if (!k->lanes || !k->finish || !k->rows) k->lanes = g->lanes, k->finish = g->finish, k->rows = g->rows, k->quads = NULL;
     if (!k->dot_short || !k->dot_short_rows) k->dot_short = g->dot_short, k->dot_short_rows = g->dot_short_rows;
     if (!k->weighted_values) k->weighted_values = g->weighted_values;
-    if (!k->exp_shifted) k->exp_shifted = g->exp_shifted;
+    if (!k->exp_shifted || !k->swiglu) k->exp_shifted = g->exp_shifted, k->swiglu = g->swiglu;
     if (!k->quantize_act || !k->act_rows) k->quantize_act = g->quantize_act, k->act_rows = g->act_rows;
     if (!k->quantize_act_k || !k->act_k_rows) k->quantize_act_k = g->quantize_act_k, k->act_k_rows = g->act_k_rows;
 }
