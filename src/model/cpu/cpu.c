@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "sd_error.h"
 
 static const char *const set_names[SD_CPU_NSETS] = {"generic", "avx2", "avx512", "neon"};
@@ -66,6 +67,9 @@ static void available(char *buf, size_t size)
             at += (size_t)snprintf(buf + at, size - at, " %s", set_names[s]);
 }
 
+/* The vector loops of the sampling laws (dist.h) that go with a set: its width. */
+static int dist_level(sd_cpu_set s) { return s == SD_CPU_AVX512 ? 2 : s == SD_CPU_AVX2 ? 1 : 0; }
+
 static sd_cpu_set widest(void)
 {
     for (int s = SD_CPU_NSETS - 1; s > 0; s--)
@@ -98,6 +102,7 @@ static void choose(void)
         }
     }
     atomic_store(&active, (int)pick);
+    sd_dist_simd(dist_level(pick));
 }
 
 /* Once: concurrent first callers may each choose, and choose alike. */
@@ -132,6 +137,7 @@ int sd_cpu_use(sd_cpu_set s)
         return sd_error(SD_EINVAL, "kernel set %s: not available on this %s", sd_cpu_set_name(s),
                         s < SD_CPU_NSETS && sd_cpu_set_kernels[s] ? "CPU" : "build");
     atomic_store(&active, (int)s);
+    sd_dist_simd(dist_level(s));
     return SD_OK;
 }
 

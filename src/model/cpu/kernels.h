@@ -9,7 +9,8 @@
  *
  * The set is chosen once, at the first call, from the CPU's features (the widest it
  * runs), or by the environment variable SPECDEC_CPU (generic, avx2, avx512, neon).
- * sd_cpu_use switches it (tests and benchmarks that compare sets in one process).
+ * sd_cpu_use switches it (tests and benchmarks that compare sets in one process). The
+ * sampling laws' vector loops (dist.h's sd_dist_simd) follow the set's width.
  *
  * Within one set, every kernel of a family computes the same sums: a row's product
  * with a token is the same bits alone, in a tile, for any batch (the rule the
