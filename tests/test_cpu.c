@@ -193,6 +193,8 @@ static void test_cpu_quantized_agree(void **state)
             size_t C = sd_ttype_is_k(t) ? 1024 : 704, n = ns[k], rows = 37, rb = sd_ttype_row_bytes(t, C);
             float *w = gauss(r, rows * C, 1), *x = gauss(r, n * C, 1.7), *tol = malloc(n * rows * sizeof *tol);
             unsigned char *wq = malloc(rows * rb);
+            x[3] = 9.0f, x[100] = -9.0f; /* a tie of magnitudes: the first one scales the block */
+            if (n > 1) memset(x + C, 0, 256 * sizeof *x); /* a block of zeros */
             sd_quantize_row(t, w, wq, rows * C);
             float *row = malloc(C * sizeof *row);
             for (size_t o = 0; o < rows; o++) { /* the scale of each product: its terms' magnitudes */

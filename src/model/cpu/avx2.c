@@ -227,6 +227,6 @@ const sd_cpu_kernels sd_cpu_avx2_kernels = {
     .swiglu = swiglu_avx2,
     .quantize_act = quantize_act_avx2,
     .act_rows = sd_cpu_avx2_act_rows,
-    .quantize_act_k = sd_cpu_quantize_act_k_generic,
+    .quantize_act_k = sd_cpu_avx2_quantize_act_k,
     .act_k_rows = sd_cpu_avx2_act_k_rows,
 };

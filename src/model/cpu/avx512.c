@@ -145,6 +145,6 @@ const sd_cpu_kernels sd_cpu_avx512_kernels = {
     .swiglu = swiglu_avx512,
     .quantize_act = sd_cpu_avx512_quantize_act,
     .act_rows = sd_cpu_avx512_act_rows,
-    .quantize_act_k = sd_cpu_quantize_act_k_generic,
+    .quantize_act_k = sd_cpu_avx512_quantize_act_k,
     .act_k_rows = sd_cpu_avx512_act_k_rows,
 };

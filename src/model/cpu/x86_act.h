@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "impl.h"
 
@@ -168,6 +169,58 @@ static inline void act_rows_x86(sd_ttype t, const void *w, size_t nrows, const f
         if (ntok == 1) y[r] = dot_act(t, wb + r * rbytes, scale, q, sums, n / SD_QK);
         else dots_act(t, wb + r * rbytes, r + ACT_PF2 < nrows ? wb + (r + ACT_PF2) * rbytes : NULL, scale, q, sums, n,
                       ntok, y + r, ys);
+}
+
+/* ---- K-quant activations (Q8_K), the generic quantizer's arithmetic 8 at a time:
+ * the largest |x| (exact in any order, NaN passed over as the scalar loop's compare
+ * passes over it), the first element of that magnitude, q = x * -127 / m rounded to the
+ * nearest (ties to even) and capped at 127, the 16 sums of 16 q in integers */
+static inline void quantize_act_k_x86(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (size_t b = 0; b < n / SD_QK_K; b++) {
+        const float *xb = x + b * SD_QK_K;
+        int8_t *qb = q + b * SD_QK_K;
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < SD_QK_K; j += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + j)), m);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        if (amax == 0) {
+            memset(qb, 0, SD_QK_K), memset(bsums + b * 16, 0, 16 * sizeof *bsums), d[b] = 0;
+            continue;
+        }
+        float max = 0;
+        for (int j = 0; j < SD_QK_K; j += 8) { /* the first element of magnitude amax */
+            int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + j)),
+                                                       _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (hit) {
+                max = xb[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127), ones = _mm256_set1_epi16(1);
+        for (int j = 0; j < SD_QK_K; j += 32) {
+            __m256i i4[4];
+            for (int k = 0; k < 4; k++)
+                i4[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + j + 8 * k))), top);
+            const __m256i p16 = _mm256_packs_epi32(i4[0], i4[1]), p16b = _mm256_packs_epi32(i4[2], i4[3]);
+            const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(qb + j), p8);
+            /* the sums of elements j .. j + 15 and j + 16 .. j + 31 */
+            __m256i s = _mm256_madd_epi16(_mm256_packs_epi32(i4[0], i4[1]), ones); /* pairs of 0-15, lanes interleaved */
+            __m256i s2 = _mm256_madd_epi16(_mm256_packs_epi32(i4[2], i4[3]), ones);
+            __m256i h = _mm256_hadd_epi32(s, s2); /* lane sums, 128-bit halves mixed */
+            h = _mm256_hadd_epi32(h, h);
+            int32_t v[8];
+            _mm256_storeu_si256((__m256i *)v, h);
+            bsums[b * 16 + (size_t)j / 16] = (int16_t)(v[0] + v[4]);
+            bsums[b * 16 + (size_t)j / 16 + 1] = (int16_t)(v[1] + v[5]);
+        }
+        d[b] = 1 / iscale;
+    }
 }
 
 #endif
