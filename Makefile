@@ -87,7 +87,7 @@ $(BUILD)/tests/bench/bench_overlap.o: ISA_FLAGS = $(if $(filter x86_64,$(TARGET_
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check test-portable test-arm fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check test-portable test-arm fuzz bench bench-kernels bench-cpu-sets bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -285,6 +285,13 @@ bench-mt: $(BENCH_BIN)
 bench-kernels: $(BUILD)/tests/bench/bench_model
 	sh tests/bench/kernels.sh $(BUILD)
 
+# bench-cpu-sets: every CPU kernel set this machine runs (SPECDEC_CPU) beside llama.cpp built
+# for AVX2 alone (tests/bench/llamacpp/build.sh --avx2), side by side in one run: M_T(n), n =
+# 1..64, generation and the roofline on the large target (F16), the shipped target and a
+# random 82M model in F16, Q8_0 and Q4_K_M (tests/bench/cpu-sets.sh; tens of minutes).
+bench-cpu-sets: $(BUILD)/tests/bench/bench_model $(BIN)
+	sh tests/bench/cpu-sets.sh $(BUILD)
+
 # bench-kquant: the K-quant kernels on a Qwen2.5-1.5B-shaped Q4_K_M file (written once to
 # /tmp), beside llama-bench: prompt, generation and M_T(n) for n = 1..16, 2 threads.
 bench-kquant: $(BUILD)/tests/bench/bench_model $(BIN)
@@ -417,6 +424,7 @@ help:
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
 	@echo "make bench-mt  M_T(n) of the large and the shipped target beside their rooflines, n = 1..64 (RECORD=1: paper-figs/cpu/)"
+	@echo "make bench-cpu-sets every CPU kernel set beside llama.cpp for AVX2: M_T(1..64), generation, roofline"
 	@echo "make bench-kquant   Q4_K_M kernels on a Qwen2.5-1.5B-shaped file: prompt, generation, M_T(1..16) beside llama-bench"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"

@@ -194,6 +194,8 @@ static void test_cpu_quantized_agree(void **state)
             size_t C = sd_ttype_is_k(t) ? 1024 : 704, n = ns[k], rows = 37, rb = sd_ttype_row_bytes(t, C);
             float *w = gauss(r, rows * C, 1), *x = gauss(r, n * C, 1.7), *tol = malloc(n * rows * sizeof *tol);
             unsigned char *wq = malloc(rows * rb);
+            x[3] = 9.0f, x[100] = -9.0f; /* a tie of magnitudes: the first one scales the block */
+            if (n > 1) memset(x + C, 0, 256 * sizeof *x); /* a block of zeros */
             sd_quantize_row(t, w, wq, rows * C);
             float *row = malloc(C * sizeof *row);
             for (size_t o = 0; o < rows; o++) { /* the scale of each product: its terms' magnitudes */
@@ -254,6 +256,13 @@ static void exp_run(void *ctx, float *out)
     sd_exp_shifted(j->p, j->m, 1.25f, 0.75f, out);
 }
 
+/* the feed-forward's h of gates j->p (NaN and infinities left out) and ups j->q */
+static void swiglu_run(void *ctx, float *out)
+{
+    const att_job *j = ctx;
+    sd_cpu_get()->swiglu(out, j->p, j->q, j->m);
+}
+
 static void test_cpu_attention_agree(void **state)
 {
     (void)state;
@@ -295,7 +304,13 @@ static void test_cpu_attention_agree(void **state)
                     if (isnan(x[i])) assert_true(isnan(b.out[s][i])), b.out[s][i] = 0, tol[i] = 0;
         agree(&b, tol, OWNS(exp_shifted), "exponential");
         by_set_free(&b);
-        free(x), free(tol);
+        float *g = gauss(r, m, 4), *u = gauss(r, m, 1);
+        att_job js = {0, m, 0, u, NULL, g};
+        run_sets(&b, m, swiglu_run, &js);
+        for (size_t i = 0; i < m; i++) tol[i] = 4e-7f * fabsf(g[i] * u[i]);
+        agree(&b, tol, OWNS(swiglu), "SwiGLU");
+        by_set_free(&b);
+        free(x), free(tol), free(g), free(u);
     }
     gsl_rng_free(r);
 }
@@ -395,7 +410,7 @@ static void test_cpu_choice(void **state)
     /* a set whose family is missing takes the generic one whole: every member is set */
     const sd_cpu_kernels *k = sd_cpu_get();
     assert_true(k->lanes && k->finish && k->rows && k->dot_short && k->dot_short_rows && k->weighted_values &&
-                k->exp_shifted && k->quantize_act && k->act_rows && k->quantize_act_k && k->act_k_rows);
+                k->exp_shifted && k->swiglu && k->quantize_act && k->act_rows && k->quantize_act_k && k->act_k_rows);
 }
 
 int main(void)

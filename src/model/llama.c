@@ -278,10 +278,9 @@ size_t sd_llama_weight_bytes(const sd_llama *m)
     return n + m->rope_freqs.nbytes;
 }
 
-/* The copy's alignment: a huge page, which the kernel is asked to back it with. In
- * small pages the copy read slower than the file's mapping (random 82M F16 model, one
- * token, the two loaded in one process and timed in turn, a one-off harness: 1.09 x
- * the rows as they were; in huge pages 1.02). */
+/* The copy's alignment: a huge page, which the kernel is asked to back it with: in
+ * small pages the copy read slower than the file's mapping (KERNELS.md, "Quads in huge
+ * pages"). */
 enum { QUADS_ALIGN = 2 << 20 };
 
 size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
@@ -609,9 +608,8 @@ static void attention_task(void *ctx, size_t t, int thread)
 }
 
 /* Heads x keys (summed over the tokens) from which attention runs on the pass's
- * threads: a pass over 2 drafted tokens after 64 (16 x 66) does, one token after
- * 128 or fewer does not. At 4096, a pass over 4 tokens after a 64-token prompt ran
- * its attention, a tenth of the pass, on one thread beside an idle one. */
+ * threads: a pass over 2 drafted tokens after 64 (16 x 66) does, one token after 128
+ * or fewer does not (KERNELS.md, "Attention on the pass's threads"). */
 enum { ATTENTION_PAR_MIN = 1024 };
 
 static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t l, size_t n,

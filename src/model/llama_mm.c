@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "cpu/kernels.h"
 #include "gemm.h"
 #include "pool.h"
 
@@ -21,19 +22,12 @@ static int mm_quantized(const sd_tensor *w)
     return a == 1 ? 5 : a == 2 ? 1 : sd_ttype_is_k(w->type) ? 2 : 0;
 }
 
-/* h[i] = silu(g[i]) u[i] = g[i] / (1 + e^-g[i]) u[i] for i < n, e^-g from
- * sd_exp_shifted (the set's): the same formula for every element, wherever it sits,
- * so a token's h does not depend on its batch (a quotient is rounded once, alike in a
- * vector and alone). In runs of SWIGLU_RUN, the exponentials first. */
-enum { SWIGLU_RUN = 256 };
+/* h[i] = silu(g[i]) u[i] = g[i] / (1 + e^-g[i]) u[i] for i < n: the set's kernel, the
+ * same formula for every element, wherever it sits, so a token's h does not depend on
+ * its batch. */
 static void swiglu(float *restrict h, const float *restrict g, const float *restrict u, size_t n)
 {
-    float e[SWIGLU_RUN];
-    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_RUN) {
-        size_t m = n - i0 < SWIGLU_RUN ? n - i0 : SWIGLU_RUN;
-        sd_exp_shifted(g + i0, m, 0.0f, -1.0f, e);
-        for (size_t i = 0; i < m; i++) h[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
-    }
+    sd_cpu_get()->swiglu(h, g, u, n);
 }
 
 /* The k products of one input x (n tokens of cols): q, k and v, or gate and up, in one

@@ -45,6 +45,7 @@ void sd_cpu_avx2_quads(sd_ttype t, const void *quads, size_t nrows, const float 
                        size_t ys);
 void sd_cpu_avx2_act_k_rows(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
                             const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys);
+void sd_cpu_avx2_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums);
 void sd_cpu_avx2_act_rows(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                           const float *sums, size_t n, size_t ntok, float *y, size_t ys);
 

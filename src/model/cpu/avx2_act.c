@@ -7,3 +7,8 @@ void sd_cpu_avx2_act_rows(sd_ttype t, const void *w, size_t nrows, const float *
 {
     act_rows_x86(t, w, nrows, scale, q, sums, n, ntok, y, ys);
 }
+
+void sd_cpu_avx2_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums)
+{
+    quantize_act_k_x86(x, n, d, q, bsums);
+}

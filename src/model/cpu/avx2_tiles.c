@@ -9,7 +9,7 @@
  * 2 R T + R + 1 <= 16. Hence tiles of 2 rows x up to 3 tokens (15 registers) for
  * weights in the cache, of 1 row x up to 6 tokens (14) for rows streamed from memory,
  * and over rows stored four by four (sd_rows_quads_pack's layout, shared with the
- * AVX-512 set) 4 rows x 1 token (13) or each pair of a quad's rows x up to 3 tokens. */
+ * AVX-512 set) 4 rows x 1 token (13), or 4 rows x up to 3 tokens one half at a time. */
 #include <string.h>
 
 #include "avx2.h"
@@ -116,49 +116,54 @@ ROWS(LOAD8_BF16, 2, bf16)
 /* ---- rows four by four: each 16 columns of four rows side by side, then the next 16
  *
  * The quad is one stream, read in order with a prefetch QUAD_PF bytes ahead (NTA: the
- * rows are read once a pass). Four rows against one token (8 chains) in one pass; more
- * tokens: each pair of rows against up to 3 (12 chains) in its own pass, the second
- * pass reading the quad from the cache the first brought it into. */
+ * rows are read once a pass). Four rows against one token (8 chains) in one pass; 2 or
+ * 3 tokens (12 chains), the low halves of every 16 columns in one pass and the high
+ * halves in a second: each pass reads every line of the quad in order (each line holds
+ * both halves of two rows), the second from the cache the first brought them into. */
 enum { QUAD_PF = 8192 };
 
-/* Rows p0 .. p0 + R - 1 of the quad at w x T tokens into s (row r of the quad at
- * s[CH(t, r)]); pf: prefetch the stream ahead. */
-#define QUAD_TILE(R, T, name, LOAD8, ES)                                                            \
-    static void name(const char *restrict w, int p0, int pf, const float *restrict x, size_t cols,  \
+/* The four rows of the quad at w x T tokens over the halves h0 .. h1 - 1 of each 16
+ * columns (0: lanes 0-7, 1: lanes 8-15) into s (row r's chain halves at s[CH(t, r) + h]);
+ * pf: prefetch the stream ahead. */
+#define QUAD_TILE(T, H0, H1, name, LOAD8, ES)                                                      \
+    static void name(const char *restrict w, int pf, const float *restrict x, size_t cols,          \
                      __m256 *restrict s)                                                            \
     {                                                                                               \
         const char *wp = w;                                                                         \
-        __m256 a[R][T][2];                                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                        \
+        __m256 a[4][T][2];                                                                          \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
             _Pragma("GCC unroll 3") for (int t = 0; t < T; t++)                                    \
-                a[r][t][0] = a[r][t][1] = _mm256_setzero_ps();                                      \
+                _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) a[r][t][h] = _mm256_setzero_ps(); \
         for (size_t i = 0; i < cols; i += 16, wp += 64 * (ES)) {                                    \
             if (pf)                                                                                 \
                 _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                              \
                     _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_NTA);                              \
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                                   \
-                __m256 wv[R];                                                                       \
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                              \
-                    wv[r] = LOAD8(wp, 16 * (p0 + r) + 8 * h);                                       \
-                    PIN(wv[r]);                                                                     \
-                }                                                                                   \
+            _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) {                                 \
+                __m256 xv[T];                                                                       \
                 _Pragma("GCC unroll 3") for (int t = 0; t < T; t++) {                               \
-                    __m256 xv = _mm256_loadu_ps(x + (size_t)t * cols + i + 8 * h);                 \
-                    PIN(xv);                                                                        \
-                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
-                        a[r][t][h] = _mm256_fmadd_ps(wv[r], xv, a[r][t][h]);                        \
+                    xv[t] = _mm256_loadu_ps(x + (size_t)t * cols + i + 8 * h);                      \
+                    if (T > 1) PIN(xv[t]);                                                          \
+                }                                                                                   \
+                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                               \
+                    __m256 wv = LOAD8(wp, 16 * r + 8 * h);                                          \
+                    PIN(wv);                                                                        \
+                    _Pragma("GCC unroll 3") for (int t = 0; t < T; t++)                             \
+                        a[r][t][h] = _mm256_fmadd_ps(wv, xv[t], a[r][t][h]);                        \
                 }                                                                                   \
             }                                                                                       \
         }                                                                                           \
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                        \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
             _Pragma("GCC unroll 3") for (int t = 0; t < T; t++)                                    \
-                s[CH(t, p0 + r)] = a[r][t][0], s[CH(t, p0 + r) + 1] = a[r][t][1];                   \
+                _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) s[CH(t, r) + h] = a[r][t][h]; \
     }
-typedef void quad_fn(const char *restrict, int, int, const float *restrict, size_t, __m256 *restrict);
+typedef void quad_fn(const char *restrict, int, const float *restrict, size_t, __m256 *restrict);
+/* per type: [G][h] the tiles of G tokens, one pass (G = 1: both halves) or the pass of half h */
 #define QUADS(LOAD8, ES, sfx)                                                                       \
-    QUAD_TILE(4, 1, quad4x1_##sfx, LOAD8, ES) QUAD_TILE(2, 2, quad2x2_##sfx, LOAD8, ES)             \
-    QUAD_TILE(2, 3, quad2x3_##sfx, LOAD8, ES)                                                       \
-    static quad_fn *const quadt_##sfx[RT_G + 1] = {NULL, quad4x1_##sfx, quad2x2_##sfx, quad2x3_##sfx};
+    QUAD_TILE(1, 0, 2, quad1_##sfx, LOAD8, ES)                                                      \
+    QUAD_TILE(2, 0, 1, quad2l_##sfx, LOAD8, ES) QUAD_TILE(2, 1, 2, quad2h_##sfx, LOAD8, ES)         \
+    QUAD_TILE(3, 0, 1, quad3l_##sfx, LOAD8, ES) QUAD_TILE(3, 1, 2, quad3h_##sfx, LOAD8, ES)         \
+    static quad_fn *const quadt_##sfx[RT_G + 1][2] = {                                              \
+        {NULL, NULL}, {quad1_##sfx, NULL}, {quad2l_##sfx, quad2h_##sfx}, {quad3l_##sfx, quad3h_##sfx}};
 QUADS(LOAD8_F32, 4, f32)
 QUADS(LOAD8_F16, 2, f16)
 QUADS(LOAD8_BF16, 2, bf16)
@@ -167,7 +172,7 @@ QUADS(LOAD8_BF16, 2, bf16)
 typedef struct {
     tile_fn *const *t2;
     row_fn *const *row;
-    quad_fn *const *quad;
+    quad_fn *const (*quad)[2];
 } tiles;
 static const tiles tiles_f32 = {tile2t_f32, rowt_f32, quadt_f32}, tiles_f16 = {tile2t_f16, rowt_f16, quadt_f16},
                    tiles_bf16 = {tile2t_bf16, rowt_bf16, quadt_bf16};
@@ -218,7 +223,7 @@ static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *
                        size_t ys, int quads)
 {
     row_fn *const *rowt = tiles_of(type)->row;
-    quad_fn *const *quadt = tiles_of(type)->quad;
+    quad_fn *const (*quadt)[2] = tiles_of(type)->quad;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC, gmax = quads ? RT_G : RS_G;
     size_t tb = RS_TB_FLOATS / cols, tmin = quads ? 4 : 1;
     tb = tb < tmin ? tmin : tb > 16 ? 16 : tb;
@@ -235,10 +240,9 @@ static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *
                 for (size_t g = 0, t = 0; g < ng; g++) {
                     size_t G = (ntk - t) / (ng - g);
                     if (!quads) rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + CH(t, r));
-                    else if (G == 1) quadt[1](wr + r * rb, 0, t0 == 0 && g == 0, xc + t * cols, cols, s + CH(t, r));
                     else
-                        for (int p = 0; p < 4; p += 2)
-                            quadt[G](wr + r * rb, p, t0 == 0 && g == 0 && p == 0, xc + t * cols, cols, s + CH(t, r));
+                        for (int h = 0; h < (G == 1 ? 1 : 2); h++)
+                            quadt[G][h](wr + r * rb, t0 == 0 && g == 0 && h == 0, xc + t * cols, cols, s + CH(t, r));
                     t += G;
                 }
             }

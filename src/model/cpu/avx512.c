@@ -14,10 +14,9 @@ void sd_cpu_avx512_lanes(const float *restrict w, const float *restrict x, size_
     _mm512_storeu_ps(acc, a);
 }
 
-/* The chain summed across in hsum16's tree, then the tail (the elements past the
- * last full 16: one more 16-wide chain, its one step masked, summed across the
- * same way). A row of 48 is all tail: summed one element at a time it made a
- * 0.22M-parameter draft's pass (4096 rows of 48) slower than the 5.5M target's. */
+/* The chain summed across in hsum16's tree, then the tail (the elements past the last
+ * full 16: one more 16-wide chain, its one step masked, summed across the same way,
+ * not one element at a time: KERNELS.md, "The tail of a row"). */
 float sd_cpu_avx512_finish(const float *acc, const float *restrict w, const float *restrict x, size_t n_tail)
 {
     __m512 a = _mm512_loadu_ps(acc);
@@ -120,6 +119,20 @@ static void exp_shifted_avx512(const float *x, size_t n, float shift, float scal
     }
 }
 
+/* The feed-forward's h, sixteen at a time: exp512 of -g, then the quotient and the
+ * product, each rounded once as alone. */
+static void swiglu_avx512(float *h, const float *g, const float *u, size_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f), neg = _mm512_set1_ps(-1.0f), zero = _mm512_setzero_ps();
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i < 16 ? (__mmask16)((1u << (n - i)) - 1) : (__mmask16)0xFFFF;
+        __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
+        __m512 e = exp512(_mm512_mul_ps(_mm512_sub_ps(gv, zero), neg));
+        __m512 q = _mm512_div_ps(gv, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(h + i, k, _mm512_mul_ps(q, _mm512_maskz_loadu_ps(k, u + i)));
+    }
+}
+
 const sd_cpu_kernels sd_cpu_avx512_kernels = {
     .lanes = sd_cpu_avx512_lanes,
     .finish = sd_cpu_avx512_finish,
@@ -129,8 +142,9 @@ const sd_cpu_kernels sd_cpu_avx512_kernels = {
     .dot_short_rows = sd_cpu_avx512_dot_short_rows,
     .weighted_values = weighted_values_avx512,
     .exp_shifted = exp_shifted_avx512,
+    .swiglu = swiglu_avx512,
     .quantize_act = sd_cpu_avx512_quantize_act,
     .act_rows = sd_cpu_avx512_act_rows,
-    .quantize_act_k = sd_cpu_quantize_act_k_generic,
+    .quantize_act_k = sd_cpu_avx512_quantize_act_k,
     .act_k_rows = sd_cpu_avx512_act_k_rows,
 };

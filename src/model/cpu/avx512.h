@@ -48,6 +48,7 @@ void sd_cpu_avx512_quads(sd_ttype t, const void *quads, size_t nrows, const floa
 void sd_cpu_avx512_dot_short_rows(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
                                   const size_t *m, float *const *out);
 void sd_cpu_avx512_quantize_act(const float *x, size_t n, float *scale, int8_t *q, float *sums);
+void sd_cpu_avx512_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums);
 void sd_cpu_avx512_act_rows(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                             const float *sums, size_t n, size_t ntok, float *y, size_t ys);
 void sd_cpu_avx512_act_k_rows(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,

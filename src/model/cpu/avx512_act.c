@@ -42,10 +42,7 @@ void sd_cpu_avx512_quantize_act(const float *x, size_t n, float *scale, int8_t *
  * Four rows side by side are four streams as short as a row, which the hardware
  * prefetcher barely learns before each ends: the first tile of each group of rows
  * prefetches the group ACT_PF rows ahead, a line as its blocks reach one (the order
- * of the sums is untouched). Measured on one thread, 168 MB of Q8_0 rows of 1024
- * columns, 32-row calls, thread CPU time: 2 tokens 26.8 -> 18.8 ms, 8 tokens 41.0 ->
- * 27.5, 16 tokens 68.2 -> 50.5 (a row at a time against token pairs was slower from
- * 4 tokens on: its activations' loads serve one row, not four). */
+ * of the sums is untouched; KERNELS.md, "Integer tiles"). */
 enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16, ACT_PF = 4 };
 
 /* A tile of R rows (ACT_R or 1) x P token pairs (1 to ACT_P) of type T from tokens t0
@@ -133,11 +130,8 @@ static act_tile_fn *act_tile_for(sd_ttype type, size_t R, size_t P)
 
 /* R (1 or ACT_R) rows from wr against tokens [t0, t1): tiles of ACT_P pairs, then one
  * tile of the pairs left, its last pair doubled when they are odd. yr: the first row's
- * outputs. (Before, the pairs left went one tile of a pair each and an odd last token
- * through the one-token kernel, each unpacking every block again: bench_model
- * --every-n, 2 threads, a random 82M-parameter Q8_0 model (random-model --shape
- * 768,12,12,4,2048,4096), three interleaved runs, ms: M_T(4) 6.0-7.3 -> 5.2-5.6, M_T(5)
- * 8.7-10.3 -> 6.1-6.7, M_T(7) 12.0-13.4 -> 7.3-9.1.) */
+ * outputs. An odd count takes one pass over the rows' blocks, not a second one for the
+ * last token (KERNELS.md, "Integer tiles: the pairs left"). */
 static void act_span(sd_ttype type, const unsigned char *wr, size_t R, size_t rbytes, const unsigned char *pf,
                      const float *scale, const int8_t *q, const float *sums, size_t n, size_t t0, size_t t1,
                      float *yr, size_t ys)
@@ -169,4 +163,9 @@ void sd_cpu_avx512_act_rows(sd_ttype t, const void *w, size_t nrows, const float
 {
     if (ntok > 1) rows_act512(t, w, nrows, scale, q, sums, n, ntok, y, ys);
     else act_rows_x86(t, w, nrows, scale, q, sums, n, ntok, y, ys);
+}
+
+void sd_cpu_avx512_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums)
+{
+    quantize_act_k_x86(x, n, d, q, bsums);
 }

@@ -134,9 +134,8 @@ static inline void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q, cons
  * t doing what a token's own did: prod = madd(mins, sums); Q4_K: accm += (-d_x dmin)
  * prod; Q5_K: summ = fma(-d_x dmin, the sum of prod's lanes, summ), in every lane. */
 enum { KG_NB_MAX = 128 }; /* blocks a row for the group's data on the stack (32768 columns) */
-/* Smaller groups: each token its own mins, as in kblock_dot. Through kmins_dot one
- * token's pass took 44-47 ms against 40-41 (bench_model on the Qwen2.5-1.5B-shaped
- * Q4_K_M file, --pass 1, interleaved): a 512-bit register for one token's four lanes. */
+/* Smaller groups: each token its own mins, as in kblock_dot (a 512-bit register for one
+ * token's four lanes was slower: KERNELS.md, "K-quants"). */
 enum { KG_MIN = 4 };
 typedef struct {
     float (*dx)[8];      /* [nb][8] the tokens' scales (0 past the group) */
@@ -202,17 +201,9 @@ static inline float kacc_sum(sd_ttype t, const kacc *a, const __m512 *m, int j)
 }
 
 /* Two or more tokens: the row KQ_PF bytes ahead of the block in hand (a later row's, past
- * the row's end) prefetched into L2. Unpacking a block for several tokens leaves the
- * reads waiting on it; a single token's pass, whose unpacking is the cheaper part, streams
- * better on the hardware's prefetch alone. bench_model on the Qwen2.5-1.5B-shaped Q4_K_M
- * file (bench-kquant's), 2 threads, best of 3 interleaved runs, M_T(n) ms for n = 1 2 3 4
- * 6 8 16: 30.6 44.4 59.4 67.2 87.1 111.8 207.0 -> 30.9 44.7 55.3 61.5 84.5 102.5 192.9
- * (prefetching for one token too, then: 32.7 -> 38.7 at n = 1).
- * One token, Q4_K and Q5_K (krow_one, whose unpacking is now the cheaper one): KQ_PF1
- * ahead. Same file and runs, best of 4 or 5, M_T(1) ms: no prefetch 29.1-29.9, 4 KB
- * ahead 28.6-28.8, 8 KB 25.0-25.9, 12 KB 26.0, 16 KB 26.0, 32 KB 26.3; 8 KB into L1
- * (T0) 28.0. Q6_K's one-token rows prefetched 8 KB ahead as well: 25.0 -> 34.3, so
- * they keep the hardware's prefetch alone. */
+ * the row's end) prefetched into L2: unpacking a block for several tokens leaves the
+ * reads waiting on it. One token, Q4_K and Q5_K (krow_one): KQ_PF1 ahead; Q6_K's one
+ * token, the hardware's prefetch alone (KERNELS.md, "K-quants: prefetch"). */
 enum { KQ_PF = 4096, KQ_PF1 = 8192 };
 
 /* One row against NT (1 to 8) consecutive tokens from t0 (g: their mins' data). */
@@ -247,13 +238,9 @@ static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const 
 /* One token, Q4_K and Q5_K: the same integer lanes and float operations as krow_tokens
  * at NT = 1, with less unpacking, since nothing is shared between tokens: 256-bit halves
  * (a sub-block each, so the lanes need no folding), scales shuffled out of the vector
- * k_scales, d and dmin converted together, and the mins' activation sums from the
- * group (kgroup_fill), and the row prefetched KQ_PF1 ahead. A one-off timing loop, one
- * thread, Q4_K rows of 8960 from L2, bit for bit the same results: a copy of krow_tokens'
- * NT = 1 code against this one's (less the prefetch), a row a call, 16.5 -> 29 GB/s;
- * through sd_dot_rows_act_k_tokens, 32 rows a call, 21 -> 25.5 GB/s. Most of it came
- * from Zen 4's slow vpermw (the scales' spreading, now vpshufb here and in kblock_load)
- * and the scalar k_scales. */
+ * k_scales (vpshufb, not Zen 4's slow vpermw), d and dmin converted together, the mins'
+ * activation sums from the group (kgroup_fill), and the row prefetched KQ_PF1 ahead
+ * (KERNELS.md, "K-quants: one token"). */
 static inline __attribute__((always_inline)) float krow_one(sd_ttype t, const unsigned char *row, const kgroup *g,
                                                             const int8_t *q, size_t n)
 {

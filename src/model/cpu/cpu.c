@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "sd_error.h"
 
 static const char *const set_names[SD_CPU_NSETS] = {"generic", "avx2", "avx512", "neon"};
@@ -46,7 +47,7 @@ static void fill(sd_cpu_kernels *k)
     if (!k->lanes || !k->finish || !k->rows) k->lanes = g->lanes, k->finish = g->finish, k->rows = g->rows, k->quads = NULL;
     if (!k->dot_short || !k->dot_short_rows) k->dot_short = g->dot_short, k->dot_short_rows = g->dot_short_rows;
     if (!k->weighted_values) k->weighted_values = g->weighted_values;
-    if (!k->exp_shifted) k->exp_shifted = g->exp_shifted;
+    if (!k->exp_shifted || !k->swiglu) k->exp_shifted = g->exp_shifted, k->swiglu = g->swiglu;
     if (!k->quantize_act || !k->act_rows) k->quantize_act = g->quantize_act, k->act_rows = g->act_rows;
     if (!k->quantize_act_k || !k->act_k_rows) k->quantize_act_k = g->quantize_act_k, k->act_k_rows = g->act_k_rows;
 }
@@ -65,6 +66,9 @@ static void available(char *buf, size_t size)
         if (sd_cpu_available((sd_cpu_set)s) && at + strlen(set_names[s]) + 2 <= size)
             at += (size_t)snprintf(buf + at, size - at, " %s", set_names[s]);
 }
+
+/* The vector loops of the sampling laws (dist.h) that go with a set: its width. */
+static int dist_level(sd_cpu_set s) { return s == SD_CPU_AVX512 ? 2 : s == SD_CPU_AVX2 ? 1 : 0; }
 
 static sd_cpu_set widest(void)
 {
@@ -98,6 +102,7 @@ static void choose(void)
         }
     }
     atomic_store(&active, (int)pick);
+    sd_dist_simd(dist_level(pick));
 }
 
 /* Once: concurrent first callers may each choose, and choose alike. */
@@ -132,6 +137,7 @@ int sd_cpu_use(sd_cpu_set s)
         return sd_error(SD_EINVAL, "kernel set %s: not available on this %s", sd_cpu_set_name(s),
                         s < SD_CPU_NSETS && sd_cpu_set_kernels[s] ? "CPU" : "build");
     atomic_store(&active, (int)s);
+    sd_dist_simd(dist_level(s));
     return SD_OK;
 }
 

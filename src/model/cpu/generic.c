@@ -102,6 +102,18 @@ static void exp_shifted_generic(const float *x, size_t n, float shift, float sca
     for (size_t j = 0; j < n; j++) out[j] = expf((x[j] - shift) * scale);
 }
 
+/* In runs of SWIGLU_RUN, the exponentials first. */
+enum { SWIGLU_RUN = 256 };
+static void swiglu_generic(float *restrict h, const float *restrict g, const float *restrict u, size_t n)
+{
+    float e[SWIGLU_RUN];
+    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_RUN) {
+        size_t m = n - i0 < SWIGLU_RUN ? n - i0 : SWIGLU_RUN;
+        exp_shifted_generic(g + i0, m, 0.0f, -1.0f, e);
+        for (size_t i = 0; i < m; i++) h[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
+    }
+}
+
 const sd_cpu_kernels sd_cpu_generic_kernels = {
     .lanes = lanes_generic,
     .finish = finish_generic,
@@ -111,6 +123,7 @@ const sd_cpu_kernels sd_cpu_generic_kernels = {
     .dot_short_rows = dot_short_rows_generic,
     .weighted_values = weighted_values_generic,
     .exp_shifted = exp_shifted_generic,
+    .swiglu = swiglu_generic,
     .quantize_act = sd_cpu_quantize_act_generic,
     .act_rows = sd_cpu_act_rows_generic,
     .quantize_act_k = sd_cpu_quantize_act_k_generic,

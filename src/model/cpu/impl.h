@@ -13,8 +13,7 @@ typedef void lanes_fn(const float *w, const float *x, size_t n, float *acc);
 typedef float finish_fn(const float *acc, const float *w, const float *x, size_t n_tail);
 void sd_cpu_rows_staged(lanes_fn *lanes, finish_fn *finish, sd_ttype t, const void *w, size_t nrows,
                         const float *x, size_t cols, size_t n, float *y, size_t ys, float *ws);
-/* The generic set's quantized families (generic_quant.c); sd_cpu_quantize_act_k_generic
- * is every set's so far (a scalar loop). */
+/* The generic set's quantized families (generic_quant.c). */
 void sd_cpu_quantize_act_generic(const float *x, size_t n, float *scale, int8_t *q, float *sums);
 void sd_cpu_act_rows_generic(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                              const float *sums, size_t n, size_t ntok, float *y, size_t ys);

@@ -9,7 +9,8 @@
  *
  * The set is chosen once, at the first call, from the CPU's features (the widest it
  * runs), or by the environment variable SPECDEC_CPU (generic, avx2, avx512, neon).
- * sd_cpu_use switches it (tests and benchmarks that compare sets in one process).
+ * sd_cpu_use switches it (tests and benchmarks that compare sets in one process). The
+ * sampling laws' vector loops (dist.h's sd_dist_simd) follow the set's width.
  *
  * Within one set, every kernel of a family computes the same sums: a row's product
  * with a token is the same bits alone, in a tile, for any batch (the rule the
@@ -58,8 +59,12 @@ typedef struct {
      * token's sums the same for any g */
     void (*weighted_values)(float *const *o, const float *const *p, const size_t *ctx, size_t g, const float *v,
                             size_t kw, size_t hd);
-    /* -- softmax's exponential (family E): tensor.h's sd_exp_shifted */
+    /* -- softmax's exponential (family E): tensor.h's sd_exp_shifted; and the
+     * feed-forward's h[i] = g[i] / (1 + e^-g[i]) u[i] for i < n, e^-g the same
+     * exponential (sd_exp_shifted(g, n, 0, -1)), a quotient and a product each rounded
+     * once */
     void (*exp_shifted)(const float *x, size_t n, float shift, float scale, float *out);
+    void (*swiglu)(float *h, const float *g, const float *u, size_t n);
     /* -- blocks of 32 against Q8 activations (family A): tensor.h's sd_quantize_act and
      * sd_dot_rows_act_tokens (t a type sd_ttype_act accepts, sums given when it has mins) */
     void (*quantize_act)(const float *x, size_t n, float *scale, int8_t *q, float *sums);
