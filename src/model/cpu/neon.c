@@ -1,10 +1,11 @@
 /* neon: the NEON set (AArch64's Advanced SIMD: any ARMv8-A CPU, no flags beyond the
- * build's): its one-token dot product, attention, the exponential and its table (the
- * float rows' tiles in neon_tiles.c). It follows the x86 sets' arithmetic step for
- * step: sixteen lanes of fused multiply-adds (four 4-wide chains) summed in hsum16's
- * tree, attention's values one fused multiply-add per key, the same exponential, so
- * it gives their bits; so do its blocks of 32 against Q8 activations (neon_act.h).
- * K-quants are the generic set's. */
+ * build's): its one-token dot product, attention, the exponential, SwiGLU and its
+ * table (the float rows' tiles in neon_tiles.c, the blocks of 32 in neon_act.c). It
+ * follows the x86 sets' arithmetic step for step: sixteen lanes of fused
+ * multiply-adds (four 4-wide chains) summed in hsum16's tree, attention's values one
+ * fused multiply-add per key, the same exponential, the blocks of 32's integer lanes
+ * and float steps (neon_act.h), so it gives their bits. K-quants are the generic
+ * set's. */
 #include <string.h>
 
 #include "neon.h"
@@ -119,6 +120,23 @@ static void exp_shifted_neon(const float *x, size_t n, float shift, float scale,
     }
 }
 
+/* The feed-forward's g / (1 + e^-g) u (kernels.h): e^-g as exp_shifted_neon's, the
+ * quotient and the product each rounded once, as the x86 sets do. */
+static void swiglu_neon(float *h, const float *g, const float *u, size_t n)
+{
+    const float32x4_t one = vdupq_n_f32(1.0f), neg = vdupq_n_f32(-1.0f), zero = vdupq_n_f32(0.0f);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t gv = vld1q_f32(g + i), e = exp4(vmulq_f32(vsubq_f32(gv, zero), neg));
+        vst1q_f32(h + i, vmulq_f32(vdivq_f32(gv, vaddq_f32(one, e)), vld1q_f32(u + i)));
+    }
+    if (i < n) {
+        float e[4];
+        exp_shifted_neon(g + i, n - i, 0.0f, -1.0f, e);
+        for (size_t k = 0; i + k < n; k++) h[i + k] = g[i + k] / (1.0f + e[k]) * u[i + k];
+    }
+}
+
 const sd_cpu_kernels sd_cpu_neon_kernels = {
     .lanes = sd_cpu_neon_lanes,
     .finish = sd_cpu_neon_finish,
@@ -128,6 +146,7 @@ const sd_cpu_kernels sd_cpu_neon_kernels = {
     .dot_short_rows = dot_short_rows_neon,
     .weighted_values = weighted_values_neon,
     .exp_shifted = exp_shifted_neon,
+    .swiglu = swiglu_neon,
     /* family A: the generic set's quantizer (the x86 sets' arithmetic too), neon_act.c's
      * products; family K: the generic set's */
     .quantize_act = sd_cpu_quantize_act_generic,
