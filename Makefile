@@ -7,9 +7,19 @@
 BUILD    ?= build
 CC       ?= cc
 OPT      ?= -O2
-# the decoder's row kernels need the machine's vector units (F16C, AVX2/AVX-512 or
-# NEON): build and run on the same machine, or `make ARCH=` for a portable binary
-ARCH     ?= -march=native
+# The target the compiler builds for (x86_64, aarch64, ...: its -dumpmachine), which
+# decides the kernel sets compiled (src/model/cpu/): x86-64 has the generic, AVX2 and
+# AVX-512 sets, each set's files compiled with its own flags (AVX2_FLAGS,
+# AVX512_FLAGS), and the set run is chosen at start-up from the CPU's features, so the
+# rest of the code is built for a portable ARCH: one binary runs at full speed on any
+# x86-64 of the last fifteen years. ARCH=-march=native builds for this machine alone.
+TARGET_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
+ARCH_x86_64  = -march=x86-64-v2
+ARCH_aarch64 = -march=armv8-a
+ARCH     ?= $(ARCH_$(TARGET_ARCH))
+AVX2_FLAGS   = -mavx2 -mfma -mf16c -mbmi -mbmi2
+AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+NEON_DOT_FLAGS = -march=armv8.2-a+dotprod
 CFLAGS   ?= $(OPT) $(ARCH) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
@@ -20,7 +30,8 @@ CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Isrc
 CPPFLAGS += $(MPI_CPPFLAGS)
 UPPER_CPPFLAGS = -Ilp -Isim -Itests
 DEPFLAGS  = -MMD -MP
-LDLIBS   += -lglpk -lgsl -lgslcblas -lm
+GSL_LIBS ?= -lgsl -lgslcblas
+LDLIBS   += -lglpk $(GSL_LIBS) -lm
 OMPFLAGS ?= -fopenmp
 
 ifeq ($(V),1)
@@ -29,8 +40,12 @@ else
 Q = @
 endif
 
-LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(wildcard src/model/cuda/*.c) $(wildcard lp/*.c) \
-            $(wildcard sim/*.c)
+# the kernel sets of the target's architecture (src/model/cpu/README.md)
+CPU_SRC_x86_64  = $(wildcard src/model/cpu/avx2*.c) $(wildcard src/model/cpu/avx512*.c)
+CPU_SRC_aarch64 = $(wildcard src/model/cpu/neon*.c)
+CPU_SRC  := src/model/cpu/cpu.c $(wildcard src/model/cpu/generic*.c) $(CPU_SRC_$(TARGET_ARCH))
+LIB_SRC  := $(wildcard src/*.c) $(wildcard src/model/*.c) $(CPU_SRC) $(wildcard src/model/cuda/*.c) \
+            $(wildcard lp/*.c) $(wildcard sim/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 API_SRC  := $(wildcard src/api/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -63,11 +78,16 @@ CPPFLAGS  += -DSD_CUDA
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
 endif
 
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN)
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN) $(ISA_FLAGS)
+# each kernel set's files with its instruction set's flags (and only those files)
+$(BUILD)/src/model/cpu/avx2%: ISA_FLAGS = $(AVX2_FLAGS)
+$(BUILD)/src/model/cpu/avx512%: ISA_FLAGS = $(AVX512_FLAGS)
+$(BUILD)/src/model/cpu/neon_act_dot%: ISA_FLAGS = $(NEON_DOT_FLAGS)
+$(BUILD)/tests/bench/bench_overlap.o: ISA_FLAGS = $(if $(filter x86_64,$(TARGET_ARCH)),$(AVX512_FLAGS))
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check test-portable fuzz bench bench-kernels bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-wide bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check test-portable test-arm fuzz bench bench-kernels bench-cpu-sets bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-wide bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -212,17 +232,40 @@ check:
 	$(Q)SPECDEC_MPI=skip $(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
-# test-portable: the kernels without AVX-512 (-march=x86-64-v3, AVX2 + FMA: the paths any
-# x86-64 of the last decade runs, and the CUDA bundle's host code) in build-portable/: the
-# kernel unit tests (K-quants, the types of 32, products, the decoder bit for bit) and the
-# architectures' logits against llama.cpp's (tests/cli/arch.sh), which skips that part
-# without llama.cpp.
-PORTABLE = $(MAKE) --no-print-directory BUILD=build-portable ARCH=-march=x86-64-v3
+# test-portable: the whole build for the compiler's default target (ARCH empty: x86-64's
+# first instruction set, SSE2), in build-portable/: the kernel unit tests (K-quants, the
+# types of 32, products, the decoder bit for bit) over every kernel set this machine
+# runs, each set's files still built with its own flags, and the architectures' logits
+# against llama.cpp's (tests/cli/arch.sh), which skips that part without llama.cpp.
+PORTABLE = $(MAKE) --no-print-directory BUILD=build-portable ARCH=
 test-portable:
 	$(Q)$(PORTABLE) build-portable/specdec build-portable/tests/test_kquant build-portable/tests/test_gemm \
 	  build-portable/tests/test_gguf build-portable/tests/test_model build-portable/tests/bench/bench_llamacpp
 	$(Q)for t in test_kquant test_gguf test_gemm test_model; do build-portable/tests/$$t || exit 1; done
 	$(Q)sh tests/cli/arch.sh build-portable/specdec
+
+# test-arm: the library, specdec, the tests and the benchmarks (compiled, not run)
+# cross-built for 64-bit ARM in build-arm/ (Debian's aarch64-linux-gnu-gcc for any
+# ARMv8-A CPU: the generic and NEON kernel sets), run under qemu-user by
+# tests/run-arm.sh, which also holds the ARM build's logits to the x86 build's; needs
+# sh install-deps.sh --arm. It checks what ARM computes, not its speed: an emulator's
+# timings say nothing of an ARM CPU's. Not in make test: emulated, the suite takes far
+# longer than make test's 10 minutes (.ci/run runs it).
+ARM_CC     ?= aarch64-linux-gnu-gcc
+ARM_ARCH   ?= $(ARCH_aarch64)
+ARM_LIBDIR ?= /usr/lib/aarch64-linux-gnu
+# Debian 12's arm64 GSL -dev package cannot sit beside the x86 one: the linker is given
+# the arm64 run-time libraries by path (the -dev's libgsl.so first, where it is installed)
+ARM_GSL     = $(firstword $(wildcard $(ARM_LIBDIR)/libgsl.so $(ARM_LIBDIR)/libgsl.so.[0-9]*)) \
+              $(firstword $(wildcard $(ARM_LIBDIR)/libgslcblas.so $(ARM_LIBDIR)/libgslcblas.so.[0-9]*))
+ARM_BUILD   = $(MAKE) --no-print-directory BUILD=build-arm CC=$(ARM_CC) ARCH=$(ARM_ARCH) SAN= GSL_LIBS="$(ARM_GSL)"
+test-arm: $(BIN)
+	$(Q)command -v $(ARM_CC) >/dev/null 2>&1 && [ -n "$(strip $(ARM_GSL))" ] || \
+	  { echo "make test-arm: needs $(ARM_CC) and GSL for arm64 in $(ARM_LIBDIR): sh install-deps.sh --arm"; exit 1; }
+	+$(Q)$(ARM_BUILD) build-arm/specdec build-arm/tests/exec/adapter build-arm/tests/exec/lcg_decoder \
+	  build-arm/tests/exec/spec_decoder $(TEST_SRC:tests/%.c=build-arm/tests/%) \
+	  $(BENCH_SRC:tests/bench/%.c=build-arm/tests/bench/%)
+	$(Q)sh tests/run-arm.sh build-arm $(BIN)
 
 # fuzz: 100000 mutated .npy, .safetensors and .gguf files through the readers, under the sanitizers.
 fuzz:
@@ -243,6 +286,13 @@ bench-mt: $(BENCH_BIN)
 # bench-kernels: the CPU kernels and threads on the shipped target, beside llama-bench.
 bench-kernels: $(BUILD)/tests/bench/bench_model
 	sh tests/bench/kernels.sh $(BUILD)
+
+# bench-cpu-sets: every CPU kernel set this machine runs (SPECDEC_CPU) beside llama.cpp built
+# for AVX2 alone (tests/bench/llamacpp/build.sh --avx2), side by side in one run: M_T(n), n =
+# 1..64, generation and the roofline on the large target (F16), the shipped target and a
+# random 82M model in F16, Q8_0 and Q4_K_M (tests/bench/cpu-sets.sh; tens of minutes).
+bench-cpu-sets: $(BUILD)/tests/bench/bench_model $(BIN)
+	sh tests/bench/cpu-sets.sh $(BUILD)
 
 # bench-kquant: the K-quant kernels on a Qwen2.5-1.5B-shaped Q4_K_M file (written once to
 # /tmp), beside llama-bench: prompt, generation and M_T(n) for n = 1..16, 2 threads.
@@ -367,7 +417,7 @@ install: $(BIN) shared
 	install -m 644 data/prompts.txt data/rsd_shapes.tsv $(DESTDIR)$(PREFIX)/share/specdec/data/
 
 clean:
-	rm -rf build build-san build-mpi build-cuda build-shared out
+	rm -rf build build-san build-mpi build-cuda build-shared build-arm out
 
 help:
 	@echo "make deps    install the Debian packages (GSL, GLPK, cmocka, gnuplot) and fetch llama.cpp's test data; needs root or sudo"
@@ -377,11 +427,13 @@ help:
 	@echo "make test    run the cmocka tests, the command-line tests and the Python package's tests"
 	@echo "make test-slurm  paper-figs/slurm.sbatch on a private one-node Slurm cluster (sh install-deps.sh --slurm)"
 	@echo "make check   the tests under AddressSanitizer + UBSan (build-san/)"
-	@echo "make test-portable  the kernel tests and llama.cpp logits on a build without AVX-512 (build-portable/)"
+	@echo "make test-portable  the kernel tests (every kernel set) and llama.cpp logits, built for x86-64 baseline (build-portable/)"
+	@echo "make test-arm  the tests cross-built for 64-bit ARM (build-arm/), run under qemu-user (sh install-deps.sh --arm)"
 	@echo "make fuzz    100000 mutated logit and GGUF files through the readers, under the sanitizers"
 	@echo "make bench   benchmarks (speed targets; llama.cpp side by side once tests/bench/llamacpp/build.sh ran)"
 	@echo "make bench-kernels  the CPU kernels (GFLOP/s vs FMA peak), M_T(n), 1 vs 2 threads under load, beside llama-bench"
 	@echo "make bench-mt  M_T(n) of the large and the shipped target beside their rooflines, n = 1..64 (RECORD=1: paper-figs/cpu/)"
+	@echo "make bench-cpu-sets every CPU kernel set beside llama.cpp for AVX2: M_T(1..64), generation, roofline"
 	@echo "make bench-kquant   Q4_K_M kernels on a Qwen2.5-1.5B-shaped file: prompt, generation, M_T(1..16) beside llama-bench"
 	@echo "make mpi     specdec with Open MPI in build-mpi/ (--mpi: mc, certify, replay, sweep over ranks)"
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"

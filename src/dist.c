@@ -1,19 +1,48 @@
 #include "dist.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "sd_error.h"
 
-#if defined(__AVX512F__)
+/* The vector loops below run at sd_dist_simd's level: built for any x86-64, chosen at
+ * run time; each gives the scalar loop's results (divisions and maxima are exact in any
+ * order), but the exponential, which is within 2 ulp of exp and the same at levels 1
+ * and 2. */
+static _Atomic int simd = -1; /* -1 until asked: the CPU's widest */
+
+static int cpu_level(void)
+{
+#if defined(__x86_64__)
+    return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+int sd_dist_simd(int level)
+{
+    int top = cpu_level();
+    if (level >= 0) atomic_store(&simd, level < top ? level : top);
+    else if (atomic_load(&simd) < 0) atomic_store(&simd, top);
+    return atomic_load(&simd);
+}
+
+#if defined(__x86_64__)
 #include <immintrin.h>
+#define SD_AVX512 __attribute__((target("avx512f")))
+#define SD_AVX2 __attribute__((target("avx2,fma")))
+
+static int cpu_avx512(void) { return sd_dist_simd(-1) == 2; }
+static int cpu_avx2(void) { return sd_dist_simd(-1) == 1; }
 
 /* e^x for eight doubles with x <= 0 (a softmax's shifted logits): n = round(x / ln 2),
  * r = x - n ln 2 in two parts (fdlibm's split: n ln2_hi is exact), e^r by its Taylor
  * polynomial to r^13 (truncation under 4e-18 for |r| <= ln 2 / 2), times 2^n. Within
  * 2 ulp of exp (test_dist checks); lanes below -708 (subnormal or zero results) are
  * left to exp itself by the caller. */
-static inline __m512d exp8_nonpos(__m512d x)
+SD_AVX512 static inline __m512d exp8_nonpos(__m512d x)
 {
     const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -26,14 +55,31 @@ static inline __m512d exp8_nonpos(__m512d x)
     for (int k = 1; k < 14; k++) q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(c[k]));
     return _mm512_scalef_pd(q, n);
 }
-#endif
 
-/* out[i] = e^((l[i] - max) / temperature) for i < n, their sum (in order). */
-static double exp_shifted(const double *l, size_t n, double max, double temperature, double *out)
+/* exp8_nonpos four at a time with AVX2: the same steps, 2^n made from its exponent bits
+ * (n >= -1022 for x >= -708: a normal double, so q 2^n is rounded once, as scalef
+ * rounds it): the same values. */
+SD_AVX2 static inline __m256d exp4_nonpos(__m256d x)
+{
+    const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
+    static const double c[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+                                 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
+    __m256d q = _mm256_set1_pd(c[0]);
+    for (int k = 1; k < 14; k++) q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(c[k]));
+    const __m128i ni = _mm256_cvtpd_epi32(n);
+    const __m256i e = _mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm_add_epi32(ni, _mm_set1_epi32(1023))), 52);
+    return _mm256_mul_pd(q, _mm256_castsi256_pd(e));
+}
+
+/* exp_shifted's vector part: out[i] for i < n / W W (W = 8 or 4), the entries below
+ * -708 (subnormal results, -inf) by exp itself; returns the count done. */
+SD_AVX512 static size_t exp_shifted512(const double *l, size_t n, double max, double temperature, double *out)
 {
     size_t i = 0;
-    double sum = 0;
-#if defined(__AVX512F__)
     const __m512d vm = _mm512_set1_pd(max), vt = _mm512_set1_pd(temperature), floor = _mm512_set1_pd(-708.0);
     for (; i + 8 <= n; i += 8) {
         __m512d x = _mm512_sub_pd(_mm512_loadu_pd(l + i), vm);
@@ -43,6 +89,72 @@ static double exp_shifted(const double *l, size_t n, double max, double temperat
         for (int k = 0; deep && k < 8; k++) /* -inf and the subnormal range: exp's own */
             if (deep >> k & 1) out[i + k] = exp((l[i + k] - max) / temperature);
     }
+    return i;
+}
+
+SD_AVX2 static size_t exp_shifted256(const double *l, size_t n, double max, double temperature, double *out)
+{
+    size_t i = 0;
+    const __m256d vm = _mm256_set1_pd(max), vt = _mm256_set1_pd(temperature), floor = _mm256_set1_pd(-708.0);
+    for (; i + 4 <= n; i += 4) {
+        __m256d x = _mm256_sub_pd(_mm256_loadu_pd(l + i), vm);
+        if (temperature != 1) x = _mm256_div_pd(x, vt);
+        int deep = _mm256_movemask_pd(_mm256_cmp_pd(x, floor, _CMP_LT_OQ));
+        _mm256_storeu_pd(out + i, exp4_nonpos(_mm256_max_pd(x, floor)));
+        for (int k = 0; deep && k < 4; k++)
+            if (deep >> k & 1) out[i + k] = exp((l[i + k] - max) / temperature);
+    }
+    return i;
+}
+
+SD_AVX512 static size_t divide512(const double *prob, size_t vocab, double sum, double *out)
+{
+    size_t i = 0;
+    const __m512d vs = _mm512_set1_pd(sum);
+    for (; i + 8 <= vocab; i += 8) _mm512_storeu_pd(out + i, _mm512_div_pd(_mm512_loadu_pd(prob + i), vs));
+    return i;
+}
+
+/* The maximum of logits[0 .. vocab - 1] eight at a time, or -1 (nothing done) when an
+ * entry is NaN or +inf (the scalar loop names it). */
+SD_AVX512 static int max512(const double *logits, size_t vocab, double *max, size_t *done)
+{
+    const __m512d inf = _mm512_set1_pd(INFINITY);
+    __m512d m = _mm512_set1_pd(-INFINITY);
+    __mmask8 bad = 0;
+    size_t i = 0;
+    for (; i + 8 <= vocab; i += 8) {
+        const __m512d x = _mm512_loadu_pd(logits + i);
+        bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q) | _mm512_cmp_pd_mask(x, inf, _CMP_EQ_OQ);
+        m = _mm512_max_pd(m, x);
+    }
+    if (bad) return -1;
+    *max = _mm512_reduce_max_pd(m); /* a 0 of either sign: exp(l - max) is the same */
+    *done = i;
+    return 0;
+}
+
+SD_AVX512 static size_t residual512(const double *target, const double *draft, size_t vocab, double mass, double *out)
+{
+    size_t i = 0;
+    const __m512d vm = _mm512_set1_pd(mass), zero = _mm512_setzero_pd();
+    for (; i + 8 <= vocab; i += 8) { /* the scalar loop's divisions, eight at a time */
+        __m512d d = _mm512_sub_pd(_mm512_loadu_pd(target + i), _mm512_loadu_pd(draft + i));
+        __mmask8 pos = _mm512_cmp_pd_mask(d, zero, _CMP_GT_OQ);
+        _mm512_storeu_pd(out + i, _mm512_maskz_div_pd(pos, d, vm));
+    }
+    return i;
+}
+#endif
+
+/* out[i] = e^((l[i] - max) / temperature) for i < n, their sum (in order). */
+static double exp_shifted(const double *l, size_t n, double max, double temperature, double *out)
+{
+    size_t i = 0;
+    double sum = 0;
+#if defined(__x86_64__)
+    if (cpu_avx512()) i = exp_shifted512(l, n, max, temperature, out);
+    else if (cpu_avx2()) i = exp_shifted256(l, n, max, temperature, out);
 #endif
     for (; i < n; i++) out[i] = exp((l[i] - max) / temperature);
     for (size_t j = 0; j < n; j++) sum += out[j];
@@ -124,9 +236,8 @@ int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double
 static void divide_into(const double *prob, size_t vocab, double sum, double *out)
 {
     size_t i = 0;
-#if defined(__AVX512F__)
-    const __m512d vs = _mm512_set1_pd(sum);
-    for (; i + 8 <= vocab; i += 8) _mm512_storeu_pd(out + i, _mm512_div_pd(_mm512_loadu_pd(prob + i), vs));
+#if defined(__x86_64__)
+    if (cpu_avx512()) i = divide512(prob, vocab, sum, out);
 #endif
     for (; i < vocab; i++) out[i] = prob[i] / sum;
 }
@@ -222,20 +333,10 @@ int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, 
                         temperature);
     double max = -INFINITY;
     size_t arg = 0, i = 0;
-#if defined(__AVX512F__)
-    if (temperature > 0) { /* no argmax needed: the maximum eight at a time, the loop below
-                            * for the tail, and from the start if an entry is NaN or +inf */
-        const __m512d inf = _mm512_set1_pd(INFINITY);
-        __m512d m = _mm512_set1_pd(-INFINITY);
-        __mmask8 bad = 0;
-        for (; i + 8 <= vocab; i += 8) {
-            const __m512d x = _mm512_loadu_pd(logits + i);
-            bad |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q) | _mm512_cmp_pd_mask(x, inf, _CMP_EQ_OQ);
-            m = _mm512_max_pd(m, x);
-        }
-        if (bad) i = 0;
-        else max = _mm512_reduce_max_pd(m); /* a 0 of either sign: exp(l - max) is the same */
-    }
+#if defined(__x86_64__)
+    /* no argmax needed at a temperature: the maximum eight at a time, the loop below for
+     * the tail, and from the start if an entry is NaN or +inf */
+    if (temperature > 0 && cpu_avx512() && max512(logits, vocab, &max, &i)) max = -INFINITY, i = 0;
 #endif
     for (; i < vocab; i++) {
         if (isnan(logits[i]) || logits[i] == INFINITY)
@@ -262,13 +363,8 @@ double sd_dist_residual(const double *target, const double *draft, size_t vocab,
     }
     if (mass > 0) {
         size_t i = 0;
-#if defined(__AVX512F__)
-        const __m512d vm = _mm512_set1_pd(mass), zero = _mm512_setzero_pd();
-        for (; i + 8 <= vocab; i += 8) { /* the scalar loop's divisions, eight at a time */
-            __m512d d = _mm512_sub_pd(_mm512_loadu_pd(target + i), _mm512_loadu_pd(draft + i));
-            __mmask8 pos = _mm512_cmp_pd_mask(d, zero, _CMP_GT_OQ);
-            _mm512_storeu_pd(out + i, _mm512_maskz_div_pd(pos, d, vm));
-        }
+#if defined(__x86_64__)
+        if (cpu_avx512()) i = residual512(target, draft, vocab, mass, out);
 #endif
         for (; i < vocab; i++) {
             double d = target[i] - draft[i];

@@ -40,6 +40,14 @@ int sd_dist_normalize(double *prob, size_t vocab, const char *name);
  * given to sd_dist_normalize, in one pass over each (a verifier takes two laws a node). */
 int sd_dist_check_normalize_into(const double *prob, size_t vocab, const char *name, double *out);
 
+/* The vector width of the loops above and below on x86-64: 0 scalar (libm's exp), 1 AVX2
+ * (the exponential four at a time), 2 AVX-512 (it and the divisions and maxima eight at
+ * a time); level < 0 asks. Starts at the widest the CPU runs; a level is capped there.
+ * Levels 1 and 2 give the same values (the exponential within 2 ulp of exp), level 0
+ * exp's own. The decoder's kernel set (SPECDEC_CPU) sets it with its own; tests and
+ * benchmarks compare levels. Returns the level in force. */
+int sd_dist_simd(int level);
+
 /* Softmax of logits at temperature (> 0; 0 means greedy: all mass on the argmax,
  * ties to the lowest index), then top-k (0 = off) and top-p (1 = off) filtering.
  * -inf logits are allowed (probability 0); NaN and +inf are errors. out may alias logits. */

@@ -5,7 +5,12 @@
 # program that skips all or part of its checks says so in a line of its output, cmocka's
 # "[  SKIPPED ]" or "NAME: skipped: why" (test_cuda without a GPU, cli slurm without
 # Slurm), and is counted as skipped, not passed (unless it also fails).
-# Prints one closing line "N passed, N failed, N skipped" over the test programs.
+# Prints one closing line "N passed, N failed, N skipped" over the test programs, after
+# the kernel sets the kernel tests ran ("kernel sets: ran generic avx2 avx512; not on
+# this CPU: neon", as test_gemm, test_kquant and test_model print it).
+# TEST_SKIP: lines "NAME why" (NAME test_X or X.sh) of programs not run here, each
+# printed as "NAME: skipped: why" and counted as skipped (tests/run-arm.sh: what an
+# emulator cannot run).
 BUILD=${1:-build}
 pass=0; fail=0; skip=0; failed=""; skipped=""
 LOG=$(mktemp -d) || exit 1
@@ -13,6 +18,12 @@ trap 'rm -rf "$LOG"' EXIT
 # run NAME command...: the command's output shown as it comes and kept; its verdict counted
 run() {
     name=$1; shift
+    why=$(printf '%s\n' "${TEST_SKIP:-}" | sed -n "s/^$name //p" | head -1)
+    if [ -n "$why" ]; then
+        echo "$name: skipped: $why"
+        skip=$((skip + 1)); skipped="$skipped $name"
+        return
+    fi
     t0=$(date +%s)
     { "$@" 2>&1; echo $? > "$LOG/rc"; } | tee "$LOG/out"
     if [ "$(cat "$LOG/rc")" != 0 ]; then
@@ -22,6 +33,7 @@ run() {
     else
         pass=$((pass + 1))
     fi
+    grep '^kernel sets: ' "$LOG/out" | tail -n 1 >> "$LOG/sets"
     echo "== $name: $(( $(date +%s) - t0 )) s"
 }
 nbin=0
@@ -46,6 +58,7 @@ if [ "$nbin" = 0 ] || [ "$nsh" = 0 ]; then
     echo "run-tests: found $nbin test programs (tests/test_*.c) and $nsh scripts (tests/cli/*.sh); run it from the repository's root"
     fail=$((fail + 1)); failed="$failed (none-found)"
 fi
+[ -s "$LOG/sets" ] && sort -u "$LOG/sets"
 [ -n "$skipped" ] && echo "skipped:$skipped"
 [ -n "$failed" ] && echo "failed:$failed"
 echo "$pass passed, $fail failed, $skip skipped"

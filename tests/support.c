@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include "model/cpu/kernels.h"
 #include "model/llama.h"
 #include "sd_error.h"
 #include "seq.h"
@@ -205,4 +206,34 @@ double sd_test_certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char
     *eff = c.block_efficiency;
     sd_tree_free(t);
     return c.min_p;
+}
+
+int sd_test_run_sets(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                     CMFixtureFunction teardown)
+{
+    if (sd_cpu_init()) {
+        fprintf(stderr, "%s: %s\n", name, sd_errmsg());
+        return 1;
+    }
+    const char *forced = getenv("SPECDEC_CPU");
+    int fails = 0;
+    char ran[96] = "", lacks[96] = "";
+    for (int s = 0; s < SD_CPU_NSETS; s++) {
+        const char *sn = sd_cpu_set_name((sd_cpu_set)s);
+        if (!sd_cpu_available((sd_cpu_set)s)) {
+            snprintf(lacks + strlen(lacks), sizeof lacks - strlen(lacks), " %s", sn);
+            continue;
+        }
+        if (forced && *forced && strcmp(forced, sn)) continue;
+        if (sd_cpu_use((sd_cpu_set)s)) {
+            fprintf(stderr, "%s: %s\n", name, sd_errmsg());
+            return fails + 1;
+        }
+        char group[128];
+        snprintf(group, sizeof group, "%s (%s)", name, sn);
+        fails += _cmocka_run_group_tests(group, tests, n, setup, teardown);
+        snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", sn);
+    }
+    printf("kernel sets: ran%s; not on this CPU:%s\n", ran, *lacks ? lacks : " none");
+    return fails;
 }

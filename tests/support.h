@@ -74,4 +74,13 @@ void sd_test_ranks_free(sd_test_ranks *f);
 double sd_test_certify(sd_lm *draft, sd_lm *target, sd_tree_params p, const char *shape, double n,
                        unsigned long seed, size_t length, double *eff);
 
+/* Runs the group once per kernel set this machine has (src/model/cpu/kernels.h), each
+ * run named "NAME (SET)"; with SPECDEC_CPU set, that set alone. Prints the sets before
+ * the groups and one closing line "kernel sets: ran generic avx2 avx512; not on this
+ * CPU: neon" (make test's summary repeats it). Returns the failures of all runs. */
+int sd_test_run_sets(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                     CMFixtureFunction teardown);
+#define sd_test_run_groups_sets(name, tests, setup, teardown) \
+    sd_test_run_sets(name, tests, sizeof(tests) / sizeof(tests)[0], setup, teardown)
+
 #endif

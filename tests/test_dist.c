@@ -249,6 +249,39 @@ static void test_dist_without_replacement_law(void **state)
     gsl_rng_free(r);
 }
 
+/* The vector levels of dist.c: AVX2's exponential (four at a time) and AVX-512's
+ * (eight) the same values, bit for bit, over a vocabulary of softmaxes (every test of
+ * this file also runs at each level the CPU has, main below). */
+static void test_dist_simd_levels_agree(void **state)
+{
+    (void)state;
+    int top = sd_dist_simd(-1), saved = top;
+    sd_dist_simd(99); /* capped at the CPU's widest */
+    top = sd_dist_simd(-1);
+    if (top < 2) {
+        print_message("dist: only level %d on this CPU: the AVX2 and AVX-512 exponentials not compared\n", top);
+        sd_dist_simd(saved);
+        return;
+    }
+    gsl_rng *r = sd_test_rng(5520);
+    enum { V = 4099 };
+    double *l = malloc(V * sizeof *l), *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+    for (size_t i = 0; i < V; i++) l[i] = i % 97 == 5 ? -INFINITY : 30 * gsl_ran_gaussian(r, 1);
+    static const double temps[] = {1, 0.7, 3};
+    for (int k = 0; k < 3; k++) {
+        sd_dist_simd(1);
+        assert_int_equal(sd_dist_from_logits(l, V, temps[k], 0, 1, a, "logits"), SD_OK);
+        sd_dist_simd(2);
+        assert_int_equal(sd_dist_from_logits(l, V, temps[k], 0, 1, b, "logits"), SD_OK);
+        for (size_t i = 0; i < V; i++)
+            if (memcmp(&a[i], &b[i], sizeof a[i]))
+                fail_msg("temperature %g, entry %zu: AVX2 %.17g, AVX-512 %.17g", temps[k], i, a[i], b[i]);
+    }
+    sd_dist_simd(saved);
+    free(l), free(a), free(b);
+    gsl_rng_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +293,14 @@ int main(void)
         cmocka_unit_test(test_dist_logits_scan),
         cmocka_unit_test(test_dist_alias_and_cdf_laws),
         cmocka_unit_test(test_dist_without_replacement_law),
+        cmocka_unit_test(test_dist_simd_levels_agree),
     };
-    return cmocka_run_group_tests_name("dist", tests, NULL, NULL);
+    int fails = 0, top = sd_dist_simd(-1);
+    for (int level = 0; level <= top; level++) { /* scalar, AVX2, AVX-512 as the CPU has them */
+        char name[32];
+        snprintf(name, sizeof name, "dist (vector level %d)", level);
+        sd_dist_simd(level);
+        fails += _cmocka_run_group_tests(name, tests, sizeof tests / sizeof *tests, NULL, NULL);
+    }
+    return fails;
 }

@@ -264,5 +264,5 @@ int main(void)
         cmocka_unit_test(test_kquant_quantizer_error),
         cmocka_unit_test(test_kquant_sizes_and_refusal),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sd_test_run_groups_sets("kquant", tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "model/cpu/kernels.h"
 #include "sd_error.h"
 
 /* ---- output ---- */
@@ -198,9 +199,11 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
 {
     const sd_decode_stats *a = &s->ar_run;
     printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
-    printf("# %zu prompt%s, up to %zu token%s each, temperature %g, top-p %g, top-k %zu, %d thread%s, seed %lu\n",
+    char kset[96];
+    printf("# %zu prompt%s, up to %zu token%s each, temperature %g, top-p %g, top-k %zu, %d thread%s, seed %lu, "
+           "CPU kernels %s\n",
            s->np, CLI_S(s->np), o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, o->sm.top_p, o->sm.top_k,
-           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->sm.seed);
+           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->sm.seed, sd_cpu_describe(kset, sizeof kset));
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
            "   c = M_D/M_T = %.3f [%.3f, %.3f]\n"
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
@@ -269,12 +272,15 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     FILE *f = fopen(tmp, "w");
     if (!f) return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
     const sd_decode_stats *a = &s->ar_run;
-    fprintf(f, "# specdec decode: %zu prompt%s x %zu token%s, temperature %g, %d thread%s; c = M_D/M_T = %.6g\n"
+    char kset[96];
+    fprintf(f, "# specdec decode: %zu prompt%s x %zu token%s, temperature %g, %d thread%s, CPU kernels %s; "
+               "c = M_D/M_T = %.6g\n"
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
                "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms"
                "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi"
                "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi\n", s->np, CLI_S(s->np),
-            o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, omp_get_max_threads(), CLI_S(omp_get_max_threads()), s->c);
+            o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, omp_get_max_threads(), CLI_S(omp_get_max_threads()),
+            sd_cpu_describe(kset, sizeof kset), s->c);
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
     fprintf(f, "\n");

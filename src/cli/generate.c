@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "dist.h"
 #include "model/backend.h"
+#include "model/cpu/kernels.h"
 #include "model/llama.h"
 #include "logs.h"
 #include "npy.h"
@@ -295,12 +296,13 @@ static void gen_report(const gen_opts *o, const gen_run *g)
         free(text);
         return;
     }
+    char kset[96];
     fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s), generated %zu tokens, %.3f s in "
             "forward passes (%.1f tokens/s; %.1f with sampling and output; steady, from the median pass: %.1f), "
-            "first pass %.3f s, %d thread%s%s\n",
+            "first pass %.3f s, %d thread%s%s%s\n",
             g->n_prompt, g->t_prompt, pr, g->n_gen, g->t_pass, gr, wr, sr, g->t_first, omp_get_max_threads(),
-            CLI_S(omp_get_max_threads()),
-            o->sm.device == SD_DEVICE_CUDA ? ", on the GPU" : "");
+            CLI_S(omp_get_max_threads()), o->sm.device == SD_DEVICE_CUDA ? ", on the GPU" : ", CPU kernels ",
+            o->sm.device == SD_DEVICE_CUDA ? "" : sd_cpu_describe(kset, sizeof kset));
     if (o->log) fprintf(stderr, "generate: logits of %zu positions in %s\n", g->n_gen, o->log);
 }
 

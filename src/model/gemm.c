@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "cpu/kernels.h"
 #include "pool.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -141,8 +142,9 @@ __attribute__((target("avx512f"))) static void tile_512(size_t mr, size_t kc, co
     }
 }
 
-static int have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-static int have_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+/* The kernel set in use (cpu/kernels.h): its vectors, or plain C for the generic set. */
+static int have_avx512(void) { return sd_cpu_active() == SD_CPU_AVX512; }
+static int have_avx2(void) { return sd_cpu_active() == SD_CPU_AVX2 || have_avx512(); }
 #else
 static int have_avx2(void) { return 0; }
 static int have_avx512(void) { return 0; }

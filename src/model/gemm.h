@@ -13,8 +13,8 @@
  *
  * Blocked like a BLAS: panels of B (KC x 32 with AVX-512, KC x 16 otherwise) are
  * packed per task, tiles of 6 x 32 (AVX-512) or 6 x 16 (AVX2+FMA) are computed in
- * registers, the instruction set chosen at run time; plain C elsewhere. The tasks of
- * C run on the threads of pool.h (OpenMP's thread count; on the caller alone inside
+ * registers, as the kernel set in use (cpu/kernels.h) says; plain C for the generic
+ * set. The tasks of C run on the threads of pool.h (OpenMP's thread count; on the caller alone inside
  * an OpenMP region or a pool task); every element of C is summed in the same order
  * whatever the thread count or schedule, so results are reproducible.
  * Not for n = 1 (a matrix-vector product is memory-bound: use sd_dot_row).

@@ -61,20 +61,16 @@ int sd_kv_keep(sd_kv *kv, size_t base, const size_t *keep, size_t nkeep)
 /* ---- how many threads a pass gets
  *
  * Beside a busy process, a parallel region waits at its end for a thread the OS has
- * taken off its core, and 2 threads ran a pass slower than 1 (bench_model --load 1:
- * prompt 7969 against 10146 t/s); on a quiet machine, sleeping waits make a pass of a
- * few tokens on 2 threads slower than on 1 (4 tokens: 1.34 against 0.68 ms). So each
+ * taken off its core, and 2 threads ran a pass slower than 1; on a quiet machine,
+ * sleeping waits make a pass of a few tokens on 2 threads slower than on 1. So each
  * cache times its own passes, per width class, on one thread and on all the caller
  * allows, and runs the faster: both twice at first (all first), then the other one
  * again after KV_PROBE passes of the class, the wait doubling (to KV_PROBE_MAX) while
  * the choice holds, back to KV_PROBE when it flips. A machine that gets busy or quiet
  * is noticed within a period. A probe of the slower count costs what that count loses
- * on one pass, and beside a busy process that is a lot: one token on both threads took
- * 6.6-7.0 ms against 0.5 ms on one (the other thread waits for a core), so a probe
- * every 256 passes cost 5% of generation (bench_model --load 1). The wait is therefore
- * at least 100 x (slower / faster - 1) passes (to KV_PROBE_COSTLY): a probe costs
- * about 1% of the passes around it, and a busy machine that turns quiet is noticed
- * within a few thousand passes. */
+ * on one pass, a lot beside a busy process, so the wait is at least 100 x (slower /
+ * faster - 1) passes (to KV_PROBE_COSTLY): a probe costs about 1% of the passes around
+ * it (KERNELS.md, "Threads a pass"). */
 enum { KV_PROBE = 16, KV_PROBE_MAX = 256, KV_PROBE_COSTLY = 4096 };
 
 static size_t width_class(size_t n)

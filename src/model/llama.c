@@ -5,15 +5,13 @@
 
 #include <math.h>
 #include <omp.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "cpu/kernels.h"
 #include "gguf.h"
 #include "llama_mm.h"
 #include "pool.h"
@@ -85,6 +83,7 @@ int sd_llama_alloc(const sd_llama_config *c, int tied, sd_llama **out)
 {
     *out = NULL;
     int rc = sd_llama_config_check(c, "model");
+    if (!rc) rc = sd_cpu_init(); /* a SPECDEC_CPU the CPU cannot run */
     if (rc) return rc;
     size_t d = c->dim, q = (size_t)c->n_head * c->head_dim, kv = (size_t)c->n_head_kv * c->head_dim;
     size_t per_layer = d + d * q + 2 * d * kv + q * d + d + 3 * d * c->ffn_dim;
@@ -279,10 +278,9 @@ size_t sd_llama_weight_bytes(const sd_llama *m)
     return n + m->rope_freqs.nbytes;
 }
 
-/* The copy's alignment: a huge page, which the kernel is asked to back it with. In
- * small pages the copy read slower than the file's mapping (random 82M F16 model, one
- * token, the two loaded in one process and timed in turn, a one-off harness: 1.09 x
- * the rows as they were; in huge pages 1.02). */
+/* The copy's alignment: a huge page, which the kernel is asked to back it with: in
+ * small pages the copy read slower than the file's mapping (KERNELS.md, "Quads in huge
+ * pages"). */
 enum { QUADS_ALIGN = 2 << 20 };
 
 size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
@@ -549,75 +547,7 @@ static double exp_shifted(float *p, size_t m, float mx)
     return z;
 }
 
-/* o[e] = sum_j p[j] v[j kw + e] for e < hd, over the j < ctx with p[j] != 0 (the
- * masked keys are skipped, so a token's output is the same in any batch), in the
- * order of j. */
-static void weighted_values(float *restrict o, const float *restrict p, const float *restrict v, size_t kw,
-                            size_t ctx, size_t hd)
-{
-    for (size_t e = 0; e < hd; e++) {
-        float acc = 0;
-        for (size_t j = 0; j < ctx; j++)
-            if (p[j] != 0) acc += p[j] * v[j * kw + e];
-        o[e] = acc;
-    }
-}
-
 enum { ATT_G = 4 }; /* tokens of one head whose weighted values are summed together */
-
-#if defined(__AVX512F__)
-/* weighted_values of g <= ATT_G tokens (o[t], p[t], ctx[t]) over dimensions e0 ..
- * e0 + 16 W - 1, one 16-wide chain per token and 16 dimensions: each key's vectors are
- * loaded once for the g tokens, and the 4 W chains in flight keep the multiply-adds
- * from waiting on each other (one token's two chains were bound by their latency).
- * Each element is the sum of weighted_values, in its order: with AVX-512 a fused
- * multiply-add each. */
-__attribute__((always_inline)) static inline void weighted_values_block(float *const *o, const float *const *p,
-                                                                        const size_t *ctx, size_t g,
-                                                                        const float *restrict v, size_t kw,
-                                                                        size_t e0, int W)
-{
-    __m512 acc[ATT_G][4];
-    size_t cmax = 0;
-#pragma GCC unroll 4
-    for (int t = 0; t < ATT_G; t++) {
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) acc[t][k] = _mm512_setzero_ps();
-        if ((size_t)t < g && ctx[t] > cmax) cmax = ctx[t];
-    }
-    for (size_t j = 0; j < cmax; j++) {
-        __m512 vv[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < W; k++) vv[k] = _mm512_loadu_ps(v + j * kw + e0 + 16 * (size_t)k);
-#pragma GCC unroll 4
-        for (int t = 0; t < ATT_G; t++)
-            if ((size_t)t < g && j < ctx[t] && p[t][j] != 0) {
-                __m512 pj = _mm512_set1_ps(p[t][j]);
-#pragma GCC unroll 4
-                for (int k = 0; k < W; k++) acc[t][k] = _mm512_fmadd_ps(pj, vv[k], acc[t][k]);
-            }
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < ATT_G; t++)
-        if ((size_t)t < g)
-#pragma GCC unroll 4
-            for (int k = 0; k < W; k++) _mm512_storeu_ps(o[t] + e0 + 16 * (size_t)k, acc[t][k]);
-}
-#endif
-
-/* weighted_values for g <= ATT_G tokens of one head (the same values, bit for bit). */
-static void weighted_values_tokens(float *const *o, const float *const *p, const size_t *ctx, size_t g,
-                                   const float *restrict v, size_t kw, size_t hd)
-{
-    size_t e0 = 0;
-#if defined(__AVX512F__)
-    for (; e0 + 64 <= hd; e0 += 64) weighted_values_block(o, p, ctx, g, v, kw, e0, 4);
-    for (; e0 + 32 <= hd; e0 += 32) weighted_values_block(o, p, ctx, g, v, kw, e0, 2);
-    for (; e0 + 16 <= hd; e0 += 16) weighted_values_block(o, p, ctx, g, v, kw, e0, 1);
-#endif
-    if (e0 < hd)
-        for (size_t t = 0; t < g; t++) weighted_values(o[t] + e0, p[t], v + e0, kw, ctx[t], hd - e0);
-}
 
 /* ao = softmax(q K^T / sqrt(hd) + mask) V for every token and head, over the cached
  * keys (all visible) and the n new ones (the mask, or causal). att keeps the
@@ -672,13 +602,14 @@ static void attention_task(void *ctx, size_t t, int thread)
     const float *K = a->kv->k + (size_t)a->l * a->kv->cap * kw, *V = a->kv->v + (size_t)a->l * a->kv->cap * kw;
     sd_dot_short_rows_tokens(a->q + i0 * qw + hh * hd, qw, g, K + kvh * hd, kw, hd, jend, p);
     for (size_t k = 0; k < g; k++) attention_probs(a, i0 + k, jend[k], p[k]);
-    weighted_values_tokens(o, (const float *const *)p, jend, g, V + kvh * hd, kw, hd);
+    /* o[k][e] = sum_j p[k][j] v[j kw + e], over the keys with p[k][j] != 0 (the masked
+     * ones are skipped, so a token's output is the same in any batch), in their order */
+    sd_cpu_get()->weighted_values(o, (const float *const *)p, jend, g, V + kvh * hd, kw, hd);
 }
 
 /* Heads x keys (summed over the tokens) from which attention runs on the pass's
- * threads: a pass over 2 drafted tokens after 64 (16 x 66) does, one token after
- * 128 or fewer does not. At 4096, a pass over 4 tokens after a 64-token prompt ran
- * its attention, a tenth of the pass, on one thread beside an idle one. */
+ * threads: a pass over 2 drafted tokens after 64 (16 x 66) does, one token after 128
+ * or fewer does not (KERNELS.md, "Attention on the pass's threads"). */
 enum { ATTENTION_PAR_MIN = 1024 };
 
 static void attention_heads(const sd_llama_config *c, const sd_kv *kv, uint32_t l, size_t n,

@@ -132,14 +132,10 @@ size_t sd_llama_weight_bytes(const sd_llama *m);
 
 /* Stores a second copy of every layer matrix and of the output, where their type and
  * shape allow (sd_rows_quads_ok: F32, F16 and BF16 rows of a multiple of 16, a number of
- * rows divisible by 4, with AVX-512), with the rows four by four, and sets each
+ * rows divisible by 4, in a kernel set with quads), with the rows four by four, and sets each
  * tensor's quads: the CPU's products then read that copy, the same bits (tensor.h).
  * Weights read from memory at every pass then stream once for up to about 4 tokens,
- * and those in the cache are multiplied faster (the rows two by two it replaced, as
- * against the rows as stored: bench_model FILE --threads 2, M_T(1 2 4 8) ms, the
- * large target widened to F16, 75 MB, 2.134 2.399 2.990 5.127 -> 2.137 2.200 2.518
- * 4.301; the shipped target, 11 MB, 0.235 0.245 0.391 0.735 -> 0.190 0.222 0.359
- * 0.687; four by four against two by two: tensor_tiles.c).
+ * and those in the cache are multiplied faster (KERNELS.md, "Rows four by four").
  * sd_llama_load does it with max_bytes a quarter of the machine's memory, unless
  * SPECDEC_QUADS=0 (the rows as stored, for comparisons); a test may call it on any
  * model before its first pass. Returns the bytes copied: 0 when no matrix allows it,

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/kernels.h"
 #include "gguf.h"
 #include "llama.h"
 #include "llama_mm.h"
@@ -262,7 +263,9 @@ int sd_llama_load(const char *path, sd_llama **out)
 {
     *out = NULL;
     sd_gguf *g;
-    int rc = sd_gguf_open(path, &g);
+    int rc = sd_cpu_init(); /* a SPECDEC_CPU the CPU cannot run, said before the file is read */
+    if (rc) return rc;
+    rc = sd_gguf_open(path, &g);
     if (rc) return rc;
     return sd_llama_from_gguf(g, path, out);
 }

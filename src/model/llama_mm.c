@@ -6,19 +6,12 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
+#include "cpu/kernels.h"
 #include "gemm.h"
 #include "pool.h"
 
-/* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: below it
- * (every matrix of a 5.5M-parameter model but the output, for one token) waking a
- * second thread costs more than it saves. Measured with bench_model, 2 threads, on
- * the shared 2-core machine, when the loops were OpenMP regions with sleeping waits:
- * generation 640 t/s with a limit of 32768, 2130 with 2^18 (1 thread: 1400). With
- * the pool's loops (pool.h), 2^15 and 2^18 measured the same within the noise. */
+/* A product of fewer multiply-adds than MATMUL_PAR_MIN runs on one thread: waking a
+ * second thread costs more than it saves (tests/bench/KERNELS.md). */
 enum { MATMUL_CHUNK = 32, MATMUL_PAR_MIN = 1 << 18 };
 
 /* 1: weights in blocks of 32, against Q8 blocks (5 for Q4_1/Q5_1: with the blocks'
@@ -29,31 +22,12 @@ static int mm_quantized(const sd_tensor *w)
     return a == 1 ? 5 : a == 2 ? 1 : sd_ttype_is_k(w->type) ? 2 : 0;
 }
 
-/* h[i] = silu(g[i]) u[i] = g[i] / (1 + e^-g[i]) u[i] for i < n, e^-g from
- * sd_exp_shifted (sixteen at a time with AVX-512; expf otherwise): the same formula for
- * every element, wherever it sits, so a token's h does not depend on its batch. One
- * expf call and one scalar division an element were 6.5% (large target) and 8% (shipped
- * target) of a pass over 8 tokens (perf: the task's own time, __expf_fma and expf@plt); bench_model --pass, interleaved, M_T(4) and M_T(8):
- * shipped target 0.219, 0.400 -> 0.205, 0.369 ms; large target 1.50, 2.19 -> 1.42, 2.05. */
-enum { SWIGLU_RUN = 256 };
+/* h[i] = silu(g[i]) u[i] = g[i] / (1 + e^-g[i]) u[i] for i < n: the set's kernel, the
+ * same formula for every element, wherever it sits, so a token's h does not depend on
+ * its batch. */
 static void swiglu(float *restrict h, const float *restrict g, const float *restrict u, size_t n)
 {
-    float e[SWIGLU_RUN];
-    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_RUN) {
-        size_t m = n - i0 < SWIGLU_RUN ? n - i0 : SWIGLU_RUN;
-        sd_exp_shifted(g + i0, m, 0.0f, -1.0f, e);
-        size_t i = 0;
-#if defined(__AVX512F__)
-        /* a quotient is rounded once, alike in a vector and alone */
-        for (; i < m; i += 16) {
-            __mmask16 k = m - i < 16 ? (__mmask16)((1u << (m - i)) - 1) : (__mmask16)0xFFFF;
-            __m512 gv = _mm512_maskz_loadu_ps(k, g + i0 + i), ev = _mm512_maskz_loadu_ps(k, e + i);
-            __m512 q = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), ev));
-            _mm512_mask_storeu_ps(h + i0 + i, k, _mm512_mul_ps(q, _mm512_maskz_loadu_ps(k, u + i0 + i)));
-        }
-#endif
-        for (; i < m; i++) h[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
-    }
+    sd_cpu_get()->swiglu(h, g, u, n);
 }
 
 /* The k products of one input x (n tokens of cols): q, k and v, or gate and up, in one

@@ -6,10 +6,8 @@
  * neighbouring tasks (for the matrix products, rows next to each other: one stream
  * from memory, which the hardware prefetcher follows), and a thread that is off its
  * core or has not woken holds up at most the task it is in: the others take the rest
- * of its share. Handed out one task at a time in turn, two threads' chunks of 32 rows
- * alternated, and each thread's reads jumped every 32 KB: the large target widened to
- * F16 (75 MB), bench_model FILE --threads 2 --pass 1,2,4,8, the two builds in turn, best
- * of 8 runs each, ms: 2.27 2.41 3.29 5.42 in turn, 2.18 2.37 3.08 5.24 by shares.
+ * of its share (handed out one task at a time in turn, two threads' chunks alternated
+ * and each thread's reads jumped: KERNELS.md, "Pool: shares").
  *
  * Each share is one word: the loop's sequence number, and the first and the end of
  * the share's tasks not yet claimed. A thread claims a task by moving that word one
@@ -33,11 +31,9 @@ enum { POOL_MAX = 64 };
 /* A worker spins this long for the next loop, then sleeps: the loops of one pass come
  * within microseconds of each other, and the next pass after a sample is drawn or a
  * tree built; a sleeping worker takes a wake-up to come back. After POOL_YIELD_NS
- * the spin yields its core every few microseconds: beside a busy process, a worker that spun
- * for the next loop took the core the caller's serial work needed (fixed 2 threads,
- * one busy process, generate: a 1-token pass 0.59-0.75 ms spinning 20-100 us, 0.43-0.45
- * ms yielding after 5 us; 1 thread 0.31-0.41 ms), and on a quiet machine a yield
- * with nothing else to run returns at once. */
+ * the spin yields its core every few microseconds: beside a busy process, a worker that
+ * spun for the next loop took the core the caller's serial work needed, and on a quiet
+ * machine a yield with nothing else to run returns at once (KERNELS.md, "Pool: spin"). */
 #define POOL_SPIN_NS 100000
 #define POOL_YIELD_NS 5000
 /* The caller, done with its share, spins this long for the tasks still running, then
@@ -57,11 +53,7 @@ enum { POOL_MAX = 64 };
 /* Each share's word on a cache line of its own, and the count of tasks done on
  * another: side by side, each claim a thread made of its own share found the line last
  * written by the other thread's claim of its share, and waited for it to come across
- * (perf, passes of the 82M F16 model over 4 tokens: take had 4% of the samples, 70%
- * of them on the load of the word after a task). bench_model --pass 1,2,4,8, 2 threads, best of 5
- * runs in turn, ms, side by side -> own lines: 82M F16 2.17 2.32 2.88 4.29 -> 2.09
- * 2.27 2.79 4.29; the large target 1.018 1.076 1.314 2.077 -> 0.980 1.047 1.272 2.050;
- * the shipped target 0.158 0.202 0.263 0.397 -> 0.145 0.177 0.250 0.386. */
+ * (KERNELS.md, "Pool: a line a share"). */
 typedef struct {
     _Alignas(64) _Atomic uint64_t w;
 } share_word;

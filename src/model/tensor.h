@@ -98,15 +98,15 @@ void sd_dot_f32_tokens(const float *w, const float *x, size_t cols, size_t n, fl
  * then a horizontal sum; the same sums wherever it is called. */
 float sd_dot_short(const float *a, const float *b, size_t n);
 /* out[j] = sd_dot_short(a, b + j bs, n) for j < m, bit for bit (attention's scores of
- * one query against m keys: with AVX-512 sixteen keys' sums are folded at once). */
+ * one query against m keys: the x86 sets fold sixteen keys' sums at once). */
 void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out);
 /* out[t][j] = sd_dot_short(a + t as, b + j bs, n) for j < m[t] and t < g, bit for bit
- * (the scores of g queries of one head against their keys: with AVX-512 and g <= 4, each
- * key is loaded once for the g queries). */
+ * (the scores of g queries of one head against their keys: the x86 sets load each key
+ * once for up to 4 queries). */
 void sd_dot_short_rows_tokens(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
                               const size_t *m, float *const *out);
 /* The same for a row of any type, bit for bit sd_dot_row per token: F32 and (with
- * AVX-512) F16 and BF16 rows are read in place, others expanded once into buf (cols floats). */
+ * the x86 sets) F16 and BF16 rows are read in place, others expanded once into buf (cols floats). */
 void sd_dot_row_tokens(sd_ttype t, const void *row, const float *x, size_t cols, size_t n, float *y,
                        size_t stride, float *buf);
 /* y[t ys + r] = sd_dot_row(t, row r of w, x + t cols, cols) bit for bit, for the nrows
@@ -128,7 +128,7 @@ void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const fl
  * in quads, each quad as a tile of four rows reads it (16 columns of each of the four
  * rows side by side, then the next 16), so that a product over a few tokens reads one
  * stream and loads each token's vector once for four rows. sd_rows_quads_ok: whether
- * t (F32, F16 or BF16, AVX-512 builds), a number of rows divisible by 4 and columns a
+ * t (F32, F16 or BF16, in a kernel set with quads), a number of rows divisible by 4 and columns a
  * multiple of 16 allow it. sd_rows_quads_pack writes rows x cols of w (rows x
  * sd_ttype_row_bytes bytes) to out in that layout; quad k is at the offset of row 4k.
  * sd_dot_rows_tokens_quads is sd_dot_rows_tokens over nrows (divisible by 4) packed
@@ -139,13 +139,13 @@ void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const
                               float *y, size_t ys);
 /* out[j] = e^((x[j] - shift) scale) for j < n (out may be x), for arguments up to 88:
  * below -87.3 (and -inf) 0, NaN kept. Softmax's exponential (attention, the
- * trainer's losses): with AVX-512 a polynomial sixteen at a time, within 1e-7
+ * trainer's losses): in the x86 sets a polynomial 8 or 16 at a time, within 1e-7
  * relative of e^x, the same formula for every element; else expf. */
 void sd_exp_shifted(const float *x, size_t n, float shift, float scale, float *out);
 /* Activations for the integer kernels of the blocks of 32, as llama.cpp rounds them (its
  * Q8_0 blocks for Q8_0, Q4_0 and Q5_0 weights, Q8_1 for Q4_1 and Q5_1; the products
- * below are its AVX2 kernels' bit for bit on builds with AVX2, while the plain C loops
- * sum the same products in another order): per block,
+ * below are its AVX2 kernels' bit for bit in the x86 kernel sets, while the generic set
+ * sums the same products in another order): per block,
  * q = x * 127 / max|x| rounded to the nearest integer (ties to even), scale[b] =
  * max|x| / 127 rounded to f16, and when sums is not NULL sums[b] = (max|x| / 127) x
  * (the block's sum of q), rounded to f16 (Q8_1's s: what a weight block's min m
@@ -168,7 +168,7 @@ void sd_dot_row_act_tokens(sd_ttype t, const void *row, const float *scale, cons
 /* y[k ys + r] = sd_dot_row_act(t, row r of w, token k's blocks) bit for bit, for the
  * nrows rows of w (consecutive rows of n elements) and ntok tokens (NaN for a type
  * sd_ttype_act refuses): the quantized matrix product (register tiles of rows x token
- * pairs with AVX-512 VNNI). */
+ * pairs in the AVX-512 set). */
 void sd_dot_rows_act_tokens(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                             const float *sums, size_t n, size_t ntok, float *y, size_t ys);
 /* Activations for the K-quant kernels (llama.cpp's Q8_K): per block of 256, with m the

@@ -1,8 +1,6 @@
-/* tensor_impl: what the row kernels of tensor.c (types, dequantization, the one-token
- * dot product, quantization), tensor_tiles.c (float rows x tokens) and tensor_act.c
- * (integer products against Q8 activations) share: the lane count, the block sizes,
- * a block's scale, hsum16's reduction tree, the loads of F32/F16/BF16 row vectors and
- * the tail of a row of halves. Not a public interface. */
+/* tensor_impl: what the weight types' code (tensor.c, tensor_kquant.c) and the kernel
+ * sets (cpu/) share: the block sizes, a block's scale and integers, the K-quants'
+ * scales. Not a public interface. */
 #ifndef SD_TENSOR_IMPL_H
 #define SD_TENSOR_IMPL_H
 
@@ -12,7 +10,7 @@
 #include "half.h"
 #include "tensor.h"
 
-#if defined(__F16C__) || defined(__AVX2__)
+#if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -22,8 +20,7 @@
 #endif
 
 enum {
-    NACC = 16,              /* lanes of the dot product: one 16-wide chain with AVX-512, two
-                             * 8-wide with AVX2, sixteen scalar sums otherwise */
+    NACC = 16,              /* lanes of the dot product (SD_CPU_LANES) */
     CHUNK = 64,             /* elements dequantized at a time (a multiple of NACC and SD_QK) */
     Q8_0_BYTES = 2 + SD_QK, /* f16 scale, 32 int8 */
     Q4_0_BYTES = 2 + SD_QK / 2, /* f16 scale, 16 bytes of nibbles */
@@ -34,6 +31,30 @@ enum {
     Q5_K_BYTES = 4 + 12 + SD_QK_K / 8 + SD_QK_K / 2, /* d, dmin, scales, qh, nibbles */
     Q6_K_BYTES = SD_QK_K / 2 + SD_QK_K / 4 + SD_QK_K / 16 + 2 /* ql, qh, scales, d */
 };
+
+/* ---- the table of the weight types (tensor.c), which the functions of tensor.h on a
+ * type read instead of a switch: its block, what its products run against, its
+ * conversions to and from floats */
+
+typedef enum {
+    SD_ACT_FLOAT,   /* float activations: the float rows of the kernel sets */
+    SD_ACT_Q8,      /* Q8 blocks (sd_quantize_act) */
+    SD_ACT_Q8_SUMS, /* Q8 blocks with their sums, for the mins (Q4_1, Q5_1) */
+    SD_ACT_Q8_K     /* Q8_K blocks (sd_quantize_act_k) */
+} sd_act_form;
+
+typedef struct {
+    size_t block, bytes; /* elements and bytes a block */
+    sd_act_form act;
+    sd_ttype fallback;   /* sd_ttype_fallback */
+    void (*dequant_row)(const void *row, float *dst, size_t n);
+    /* elements [i, i + n) of a row (multiples of the block; K-quants: of 64) */
+    void (*dequant_span)(const void *row, size_t i, size_t n, float *dst);
+    void (*quantize_row)(const float *src, void *dst, size_t n);
+} sd_ttype_traits;
+
+/* The type's entry, or NULL for a type specdec does not read. */
+const sd_ttype_traits *sd_ttype_traits_of(sd_ttype t);
 
 /* Elements 64 c .. 64 c + 63 (c < 4) of the K-quant super-block blk, as floats
  * (tensor_kquant.c): the 64 elements tensor.c's dot product dequantizes at a time. */
@@ -77,39 +98,20 @@ static inline int block_int(sd_ttype t, const unsigned char *b, int j)
     return v - block_offset(t);
 }
 
-#if defined(__AVX512F__)
-/* The sixteen lanes summed across in a fixed tree, pairs (i, i + 8), then (i, i + 4),
- * (i, i + 2), (i, i + 1) (GCC's _mm512_reduce_add_ps, written out so that no compiler's
- * choice can change it): tensor_tiles.c's hsum16x16 sums sixteen vectors at once in this tree. */
-static inline float hsum16(__m512 v)
-{
-    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
-}
+/* ---- K-quant super-blocks (tensor_kquant.c describes the layouts) */
 
-/* Elements i .. i + 15 of a row (w, any alignment) as floats: F32 loaded; F16 and BF16
- * converted in registers, exactly (a BF16 is the top half of its float), so every sum
- * over them is the sum over the expanded row. */
-#define LOADW_F32(w, i) _mm512_loadu_ps((const float *)(const void *)(w) + (i))
-#define LOADW_F16(w, i) \
-    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)(w) + (i))))
-#define LOADW_BF16(w, i)                                                                  \
-    _mm512_castsi512_ps(_mm512_slli_epi32(                                                 \
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(                                          \
-            (const __m256i *)(const void *)((const uint16_t *)(const void *)(w) + (i)))), \
-        16))
+enum { K4_SCALES = 4, K4_QS = 16, K5_QH = 16, K5_QS = 48, K6_QH = 128, K6_SC = 192, K6_D = 208 };
 
-/* The tail of an F16 or BF16 row (t; n < NACC elements) as floats, converted as the
- * body is. */
-static inline void half_tail(sd_ttype t, const uint16_t *restrict h, size_t n, float *restrict out)
+/* The eight 6-bit scales and mins of a Q4_K/Q5_K super-block (12 bytes at s). */
+static inline void k_scales(const unsigned char *s, uint8_t sc[8], uint8_t mn[8])
 {
-    if (!n) return;
-    uint16_t pad[NACC] = {0};
-    memcpy(pad, h, n * sizeof *h);
-    _mm512_storeu_ps(out, t == SD_T_BF16 ? LOADW_BF16(pad, 0) : LOADW_F16(pad, 0));
+    /* four bytes at a time: byte j of each word is sub-block j's (or j + 4's) */
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+    const uint32_t lo = u0 & 0x3f3f3f3fu, mlo = u1 & 0x3f3f3f3fu;
+    const uint32_t hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    const uint32_t mhi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &lo, 4), memcpy(sc + 4, &hi, 4), memcpy(mn, &mlo, 4), memcpy(mn + 4, &mhi, 4);
 }
-#endif
 
 #endif

@@ -44,6 +44,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "model/cpu/kernels.h"
 #include "model/gemm.h"
 #include "model/gguf.h"
 #include "model/llama.h"
@@ -215,12 +216,44 @@ static void bench(const sd_llama *m, const char *what)
 
 /* ---- kernels alone, one thread: the machine's FMA peak and each product's rate */
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(__x86_64__)
 #include <immintrin.h>
+
+/* N = 12 independent chains of W-wide multiply-adds, `iters` steps: out[0] keeps them live. */
+__attribute__((target("avx512f"))) static void fma_chains512(long iters, float *out)
+{
+    __m512 a[12], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int k = 0; k < 12; k++) a[k] = _mm512_set1_ps((float)k);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) a[k] = _mm512_fmadd_ps(a[k], m, c);
+    for (int k = 1; k < 12; k++) a[0] = _mm512_add_ps(a[0], a[k]);
+    _mm512_storeu_ps(out, a[0]);
+}
+
+__attribute__((target("avx2,fma"))) static void fma_chains256(long iters, float *out)
+{
+    __m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int k = 0; k < 12; k++) a[k] = _mm256_set1_ps((float)k);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) a[k] = _mm256_fmadd_ps(a[k], m, c);
+    for (int k = 1; k < 12; k++) a[0] = _mm256_add_ps(a[0], a[k]);
+    _mm256_storeu_ps(out, a[0]);
+}
 #endif
 
+static void fma_chains1(long iters, float *out)
+{
+    float a[12] = {0};
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) a[k] = a[k] * 0.999999f + 1e-7f;
+    out[0] = a[0];
+}
+
 /* GFLOP/s of independent FMA chains in registers (12 of them: more than latency x
- * ports), the widest vectors this build has: the ceiling of any float kernel. */
+ * ports), the vectors of the kernel set in use: the ceiling of any of its float kernels. */
 static double fma_peak(void)
 {
     double best = INFINITY;
@@ -229,30 +262,12 @@ static double fma_peak(void)
     int width = 1;
     for (int rep = 0; rep < 300; rep++) {
         double t0 = sd_seconds();
-#if defined(__AVX512F__)
-        width = 16;
-        __m512 a[12], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-        for (int k = 0; k < 12; k++) a[k] = _mm512_set1_ps((float)k);
-        for (long i = 0; i < iters; i++)
-#pragma GCC unroll 12
-            for (int k = 0; k < 12; k++) a[k] = _mm512_fmadd_ps(a[k], m, c);
-        for (int k = 1; k < 12; k++) a[0] = _mm512_add_ps(a[0], a[k]);
-        _mm512_storeu_ps(out, a[0]);
-#elif defined(__AVX2__) && defined(__FMA__)
-        width = 8;
-        __m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-        for (int k = 0; k < 12; k++) a[k] = _mm256_set1_ps((float)k);
-        for (long i = 0; i < iters; i++)
-#pragma GCC unroll 12
-            for (int k = 0; k < 12; k++) a[k] = _mm256_fmadd_ps(a[k], m, c);
-        for (int k = 1; k < 12; k++) a[0] = _mm256_add_ps(a[0], a[k]);
-        _mm256_storeu_ps(out, a[0]);
+#if defined(__x86_64__)
+        if (sd_cpu_active() == SD_CPU_AVX512) width = 16, fma_chains512(iters, out);
+        else if (sd_cpu_active() == SD_CPU_AVX2) width = 8, fma_chains256(iters, out);
+        else fma_chains1(iters, out);
 #else
-        float a[12] = {0};
-        for (long i = 0; i < iters; i++)
-#pragma GCC unroll 12
-            for (int k = 0; k < 12; k++) a[k] = a[k] * 0.999999f + 1e-7f;
-        out[0] = a[0];
+        fma_chains1(iters, out);
 #endif
         double dt = sd_seconds() - t0;
         if (dt < best) best = dt;
@@ -281,25 +296,36 @@ typedef struct {
     double sink[64];
 } bw_job;
 
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static float bw_sum256(const float *p, size_t i0, size_t i1)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = i0; i + 32 <= i1; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i)), a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16)), a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    float o[8];
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return o[0] + o[1] + o[2] + o[3] + o[4] + o[5] + o[6] + o[7];
+}
+#endif
+
 static void bw_task(void *ctx, size_t c, int thread)
 {
     bw_job *j = ctx;
     size_t i0 = c * (BW_CHUNK / sizeof(float)), i1 = i0 + BW_CHUNK / sizeof(float);
     if (i1 > j->nf) i1 = j->nf;
     const float *p = j->buf;
-#if defined(__AVX512F__)
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = i0; i + 64 <= i1; i += 64) {
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i)), a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32)), a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) { /* the widest loads that read at memory's rate */
+        j->sink[thread & 63] += bw_sum256(p, i0, i1);
+        return;
     }
-    j->sink[thread & 63] += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-#else
+#endif
     float a[16] = {0};
     for (size_t i = i0; i + 16 <= i1; i += 16)
         for (int k = 0; k < 16; k++) a[k] += p[i + k];
     for (int k = 0; k < 16; k++) j->sink[thread & 63] += a[k];
-#endif
 }
 
 /* GB/s of `threads` threads reading a buffer of `bytes` over and over, in order, in
@@ -393,7 +419,7 @@ static void bench_kernels(const sd_llama *m)
     struct { const char *name; size_t rows, cols; } shapes[] = {
         {"q/o", qw, c->dim}, {"k/v", kw, c->dim}, {"gate/up", c->ffn_dim, c->dim},
         {"down", c->dim, c->ffn_dim}, {"output", c->n_vocab, c->dim}};
-    printf("# kernels, one thread, %s weights: GFLOP/s (FMA peak of this build's vectors: %.1f)\n",
+    printf("# kernels, one thread, %s weights: GFLOP/s (FMA peak of the kernel set's vectors: %.1f)\n",
            sd_ttype_name(t), fma_peak());
     printf("%-8s %11s %-6s %8s %8s %8s %8s %8s %8s %8s\n", "matrix", "rows x cols", "kernel", "n=1", "2", "4",
            "8", "16", "32", "64");
@@ -670,6 +696,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (load > 0) start_load(load);
+    if (sd_cpu_init()) {
+        fprintf(stderr, "bench_model: %s\n", sd_errmsg());
+        return 1;
+    }
+    char kset[96];
+    printf("# kernel set %s\n", sd_cpu_describe(kset, sizeof kset));
     sd_llama *m;
     if (path) {
         if (sd_llama_load(path, &m)) {

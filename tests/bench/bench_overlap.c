@@ -13,7 +13,8 @@
  * If memory and compute overlap, stream time = max(memory, compute); if not, their sum.
  * The decoder's kernel for weights beyond the cache (tensor_tiles.c, rows_small512)
  * prefetches into L2 a few rows ahead for this reason. Best of 7 runs each; AVX-512
- * only (prints "skipped" elsewhere). Under 20 seconds.
+ * only (compiled with the AVX-512 set's flags on x86-64; prints "skipped" on a CPU or
+ * a build without it). Under 20 seconds.
  * usage: bench_overlap [MB]   (default 75, the large target's F16 weights) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,10 @@ static double best_ms(kernel_fn *k, const unsigned short *w, size_t bytes, int r
 
 int main(int argc, char **argv)
 {
+    if (!__builtin_cpu_supports("avx512f")) {
+        puts("bench_overlap: skipped: this CPU has no AVX-512");
+        return 0;
+    }
     double mb = argc > 1 ? atof(argv[1]) : 75;
     if (!(mb >= 8 && mb <= 4096)) {
         fprintf(stderr, "bench_overlap: MB '%s': not 8 to 4096\n", argv[1]);

@@ -5,7 +5,7 @@
 # tests/fetch-llama-cpp.sh put in .cache/llama.cpp, then ref_logits.c against
 # that libllama. Reference only: nothing of specdec links with it.
 #
-# usage: tests/bench/llamacpp/build.sh [--force] [--cuda [--can-build]]
+# usage: tests/bench/llamacpp/build.sh [--force] [--cuda [--can-build] | --avx2]
 #   --cuda      on a GPU machine: only llama-bench, llama-completion, llama-speculative
 #               and llama-speculative-simple, with GGML_CUDA=ON for CUDA_ARCH (default
 #               90-real: H100/H200, no PTX), flash attention's kernels left out
@@ -17,8 +17,13 @@
 #               and nvcc there (PATH, or /usr/local/cuda/bin; NVCC= names one).
 #   --can-build with --cuda: only say whether cmake and nvcc are there (exit 0), or
 #               which is missing (exit 1)
+#   --avx2      the CPU tools for AVX2 alone (GGML_NATIVE=OFF; AVX, AVX2, FMA, F16C,
+#               BMI2 on; AVX-512 and AVX-VNNI off), into .cache/llama.cpp-build-avx2:
+#               the reference of specdec's AVX2 kernel set on any x86 machine
+#               (make bench-cpu-sets). No ref_logits.
 #   env: LLAMA_SRC   (default .cache/llama.cpp)
-#        LLAMA_BUILD (default .cache/llama.cpp-build; --cuda: .cache/llama.cpp-build-cuda)
+#        LLAMA_BUILD (default .cache/llama.cpp-build; --cuda: .cache/llama.cpp-build-cuda;
+#                     --avx2: .cache/llama.cpp-build-avx2)
 #        JOBS        (default 2: the build machine has 2 cores, shared; --cuda: all cores)
 # Idempotent: the CMake step is skipped when every binary is already there, and
 # ref_logits is relinked only when ref_logits.c is newer. --force rebuilds both
@@ -27,12 +32,13 @@ set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 cd "$ROOT"
-FORCE=0 CUDA=0 CAN=0
+FORCE=0 CUDA=0 CAN=0 AVX2=0
 for a in "$@"; do
     case "$a" in
         --force) FORCE=1 ;;
         --cuda) CUDA=1 ;;
         --can-build) CAN=1 ;;
+        --avx2) AVX2=1 ;;
         -h|--help) sed -n '2,/^# (an incremental CMake build/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "build.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
     esac
@@ -102,6 +108,16 @@ fi
 SRC=${LLAMA_SRC:-.cache/llama.cpp}
 BUILD=${LLAMA_BUILD:-.cache/llama.cpp-build}
 JOBS=${JOBS:-2}
+# the instruction sets of the CPU build: the build machine's, or AVX2 alone
+ISA="-DGGML_NATIVE=ON"
+ISA_NAME=native
+if [ $AVX2 = 1 ]; then
+    BUILD=${LLAMA_BUILD:-.cache/llama.cpp-build-avx2}
+    ISA="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+         -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
+         -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF"
+    ISA_NAME="AVX2+FMA+F16C, no AVX-512"
+fi
 
 # 1. sources
 if [ ! -f "$SRC/include/llama.h" ]; then
@@ -135,22 +151,25 @@ SPEC=""
 [ -d "$SRC/examples/speculative" ] && SPEC="$SPEC llama-speculative"
 [ -d "$SRC/examples/speculative-simple" ] && SPEC="$SPEC llama-speculative-simple"
 TARGETS="llama llama-bench llama-simple $MAIN$SPEC"
+TOOLS="llama-bench llama-simple $MAIN$SPEC"
+[ $AVX2 = 1 ] && TARGETS=llama-bench TOOLS=llama-bench
 BIN="$BUILD/bin"
 
 missing=0
-for t in llama-bench llama-simple $MAIN$SPEC; do
+for t in $TOOLS; do
     [ -x "$BIN/$t" ] || missing=1
 done
 [ -e "$BIN/libllama.so" ] || [ -e "$BUILD/src/libllama.so" ] || missing=1
 
 if [ $missing = 1 ] || [ $FORCE = 1 ]; then
     if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-        log "configuring $SRC into $BUILD (CPU only, Release, native, OpenMP)"
+        log "configuring $SRC into $BUILD (CPU only, Release, $ISA_NAME, OpenMP)"
         # LLAMA_CURL: ignored by trees that fetch with OpenSSL, honoured by older ones.
+        # shellcheck disable=SC2086
         cmake -S "$SRC" -B "$BUILD" \
             -DCMAKE_BUILD_TYPE=Release \
             -DBUILD_SHARED_LIBS=ON \
-            -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DGGML_BACKEND_DL=OFF \
+            $ISA -DGGML_OPENMP=ON -DGGML_BACKEND_DL=OFF \
             -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_RPC=OFF \
             -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
             -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
@@ -166,6 +185,10 @@ if [ $missing = 1 ] || [ $FORCE = 1 ]; then
     log "built in $(( $(date +%s) - start )) s"
 else
     log "llama.cpp tools present in $BIN (--force to rebuild)"
+fi
+if [ $AVX2 = 1 ]; then
+    log "ready: $BIN/llama-bench ($ISA_NAME)"
+    exit 0
 fi
 
 # 4. ref_logits, a C program against include/llama.h (ggml.h comes with it).

@@ -1,83 +1,22 @@
-/* tensor_tiles: the float matrix products of the decoder (sd_dot_rows_tokens) and
- * attention's short dot products (sd_dot_short, sd_dot_short_rows[_tokens]); see tensor.h for
- * the contracts and tensor.c for the lanes of the one-token dot product whose sums
- * every kernel here reproduces bit for bit. */
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
+/* avx512_tiles: the AVX-512 set's float rows (family F) and attention's scores
+ * (family S) for several keys: register tiles of rows x tokens, sums folded sixteen
+ * outputs at a time, every output the one-token dot product's bits (avx512.c). */
 #include <string.h>
 
-#include "tensor_impl.h"
+#include "avx512.h"
 
-float sd_dot_short(const float *a, const float *b, size_t n)
-{
-#if defined(__AVX512F__)
-    if (n % 16 == 0) {
-        __m512 s = _mm512_setzero_ps();
-        for (size_t i = 0; i < n; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
-        return hsum16(s);
-    }
-#endif
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
-    for (; i < n; i++) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
-#if defined(__AVX512F__)
-static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
-                                     const size_t *m, float *const *out);
-#endif
-
-void sd_dot_short_rows(const float *a, const float *b, size_t bs, size_t n, size_t m, float *out)
-{
-#if defined(__AVX512F__)
-    if (n % 16 == 0) {
-        dot_short_rows_tokens512(a, 0, 1, b, bs, n, &m, &out);
-        return;
-    }
-#endif
-    for (size_t j = 0; j < m; j++) out[j] = sd_dot_short(a, b + j * bs, n);
-}
-
-void sd_dot_short_rows_tokens(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
-                              const size_t *m, float *const *out)
-{
-#if defined(__AVX512F__)
-    if (n % 16 == 0 && g <= 4) {
-        dot_short_rows_tokens512(a, as, g, b, bs, n, m, out);
-        return;
-    }
-#endif
-    for (size_t t = 0; t < g; t++) sd_dot_short_rows(a + t * as, b, bs, n, m[t], out[t]);
-}
-#if defined(__AVX512F__)
-/* ---- AVX-512: register tiles of rows x tokens, sums folded sixteen outputs at a time
+/* ---- register tiles of rows x tokens, sums folded sixteen outputs at a time
  *
- * A one-token dot product (dot1_* in tensor.c) is one 16-wide chain of multiply-adds
- * over the row, summed across in hsum16's tree. Here
- *   - a tile of up to 4 rows x 6 tokens keeps the chain of each of its outputs in a
- *     register, every chain's multiply-adds in dot1's order; a loaded row vector
- *     feeds up to six of them, a token's vector up to four;
- *   - each output's chain is stored, and hsum16x16 folds sixteen rows' vectors at
- *     once, every output by hsum16's tree.
- * The same operations in the same order, so each output equals sd_dot_row's bit for
- * bit at any batch size, tile or thread.
- * Why one chain, not four (the lanes were four 16-wide chains, folded lane-wise
- * before hsum16, until the tiles were measured against them): a tile's registers hold
- * one chain of each output at a time, so four chains meant four passes over a row,
- * each as short as a quarter of it (128 columns of 512: 8 steps of 24 multiply-adds),
- * with the sums stored and folded between passes. One thread, F16 rows of 256 / 512
- * columns in the cache, 4 rows x 6 tokens in one pass against four passes (a one-off
- * harness): 214 / 232 against 172 / 216 GFLOP/s, of a 266 peak. One row alone is now
- * a single chain, bound by the multiply-add's latency (16 columns every 4 cycles):
- * at the speed of memory, and the passes take rows four at a time. */
+ * A one-token dot product (avx512.c's lanes and finish) is one 16-wide chain of
+ * multiply-adds over the row, summed across in hsum16's tree. Here a tile of up to 4
+ * rows x 6 tokens keeps each output's chain in a register, in that order; each chain
+ * is stored, and hsum16x16 folds sixteen rows' vectors at once by hsum16's tree: each
+ * output equals sd_dot_row's bits at any batch size, tile or thread. One chain per
+ * output, not four, so that a tile passes over its rows once (KERNELS.md, "One chain"). */
 
 /* hsum16's tree for sixteen vectors at once: out[j] = hsum16(v[j]). Where a pair's
  * halves can stay in place, one operand is a blend, not a second shuffle (a + b is
- * b + a, bit for bit): 21 shuffles instead of 31, a 16-row block's fold for 4 tokens
- * 43 -> 36 ns on one thread. */
+ * b + a, bit for bit): 21 shuffles instead of 31. */
 static inline __m512 hsum16x16(const __m512 *v)
 {
     __m512 w[8], x[4], y[2];
@@ -158,10 +97,9 @@ TILES_TO_G(TILE4, tile_fn, tile4x, LOADW_BF16, 2, bf16)
 
 /* One row x T tokens (T chains), the sums of TILE(1, T), while the lines of the row at
  * pf (a later row of the same product, or NULL) and of the row RS_PF after it are
- * prefetched (rows of F32, F16 and BF16 are cols x ES bytes, back to back; a prefetch past
- * the product's end reads nothing it needs and never faults), ES bytes an element:
- * the hardware's stream alone left a pass over 8 tokens bound by neither memory nor
- * the FMA units. */
+ * prefetched into L2 (rows of F32, F16 and BF16 are cols x ES bytes, back to back; a
+ * prefetch past the product's end reads nothing it needs and never faults), ES bytes
+ * an element. */
 #define ROW_TILE(T, name, LOADW, ES)                                                             \
     static void name(const char *restrict w, const char *pf, const float *restrict x, size_t cols, \
                      size_t body, __m512 *restrict s)                                            \
@@ -224,32 +162,10 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
 /* ---- rows four by four (sd_rows_quads_pack): four-row tiles that read one stream
  *
  * Four rows are stored as their tile reads them: each 16 columns of the four rows side
- * by side, the next 16 after. One row at a time (rows_small512), every multiply-add
- * loads its token's vector: bound by the loads, 60-80 GFLOP/s on one thread in L1.
- * Four rows side by side in the usual layout are four streams as short as a row, which
- * ran slower from memory than one row at a time at every prefetch distance tried (two
- * rows, a one-off harness). Packed, they are one stream again, read in order with a
- * prefetch QUAD_PF bytes ahead (2 to 32 KB tried for pairs of rows: 8 was the fastest;
- * 4 to 24 KB again for quads: 8 still, or 12-16 alike). The prefetch is non-temporal
- * (NTA: into L1, not kept in L2 when it leaves): the rows are read once a pass. Into L2
- * (T1), as it was, measured slower at every n and on every model below. bench_model --pass,
- * 2 threads, builds in turn, best of 4-5, M_T(n) ms for n = 1 2 4 8 16, T1 -> NTA:
- *   82M F16 (768 x 12):          2.072 2.284 2.748 4.192 7.622 -> 1.999 2.149 2.642 4.151 7.405
- *   large target (F16):          0.996 1.080 1.303 2.098 3.900 -> 0.967 1.030 1.279 2.099 3.850
- *   34M F32:                     0.999 0.995 1.157 2.062 3.619 -> 0.960 0.931 1.041 1.616 3.495
- *   shipped target (in cache):   0.145 0.181 0.252 0.381 0.709 -> 0.131 0.175 0.244 0.380 0.713
- * (T0 measured the same as NTA within 2%.) Each loaded row vector feeds up to 6
- * multiply-adds and each token's vector 4, against 6 and 2 for the pairs of rows this
- * layout replaced (two chains of each output at a time, in two passes over the pair).
- * One thread, F16, 75 MB of rows in 32-row calls, streamed / in the cache, GFLOP/s at
- * n = 4, 8, 16 (of a 266 peak; a one-off harness, the library before and after, best
- * of two runs in turn):
- *   256 columns, pairs:  141 144 161 / 172 174 169
- *                quads:  173 194 215 / 220 229 229
- *   512 columns, pairs:  153 175 178 / 202 204 196
- *                quads:  173 218 199 / 240 238 234
- *   768 columns, pairs:  160 194 174 / 213 215 209
- *                quads:  161 192 190 / 243 245 239 */
+ * by side, the next 16 after, so that a tile of four rows reads one stream (four rows
+ * side by side in the usual layout are four streams as short as a row), in order, with
+ * a non-temporal prefetch QUAD_PF bytes ahead (the rows are read once a pass).
+ * KERNELS.md, "Rows four by four", has the distances and hints tried. */
 enum { QUAD_PF = 8192 };
 
 /* Four rows (cols columns, ES bytes an element, stored four by four at w) x T tokens:
@@ -298,53 +214,23 @@ static const tiles tiles_f32 = {tile4xt_f32, rowt_f32, quadt_f32}, tiles_f16 = {
 
 static const tiles *tiles_of(sd_ttype t) { return t == SD_T_F16 ? &tiles_f16 : t == SD_T_BF16 ? &tiles_bf16 : &tiles_f32; }
 
-/* quads = 0: the rows as stored, one at a time, as below; quads = 1: rows stored four by
- * four (above), four at a time, for any n (sd_dot_rows_tokens_quads).
+/* quads = 0: the rows as stored, one at a time; quads = 1: rows stored four by four
+ * (above), four at a time, for any n (sd_dot_rows_tokens_quads).
  * A single token, and with weights read from memory (sd_dot_rows_tokens_stream) up to
- * RS_MAX tokens (a drafted chain or tree to verify) whose rows are short (n x row
- * bytes <= RS_FIT_BYTES): one row at a time against every
- * token (groups of at most RS_G, as even as they come, the row read again from L1 by
- * each group; tokens in chunks of RS_TB_FLOATS floats that stay in L1). Bound by
- * memory once the weights leave the cache, and there the read order decides: four
- * rows side by side are four streams as short as a row (24 cache lines at 384 F32
- * columns), which the hardware prefetcher barely learns before each ends; one row
- * after another is one stream over the whole chunk of rows. bench_model, 34M-parameter
- * F32 model (136 MB), one thread, generation: 140 t/s with four rows, 240-265 with one
- * (llama.cpp: 230). The hardware's stream alone still left a pass bound by neither
- * memory nor the FMA units (its time the sum of the two: the loads missed while the
- * multiply-adds ran), so the first group's tile prefetches the row RS_PF ahead, into
- * L2 (T1): into L1 (T0) the lines pushed out the tokens' vectors and made one token
- * slower (8.6 -> 14.6 ms below); into L2 they overlap both, one token included.
- * Two rows in flight, 4 and 8 ahead, overlap more: the large target's own file (F16),
- * 2 threads, M_T(n) ms for n = 1 4 5 8, best of four interleaved runs of bench_model
- * FILE --threads 2 --pass 1,4,5,8: 2.49 3.24 3.74 5.34 -> 2.08 3.01 3.53 5.22. Rows 2
- * or 16 ahead, or a third row, were slower.
- * bench_model, 2 threads, M_T(n) in ms for n = 1 2 4 8, T0 from 2 tokens -> T1 always:
- *   37.5M F16 (the large target's shape):  2.23 2.98 3.48 5.52 -> 2.21 2.40 3.02 5.07
- *   82M F16 (768 x 12):                    5.30 7.07 7.97 11.8 -> 4.88 5.06 6.25 11.6
- *   37.5M F32:                             5.23 5.22 6.36 9.60 -> 4.71 4.71 4.90 7.16
- * Measured on one thread, 168 MB of rows in 32-row calls, thread CPU time, ms, before
- * (tiles of 4 rows x 3 tokens) -> after, for n = 2, 4, 8, 16:
- *   F16, 768 columns:  25.2 29.0 36.4 50.8 -> 11.8 15.9 23.0 39.8
- *   F32, 384 columns:  19.6 25.5 28.4 35.3 -> 13.4 16.6 20.1 26.7
- * Rows of 4096 F32 (16 KiB) keep the tiles: one at a time they were slower from 2
- * tokens on (16.2 -> 16.6 ms at 2, 28.7 -> 47.0 at 16). So do weights in the cache,
- * where the tiles' fewer loads a multiply-add win (bench_model --kernels, the shipped
- * target's F16 256-column rows, one thread: 79 against 60 GFLOP/s at 2 tokens, 86
- * against 70 at 8; its 2-thread passes over 2-8 tokens took 1.4x as long one row at a
- * time). */
+ * RS_MAX tokens (a drafted chain or tree to verify) whose rows are short (n x row bytes
+ * <= RS_FIT_BYTES): one row at a time against every token (groups of at most RS_G, as
+ * even as they come, the row read again from L1 by each group; tokens in chunks of
+ * RS_TB_FLOATS floats that stay in L1), so that the rows are one stream from memory; the
+ * first group's tile prefetches the rows RS_PF and 2 RS_PF ahead into L2. Long rows and
+ * weights in the cache keep the tiles (KERNELS.md, "One row at a time"). */
 static void rows_small512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
                           float *y, size_t ys, int quads)
 {
     row_fn *const *rowt = tiles_of(type)->row;
     quad_fn *const *quadt = tiles_of(type)->quad;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC;
-    /* a chunk of tokens that stays in L1; s holds 16. Quads take at least 4: a
-     * feed-forward's down product (2048 F16 columns) in chunks of 3 went over its rows
-     * twice for 4 tokens, the second time (the fourth token) without the prefetch. One
-     * product of 157 MB of such rows in 32-row tasks, 2 threads, a one-off harness, best
-     * of 5 in turn, ms for n = 4 8 16: 3.87 4.89 7.74 -> 2.88 4.27 6.94 (768 columns,
-     * chunks of 8, alike); bench_model --pass, 82M F16: 3.61 4.45 8.03 -> 3.50 4.42 7.81. */
+    /* a chunk of tokens that stays in L1; s holds 16. Quads take at least 4, so that
+     * 4 tokens are one pass over the rows (KERNELS.md, "Chunks of tokens") */
     size_t tb = RS_TB_FLOATS / cols, tmin = quads ? 4 : 1;
     tb = tb < tmin ? tmin : tb > 16 ? 16 : tb;
     _Alignas(64) __m512 s[16 * 16];
@@ -375,8 +261,7 @@ static void rows_small512(sd_ttype type, const void *w, size_t nrows, const floa
  * come), rows the tiles leave one at a time against the same groups; tokens in even
  * chunks of at most RT_TB_FLOATS floats (they stay in the L1 cache while every row
  * block passes over them: 16 tokens of 256 columns in one, not 15 + 1); the first tile
- * of each four rows prefetches the next four (F32 rows of 4096: 16.2 -> 13.5 ms at 2
- * tokens, 25.3 -> 20.8 at 8, as above). */
+ * of each four rows prefetches the next four (KERNELS.md, "Tiles prefetch"). */
 enum { RT_TB_FLOATS = 4096 };
 
 static void rows_tokens512(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
@@ -452,84 +337,29 @@ static void dot_short_rows_tokens512(const float *a, size_t as, size_t g, const 
     }
 }
 
-#endif
 
-/* ---- a block of rows times a batch of tokens
- *
- * F32, F16 and BF16 rows with AVX-512: rows_tokens512 above. Other types and builds:
- * sd_dot_row_tokens reads a row once per 4 tokens, from registers, over blocks of
- * ROWS_RB rows and, inside a block, the tokens in chunks of about ROWS_TB_FLOATS
- * floats (16 KiB; 4 to 16 tokens), so each chunk of activations is read from L1 by
- * every row of the block. Every output is sd_dot_row's bit for bit, whatever the
- * batch size or the thread. */
-enum { ROWS_RB = 64, ROWS_TB_FLOATS = 4096 };
-
-size_t sd_dot_rows_ws(size_t cols) { return cols; }
-
-static void rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                        float *y, size_t ys, float *ws, int stream)
+void sd_cpu_avx512_rows(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
+                        size_t ys, float *ws, int stream)
 {
-#if defined(__AVX512F__)
-    if (type == SD_T_F32 || type == SD_T_F16 || type == SD_T_BF16) {
-        rows_tokens512(type, w, nrows, x, cols, n, y, ys, stream);
+    if (t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16) rows_tokens512(t, w, nrows, x, cols, n, y, ys, stream);
+    else sd_cpu_rows_staged(sd_cpu_avx512_lanes, sd_cpu_avx512_finish, t, w, nrows, x, cols, n, y, ys, ws);
+}
+
+void sd_cpu_avx512_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
+                         float *y, size_t ys)
+{
+    rows_small512(t, quads, nrows, x, cols, n, y, ys, 1);
+}
+
+/* Up to four queries at once when the head is whole vectors; else each query's rows. */
+void sd_cpu_avx512_dot_short_rows(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
+                                  const size_t *m, float *const *out)
+{
+    if (n % 16 == 0 && g <= 4) {
+        dot_short_rows_tokens512(a, as, g, b, bs, n, m, out);
         return;
     }
-#else
-    (void)stream;
-#endif
-    size_t rb = sd_ttype_row_bytes(type, cols), tb = ROWS_TB_FLOATS / cols / 4 * 4;
-    if (tb < 4) tb = 4;
-    if (tb > 16) tb = 16;
-    for (size_t r0 = 0; r0 < nrows; r0 += ROWS_RB) {
-        size_t r1 = nrows - r0 < ROWS_RB ? nrows : r0 + ROWS_RB;
-        for (size_t t0 = 0; t0 < n; t0 += tb) {
-            size_t nt = n - t0 < tb ? n - t0 : tb;
-            for (size_t r = r0; r < r1; r++)
-                sd_dot_row_tokens(type, (const char *)w + r * rb, x + t0 * cols, cols, nt, y + t0 * ys + r, ys, ws);
-        }
-    }
-}
-
-void sd_dot_rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                        float *y, size_t ys, float *ws)
-{
-    rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 0);
-}
-
-int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols)
-{
-#if defined(__AVX512F__)
-    return (t == SD_T_F32 || t == SD_T_F16 || t == SD_T_BF16) && rows % 4 == 0 && rows > 0 && cols % 16 == 0 && cols > 0;
-#else
-    (void)t, (void)rows, (void)cols;
-    return 0;
-#endif
-}
-
-void sd_rows_quads_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out)
-{
-    size_t es = t == SD_T_F32 ? 4 : 2, rb = cols * es;
-    char *d = out;
-    for (size_t r = 0; r < rows; r += 4) {
-        const char *w0 = (const char *)w + r * rb;
-        for (size_t i = 0; i < cols; i += 16)
-            for (int k = 0; k < 4; k++, d += 16 * es) memcpy(d, w0 + k * rb + i * es, 16 * es);
-    }
-}
-
-void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
-                              float *y, size_t ys)
-{
-#if defined(__AVX512F__)
-    rows_small512(t, quads, nrows, x, cols, n, y, ys, 1);
-#else
-    (void)t, (void)quads, (void)nrows, (void)x, (void)cols, (void)n, (void)y, (void)ys;
-    abort(); /* sd_rows_quads_ok said no */
-#endif
-}
-
-void sd_dot_rows_tokens_stream(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n,
-                               float *y, size_t ys, float *ws)
-{
-    rows_tokens(type, w, nrows, x, cols, n, y, ys, ws, 1);
+    for (size_t k = 0; k < g; k++)
+        if (n % 16 == 0) dot_short_rows_tokens512(a + k * as, 0, 1, b, bs, n, m + k, out + k);
+        else sd_cpu_generic_kernels.dot_short_rows(a + k * as, 0, 1, b, bs, n, m + k, out + k);
 }
