@@ -66,7 +66,7 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
  * autoregressive token's time):
  *
  *   sd_decode_costs c;
- *   sd_decode_costs_measure(target, draft, NULL, prompt, plen, 17, cache, &c);
+ *   sd_decode_costs_measure(target, draft, NULL, prompt, plen, 17, cache, 0, &c);
  *   ... calibration: sd_decode_ar and sd_decode_spec on a few prompts, counts in ar, cal ...
  *   sd_decode_prediction p;
  *   sd_decode_predict(&c, tree, SD_SCHEME_RRS, ranks, nranks, &cal, &ar, &p);
@@ -97,10 +97,17 @@ typedef struct {
                                 runs'); the intervals draw from it */
 } sd_decode_costs;
 
-/* Measures the curves (sd_cost_measure: the models alternating at every width) and the
- * draws' times (on the draft's law after the prompt). parallel may be NULL. */
+/* Measures the curves (sd_cost_measure: the models alternating at every width; its
+ * progress reported when progress is 1) and the draws' times (on the draft's law after
+ * the prompt). parallel may be NULL. */
 int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const size_t *prompt,
-                            size_t plen, size_t nmax, size_t cache, sd_decode_costs *out);
+                            size_t plen, size_t nmax, size_t cache, int progress, sd_decode_costs *out);
+/* The curves of a cost file instead (sd_cost_file_read: M_T(n), M_D(n) for n = 1..m,
+ * times scale: 1e-3 for the milliseconds specdec decode --cost-out writes), nmax = m,
+ * and the draws timed on the draft. No timing passes: intervals drawn from the costs
+ * leave the ladder's spread out, and c's interval is the point. */
+int sd_decode_costs_read(const char *path, double scale, sd_lm *draft, const size_t *prompt, size_t plen,
+                         sd_decode_costs *out);
 void sd_decode_costs_free(sd_decode_costs *c);
 
 typedef struct {

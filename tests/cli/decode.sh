@@ -21,9 +21,10 @@ expect 2 "--temperature -1" -- "$SPECDEC" decode $D --temperature -1
 expect 2 "runs at temperature 0" -- "$SPECDEC" decode $D --check --temperature 1
 expect 2 "not both" -- "$SPECDEC" decode $D --scheme rrs --shape chain:2 --optimize gt
 expect 2 "picks its own schemes" -- "$SPECDEC" decode $D --gt-sweep 1,2 --scheme sd
-expect 1 "unknown scheme 'nope'" -- "$SPECDEC" decode $D --scheme nope
-expect 1 "give --shape or --optimize" -- "$SPECDEC" decode $D --scheme rrs
-expect 1 "go with one scheme" -- "$SPECDEC" decode $D --scheme sd,rrs --shape chain:2
+# what the command line gets wrong is a usage error (exit 2), found before a model loads
+expect 2 "unknown scheme 'nope'" -- "$SPECDEC" decode $D --scheme nope
+expect 2 "'rrs' is a token scheme: give a shape" -- "$SPECDEC" decode $D --scheme rrs
+expect 2 "goes with one scheme" -- "$SPECDEC" decode $D --scheme sd,rrs --shape chain:2
 
 # --- the table: ar and every scheme, measured and predicted ---
 out=$("$SPECDEC" decode $D --scheme all --max-tokens 8 2>&1)
@@ -118,8 +119,9 @@ expect 1 "no prompt" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/d.ggu
 long=$(i=0; while [ $i -lt 60 ]; do printf 'Call me Ishmael. '; i=$((i + 1)); done)
 expect 1 "prompt 1 has .* tokens: .*the prompt alone is too long" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/d.gguf" --prompt "$long"
 expect 1 "past the context of 48 (use a smaller shape)" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:4,4,2
-expect 1 "k-configuration has 0 children" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:0
-expect 1 "gt-sweep '1,x'" -- "$SPECDEC" decode $D --gt-sweep 1,x
+expect 2 "k-configuration has 0 children" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:0
+expect 2 "gt-sweep '1,x'" -- "$SPECDEC" decode $D --gt-sweep 1,x
+expect 2 "unknown scheme 'nope'" -- "$SPECDEC" decode --target /nonexistent.gguf --draft /nonexistent.gguf --scheme nope
 
 # --text: at temperature 0 each scheme's text is the target's own greedy text (generate's)
 S="--target data/models/target.gguf --draft data/models/draft.gguf --prompt Ishmael --max-tokens 24 --temperature 0 --quiet"
