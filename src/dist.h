@@ -46,6 +46,17 @@ int sd_dist_check_normalize_into(const double *prob, size_t vocab, const char *n
 int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, size_t top_k,
                         double top_p, double *out, const char *name);
 
+/* The order of a sampler's steps on logits: specdec's (SD_FILTER_AFTER_TEMPERATURE: the
+ * temperature, then top-k and top-p on the tempered law, as sd_dist_from_logits) or
+ * llama.cpp's sampler chain (SD_FILTER_BEFORE_TEMPERATURE: top-k and top-p on the
+ * untempered law, then the temperature over the tokens kept). They differ when a filter
+ * is on at a temperature other than 1; at temperature 0 both are the argmax. */
+typedef enum { SD_FILTER_AFTER_TEMPERATURE, SD_FILTER_BEFORE_TEMPERATURE } sd_filter_order;
+
+/* The law of float logits (a model's output) in either order, into out[vocab]. */
+int sd_dist_from_logits_ordered(const float *logits, size_t vocab, double temperature, size_t top_k,
+                                double top_p, sd_filter_order order, double *out, const char *name);
+
 /* Keeps the k most probable tokens (ties: lowest index first), renormalises. In place. */
 int sd_dist_top_k(double *prob, size_t vocab, size_t k);
 /* Keeps the smallest set of most probable tokens whose mass reaches top_p (0 < top_p <= 1). */
