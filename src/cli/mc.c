@@ -125,7 +125,6 @@ typedef struct {
     double seq_samples, alpha;
     const char *lm, *shape;
     int json, mpi;
-    int verdict; /* certify: run_token also asks whether the fit is too good, and the power */
     sd_device device;
     int otm_lp; /* --scheme otm-lp: otm through a GLPK LP coupling (small V; for checking) */
 } mc_opts;
@@ -251,28 +250,10 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
 /* Token level: MC, exact value, goodness of fit (sim/mc.h). */
 typedef sd_mc_token_report token_run;
 
-/* certify's token level: is the fit too good, and what power had the test against the
- * planted bug (a correction from the target instead of the residual), and from how many
- * samples would it have 0.9. Generators of their own (chunk indices no chunk uses). */
-static void token_verdict_inputs(const mc_opts *o, const double *draft, const double *target, size_t V,
-                                 token_run *t)
-{
-    double *alt = sd_xmalloc(V * sizeof *alt);
-    sd_gof_planted_correction(draft, target, V, alt);
-    gsl_rng *rng = sd_mc_chunk_rng(o->mp.seed, o->mp.chunks);
-    t->too_good = sd_gof_too_good(t->mc.counts, target, V, t->bins, 5.0, rng, NULL);
-    t->power_na = !sd_gof_planted_shows(target, alt, V);
-    if (t->power_na) t->power = NAN, t->power_runs = -1;
-    else t->power = sd_gof_power(target, alt, V, t->bins, t->mc.samples, 5.0, o->alpha, 200, rng, NULL);
-    if (!t->power_na)
-        t->power_runs = t->power >= SD_GOF_MIN_POWER ? t->mc.samples
-                        : sd_gof_runs_for_power(target, alt, V, t->bins, 1000, 1e9, 5.0, o->alpha, 100, rng);
-    gsl_rng_free(rng);
-    free(alt);
-}
-
+/* One token-level run: mc's (sd_mc_token_checked), or certify's with its verdict
+ * (sd_mc_token_certify; alone: the pair is the whole certification). */
 static int run_token(const mc_opts *o, const char *cmd, const double *draft, const double *target,
-                     size_t V, token_run *t)
+                     size_t V, token_run *t, int alone, sd_gof_verdict *v)
 {
     sd_verify_params vp = o->vp;
     sd_otm_coupling *coupling = NULL;
@@ -287,9 +268,8 @@ static int run_token(const mc_opts *o, const char *cmd, const double *draft, con
         }
         vp.otm = coupling;
     }
-    int rc = sd_mc_token_checked(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, t);
-    if (rc == SD_OK && o->verdict) /* certify: the verdict's other two questions */
-        token_verdict_inputs(o, draft, target, V, t);
+    int rc = v ? sd_mc_token_certify(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, o->alpha, alone, t, v)
+               : sd_mc_token_checked(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, t);
     sd_otm_coupling_free(coupling);
     return rc ? cli_fail(cmd, sd_errmsg()) : CLI_OK;
 }
@@ -372,7 +352,7 @@ int cmd_mc(int argc, char **argv)
     for (size_t i = 0; i < o.nschemes && rc == CLI_OK; i++) {
         token_run t;
         o.scheme = o.schemes[i];
-        if ((rc = run_token(&o, cmd, draft, target, V, &t))) break;
+        if ((rc = run_token(&o, cmd, draft, target, V, &t, 0, NULL))) break;
         if (o.json) {
             printf("%s\n  {\"scheme\": \"%s\", \"k\": %zu, ", i ? "," : "", sd_scheme_name(o.scheme), o.k);
             print_token_json(&t, &o);
@@ -391,15 +371,12 @@ int cmd_mc(int argc, char **argv)
 }
 
 /* certify's token level on one pair at k: the run and its verdict (power waived where
- * the planted bug does not change the law). */
+ * the planted bug does not change the law; alone: see sd_mc_token_certify). */
 static int certify_token(mc_opts o, const char *cmd, const double *draft, const double *target, size_t V,
-                         size_t k, token_run *t, sd_gof_verdict *v)
+                         size_t k, int alone, token_run *t, sd_gof_verdict *v)
 {
     o.k = k;
-    int rc = run_token(&o, cmd, draft, target, V, t);
-    if (rc == CLI_OK)
-        *v = sd_gof_verdict_of(t->gof.min_p, t->too_good, t->power_na ? 1 : t->power, o.alpha);
-    return rc;
+    return run_token(&o, cmd, draft, target, V, t, alone, v);
 }
 
 /* The token level over the default plan (family.h), each case at its k (or -k): one
@@ -425,7 +402,7 @@ static int certify_plan(const mc_opts *o, const char *cmd, token_run *t, sd_gof_
         if (sd_family_make(c->spec, &draft, &target, &V)) return cli_fail(cmd, sd_errmsg());
         token_run r;
         sd_gof_verdict v;
-        rc = certify_token(*o, cmd, draft, target, V, k, &r, &v);
+        rc = certify_token(*o, cmd, draft, target, V, k, 0, &r, &v);
         free(draft);
         free(target);
         if (rc) break;
@@ -470,8 +447,7 @@ static int certify_run(mc_opts o, const char *cmd)
         double *draft, *target;
         if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
         if (!o.k) o.k = 2;
-        rc = certify_token(o, cmd, draft, target, V, o.k, &t, &tv);
-        if (rc == CLI_OK && tv == SD_GOF_PASS && t.power_na) tv = SD_GOF_INCONCLUSIVE; /* no power shown */
+        rc = certify_token(o, cmd, draft, target, V, o.k, 1, &t, &tv);
         free(draft);
         free(target);
         if (rc) return rc;
@@ -602,7 +578,6 @@ int cmd_certify(int argc, char **argv)
             return cmd_certify_decoder(argc, argv);
     mc_opts o = default_opts();
     o.mp.samples = 3e6;
-    o.verdict = 1;
     o.k = 0; /* not given: each default case's k, or 2 on a given pair */
     int rc = parse(argc, argv, cmd, certify_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
