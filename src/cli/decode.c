@@ -21,7 +21,8 @@ static const char *const help =
     "                      [--shape SPEC | --optimize gt|throughput] [--prompt TEXT |\n"
     "                      --prompts FILE] [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                      [--top-k K] [--seed S] [--threads N] [--check] [--gt-sweep M,...]\n"
-    "                      [--json] [--tsv FILE] [--cost-out FILE] [--parallel-draft P.gguf]\n"
+    "                      [--json] [--tsv FILE] [--cost FILE | --cost-out FILE] [--quiet]\n"
+    "                      [--parallel-draft P.gguf]\n"
     "                      [--parallel-sweep L1-L2] [--ids | --text]\n"
     "\n"
     "Decodes the prompts with the target alone (autoregressive, 'ar') and with each\n"
@@ -119,6 +120,10 @@ static const char *const help =
     "                     of the target, of the draft, over n tree tokens), as soon as they\n"
     "                     are timed: 'specdec replay --cost FILE' prices its speedups with\n"
     "                     them instead of assuming M_T(n) = M_T(1)\n"
+    "  --cost FILE        read the costs from FILE (what --cost-out wrote on this machine,\n"
+    "                     at these --threads) instead of measuring them: no ladder (says\n"
+    "                     so on stderr); the intervals then leave the timing passes'\n"
+    "                     spread out. Not with a parallel drafter (its M_P(n) is not in it)\n"
     "\n"
     "Example: specdec decode --target data/models/target.gguf --draft data/models/draft.gguf\n"
     "         --scheme all --n-prompts 20 --max-tokens 64\n";
@@ -174,7 +179,7 @@ static int make_entries(const dec_opts *o, entry *es, size_t *n)
         }
         return rc ? rc : sd_decode_arm_add(es, n, "throughput", "rrs", "", SD_BUILD_THROUGHPUT, 1);
     }
-    if ((rc = sd_decode_arms_parse(o->schemes, o->shape, o->optimize, es, n))) return rc;
+    if ((rc = sd_decode_arms_parse(o->co.schemes, o->shape, o->optimize, es, n))) return rc;
     if (o->ids && (*n != 1 || es[0].build != SD_BUILD_NONE))
         return sd_error(SD_EINVAL, "--ids runs one scheme of fixed shape (not %s): its tree may not depend "
                         "on a calibration", *n != 1 ? "a list" : es[0].name);
@@ -187,7 +192,7 @@ static int set_up(const dec_opts *o, session *s, entry *es, size_t ne)
 {
     sd_llama_pair_params pp = sd_llama_pair_default_params();
     pp.temperature = o->sm.temperature, pp.draft_temperature = o->draft_temp;
-    pp.top_k = o->sm.top_k, pp.top_p = o->sm.top_p, pp.device = o->sm.device;
+    pp.top_k = o->sm.top_k, pp.top_p = o->sm.top_p, pp.device = o->co.device;
     char *text = NULL;
     size_t len = 0;
     int rc = sd_llama_pair_open(o->target, o->draft, &pp, &s->mp);
@@ -216,12 +221,12 @@ static int measure(const dec_opts *o, session *s)
     size_t nmax = sd_decode_bench_nmax(b);
     int rc;
     if (o->cost) {
-        if (!o->quiet)
+        if (!o->co.quiet)
             fprintf(stderr, "decode: costs M_T(n), M_D(n) read from %s (not measured)\n", o->cost);
         rc = sd_decode_bench_read_costs(b, o->cost);
         nmax = b->costs.nmax;
     } else {
-        if (!o->quiet)
+        if (!o->co.quiet)
             fprintf(stderr, "decode: measuring M_T(n), M_D(n)%s for n = 1..%zu (--cost FILE reads them "
                     "instead)\n", s->mp.pm ? " and M_P(n)" : "", nmax);
         rc = sd_decode_bench_measure(b);
@@ -248,7 +253,7 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne)
         fprintf(stderr, "specdec decode: --calibrate %zu: there %s only %zu prompt%s (--prompts, "
                 "--n-prompts); calibrating on %zu\n", o->calibrate, b->np == 1 ? "is" : "are", b->np,
                 CLI_S(b->np), ncal);
-    if (!o->quiet)
+    if (!o->co.quiet)
         fprintf(stderr, "decode: calibrating on %zu prompt%s x %zu token%s\n", ncal, CLI_S(ncal), o->max_tokens,
                 CLI_S(o->max_tokens));
     return sd_decode_bench_calibrate(b, es, ne);
@@ -265,7 +270,7 @@ static int once_run(const dec_opts *o, session *s, entry *e)
     int rc = sd_tree_ws_alloc(&ws, e->tree, &p, b->target->vocab);
     if (rc) return prefixed(rc, e->name);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
-    gsl_rng_set(rng, o->sm.seed);
+    gsl_rng_set(rng, o->co.seed);
     sd_decode_params dp = sd_decode_default_params();
     dp.eos = b->eos;
     dp.max_tokens = b->budget[0];
@@ -285,7 +290,7 @@ static int once_run(const dec_opts *o, session *s, entry *e)
         if (!(rc = sd_tokenizer_decode(s->mp.tok, ids, np, 0, &prompt, &len)) &&
             !(rc = sd_tokenizer_decode(s->mp.tok, ids + np, n, 0, &text, &len)))
             printf("== %s (%s), seed %lu, temperature %g: %zu token%s in %zu block%s\nprompt: %s\n%s\n\n",
-                   e->name, e->shape, o->sm.seed, o->sm.temperature, n, CLI_S(n), (size_t)st.blocks,
+                   e->name, e->shape, o->co.seed, o->sm.temperature, n, CLI_S(n), (size_t)st.blocks,
                    CLI_S(st.blocks), prompt, text);
         free(prompt);
         free(text);
@@ -311,8 +316,8 @@ static int decode(const dec_opts *o, entry *es, size_t ne)
     memset(&s, 0, sizeof s);
     s.b = sd_decode_bench_default();
     s.b.calibrate = o->calibrate, s.b.tree_budget = o->budget, s.b.max_depth = o->max_depth;
-    s.b.max_rank = o->max_rank, s.b.threshold = o->threshold, s.b.level = o->level, s.b.seed = o->sm.seed;
-    s.b.progress = !o->quiet, s.b.check = o->check;
+    s.b.max_rank = o->max_rank, s.b.threshold = o->threshold, s.b.level = o->level, s.b.seed = o->co.seed;
+    s.b.progress = !o->co.quiet, s.b.check = o->check;
     int rc = set_up(o, &s, es, ne), ret = CLI_OK;
     if (!rc && (o->ids || o->text)) {
         for (size_t i = 0; !rc && i < ne; i++)
@@ -329,7 +334,7 @@ static int decode(const dec_opts *o, entry *es, size_t ne)
     if (!rc) rc = sd_decode_bench_run(&s.b, es, ne);
     if (!rc && o->tsv) rc = dec_write_tsv(o, &s, es, ne);
     if (rc) ret = fail_msg("%s", sd_errmsg());
-    else if (o->json) dec_print_json(o, &s, es, ne);
+    else if (o->co.json) dec_print_json(o, &s, es, ne);
     else dec_print_table(o, &s, es, ne);
     for (size_t i = 0; !rc && o->check && i < ne; i++)
         if (es[i].mismatch) ret = CLI_FAIL;
@@ -344,16 +349,17 @@ int cmd_decode(int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.max_tokens = 64, o.calibrate = 8, o.level = 0.9;
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
+    o.co = cli_common_init(CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_SCHEMES | CLI_QUIET | CLI_JSON);
     o.budget = 16, o.max_depth = 6, o.max_rank = 4, o.draft_temp = -1, o.threshold = NAN;
     o.prompts = "data/prompts.txt";
     o.pdraft = "data/models/parallel.gguf";
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
-           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_QUIET, O_JSON, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS, O_COSTOUT, O_TEXT,
+           O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS, O_COSTOUT, O_TEXT,
            O_COST };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
-        {"scheme", required_argument, 0, O_SCHEME}, {"shape", required_argument, 0, O_SHAPE},
+        {"shape", required_argument, 0, O_SHAPE},
         {"optimize", required_argument, 0, O_OPT}, {"prompt", required_argument, 0, O_PROMPT},
         {"prompts", required_argument, 0, O_PROMPTS}, {"n-prompts", required_argument, 0, O_NPROMPTS},
         {"max-tokens", required_argument, 0, O_MAX}, CLI_SAMPLING_LONGOPTS,
@@ -361,8 +367,7 @@ int cmd_decode(int argc, char **argv)
         {"calibrate", required_argument, 0, O_CAL}, {"budget", required_argument, 0, O_BUDGET},
         {"max-depth", required_argument, 0, O_DEPTH}, {"max-rank", required_argument, 0, O_RANK},
         {"level", required_argument, 0, O_LEVEL}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
-        {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS},
-        {"quiet", no_argument, 0, O_QUIET}, {"json", no_argument, 0, O_JSON}, {"ids", no_argument, 0, O_IDS},
+        {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS}, {"ids", no_argument, 0, O_IDS},
         {"tsv", required_argument, 0, O_TSV}, {"cost-out", required_argument, 0, O_COSTOUT},
         {"cost", required_argument, 0, O_COST},
         {"text", no_argument, 0, O_TEXT},
@@ -370,10 +375,13 @@ int cmd_decode(int argc, char **argv)
         {"parallel-sweep", required_argument, 0, O_PSWEEP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
+    struct option longopts[64];
+    cli_longopts(o.co.which, own, longopts, 64);
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int sr = cli_sampling_option(&o.sm, opt, optarg, cmd);
+        if (!sr) sr = cli_common_option(&o.co, opt, optarg, cmd);
         if (sr) {
             if (sr < 0) return CLI_USAGE;
             continue;
@@ -381,7 +389,6 @@ int cmd_decode(int argc, char **argv)
         switch (opt) {
         case O_TARGET: o.target = optarg; break;
         case O_DRAFT: o.draft = optarg; break;
-        case O_SCHEME: o.schemes = optarg; break;
         case O_SHAPE: o.shape = optarg; break;
         case O_OPT:
             if (strcmp(optarg, "gt") && strcmp(optarg, "throughput"))
@@ -415,8 +422,6 @@ int cmd_decode(int argc, char **argv)
         case O_SWEEP: o.sweep = optarg; break;
         case O_CHECK: o.check = 1; break;
         case O_NOBOS: o.no_bos = 1; break;
-        case O_QUIET: o.quiet = 1; break;
-        case O_JSON: o.json = 1; break;
         case O_IDS: o.ids = 1; break;
         case O_TEXT: o.text = 1; break;
         case O_TSV: o.tsv = optarg; break;
@@ -440,10 +445,12 @@ int cmd_decode(int argc, char **argv)
     if (!o.target || !o.draft) return cli_usage(cmd, "--target T.gguf and --draft D.gguf are required");
     if (o.max_tokens == 0) return cli_usage(cmd, "--max-tokens 0: nothing to decode (need >= 1)");
     if (o.shape && o.optimize) return cli_usage(cmd, "give --shape or --optimize, not both");
-    if ((o.sweep || o.par_hi) && (o.schemes || o.shape || o.optimize))
+    if (o.cost && o.cost_out) return cli_usage(cmd, "--cost reads the costs --cost-out writes: give one");
+    if ((o.sweep || o.par_hi) && (o.co.schemes || o.shape || o.optimize))
         return cli_usage(cmd, "--%s picks its own schemes: no --scheme, --shape or --optimize",
                          o.sweep ? "gt-sweep" : "parallel-sweep");
-    if ((o.ids || o.text) && (o.sweep || o.par_hi || o.check || o.json || o.tsv || o.cost_out || (o.ids && o.text)))
+    if ((o.ids || o.text) && (o.sweep || o.par_hi || o.check || o.co.json || o.tsv || o.cost_out || o.cost ||
+                              (o.ids && o.text)))
         return cli_usage(cmd, "--%s decodes once: no --gt-sweep, --parallel-sweep, --check, --json, --tsv, "
                               "--cost-out%s", o.ids ? "ids" : "text", o.ids ? " or --text" : " or --ids");
     if (o.sweep && o.par_hi) return cli_usage(cmd, "--gt-sweep and --parallel-sweep exclude each other");
@@ -467,7 +474,6 @@ int cmd_decode(int argc, char **argv)
     }
     if (!strcmp(o.pdraft, "data/models/parallel.gguf") && cli_data_file(o.pdraft, pdraft, sizeof pdraft))
         o.pdraft = pdraft;
-    if (o.sm.threads) omp_set_num_threads((int)o.sm.threads);
     entry *es = sd_xcalloc(SD_DECODE_MAX_ARMS, sizeof *es);
     size_t ne = 0;
     int rc = make_entries(&o, es, &ne);

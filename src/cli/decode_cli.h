@@ -10,16 +10,17 @@
 #include "model/llama_pair.h"
 
 typedef struct {
-    const char *target, *draft, *schemes, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
+    const char *target, *draft, *shape, *optimize, *prompt, *prompts, *sweep, *tsv;
     const char *cost_out;                /* --cost-out: the measured M_T(n), M_D(n) */
     const char *cost;                    /* --cost: read them instead of measuring */
     const char *pdraft;                  /* the parallel drafter's file */
     size_t par_lo, par_hi;               /* --parallel-sweep */
     size_t max_tokens, n_prompts, calibrate, budget, max_depth, max_rank;
     int have_calibrate; /* --calibrate given (capped at the prompts: said on stderr) */
+    cli_common co;                       /* seed, threads, device, scheme, quiet, json */
     cli_sampling sm;
     double draft_temp, threshold, level;
-    int no_bos, stop_eos, check, json, quiet;
+    int no_bos, stop_eos, check;
     int ids;                             /* --ids: one scheme, one prompt, its token ids */
     int text;                            /* --text: each scheme, one prompt, its text */
 } dec_opts;

@@ -35,7 +35,7 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
            "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"level\": %g},\n \"costs\": {\"c\": %.6g, "
            "\"c_interval\": [%.6g, %.6g], \"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"prompt_sd\": %.6g, "
            "\"m_t_ms\": [",
-           s->b.np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed,
+           s->b.np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->co.seed,
            o->level, s->b.c, s->b.c_lo, s->b.c_hi, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1,
            s->b.costs.target_scale_sd, s->b.costs.prompt_sd);
     for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
@@ -200,7 +200,7 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
     printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
     printf("# %zu prompt%s, up to %zu token%s each, temperature %g, top-p %g, top-k %zu, %d thread%s, seed %lu\n",
            s->b.np, CLI_S(s->b.np), o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, o->sm.top_p, o->sm.top_k,
-           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->sm.seed);
+           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->co.seed);
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
            "   c = M_D/M_T = %.3f [%.3f, %.3f]\n"
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,

@@ -66,7 +66,8 @@ static const char *const help =
     "  --size-ratio R     draft size / target size for MBSU (default: --cost-draft)\n"
     "  --exact, --no-exact  insist on / skip the exact block efficiency (default: when small)\n"
     "  --samples N        Monte-Carlo blocks (default 1e5; 0 = none)\n"
-    "  --seed S, --threads N (the result is the same for any N), -h/--help\n"
+    "  --seed S, --threads N (the result is the same for any N), --quiet (no progress),\n"
+    "  -h/--help\n"
     "  --json             one object, every command's envelope: command, version,\n"
     "                     settings[, rank_acceptance], results: the tree (and with\n"
     "                     --optimize gt the throughput-optimal one after it)\n"
@@ -99,14 +100,31 @@ static int scheme_alias(const char *name, sd_scheme *s)
     return sd_scheme_parse(name, s);
 }
 
-enum { OPT_LM = OPT_FIRST_FREE, OPT_SCHEME, OPT_SHAPE, OPT_OPT, OPT_BUDGET, OPT_DEPTH, OPT_RANK,
-       OPT_THRESH, OPT_CD, OPT_CT, OPT_OVER, OPT_SIZE, OPT_EXACT, OPT_NOEXACT, OPT_SAMPLES,
-       OPT_SEED, OPT_THREADS, OPT_CP };
+enum { OPT_LM = OPT_FIRST_FREE, OPT_SHAPE, OPT_OPT, OPT_BUDGET, OPT_DEPTH, OPT_RANK,
+       OPT_THRESH, OPT_CD, OPT_CT, OPT_OVER, OPT_SIZE, OPT_EXACT, OPT_NOEXACT, OPT_CP };
+
+/* The shared options of tree and compare into o (after the loop). */
+static void take_common(const cli_common *co, tree_opts *o)
+{
+    o->mp.samples = co->samples, o->mp.seed = co->seed, o->mp.threads = (int)co->threads;
+    o->mp.progress = !co->quiet;
+    o->device = co->device, o->json = co->json;
+}
+
+/* A cost curve given on the command line: a bad spec is a usage error. */
+static int check_curve(const char *spec, const char *what, const char *cmd)
+{
+    sd_cost_curve *c;
+    if (!spec) return 0;
+    if (sd_cost_curve_parse(spec, &c)) return cli_usage(cmd, "%s: %s", what, sd_errmsg());
+    sd_cost_curve_free(c);
+    return 0;
+}
 
 static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
 {
-    static const struct option longopts[] = {
-        {"lm", required_argument, 0, OPT_LM}, {"scheme", required_argument, 0, OPT_SCHEME},
+    static const struct option own[] = {
+        {"lm", required_argument, 0, OPT_LM},
         {"shape", required_argument, 0, OPT_SHAPE}, {"optimize", required_argument, 0, OPT_OPT},
         {"budget", required_argument, 0, OPT_BUDGET}, {"max-depth", required_argument, 0, OPT_DEPTH},
         {"max-rank", required_argument, 0, OPT_RANK}, {"threshold", required_argument, 0, OPT_THRESH},
@@ -114,24 +132,21 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         {"cost-parallel", required_argument, 0, OPT_CP}, {"overhead", required_argument, 0, OPT_OVER},
         {"size-ratio", required_argument, 0, OPT_SIZE},
         {"exact", no_argument, 0, OPT_EXACT}, {"no-exact", no_argument, 0, OPT_NOEXACT},
-        {"samples", required_argument, 0, OPT_SAMPLES}, {"seed", required_argument, 0, OPT_SEED},
-        {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON}, CLI_DEVICE_LONGOPT,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
+    cli_common co = cli_common_init(CLI_SCHEMES | CLI_SAMPLES | CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_QUIET |
+                                    CLI_JSON);
+    co.samples = o->mp.samples, co.seed = o->mp.seed, co.min_samples = 0;
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
     int opt;
-    size_t sz;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int r = cli_common_option(&co, opt, optarg, cmd);
+        if (r < 0) return CLI_USAGE;
+        if (r) continue;
         switch (opt) {
         case OPT_LM: o->lm = optarg; break;
-        case OPT_SCHEME:
-            o->otm_lp = !strcmp(optarg, "otm-lp"); /* otm through an LP per node, for checking */
-            if (o->otm_lp) o->tp.scheme = SD_SCHEME_OTM;
-            else if (scheme_alias(optarg, &o->tp.scheme))
-                return cli_usage(cmd, "unknown scheme '%s' (sd, chain, specinfer, mcsd, rrs, "
-                                      "mcsd-wor, rsd-c, kseq)", optarg);
-            o->have_scheme = 1;
-            break;
         case OPT_SHAPE: o->shape = optarg; break;
         case OPT_OPT:
             if (strcmp(optarg, "gt") && strcmp(optarg, "throughput"))
@@ -149,29 +164,25 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         case OPT_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o->size_ratio)) return CLI_USAGE; break;
         case OPT_EXACT: o->exact = 1; break;
         case OPT_NOEXACT: o->exact = -1; break;
-        case OPT_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &o->mp.samples)) return CLI_USAGE; break;
-        case OPT_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            o->mp.seed = (unsigned long)sz;
-            break;
-        case OPT_S_DEVICE:
-            if (cli_device_option(optarg, cmd, &o->device)) return CLI_USAGE;
-            break;
-        case OPT_THREADS:
-            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
-            o->mp.threads = (int)sz;
-            break;
-        case OPT_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return -1;
         default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    take_common(&co, o);
     if (!o->lm) return cli_usage(cmd, "--lm is required (const:ALPHA or markov:...)");
-    if (!o->have_scheme) return cli_usage(cmd, "--scheme is required");
+    if (!co.schemes) return cli_usage(cmd, "--scheme is required");
+    o->otm_lp = !strcmp(co.schemes, "otm-lp"); /* otm through an LP per node, for checking */
+    if (o->otm_lp) o->tp.scheme = SD_SCHEME_OTM;
+    else if (scheme_alias(co.schemes, &o->tp.scheme))
+        return cli_usage(cmd, "unknown scheme '%s' (sd, chain, specinfer, mcsd, rrs, mcsd-wor, rsd-c, kseq, otm, "
+                              "otm-lp)", co.schemes);
+    o->have_scheme = 1;
     if (!o->shape == !o->optimize) return cli_usage(cmd, "give one of --shape and --optimize");
     if (o->cost_draft < 0 || o->overhead < 0) return cli_usage(cmd, "costs must be >= 0");
-    if (o->mp.samples != 0 && o->mp.samples < 2) return cli_usage(cmd, "--samples is 0 or >= 2");
+    if (o->mp.samples == 1) return cli_usage(cmd, "--samples is 0 or >= 2");
+    if (check_curve(o->cost_target, "--cost-target", cmd) || check_curve(o->cost_parallel, "--cost-parallel", cmd))
+        return CLI_USAGE;
     return 0;
 }
 
@@ -309,8 +320,8 @@ int cmd_tree(int argc, char **argv)
                      o.tp.scheme == SD_SCHEME_SD && !strchr(o.shape, ',') ? "chain" : "kconfig", o.shape);
             o.shape = bare;
         }
-        if (sd_tree_parse(o.shape, &t)) {
-            rc = cli_fail(cmd, sd_errmsg());
+        if (sd_tree_parse(o.shape, &t)) { /* a spec on the command line: a usage error */
+            rc = cli_usage(cmd, "%s", sd_errmsg());
             goto out;
         }
     } else {
@@ -401,7 +412,8 @@ static const char *const compare_help =
     "  --length L         fixed-length table for L in {2, 3, 4, 5}\n"
     "  --shapes FILE      the shape table (default data/rsd_shapes.tsv)\n"
     "  --samples N        blocks per tree (default 1e5)\n"
-    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --threads N, --json:\n"
+    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --threads N, --json,\n"
+    "  --quiet:\n"
     "                     as for tree (the result is the same for any --threads)\n"
     CLI_DEVICE_HELP;
 
@@ -424,15 +436,18 @@ static int row_spec(const char *method, const char *shape, char *spec, size_t ca
 int cmd_compare(int argc, char **argv)
 {
     const char *cmd = "compare";
-    enum { C_LM = 2000, C_BUDGET, C_LENGTH, C_SHAPES, C_SAMPLES, C_CD, C_CT, C_SIZE, C_SEED, C_JSON, C_THREADS };
-    static const struct option longopts[] = {
+    enum { C_LM = 2000, C_BUDGET, C_LENGTH, C_SHAPES, C_CD, C_CT, C_SIZE };
+    static const struct option own[] = {
         {"lm", required_argument, 0, C_LM}, {"budget", required_argument, 0, C_BUDGET},
         {"length", required_argument, 0, C_LENGTH}, {"shapes", required_argument, 0, C_SHAPES},
-        {"samples", required_argument, 0, C_SAMPLES}, {"cost-draft", required_argument, 0, C_CD},
+        {"cost-draft", required_argument, 0, C_CD},
         {"cost-target", required_argument, 0, C_CT}, {"size-ratio", required_argument, 0, C_SIZE},
-        {"seed", required_argument, 0, C_SEED}, {"json", no_argument, 0, C_JSON}, CLI_DEVICE_LONGOPT,
-        {"threads", required_argument, 0, C_THREADS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
+    cli_common co = cli_common_init(CLI_SAMPLES | CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_QUIET | CLI_JSON);
+    co.samples = 1e5, co.min_samples = 2;
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
     tree_opts o;
     memset(&o, 0, sizeof o);
     o.tp = sd_tree_default_params();
@@ -440,10 +455,13 @@ int cmd_compare(int argc, char **argv)
     o.mp = sd_mc_default_params();
     o.mp.samples = 1e5;
     const char *shapes = "data/rsd_shapes.tsv", *experiment = NULL;
-    size_t value = 0, sz;
+    size_t value = 0;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int r = cli_common_option(&co, opt, optarg, cmd);
+        if (r < 0) return CLI_USAGE;
+        if (r) continue;
         switch (opt) {
         case C_LM: o.lm = optarg; break;
         case C_BUDGET:
@@ -455,30 +473,17 @@ int cmd_compare(int argc, char **argv)
             experiment = "fixed-length";
             break;
         case C_SHAPES: shapes = optarg; break;
-        case C_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &o.mp.samples)) return CLI_USAGE; break;
         case C_CD: if (cli_parse_double(optarg, "--cost-draft", cmd, &o.cost_draft)) return CLI_USAGE; break;
         case C_CT: o.cost_target = optarg; break;
         case C_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o.size_ratio)) return CLI_USAGE; break;
-        case C_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            o.mp.seed = (unsigned long)sz;
-            break;
-        case C_JSON: o.json = 1; break;
-        case C_THREADS:
-            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
-            if (!sz || sz > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", optarg);
-            o.mp.threads = (int)sz;
-            break;
-        case OPT_S_DEVICE:
-            if (cli_device_option(optarg, cmd, &o.device)) return CLI_USAGE;
-            break;
         case 'h': fputs(compare_help, stdout); return CLI_OK;
         default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    take_common(&co, &o);
     if (!o.lm || !experiment) return cli_usage(cmd, "give --lm and one of --budget or --length");
-    if (!(o.mp.samples >= 2)) return cli_usage(cmd, "--samples must be >= 2");
+    if (check_curve(o.cost_target, "--cost-target", cmd)) return CLI_USAGE;
     if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
     char shipped[4096]; /* the default table from anywhere: here, the binary's repository or install */
     if (!strcmp(shapes, "data/rsd_shapes.tsv") && cli_data_file(shapes, shipped, sizeof shipped)) shapes = shipped;

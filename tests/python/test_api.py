@@ -252,7 +252,7 @@ def test_errors():
     except specdec.Error as e:
         check("error: the C message", str(e) and str(e) in p.stderr, "python %r, command %r" % (str(e), p.stderr))
         check("error: the status", e.status == -1, str(e.status))
-    p = run("tree", "--lm", "markov:8,1,0.5,3,0.5", "--scheme", "rrs", "--shape", "kconfig:0,2", code=1)
+    p = run("tree", "--lm", "markov:8,1,0.5,3,0.5", "--scheme", "rrs", "--shape", "kconfig:0,2", code=2)
     try:
         specdec.tree("markov:8,1,0.5,3,0.5", "rrs", "kconfig:0,2")
         check("error: a bad shape raises", False)
