@@ -99,7 +99,9 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
         memcpy(out + k, blk_out, take * sizeof *out);
         k += take;
         st->blocks++;
-        st->accepted += blk.accepted < take ? blk.accepted : take;
+        size_t kept = blk.accepted < take ? blk.accepted : take;
+        st->accepted += kept;
+        for (size_t i = 0; i < kept && i < SD_DECODE_POSITIONS; i++) st->accepted_at[i]++;
         st->nodes += blk.nodes;
         st->draft_calls += blk.draft_calls;
         st->draft_s += blk.draft_s, st->target_s += blk.target_s, st->verify_s += blk.verify_s;
@@ -328,6 +330,7 @@ void sd_decode_stats_add(sd_decode_stats *a, const sd_decode_stats *b)
 {
     a->sequences += b->sequences, a->tokens += b->tokens, a->blocks += b->blocks, a->accepted += b->accepted;
     a->nodes += b->nodes, a->draft_calls += b->draft_calls;
+    for (size_t i = 0; i < SD_DECODE_POSITIONS; i++) a->accepted_at[i] += b->accepted_at[i];
     a->seconds += b->seconds, a->draft_s += b->draft_s, a->target_s += b->target_s, a->verify_s += b->verify_s;
     for (size_t w = 0; w <= SD_DECODE_WIDTHS; w++)
         a->calls_by_width[w] += b->calls_by_width[w], a->secs_by_width[w] += b->secs_by_width[w];

@@ -23,6 +23,8 @@
 #define SD_DECODE_NO_EOS ((size_t)-1)
 /* target calls are counted by width n (tokens in the pass) up to this; wider ones in the last */
 #define SD_DECODE_WIDTHS 128
+/* accepted drafts are counted by position in the block up to this (deeper ones are not) */
+#define SD_DECODE_POSITIONS 64
 
 typedef struct {
     size_t max_tokens;  /* tokens to generate */
@@ -35,9 +37,16 @@ sd_decode_params sd_decode_default_params(void);
 
 typedef enum { SD_STOP_BUDGET, SD_STOP_EOS, SD_STOP_ROOM } sd_decode_stop;
 
-/* Summed over calls: pass the same struct for several prompts (zero it first). */
+/* Summed over calls: pass the same struct for several prompts (zero it first). nodes are
+ * the draft tokens the target verified (vLLM's and llama.cpp's drafted tokens), accepted
+ * those kept (their accepted tokens): vLLM's draft acceptance rate and llama-speculative's
+ * "accept" are accepted / nodes, vLLM's mean acceptance length 1 + accepted / blocks
+ * (this library's block efficiency is tokens / blocks: the same but at an EOS or the
+ * budget's end), and accepted_at[i] the blocks whose draft at depth i + 1 was kept
+ * (vLLM's accepted tokens per position). */
 typedef struct {
     size_t sequences, tokens, blocks, accepted, nodes, draft_calls;
+    size_t accepted_at[SD_DECODE_POSITIONS];
     double seconds;                      /* wall time of the decoding calls */
     double draft_s, target_s, verify_s;  /* its split (speculative: from the blocks) */
     size_t calls_by_width[SD_DECODE_WIDTHS + 1];  /* target calls of n tokens, n <= WIDTHS */

@@ -11,6 +11,21 @@
 
 static double rate(const sd_decode_stats *st) { return st->seconds > 0 ? (double)st->tokens / st->seconds : 0; }
 
+/* Positions counted for a scheme: its tree's depth (at most SD_DECODE_POSITIONS). */
+static size_t positions(const entry *e)
+{
+    size_t d = e->tree ? e->tree->max_depth : 0;
+    return d < SD_DECODE_POSITIONS ? d : SD_DECODE_POSITIONS;
+}
+
+/* vLLM's and llama.cpp's figures of a run (decode.h, sd_decode_stats): the acceptance
+ * rate per drafted token and the mean acceptance length. */
+static double accept_rate(const sd_decode_stats *r) { return r->nodes ? (double)r->accepted / (double)r->nodes : NAN; }
+static double accept_length(const sd_decode_stats *r)
+{
+    return r->blocks ? 1 + (double)r->accepted / (double)r->blocks : NAN;
+}
+
 static void print_widths(FILE *f, const sd_decode_stats *st)
 {
     int first = 1;
@@ -94,6 +109,14 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
         printf(", \"measured\": ");
         cli_json_double(stdout, s->b.best && rate(&s->b.best->run) > 0 ? rate(r) / rate(&s->b.best->run) : NAN);
         printf("}");
+        printf(", \"blocks\": %zu, \"drafted\": %zu, \"accepted\": %zu, \"draft_acceptance_rate\": ", r->blocks,
+               r->nodes, r->accepted);
+        cli_json_double(stdout, accept_rate(r));
+        printf(", \"mean_acceptance_length\": ");
+        cli_json_double(stdout, accept_length(r));
+        printf(", \"accepted_per_position\": [");
+        for (size_t k = 0; k < positions(e); k++) printf("%s%zu", k ? ", " : "", r->accepted_at[k]);
+        printf("]");
         printf(", \"target_calls_by_width\": ");
         print_widths(stdout, r);
         if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
@@ -164,6 +187,27 @@ static void print_sweep_verdict(const session *s, const entry *es, size_t n)
         printf("gt sweep: %s's measured optimum at threshold %.4g (c x %g); the predicted threshold c = %.4g "
                "[%.4g, %.4g]: %s\n", k ? "gt-dynamic" : "gt", best->threshold, best->mult, s->b.c, s->b.c_lo, s->b.c_hi,
                inside ? "inside" : best->threshold < s->b.c_lo ? "below it" : "above it");
+    }
+}
+
+/* The counts as vLLM and llama.cpp report them, beside block efficiency and rank
+ * acceptance (decode.h, sd_decode_stats). */
+static void print_acceptance(const entry *es, size_t n)
+{
+    printf("# as vLLM and llama.cpp count them: drafted = draft tokens the target verified, accepted = those\n"
+           "# kept; accept%% = accepted / drafted (llama-speculative's accept, vLLM's draft acceptance rate),\n"
+           "# mean-len = 1 + accepted / blocks (vLLM's mean acceptance length), then the blocks whose draft at\n"
+           "# depth 1, 2, ... was kept (vLLM's accepted tokens per position)\n");
+    printf("%-16s %7s %8s %8s %7s %8s  %s\n", "scheme", "blocks", "drafted", "accepted", "accept%", "mean-len",
+           "accepted per position");
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        if (e->skipped) continue;
+        const sd_decode_stats *r = &e->run;
+        printf("%-16s %7zu %8zu %8zu %7.2f %8.3f ", e->name, r->blocks, r->nodes, r->accepted, 100 * accept_rate(r),
+               accept_length(r));
+        for (size_t k = 0; k < positions(e); k++) printf(" %zu", r->accepted_at[k]);
+        printf("\n");
     }
 }
 
@@ -245,6 +289,7 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
                100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds,
                r->draft_s / blocks * 1e3, e->pred.draft_s * 1e3);
     }
+    print_acceptance(es, n);
     print_vs_best(o, s, es, n);
     if (o->par_hi) print_parallel(s, es, n);
     if (o->sweep) print_sweep_verdict(s, es, n);
@@ -273,7 +318,8 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
                "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms"
                "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi"
-               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi\n", s->b.np, CLI_S(s->b.np),
+               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi"
+               "\tdraft_acceptance_rate\taccepted_per_position\n", s->b.np, CLI_S(s->b.np),
             o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, omp_get_max_threads(), CLI_S(omp_get_max_threads()), s->b.c);
     fprintf(f, "# cost-target table");
     for (size_t i = 1; i <= s->b.costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
@@ -282,7 +328,7 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     double ar_pred_target = s->b.ar_cal.tokens ? s->b.ar_cal.target_s / (double)s->b.ar_cal.tokens : MT(s, 1);
     double ar_tok = (double)(a->tokens ? a->tokens : 1);
     fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\t%.6g\t%.6g\t%.6g\t%.6g"
-               "\tnan\tnan\tnan\n",
+               "\tnan\tnan\tnan\tnan\t-\n",
             o->sm.temperature, rate(a), ar_pred, ar_pred, ar_pred, a->target_s / ar_tok * 1e3, ar_pred_target * 1e3,
             (a->seconds - a->target_s) / ar_tok * 1e3, (1 / ar_pred - ar_pred_target) * 1e3);
     for (size_t i = 0; i < n; i++) {
@@ -291,14 +337,16 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
         const sd_decode_stats *r = &e->run;
         double blocks = r->blocks ? (double)r->blocks : 1;
         fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g"
-                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
+                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t", e->name, e->shape,
                 e->build == SD_BUILD_GT || e->build == SD_BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
                 (double)r->nodes / blocks, rate(r), e->pred.rate, rate(r) / rate(a), e->pred.speedup,
                 (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
                 e->pred.draft_s * 1e3, e->pred.speedup_lo, e->pred.speedup_hi, e->pred.rate_lo, e->pred.rate_hi,
                 e->pred.efficiency_lo, e->pred.efficiency_hi, r->target_s / blocks * 1e3, e->pred.target_s * 1e3,
                 (r->seconds - r->draft_s - r->target_s) / blocks * 1e3, e->pred.overhead_s * 1e3, e->vs_best,
-                e->vs_best_lo, e->vs_best_hi);
+                e->vs_best_lo, e->vs_best_hi, accept_rate(r));
+        for (size_t k = 0; k < positions(e); k++) fprintf(f, "%s%zu", k ? "," : "", r->accepted_at[k]);
+        fprintf(f, "%s\n", positions(e) ? "" : "-");
     }
     if (fclose(f) || rename(tmp, o->tsv)) {
         remove(tmp);
