@@ -44,4 +44,16 @@ expect 1 "verify with rrs" -- "$SPECDEC" tree --lm markov:4,1,0.5,7,0.5 --scheme
 expect 2 "one of --shape and --optimize" -- "$SPECDEC" tree --lm const:0.8 --scheme chain
 expect 2 "unknown scheme" -- "$SPECDEC" tree --lm const:0.8 --scheme nope --shape 3
 expect 1 "no fixed-budget rows" -- "$SPECDEC" compare --lm const:0.8 --budget 7
+
+# a pair given as two laws (context-free) and a tree from rank acceptance alone: chain:4 at
+# per-token acceptance 0.8 is 1 + .8 + .64 + .512 + .4096 = 3.3616 tokens a block, from
+# --ranks 0.8 (predicted), from the laws (0.8 of the mass shared: exact) and from const:0.8
+expect 0 '"block_efficiency": 3.3616' -- "$SPECDEC" tree --ranks 0.8 --scheme sd --shape chain:4 --json
+expect 0 '"predicted_efficiency": 3.3616' -- "$SPECDEC" tree --ranks 0.8 --scheme sd --shape chain:4 --json
+expect 0 "block efficiency     3.3616000000 (exact)" -- "$SPECDEC" tree --draft 0.8,0.2,0 --target 0.8,0,0.2 --scheme sd --shape chain:4 --samples 0
+expect 0 "rank acceptance (given): 0.6000 0.2000 0.1000" -- "$SPECDEC" tree --ranks 0.6,0.2,0.1 --scheme rrs --optimize gt
+expect 2 "give one of --lm SPEC, --ranks" -- "$SPECDEC" tree --ranks 0.5 --lm const:0.8 --scheme sd --shape 4
+expect 2 "give one of --lm SPEC, --ranks" -- "$SPECDEC" tree --scheme sd --shape 4
+expect 2 "ranks 0.5,1.5: up to 64 probabilities" -- "$SPECDEC" tree --ranks 0.5,1.5 --scheme sd --shape 4
+expect 1 "rank acceptance gives a static tree" -- "$SPECDEC" tree --ranks 0.5 --scheme rrs --shape beam:2,2
 finish "cli tree/compare"
