@@ -470,6 +470,26 @@ int sd_decode_bench_calibrate(sd_decode_bench *b, sd_decode_arm *arms, size_t ne
     return rc;
 }
 
+int sd_decode_bench_once(const sd_decode_bench *b, const sd_decode_arm *a, size_t p, unsigned long seed, size_t *out,
+                         size_t *n, sd_decode_stats *st)
+{
+    if (!a->tree) return sd_error(SD_EINVAL, "%s: its tree is built from a calibration: not run once", a->name);
+    if (p >= b->np) return sd_error(SD_EINVAL, "prompt %zu: there are %zu", p + 1, b->np);
+    sd_tree_params tp = sd_decode_arm_params(a);
+    sd_tree_ws *ws;
+    int rc = sd_tree_ws_alloc(&ws, a->tree, &tp, b->target->vocab);
+    if (rc) return prefixed(rc, a->name);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(rng, seed);
+    sd_decode_params dp = run_params(b);
+    dp.max_tokens = b->budget[p];
+    rc = sd_decode_spec(ws, sd_decode_bench_draft_for(b, a->tree), b->target, b->prompt[p], b->plen[p], &dp, rng, out,
+                        n, st);
+    gsl_rng_free(rng);
+    sd_tree_ws_free(ws);
+    return rc ? prefixed(rc, a->name) : SD_OK;
+}
+
 int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t ne)
 {
     int rc = interleaved_runs(b, arms, ne, b->np, b->seed, 0);

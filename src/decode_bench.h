@@ -141,6 +141,13 @@ int sd_decode_bench_calibrate(sd_decode_bench *b, sd_decode_arm *arms, size_t n)
  * again (b->mt1_after). */
 int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t n);
 
+/* Prompt p decoded once by arm a (a fixed shape: its tree parsed), from a generator
+ * seeded with seed, at most the prompt's budget: the tokens into out (room for
+ * b->max_tokens), their number into *n, the counts added to *st. What `specdec decode
+ * --ids` prints, and certify --decoder reads. */
+int sd_decode_bench_once(const sd_decode_bench *b, const sd_decode_arm *a, size_t p, unsigned long seed, size_t *out,
+                         size_t *n, sd_decode_stats *st);
+
 /* The oracle that drafts tree t: the parallel drafter for parallel walks, the greedy
  * draft for chains when there is one. */
 sd_lm *sd_decode_bench_draft_for(const sd_decode_bench *b, const sd_tree *t);

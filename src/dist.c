@@ -253,6 +253,17 @@ int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, 
     return sd_dist_top_p(out, vocab, top_p);
 }
 
+int sd_dist_prepare(double *prob, size_t vocab, double unit_roundoff, int logits, double temperature,
+                    size_t top_k, double top_p, int normalize, const char *name)
+{
+    if (logits) return sd_dist_from_logits(prob, vocab, temperature, top_k, top_p, prob, name);
+    if (normalize) return sd_dist_normalize(prob, vocab, name);
+    double rtol = sd_dist_sum_rtol(vocab, unit_roundoff);
+    int rc = sd_dist_check_sum(prob, vocab, name, rtol);
+    if (!rc && rtol > SD_DIST_SUM_RTOL) rc = sd_dist_normalize(prob, vocab, name);
+    return rc;
+}
+
 int sd_dist_from_logits_ordered(const float *logits, size_t vocab, double temperature, size_t top_k,
                                 double top_p, sd_filter_order order, double *out, const char *name)
 {

@@ -34,6 +34,14 @@ int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double
  * sd_dist_check_sum at it, then sd_dist_normalize rescales it in double. */
 double sd_dist_sum_rtol(size_t vocab, double unit_roundoff);
 
+/* A law as given by a user, in place: from logits (logits 1: sd_dist_from_logits at
+ * temperature, top_k, top_p), rescaled (normalize 1), or else held to 1 within the stored
+ * type's precision (unit_roundoff: 0 or 2^-53 for doubles, 2^-24 float32, 2^-11 float16;
+ * sd_dist_sum_rtol) and rescaled in double when that type was narrower. What the command
+ * line does with --draft and --target, and the Python package with arrays. */
+int sd_dist_prepare(double *prob, size_t vocab, double unit_roundoff, int logits, double temperature,
+                    size_t top_k, double top_p, int normalize, const char *name);
+
 /* Scales a finite, non-negative, not-all-zero vector in place to sum to 1. */
 int sd_dist_normalize(double *prob, size_t vocab, const char *name);
 /* sd_dist_check(prob), then out = prob rescaled to sum to 1: the same values as a copy

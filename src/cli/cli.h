@@ -190,9 +190,7 @@ extern int cli_progress_quiet;
  * has opened its envelope (cli_json_open), an "error" member cli_json_close adds. */
 extern int cli_json_errors;
 
-#ifndef SPECDEC_VERSION
-#define SPECDEC_VERSION "0.1.0"
-#endif
+#include "version.h"
 
 /* Every command's --json output is one object in the same envelope:
  *   {"command": "accept", "version": "0.1.0", "settings": {what was asked},

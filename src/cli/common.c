@@ -312,13 +312,7 @@ static int load_one(const cli_pair *p, const char *spec, const char *name, doubl
     if (rc) return rc;
     /* a float32 or float16 file rounds every entry: its sum may stand a few units of
      * the stored type's roundoff per entry from 1; held to that, then rescaled in double */
-    double rtol = sd_dist_sum_rtol(*n, eps);
-    if (p->logits)
-        rc = sd_dist_from_logits(*out, *n, p->temperature, p->top_k, p->top_p, *out, name);
-    else if (p->normalize)
-        rc = sd_dist_normalize(*out, *n, name);
-    else if (!(rc = sd_dist_check_sum(*out, *n, name, rtol)) && rtol > SD_DIST_SUM_RTOL)
-        rc = sd_dist_normalize(*out, *n, name);
+    rc = sd_dist_prepare(*out, *n, eps, p->logits, p->temperature, p->top_k, p->top_p, p->normalize, name);
     if (rc) {
         free(*out);
         *out = NULL;

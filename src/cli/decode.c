@@ -265,20 +265,10 @@ static int calibrate(const dec_opts *o, session *s, entry *es, size_t ne)
 static int once_run(const dec_opts *o, session *s, entry *e)
 {
     const sd_decode_bench *b = &s->b;
-    sd_tree_params p = sd_decode_arm_params(e);
-    sd_tree_ws *ws;
-    int rc = sd_tree_ws_alloc(&ws, e->tree, &p, b->target->vocab);
-    if (rc) return prefixed(rc, e->name);
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
-    gsl_rng_set(rng, o->co.seed);
-    sd_decode_params dp = sd_decode_default_params();
-    dp.eos = b->eos;
-    dp.max_tokens = b->budget[0];
     size_t *buf = sd_xmalloc((o->max_tokens + 1) * sizeof *buf), n = 0;
     sd_decode_stats st;
     memset(&st, 0, sizeof st);
-    rc = sd_decode_spec(ws, sd_decode_bench_draft_for(b, e->tree), b->target, b->prompt[0], b->plen[0], &dp, rng,
-                        buf, &n, &st);
+    int rc = sd_decode_bench_once(b, e, 0, o->co.seed, buf, &n, &st);
     if (!rc && o->ids)
         for (size_t i = 0; i < n; i++) printf("%zu%c", buf[i], i + 1 < n ? ' ' : '\n');
     if (!rc && o->text) {
@@ -297,9 +287,7 @@ static int once_run(const dec_opts *o, session *s, entry *e)
         free(ids);
     }
     free(buf);
-    gsl_rng_free(rng);
-    sd_tree_ws_free(ws);
-    return rc ? prefixed(rc, e->name) : SD_OK;
+    return rc;
 }
 
 static void session_free(session *s, entry *es, size_t ne)
