@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "mpi.h"
 #include "progress.h"
 
 int cmd_random_model(int argc, char **argv); /* randmodel.c */
@@ -63,6 +64,7 @@ static void print_progress(const sd_progress *p, double seconds, int final, void
 int main(int argc, char **argv)
 {
     sd_progress_set_callback(print_progress, NULL);
+    if (cli_mpi_launch_rank() > 0) cli_quiet = 1; /* rank 0 reports (mpi.h) */
     opterr = 0; /* a refused option is reported by cli_bad_option, with the nearest name */
     if (argc < 2) {
         usage(stderr);
