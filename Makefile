@@ -299,7 +299,7 @@ bench-cpu-sets: $(BUILD)/tests/bench/bench_model $(BIN)
 bench-kquant: $(BUILD)/tests/bench/bench_model $(BIN)
 	sh tests/bench/kquant.sh $(BUILD)
 
-# demo: the main job on the default pair (README, "What the main job prints"): every scheme measured
+# demo: the main job on the default pair (README, "What `decode` prints"): every scheme measured
 # beside its prediction. PAIR=large: the large target (stored as Q4_K, run widened to F16:
 # 75 MB of weights streamed from memory each pass, where speculation pays) and its draft
 # LARGE_DRAFT, the default when data/models/large-target.gguf is here; PAIR=small: the

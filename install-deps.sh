@@ -13,8 +13,11 @@
 set -eu
 # libopenmpi-dev and openmpi-bin: only `make mpi` (build-mpi/specdec) and its tests use them;
 # python3-numpy: the Python adapters of `specdec certify --exec` (tests/exec/adapter.py) and
-# the Python package over libspecdec.so (src/python/, tests/python/test_api.py)
-PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git libopenmpi-dev openmpi-bin python3-numpy"
+# the Python package over libspecdec.so (src/python/, tests/python/test_api.py);
+# python3-setuptools, python3-wheel, python3-venv: `pip install --no-build-isolation .`
+# offline (pyproject.toml, setup.py; tests/cli/python.sh installs into a fresh venv)
+PKGS="build-essential libgsl-dev libglpk-dev glpk-utils libcmocka-dev gnuplot-nox git libopenmpi-dev openmpi-bin python3-numpy
+      python3-setuptools python3-wheel python3-venv"
 ARM=""
 for a in "$@"; do
     case "$a" in

@@ -263,7 +263,6 @@ int sd_exec_cases(sd_exec *x, const size_t *drafts, size_t n, size_t *tokens,
     return SD_OK;
 }
 
-const char *sd_exec_status(const sd_exec *x) { return x ? x->status : ""; }
 
 void sd_exec_stop(sd_exec *x)
 {

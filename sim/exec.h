@@ -48,7 +48,4 @@ int sd_exec_cases(sd_exec *x, const size_t *drafts, size_t n, size_t *tokens,
  * its process group; frees x. Safe on NULL. */
 void sd_exec_stop(sd_exec *x);
 
-/* How the program ended, once sd_exec_cases failed with SD_EIO ("" while it runs). */
-const char *sd_exec_status(const sd_exec *x);
-
 #endif

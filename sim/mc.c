@@ -322,3 +322,33 @@ int sd_mc_token_checked(sd_scheme scheme, const double *draft, const double *tar
     if (rc) sd_mc_result_free(&out->mc);
     return rc;
 }
+
+/* too_good, power and power_runs of a token-level run (sd_mc_token_certify). */
+static void token_verdict_inputs(const double *draft, const double *target, size_t V, sd_mc_params mp,
+                                 double alpha, sd_mc_token_report *t)
+{
+    double *alt = sd_xmalloc(V * sizeof *alt);
+    sd_gof_planted_correction(draft, target, V, alt);
+    gsl_rng *rng = sd_mc_chunk_rng(mp.seed, mp.chunks);
+    t->too_good = sd_gof_too_good(t->mc.counts, target, V, t->bins, 5.0, rng, NULL);
+    t->power_na = !sd_gof_planted_shows(target, alt, V);
+    if (t->power_na) t->power = NAN, t->power_runs = -1;
+    else t->power = sd_gof_power(target, alt, V, t->bins, t->mc.samples, 5.0, alpha, 200, rng, NULL);
+    if (!t->power_na)
+        t->power_runs = t->power >= SD_GOF_MIN_POWER ? t->mc.samples
+                        : sd_gof_runs_for_power(target, alt, V, t->bins, 1000, 1e9, 5.0, alpha, 100, rng);
+    gsl_rng_free(rng);
+    free(alt);
+}
+
+int sd_mc_token_certify(sd_scheme scheme, const double *draft, const double *target, size_t vocab,
+                        size_t k, sd_verify_params vp, sd_mc_params mp, size_t bins, double alpha, int alone,
+                        sd_mc_token_report *out, sd_gof_verdict *verdict)
+{
+    int rc = sd_mc_token_checked(scheme, draft, target, vocab, k, vp, mp, bins, out);
+    if (rc) return rc;
+    token_verdict_inputs(draft, target, vocab, mp, alpha, out);
+    *verdict = sd_gof_verdict_of(out->gof.min_p, out->too_good, out->power_na ? 1 : out->power, alpha);
+    if (alone && *verdict == SD_GOF_PASS && out->power_na) *verdict = SD_GOF_INCONCLUSIVE; /* no power shown */
+    return SD_OK;
+}

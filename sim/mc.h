@@ -107,9 +107,10 @@ typedef struct {
     sd_gof_result gof;
     size_t bins;       /* bins used: 0 when every token is a cell */
     size_t k_used;     /* drafts per trial (sd_scheme_drafts_for) */
-    /* certify's other two questions, asked by its caller (sd_mc_token_checked leaves
-     * them 0): does the law fit too well (sd_gof_too_good), and the power against the
-     * planted correction-from-target bug with the samples that give 0.9 (sd_gof_power) */
+    /* certify's other two questions (sd_mc_token_checked leaves them 0,
+     * sd_mc_token_certify asks them): does the law fit too well (sd_gof_too_good), and
+     * the power against the planted correction-from-target bug with the samples that
+     * give 0.9 (sd_gof_power, sd_gof_runs_for_power) */
     int too_good;
     double power, power_runs;
     int power_na;      /* the planted bug does not change this pair's law (sd_gof_planted_shows) */
@@ -118,6 +119,17 @@ typedef struct {
 int sd_mc_token_checked(sd_scheme scheme, const double *draft, const double *target, size_t vocab,
                         size_t k, sd_verify_params vp, sd_mc_params mp, size_t bins,
                         sd_mc_token_report *out);
+
+/* The token level of `specdec certify` on one pair (its Python twin too):
+ * sd_mc_token_checked, then the other two questions at level alpha (too_good, power and
+ * power_runs, each from a generator of its own: chunk indices no chunk of mp uses; power
+ * NaN and power_runs -1 where the bug leaves the pair's law as it is: power_na), and the
+ * verdict (sd_gof_verdict_of; a waived power counts as enough). alone: the pair is the
+ * whole certification, so a PASS that showed no power is INCONCLUSIVE (over a plan of
+ * pairs, the caller says so when no pair showed power). */
+int sd_mc_token_certify(sd_scheme scheme, const double *draft, const double *target, size_t vocab,
+                        size_t k, sd_verify_params vp, sd_mc_params mp, size_t bins, double alpha, int alone,
+                        sd_mc_token_report *out, sd_gof_verdict *verdict);
 
 /* Tree blocks: n independent blocks after one context, each verified by the tree walk;
  * mean tokens per block (block efficiency) with a normal-approximation interval. */

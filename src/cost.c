@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lm.h"
+#include "progress.h"
 #include "sd_error.h"
 
 enum { CURVE_CONST, CURVE_AFFINE, CURVE_LINEAR_AFTER, CURVE_TABLE };
@@ -224,6 +225,8 @@ int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out)
     return SD_OK;
 }
 
+size_t sd_cost_curve_count(const sd_cost_curve *c) { return c && c->kind == CURVE_TABLE ? c->count : 0; }
+
 /* ---- cost files ---- */
 
 int sd_cost_file_write(const char *path, const char *header, const sd_cost_curve *target,
@@ -336,6 +339,12 @@ static int ladder_curve(const size_t *ladder, size_t rungs, const double *t, siz
 int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
                     size_t cache, sd_cost_curve **out, sd_cost_curve **passes)
 {
+    return sd_cost_measure_p(lm, nlm, prompt, plen, nmax, cache, out, passes, 0);
+}
+
+int sd_cost_measure_p(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
+                      size_t cache, sd_cost_curve **out, sd_cost_curve **passes, int progress)
+{
     static const size_t ladder[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
     enum { PASSES = SD_COST_PASSES, LADDER = sizeof ladder / sizeof *ladder, MODELS = 3 };
     for (size_t j = 0; j < nlm; j++) out[j] = NULL;
@@ -355,17 +364,23 @@ int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t p
         rc = time_width(lm, nlm, buf, blen, 1 + (size_t)w % (nmax < 4 ? nmax : 4), chain, law, warm);
     size_t rungs = 0;
     while (rungs < LADDER && (rungs == 0 || ladder[rungs - 1] < nmax)) rungs++;
+    sd_progress prog;
+    sd_progress_start(&prog, progress, "costs", "timed widths", (double)(rungs * (PASSES + 1)));
     /* every rung once more: a decoder that settles on a thread count per width (the CPU
      * model does) has settled before the passes are timed */
-    for (size_t k = 0; k < rungs && !rc; k++)
+    for (size_t k = 0; k < rungs && !rc; k++) {
         rc = time_width(lm, nlm, buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, warm);
+        sd_progress_add(&prog, 1);
+    }
     /* the ladder five times, the models alternating at every call (a machine whose speed
      * wanders moves both alike: their ratio c is what the trees are built on) */
     for (int pass = 0; pass < PASSES && !rc; pass++)
         for (size_t k = 0; k < rungs && !rc; k++) {
             rc = time_width(lm, nlm, buf, blen, ladder[k] < nmax ? ladder[k] : nmax, chain, law, at);
             for (size_t j = 0; j < nlm; j++) t[j][k][pass] = at[j];
+            sd_progress_add(&prog, 1);
         }
+    sd_progress_end(&prog);
     double rung[LADDER];
     for (size_t j = 0; j < nlm && !rc; j++) {
         for (int pass = 0; passes && pass < PASSES && !rc; pass++) { /* each pass's own curve */

@@ -92,6 +92,8 @@ int sd_cost_speed(const sd_cost_model *m, double block_efficiency, double draft_
 /* A table curve from measured values: M(n) = t[n - 1] for n = 1..m, as table:t1,...,tm
  * (entries > 0, non-decreasing; SD_EINVAL otherwise). */
 int sd_cost_curve_table(const double *t, size_t m, sd_cost_curve **out);
+/* The widths a table curve holds (m); 0 for a curve from a spec other than table:. */
+size_t sd_cost_curve_count(const sd_cost_curve *c);
 
 /* A cost file: the measured curves of a target and its draft, written by specdec decode
  * --cost-out and read by specdec replay --cost, so that a speedup computed elsewhere is
@@ -121,6 +123,9 @@ int sd_cost_file_read(const char *path, sd_cost_curve **target, sd_cost_curve **
 typedef struct sd_lm sd_lm;
 int sd_cost_measure(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
                     size_t cache, sd_cost_curve **out, sd_cost_curve **passes);
+/* The same, reporting its progress (progress.h) when progress is 1. */
+int sd_cost_measure_p(sd_lm *const *lm, size_t nlm, const size_t *prompt, size_t plen, size_t nmax,
+                      size_t cache, sd_cost_curve **out, sd_cost_curve **passes, int progress);
 
 /* Leviathan et al.: expected tokens per iteration of a chain of gamma drafts, each
  * accepted with probability alpha independently, (1 - a^(g+1)) / (1 - a) (g + 1 at

@@ -99,7 +99,9 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
         memcpy(out + k, blk_out, take * sizeof *out);
         k += take;
         st->blocks++;
-        st->accepted += blk.accepted < take ? blk.accepted : take;
+        size_t kept = blk.accepted < take ? blk.accepted : take;
+        st->accepted += kept;
+        for (size_t i = 0; i < kept && i < SD_DECODE_POSITIONS; i++) st->accepted_at[i]++;
         st->nodes += blk.nodes;
         st->draft_calls += blk.draft_calls;
         st->draft_s += blk.draft_s, st->target_s += blk.target_s, st->verify_s += blk.verify_s;
@@ -118,20 +120,14 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
 
 /* ---- prediction ---- */
 
-int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const size_t *prompt,
-                            size_t plen, size_t nmax, size_t cache, sd_decode_costs *out)
+/* The draws' times: Gumbel-top-2 over the vocabulary and inverse CDF, on the draft's law
+ * after the prompt. */
+static int time_draws(sd_lm *draft, const size_t *prompt, size_t plen, sd_decode_costs *out)
 {
-    memset(out, 0, sizeof *out);
-    sd_lm *lm[3] = {target, draft, parallel};
-    sd_cost_curve *curve[3] = {NULL, NULL, NULL};
-    int rc = sd_cost_measure(lm, parallel ? 3 : 2, prompt, plen, nmax, cache, curve, &out->pass[0][0]);
-    if (rc) return rc;
-    out->target = curve[0], out->draft = curve[1], out->parallel = curve[2], out->nmax = nmax;
-    /* the draws: Gumbel-top-2 over the vocabulary, inverse CDF, on the draft's law */
     size_t V = draft->vocab, tok[2];
     double *law = sd_xmalloc(V * sizeof *law), *keys = sd_xmalloc(V * sizeof *keys);
     gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
-    rc = sd_lm_next(draft, prompt, plen, law);
+    int rc = sd_lm_next(draft, prompt, plen, law);
     double a = sd_seconds();
     for (int i = 0; i < 200 && !rc; i++) rc = sd_dist_sample_without_replacement(law, V, 2, r, keys, tok);
     double b = sd_seconds();
@@ -139,6 +135,39 @@ int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const 
     out->draw_gumbel = (b - a) / 200, out->draw_cdf = (sd_seconds() - b) / 200;
     gsl_rng_free(r);
     free(law), free(keys);
+    return rc;
+}
+
+int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const size_t *prompt,
+                            size_t plen, size_t nmax, size_t cache, int progress, sd_decode_costs *out)
+{
+    memset(out, 0, sizeof *out);
+    sd_lm *lm[3] = {target, draft, parallel};
+    sd_cost_curve *curve[3] = {NULL, NULL, NULL};
+    int rc = sd_cost_measure_p(lm, parallel ? 3 : 2, prompt, plen, nmax, cache, curve, &out->pass[0][0], progress);
+    if (rc) return rc;
+    out->target = curve[0], out->draft = curve[1], out->parallel = curve[2], out->nmax = nmax;
+    rc = time_draws(draft, prompt, plen, out);
+    if (rc) sd_decode_costs_free(out);
+    return rc;
+}
+
+int sd_decode_costs_read(const char *path, double scale, sd_lm *draft, const size_t *prompt, size_t plen,
+                         sd_decode_costs *out)
+{
+    memset(out, 0, sizeof *out);
+    sd_cost_curve *t = NULL, *d = NULL;
+    int rc = sd_cost_file_read(path, &t, &d);
+    size_t m = rc ? 0 : sd_cost_curve_count(t);
+    double *mt = sd_xmalloc((m + 1) * sizeof *mt), *md = sd_xmalloc((m + 1) * sizeof *md);
+    for (size_t n = 1; n <= m; n++)
+        mt[n - 1] = sd_cost_curve_eval(t, (double)n) * scale, md[n - 1] = sd_cost_curve_eval(d, (double)n) * scale;
+    if (!rc && !(rc = sd_cost_curve_table(mt, m, &out->target)) && !(rc = sd_cost_curve_table(md, m, &out->draft))) {
+        out->nmax = m;
+        rc = time_draws(draft, prompt, plen, out);
+    }
+    sd_cost_curve_free(t), sd_cost_curve_free(d);
+    free(mt), free(md);
     if (rc) sd_decode_costs_free(out);
     return rc;
 }
@@ -301,6 +330,7 @@ void sd_decode_stats_add(sd_decode_stats *a, const sd_decode_stats *b)
 {
     a->sequences += b->sequences, a->tokens += b->tokens, a->blocks += b->blocks, a->accepted += b->accepted;
     a->nodes += b->nodes, a->draft_calls += b->draft_calls;
+    for (size_t i = 0; i < SD_DECODE_POSITIONS; i++) a->accepted_at[i] += b->accepted_at[i];
     a->seconds += b->seconds, a->draft_s += b->draft_s, a->target_s += b->target_s, a->verify_s += b->verify_s;
     for (size_t w = 0; w <= SD_DECODE_WIDTHS; w++)
         a->calls_by_width[w] += b->calls_by_width[w], a->secs_by_width[w] += b->secs_by_width[w];

@@ -23,6 +23,8 @@
 #define SD_DECODE_NO_EOS ((size_t)-1)
 /* target calls are counted by width n (tokens in the pass) up to this; wider ones in the last */
 #define SD_DECODE_WIDTHS 128
+/* accepted drafts are counted by position in the block up to this (deeper ones are not) */
+#define SD_DECODE_POSITIONS 64
 
 typedef struct {
     size_t max_tokens;  /* tokens to generate */
@@ -35,9 +37,16 @@ sd_decode_params sd_decode_default_params(void);
 
 typedef enum { SD_STOP_BUDGET, SD_STOP_EOS, SD_STOP_ROOM } sd_decode_stop;
 
-/* Summed over calls: pass the same struct for several prompts (zero it first). */
+/* Summed over calls: pass the same struct for several prompts (zero it first). nodes are
+ * the draft tokens the target verified (vLLM's and llama.cpp's drafted tokens), accepted
+ * those kept (their accepted tokens): vLLM's draft acceptance rate and llama-speculative's
+ * "accept" are accepted / nodes, vLLM's mean acceptance length 1 + accepted / blocks
+ * (this library's block efficiency is tokens / blocks: the same but at an EOS or the
+ * budget's end), and accepted_at[i] the blocks whose draft at depth i + 1 was kept
+ * (vLLM's accepted tokens per position). */
 typedef struct {
     size_t sequences, tokens, blocks, accepted, nodes, draft_calls;
+    size_t accepted_at[SD_DECODE_POSITIONS];
     double seconds;                      /* wall time of the decoding calls */
     double draft_s, target_s, verify_s;  /* its split (speculative: from the blocks) */
     size_t calls_by_width[SD_DECODE_WIDTHS + 1];  /* target calls of n tokens, n <= WIDTHS */
@@ -66,7 +75,7 @@ int sd_decode_spec(sd_tree_ws *ws, sd_lm *draft, sd_lm *target, const size_t *pr
  * autoregressive token's time):
  *
  *   sd_decode_costs c;
- *   sd_decode_costs_measure(target, draft, NULL, prompt, plen, 17, cache, &c);
+ *   sd_decode_costs_measure(target, draft, NULL, prompt, plen, 17, cache, 0, &c);
  *   ... calibration: sd_decode_ar and sd_decode_spec on a few prompts, counts in ar, cal ...
  *   sd_decode_prediction p;
  *   sd_decode_predict(&c, tree, SD_SCHEME_RRS, ranks, nranks, &cal, &ar, &p);
@@ -97,10 +106,17 @@ typedef struct {
                                 runs'); the intervals draw from it */
 } sd_decode_costs;
 
-/* Measures the curves (sd_cost_measure: the models alternating at every width) and the
- * draws' times (on the draft's law after the prompt). parallel may be NULL. */
+/* Measures the curves (sd_cost_measure: the models alternating at every width; its
+ * progress reported when progress is 1) and the draws' times (on the draft's law after
+ * the prompt). parallel may be NULL. */
 int sd_decode_costs_measure(sd_lm *target, sd_lm *draft, sd_lm *parallel, const size_t *prompt,
-                            size_t plen, size_t nmax, size_t cache, sd_decode_costs *out);
+                            size_t plen, size_t nmax, size_t cache, int progress, sd_decode_costs *out);
+/* The curves of a cost file instead (sd_cost_file_read: M_T(n), M_D(n) for n = 1..m,
+ * times scale: 1e-3 for the milliseconds specdec decode --cost-out writes), nmax = m,
+ * and the draws timed on the draft. No timing passes: intervals drawn from the costs
+ * leave the ladder's spread out, and c's interval is the point. */
+int sd_decode_costs_read(const char *path, double scale, sd_lm *draft, const size_t *prompt, size_t plen,
+                         sd_decode_costs *out);
 void sd_decode_costs_free(sd_decode_costs *c);
 
 typedef struct {

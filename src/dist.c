@@ -354,6 +354,36 @@ int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, 
     return sd_dist_top_p(out, vocab, top_p);
 }
 
+int sd_dist_prepare(double *prob, size_t vocab, double unit_roundoff, int logits, double temperature,
+                    size_t top_k, double top_p, int normalize, const char *name)
+{
+    if (logits) return sd_dist_from_logits(prob, vocab, temperature, top_k, top_p, prob, name);
+    if (normalize) return sd_dist_normalize(prob, vocab, name);
+    double rtol = sd_dist_sum_rtol(vocab, unit_roundoff);
+    int rc = sd_dist_check_sum(prob, vocab, name, rtol);
+    if (!rc && rtol > SD_DIST_SUM_RTOL) rc = sd_dist_normalize(prob, vocab, name);
+    return rc;
+}
+
+int sd_dist_from_logits_ordered(const float *logits, size_t vocab, double temperature, size_t top_k,
+                                double top_p, sd_filter_order order, double *out, const char *name)
+{
+    double *lg = sd_xmalloc((vocab ? vocab : 1) * sizeof *lg);
+    for (size_t i = 0; i < vocab; i++) lg[i] = logits[i];
+    int rc;
+    if (order == SD_FILTER_AFTER_TEMPERATURE || temperature == 0) { /* greedy: the argmax whatever the filters */
+        rc = sd_dist_from_logits(lg, vocab, temperature, top_k, top_p, out, name);
+    } else if (!(rc = sd_dist_from_logits(lg, vocab, 1.0, top_k, top_p, out, name))) {
+        double mx = -INFINITY, sum = 0; /* the kept tokens at the temperature */
+        for (size_t i = 0; i < vocab; i++)
+            if (out[i] > 0 && lg[i] > mx) mx = lg[i];
+        for (size_t i = 0; i < vocab; i++) sum += out[i] = out[i] > 0 ? exp((lg[i] - mx) / temperature) : 0;
+        for (size_t i = 0; i < vocab; i++) out[i] /= sum;
+    }
+    free(lg);
+    return rc;
+}
+
 double sd_dist_residual(const double *target, const double *draft, size_t vocab, double *out)
 {
     double mass = 0;

@@ -34,6 +34,14 @@ int sd_dist_check_sum(const double *prob, size_t vocab, const char *name, double
  * sd_dist_check_sum at it, then sd_dist_normalize rescales it in double. */
 double sd_dist_sum_rtol(size_t vocab, double unit_roundoff);
 
+/* A law as given by a user, in place: from logits (logits 1: sd_dist_from_logits at
+ * temperature, top_k, top_p), rescaled (normalize 1), or else held to 1 within the stored
+ * type's precision (unit_roundoff: 0 or 2^-53 for doubles, 2^-24 float32, 2^-11 float16;
+ * sd_dist_sum_rtol) and rescaled in double when that type was narrower. What the command
+ * line does with --draft and --target, and the Python package with arrays. */
+int sd_dist_prepare(double *prob, size_t vocab, double unit_roundoff, int logits, double temperature,
+                    size_t top_k, double top_p, int normalize, const char *name);
+
 /* Scales a finite, non-negative, not-all-zero vector in place to sum to 1. */
 int sd_dist_normalize(double *prob, size_t vocab, const char *name);
 /* sd_dist_check(prob), then out = prob rescaled to sum to 1: the same values as a copy
@@ -53,6 +61,17 @@ int sd_dist_simd(int level);
  * -inf logits are allowed (probability 0); NaN and +inf are errors. out may alias logits. */
 int sd_dist_from_logits(const double *logits, size_t vocab, double temperature, size_t top_k,
                         double top_p, double *out, const char *name);
+
+/* The order of a sampler's steps on logits: specdec's (SD_FILTER_AFTER_TEMPERATURE: the
+ * temperature, then top-k and top-p on the tempered law, as sd_dist_from_logits) or
+ * llama.cpp's sampler chain (SD_FILTER_BEFORE_TEMPERATURE: top-k and top-p on the
+ * untempered law, then the temperature over the tokens kept). They differ when a filter
+ * is on at a temperature other than 1; at temperature 0 both are the argmax. */
+typedef enum { SD_FILTER_AFTER_TEMPERATURE, SD_FILTER_BEFORE_TEMPERATURE } sd_filter_order;
+
+/* The law of float logits (a model's output) in either order, into out[vocab]. */
+int sd_dist_from_logits_ordered(const float *logits, size_t vocab, double temperature, size_t top_k,
+                                double top_p, sd_filter_order order, double *out, const char *name);
 
 /* Keeps the k most probable tokens (ties: lowest index first), renormalises. In place. */
 int sd_dist_top_k(double *prob, size_t vocab, size_t k);

@@ -21,20 +21,6 @@ const char *sd_errmsg(void) { return errbuf[0] ? errbuf : "no error"; }
 
 void sd_error_clear(void) { errbuf[0] = '\0'; }
 
-const char *sd_strerror(int code)
-{
-    switch (code) {
-    case SD_OK: return "ok";
-    case SD_EINVAL: return "invalid input";
-    case SD_ERANGE: return "size out of range";
-    case SD_EIO: return "i/o error";
-    case SD_EFORMAT: return "bad file format";
-    case SD_ELP: return "LP solver failure";
-    case SD_EUNSUP: return "unsupported";
-    default: return "unknown error";
-    }
-}
-
 static void sd_oom(size_t size)
 {
     fprintf(stderr, "specdec: out of memory (asked for %zu bytes)\n", size);

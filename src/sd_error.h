@@ -27,7 +27,6 @@ enum {
 /* Sets the thread's message (printf format) and returns code. */
 int sd_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *sd_errmsg(void);
-const char *sd_strerror(int code);
 void sd_error_clear(void);
 
 /* Allocation that never returns NULL: out of memory aborts here, in one place. */

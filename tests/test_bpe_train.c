@@ -232,15 +232,7 @@ static void test_bpe_train_gguf(void **state)
     char path[256];
     snprintf(path, sizeof path, "%s/trained.gguf", tmpdir);
     sd_gguf_writer *w = sd_gguf_writer_init();
-    OK(sd_gguf_writer_set_str(w, KEY("model"), "gpt2"));
-    OK(sd_gguf_writer_set_str(w, KEY("pre"), sd_tokenizer_pre_name(v->pre)));
-    OK(sd_gguf_writer_set_arr_str(w, KEY("tokens"), (const char *const *)v->tokens,
-                                  v->n_tokens));
-    OK(sd_gguf_writer_set_arr(w, KEY("token_type"), SD_GGUF_I32, v->types, v->n_tokens));
-    OK(sd_gguf_writer_set_arr_str(w, KEY("merges"), (const char *const *)v->merges,
-                                  v->n_merges));
-    OK(sd_gguf_writer_set_u32(w, KEY("bos_token_id"), (uint32_t)v->first_special));
-    OK(sd_gguf_writer_set_u32(w, KEY("eos_token_id"), (uint32_t)v->first_special));
+    OK(sd_bpe_vocab_gguf_keys(v, w)); /* what specdec train writes */
     assert_int_equal(sd_gguf_writer_write(w, path), SD_OK);
     sd_gguf_writer_free(w);
     sd_gguf *g;
@@ -256,6 +248,12 @@ static void test_bpe_train_gguf(void **state)
     assert_memory_equal(a, b, n1 * sizeof *a);
     assert_int_equal(n1, v->n_corpus_tokens);
     assert_int_equal(sd_tokenizer_eos(from_file), v->first_special);
+    /* BOS added, EOS not: the special token first, the text's tokens after */
+    int32_t *c = encode(from_file, text, SD_TOK_ADD_SPECIAL, &n2);
+    assert_int_equal(n2, n1 + 1);
+    assert_int_equal(c[0], v->first_special);
+    assert_memory_equal(c + 1, a, n1 * sizeof *a);
+    free(c);
     free(a);
     free(b);
     sd_tokenizer_free(from_file);

@@ -10,6 +10,7 @@
 
 #include "decode.h"
 #include "dist.h"
+#include "lm_spec.h"
 #include "model/llama_lm.h"
 #include "otm_lp.h"
 #include "planted.h"
@@ -281,6 +282,49 @@ static void test_decode_parallel_drafter(void **state)
     sd_llama_free(tm), sd_llama_free(pm); /* pg and tg: their oracles own them */
 }
 
+/* The counts vLLM and llama.cpp report, on a pair whose every draft is kept with
+ * probability 0.7 (const:0.7): with chain:4, the draft at depth i is kept in a block
+ * with probability 0.7^i, so accepted_at[i - 1] / blocks -> 0.7^i (each inside 5 sigma
+ * of its binomial), the positions sum to accepted, and accepted / nodes (vLLM's draft
+ * acceptance rate, llama-speculative's accept) -> (.7 + .49 + .343 + .2401) / 4. */
+static void test_decode_accepted_per_position(void **state)
+{
+    (void)state;
+    sd_lm *draft, *target;
+    assert_int_equal(sd_lm_pair_parse("const:0.7", &draft, &target), SD_OK);
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse("chain:4", &t), SD_OK);
+    sd_tree_params p = sd_tree_default_params();
+    p.scheme = SD_SCHEME_SD;
+    sd_tree_ws *ws;
+    assert_int_equal(sd_tree_ws_alloc(&ws, t, &p, target->vocab), SD_OK);
+    gsl_rng *r = sd_test_rng(2385);
+    sd_decode_params dp = sd_decode_default_params();
+    dp.max_tokens = 200;
+    sd_decode_stats st;
+    memset(&st, 0, sizeof st);
+    size_t prompt[1] = {0}, out[200], n;
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(sd_decode_spec(ws, draft, target, prompt, 1, &dp, r, out, &n, &st), SD_OK);
+    size_t sum = 0;
+    double a = 1;
+    for (int i = 0; i < 4; i++) {
+        a *= 0.7;
+        double b = (double)st.blocks, sd = sqrt(b * a * (1 - a));
+        assert_true(fabs((double)st.accepted_at[i] - b * a) < 5 * sd);
+        sum += st.accepted_at[i];
+    }
+    assert_int_equal(st.accepted_at[4], 0);
+    assert_int_equal(sum, st.accepted);
+    double rate = (double)st.accepted / (double)st.nodes;
+    assert_true(fabs(rate - (0.7 + 0.49 + 0.343 + 0.2401) / 4) < 0.02);
+    gsl_rng_free(r);
+    sd_tree_ws_free(ws);
+    sd_tree_free(t);
+    sd_lm_free(draft);
+    sd_lm_free(target);
+}
+
 static void test_decode_stops(void **state)
 {
     (void)state;
@@ -535,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_decode_greedy_identity),
         cmocka_unit_test(test_decode_certified),
         cmocka_unit_test(test_decode_stops),
+        cmocka_unit_test(test_decode_accepted_per_position),
         cmocka_unit_test(test_decode_predict),
         cmocka_unit_test(test_decode_parallel_drafter),
     };

@@ -108,6 +108,34 @@ static void test_dist_logits_softmax_full_vocab(void **state)
     gsl_rng_free(r);
 }
 
+/* The two orders of temperature and filters, by hand: logits 2, 1, 0, -1 at temperature
+ * 0.5 and top-p 0.7. llama.cpp's order keeps tokens 0 and 1 (untempered masses .644 and
+ * .237 reach .7 together), then tempers them: e^4 / (e^4 + e^2). specdec's tempers first
+ * (.867 for token 0 alone reaches .7): a point mass. At temperature 0 both are the argmax. */
+static void test_dist_logits_filter_order(void **state)
+{
+    (void)state;
+    const float lg[4] = {2, 1, 0, -1};
+    double law[4], a = exp(4.0) / (exp(4.0) + exp(2.0));
+    assert_int_equal(sd_dist_from_logits_ordered(lg, 4, 0.5, 0, 0.7, SD_FILTER_BEFORE_TEMPERATURE, law, "l"), SD_OK);
+    assert_close(law[0], a, 1e-14, 0);
+    assert_close(law[1], 1 - a, 1e-13, 0);
+    assert_true(law[2] == 0 && law[3] == 0);
+    assert_int_equal(sd_dist_from_logits_ordered(lg, 4, 0.5, 0, 0.7, SD_FILTER_AFTER_TEMPERATURE, law, "l"), SD_OK);
+    assert_true(law[0] == 1 && law[1] == 0);
+    /* top-k 3 at temperature 2: the same three tokens either way, the same law */
+    double other[4];
+    assert_int_equal(sd_dist_from_logits_ordered(lg, 4, 2, 3, 1, SD_FILTER_BEFORE_TEMPERATURE, law, "l"), SD_OK);
+    assert_int_equal(sd_dist_from_logits_ordered(lg, 4, 2, 3, 1, SD_FILTER_AFTER_TEMPERATURE, other, "l"), SD_OK);
+    for (int i = 0; i < 4; i++) assert_close(law[i], other[i], 1e-14, 1e-300);
+    assert_close(law[0], exp(1.0) / (exp(1.0) + exp(0.5) + 1), 1e-14, 0);
+    assert_int_equal(sd_dist_from_logits_ordered(lg, 4, 0, 2, 0.5, SD_FILTER_BEFORE_TEMPERATURE, law, "l"), SD_OK);
+    assert_true(law[0] == 1);
+    const float bad[2] = {1, NAN};
+    assert_int_equal(sd_dist_from_logits_ordered(bad, 2, 0.5, 0, 0.9, SD_FILTER_BEFORE_TEMPERATURE, law, "l"),
+                     SD_EINVAL);
+}
+
 static void test_dist_residual_and_tv(void **state)
 {
     (void)state;
@@ -288,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_dist_check_accepts_and_rejects),
         cmocka_unit_test(test_dist_logits_softmax_topk_topp),
         cmocka_unit_test(test_dist_logits_softmax_full_vocab),
+        cmocka_unit_test(test_dist_logits_filter_order),
         cmocka_unit_test(test_dist_residual_and_tv),
         cmocka_unit_test(test_dist_normalize_into_and_residual_bitwise),
         cmocka_unit_test(test_dist_logits_scan),

@@ -5,12 +5,17 @@
  * with the message in sd_api_errmsg() (per thread, until the next failure). Each
  * function calls the library functions the command line calls for the same job:
  *
+ *   sd_api_laws      --draft/--target sd_dist_prepare (--logits, --normalize, narrow types)
  *   sd_api_accept    specdec accept   sd_accept_exact, sd_otm_lp_solve (otm-lp, otm-setlp)
  *   sd_api_mc        specdec mc       sd_mc_token_checked (sd_mc_token, exact value, gof)
+ *   sd_api_certify_scheme  specdec certify --scheme S (its token level)  sd_mc_token_certify
  *   sd_api_certify   specdec certify --exec, with the sampler as two callbacks
  *                                     (sim/blackbox.h)
- *   sd_api_tree      specdec tree     sd_tree_block_efficiency, sd_mc_blocks
- *   sd_api_replay    specdec replay   sd_replay_run over logits in memory
+ *   sd_api_tree      specdec tree     sd_tree_evaluate, sd_tree_optimize (sim/tree_eval.h)
+ *   sd_api_speed     tree's speed     sd_cost_speed
+ *   sd_api_replay    specdec replay   sd_replay_run over logits in memory (--cost FILE too)
+ *   sd_api_decode    specdec decode   sd_llama_pair_open, the decode_bench protocol
+ *   sd_api_decode_ids  decode --ids   sd_decode_bench_once
  *   sd_api_pair      --pair SPEC      sd_family_make
  *
  *   double acc[2], drafts[2];
@@ -25,24 +30,28 @@
 
 #include <stddef.h>
 
-#define SD_API_VERSION 1
+#define SD_API_VERSION 2
 
 int sd_api_version(void);
+/* specdec's version ("0.1.0"), the command's --version. */
+const char *sd_api_version_string(void);
 /* The message of the calling thread's last failure. */
 const char *sd_api_errmsg(void);
 /* The names of the fields a function writes into its out array, comma-separated, in
- * order ("mc", "certify", "tree", "replay", "replay_scheme", "replay_chain"); NULL for an
- * unknown name. */
+ * order ("mc", "certify", "certify_scheme", "tree", "speed", "replay", "replay_scheme",
+ * "replay_chain", "decode", "decode_run"); NULL for an unknown name. */
 const char *sd_api_fields(const char *function);
 /* The scheme names, comma-separated, in sd_scheme order (replay's rows). */
 const char *sd_api_schemes(void);
 
-/* Laws given in a type narrower than double (float32: unit_roundoff 2^-24, float16:
- * 2^-11), converted to double in prob [rows, vocab]: each row's sum held to 1 within the
- * stored type's precision (dist.h: sd_dist_sum_rtol), then rescaled in double in place,
- * as the command line does with a float32 .npy. name ("draft", "target") starts the
- * messages. */
-int sd_api_laws(double *prob, size_t rows, size_t vocab, double unit_roundoff, const char *name);
+/* Laws as the command line reads --draft and --target, in place in prob [rows, vocab]
+ * (dist.h: sd_dist_prepare): logits 1, softmax at temperature with top_k (0 off) and top_p
+ * (1 off), as --logits; normalize 1, rescaled, as --normalize; else each row's sum held to
+ * 1 within the stored type's precision (unit_roundoff: 0 for doubles, float32 2^-24,
+ * float16 2^-11) and rescaled in double when narrower, as with a float32 .npy. name
+ * ("draft", "target") starts the messages. */
+int sd_api_laws(double *prob, size_t rows, size_t vocab, double unit_roundoff, int logits, double temperature,
+                size_t top_k, double top_p, int normalize, const char *name);
 
 /* A synthetic pair (family.h: bernoulli:P,Q, uniform:V,R, dirichlet:V,ALPHA,SEED,
  * zipf:V,S,T[,K]) into draft and target (cap entries each; SD_ERANGE if V > cap; NULL
@@ -67,6 +76,15 @@ int sd_api_mc(const char *scheme, const double *draft, const double *target, siz
               size_t k, double gamma, double samples, unsigned long seed, int threads,
               size_t chunks, size_t bins, double *out, double *counts);
 
+/* certify's token level of a built-in scheme on one pair (specdec certify --scheme S
+ * --pair ...'s first row; its sequence level is the command's): samples (0: 3e6) trials
+ * from seed, the fit too good, the power against the planted bug, the verdict at alpha (0:
+ * 1e-6): out[] the fields of "certify_scheme" (verdict 0 PASS, 1 FAIL, 2 INCONCLUSIVE,
+ * 3 TOO-GOOD; power NaN and power_na 1 where the bug leaves the law as it is). */
+int sd_api_certify_scheme(const char *scheme, const double *draft, const double *target, size_t vocab, size_t k,
+                          double gamma, double samples, unsigned long seed, int threads, size_t chunks, size_t bins,
+                          double alpha, double *out, double *counts);
+
 /* A sampler under certification: start (may be NULL) announces a pair (V, drafts per
  * case, the seed certify --exec would send), cases answers n cases of k drafts
  * (drafts[c * k + i]) into tokens[c] and accepted[c]. Each returns 0, or nonzero to
@@ -86,25 +104,66 @@ int sd_api_certify(sd_api_start_fn start, sd_api_cases_fn cases, const char *sch
                    size_t vocab, size_t k, double samples, unsigned long seed, const char *name,
                    double alpha, size_t batch, double *out, double *counts);
 
-/* Block efficiency of a draft tree (shape: chain:G, kconfig:K1,..., parents:..., spectr:K,L,
- * parallel:L, ptree:..., beam:W,L, dynamic:C,B,D,R) with scheme at every node, on the
- * model pair lm (const:ALPHA, markov:V,ORDER,ALPHA,SEED,MIX[,TEMP[,TOPK]], gguf:D,T[,TEMP]),
- * blocks after token 0: exact (-1 skip, 0 when small enough, 1 insist) and over samples
- * Monte-Carlo blocks (0: none) from seed on threads. out[] the fields of "tree" (NaN
- * for what was not computed). */
-int sd_api_tree(const char *lm, const char *scheme, const char *shape, int exact, double samples,
-                unsigned long seed, int threads, double *out);
+/* specdec tree: a draft tree's block efficiency and speed. The pair: lm (const:ALPHA,
+ * markov:..., gguf:D,T[,TEMP]; blocks after token 0), or two context-free laws draft and
+ * target [vocab], or none with ranks[0..nranks) (each candidate rank's acceptance: a
+ * static tree's efficiency predicted). shape (as tree --shape, bare numbers too) or
+ * optimize ("gt", "throughput": grown from ranks, or from ranks estimated on the pair).
+ * scheme at every node (also chain, mcsd, mcsd-wor, rsd-c, otm-lp). Costs: cost_draft
+ * M_D, cost_target M_T(n)'s spec (NULL: const:1), cost_parallel M_P(n)'s (NULL: none),
+ * overhead, size_ratio (NaN: cost_draft). budget, max_depth, max_rank (0: 30, 16, 8),
+ * threshold (NaN: M_D / M_T(1)); exact (-1 skip, 0 when small, 1 insist), samples
+ * Monte-Carlo blocks (0: none) from seed on threads. out[2 rows] the fields of "tree":
+ * the tree, and with optimize gt the throughput-optimal one (NaN otherwise); shapes
+ * gets "TREE\tBEST" (parents form); ranks_out (room for 64) and *nranks_out the rank
+ * acceptance used (may be NULL). */
+int sd_api_tree(const char *lm, const double *draft, const double *target, size_t vocab, const double *ranks,
+                size_t nranks, const char *scheme, const char *shape, const char *optimize, double cost_draft,
+                const char *cost_target, const char *cost_parallel, double overhead, double size_ratio,
+                size_t budget, size_t max_depth, size_t max_rank, double threshold, int exact, double samples,
+                unsigned long seed, int threads, double *out, char *shapes, size_t cap, double *ranks_out,
+                size_t *nranks_out);
+
+/* The one speed formula (cost.h, sd_cost_speed): a block of block_efficiency tokens,
+ * draft_calls calls of M_D = cost_draft and a target pass over nodes + 1 tokens
+ * (cost_target's spec, NULL: const:1), plus overhead; size_ratio for MBSU (NaN:
+ * cost_draft). out[] the fields of "speed". */
+int sd_api_speed(double block_efficiency, double draft_calls, double nodes, double cost_draft,
+                 const char *cost_target, double overhead, double size_ratio, double *out);
 
 /* Every scheme of schemes ("all" or a comma-separated list) on logits in memory:
  * draft_logits [sequences, length, vocab_draft] and target_logits [.., vocab_target]
  * (equal vocabularies unless a map is given: not here), temperature (0 greedy), top_k
- * (0 off), top_p (1 off), k drafts, cost_ratio c = M_D/M_T (0: 0.1), samples Monte-Carlo
+ * (0 off), top_p (1 off), k drafts, cost_ratio c = M_D/M_T (0: 0.1) or cost_file (NULL:
+ * none; what specdec decode --cost-out wrote, as replay --cost), samples Monte-Carlo
  * trials per position where the exact method is out of reach (0: 2000), seed. out[] the
  * fields of "replay"; per_scheme[SD_SCHEME_COUNT rows] those of "replay_scheme" (ran 0
  * for a scheme not asked); chain[8 rows, gamma = 1..8] those of "replay_chain". */
 int sd_api_replay(const double *draft_logits, const double *target_logits, size_t sequences,
                   size_t length, size_t vocab, const char *schemes, size_t k, double temperature,
-                  size_t top_k, double top_p, double cost_ratio, double samples,
+                  size_t top_k, double top_p, double cost_ratio, const char *cost_file, double samples,
                   unsigned long seed, double *out, double *per_scheme, double *chain);
+
+/* specdec decode on two GGUF files: prompts (one per line with lines 1, else one), the
+ * first n_prompts (0: all); schemes as --scheme ("all", presets, or a token scheme with
+ * shape or optimize); max_tokens a prompt; temperature, top_k, top_p, draft_temperature
+ * (< 0: decode's default); seed; threads (0: all); stop_eos; calibrate (0: 8); level (0:
+ * 0.9); cost_file (NULL: measure the costs, else what decode --cost-out wrote). run[] the
+ * fields of "decode_run"; arms[SD_DECODE_MAX_ARMS rows] those of "decode";
+ * positions[SD_DECODE_MAX_ARMS x 64] each arm's accepted drafts by depth; names gets a
+ * line "NAME\tSHAPE\tWHY-SKIPPED" per arm; *n_arms their number. Timings differ run to
+ * run; with fixed shapes the counts are the command's for the same seed. */
+int sd_api_decode(const char *target, const char *draft, const char *prompts, int lines, size_t n_prompts,
+                  const char *schemes, const char *shape, const char *optimize, size_t max_tokens, double temperature,
+                  size_t top_k, double top_p, double draft_temperature, unsigned long seed, int threads, int stop_eos,
+                  size_t calibrate, double level, const char *cost_file, double *run, double *arms, double *positions,
+                  char *names, size_t cap, size_t *n_arms);
+
+/* specdec decode --ids: prompt decoded once by one scheme of fixed shape; the token ids
+ * into ids (cap >= max_tokens), their number into *n. */
+int sd_api_decode_ids(const char *target, const char *draft, const char *prompt, const char *scheme,
+                      const char *shape, size_t max_tokens, double temperature, size_t top_k, double top_p,
+                      double draft_temperature, unsigned long seed, int threads, int stop_eos, size_t *ids,
+                      size_t cap, size_t *n);
 
 #endif

@@ -10,13 +10,15 @@
 #include "sd_error.h"
 
 static const char *const help =
-    "usage: specdec accept --draft D --target T [-k K] [--scheme NAME[,NAME...]|all] [--json]\n"
+    "usage: specdec accept --draft D --target T [-k K[,K...]] [--scheme NAME[,NAME...]|all]\n"
+    "                      [--json] [--quiet]\n"
     "\n"
     "Exact probability that each verification scheme accepts one of its k drafts\n"
     "(the output is then a draft; otherwise it is a correction token), for one\n"
     "draft/target pair. Every scheme is lossless: its output is distributed as the target.\n"
     "\n" CLI_PAIR_HELP
-    "  -k, --k K              drafts per position (default 2); sd always uses one\n"
+    "  -k, --k K[,K...]       drafts per position (default 2); sd always uses one; a list\n"
+    "                         gives every scheme at each k in turn (a k column)\n"
     "  --scheme LIST          comma-separated, or 'all' (default): sd, specinfer, rrs,\n"
     "                         kseq, otm; also otm-lp (SpecTr's tuple LP in GLPK) and\n"
     "                         otm-setlp (the LP over draft sets), which must equal otm\n"
@@ -25,7 +27,9 @@ static const char *const help =
     "  --lp-max-mem BYTES     refuse LPs whose estimated memory exceeds this (default 4e9)\n"
     "  --json                 one JSON object, every command's envelope: {\"command\",\n"
     "                         \"version\", \"settings\": {\"vocab\", \"k\", ...}, \"results\":\n"
-    "                         [{\"scheme\", \"acceptance\", \"method\", \"drafts\"[, \"gamma\"]}]}\n"
+    "                         [{\"scheme\", \"acceptance\", \"method\", \"drafts\"[, \"gamma\"],\n"
+    "                         \"seconds\", \"k\"}]}\n"
+    "  --quiet                nothing on stderr but errors (accept prints no progress)\n"
     "  -h, --help             this text\n"
     "\n"
     "Methods: sd sum min(draft, target); specinfer 1 - prod TV(draft, residual_i);\n"
@@ -118,17 +122,25 @@ static void run_scheme(int s, const double *draft, const double *target, size_t 
     r->seconds = sd_seconds() - t0;
 }
 
-static void print_json(const row *rows, const int *want, const cli_pair *pair, size_t V, size_t k)
+/* rows[j * S_COUNT + s]: scheme s at the j-th k of ks[0..nk) */
+static void print_json(const row *rows, const int *want, const cli_pair *pair, size_t V, const size_t *ks,
+                       size_t nk)
 {
     cli_json_open(stdout, "accept");
-    printf("\"vocab\": %zu, \"k\": %zu, ", V, k);
+    printf("\"vocab\": %zu, \"k\": %zu, ", V, ks[0]);
+    if (nk > 1) {
+        printf("\"k_list\": [");
+        for (size_t j = 0; j < nk; j++) printf("%s%zu", j ? ", " : "", ks[j]);
+        printf("], ");
+    }
     cli_json_pair(stdout, pair);
     printf("}");
     cli_json_results(stdout);
     int first = 1;
+    for (size_t j = 0; j < nk; j++)
     for (int s = 0; s < S_COUNT; s++) {
         if (!want[s]) continue;
-        const row *r = &rows[s];
+        const row *r = &rows[j * S_COUNT + (size_t)s];
         printf("%s\n  {\"scheme\": \"%s\", \"acceptance\": ", first ? "" : ",", names[s]);
         first = 0;
         if (r->ok) {
@@ -146,21 +158,26 @@ static void print_json(const row *rows, const int *want, const cli_pair *pair, s
             printf("null, \"error\": ");
             cli_json_string(stdout, r->error);
         }
-        printf(", \"seconds\": %.6f}", r->seconds);
+        printf(", \"seconds\": %.6f, \"k\": %zu}", r->seconds, ks[j]);
     }
     cli_json_close(stdout);
 }
 
 static void print_table(const row *rows, const int *want, const char *dspec, const char *tspec,
-                        size_t V, size_t k)
+                        size_t V, const size_t *ks, size_t nk)
 {
-    printf("# specdec accept: V = %zu, k = %zu\n", V, k);
+    printf("# specdec accept: V = %zu, k = ", V);
+    for (size_t j = 0; j < nk; j++) printf("%s%zu", j ? "," : "", ks[j]);
+    printf("\n");
     if (tspec) printf("# draft  %s\n# target %s\n", dspec, tspec);
     else printf("# pair %s\n", dspec);
+    if (nk > 1) printf("%3s ", "k");
     printf("%-10s %6s  %-18s %s\n", "scheme", "drafts", "acceptance", "method");
+    for (size_t j = 0; j < nk; j++)
     for (int s = 0; s < S_COUNT; s++) {
         if (!want[s]) continue;
-        const row *r = &rows[s];
+        const row *r = &rows[j * S_COUNT + (size_t)s];
+        if (nk > 1) printf("%3zu ", ks[j]);
         if (r->ok) {
             printf("%-10s %6zu  %-18.15f %s", names[s], r->drafts, r->acceptance, r->method);
             if (s == S_KSEQ)
@@ -176,21 +193,20 @@ static void print_table(const row *rows, const int *want, const char *dspec, con
 int cmd_accept(int argc, char **argv)
 {
     const char *cmd = "accept";
-    enum { OPT_GAMMA = OPT_FIRST_FREE, OPT_SCHEME, OPT_LPMAX };
-    static const struct option longopts[] = {
+    enum { OPT_GAMMA = OPT_FIRST_FREE, OPT_LPMAX };
+    static const struct option own[] = {
         CLI_PAIR_LONGOPTS,
-        {"k", required_argument, 0, 'k'},
-        {"scheme", required_argument, 0, OPT_SCHEME},
         {"gamma", required_argument, 0, OPT_GAMMA},
         {"lp-max-mem", required_argument, 0, OPT_LPMAX},
-        {"json", no_argument, 0, OPT_JSON},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    cli_common co = cli_common_init(CLI_K | CLI_SCHEMES | CLI_JSON | CLI_QUIET);
+    co.k_max = CLI_MAX_K, co.k[0] = 2, co.nk = 1, co.schemes = "all";
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
     cli_pair pair = CLI_PAIR_INIT;
-    size_t k = 2;
-    int json = 0, want[S_COUNT] = {0}, opt, rc;
-    const char *schemes = "all";
+    int want[S_COUNT] = {0}, opt, rc;
     sd_verify_params vp = sd_verify_default_params();
     double lp_max = 4e9;
     optind = 1;
@@ -198,11 +214,9 @@ int cmd_accept(int argc, char **argv)
         int pr = cli_pair_option(&pair, opt, optarg, cmd);
         if (pr < 0) return CLI_USAGE;
         if (pr > 0) continue;
+        if ((pr = cli_common_option(&co, opt, optarg, cmd)) < 0) return CLI_USAGE;
+        if (pr > 0) continue;
         switch (opt) {
-        case 'k':
-            if (cli_parse_size(optarg, "-k", cmd, &k)) return CLI_USAGE;
-            break;
-        case OPT_SCHEME: schemes = optarg; break;
         case OPT_GAMMA:
             if (cli_parse_double(optarg, "--gamma", cmd, &vp.kseq_gamma)) return CLI_USAGE;
             if (vp.kseq_gamma <= 0) return cli_usage(cmd, "--gamma must be > 0");
@@ -210,36 +224,34 @@ int cmd_accept(int argc, char **argv)
         case OPT_LPMAX:
             if (cli_parse_double(optarg, "--lp-max-mem", cmd, &lp_max)) return CLI_USAGE;
             break;
-        case OPT_JSON: json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
-    if ((rc = parse_schemes(schemes, want, cmd))) return rc;
+    if ((rc = parse_schemes(co.schemes, want, cmd))) return rc;
     double *draft, *target;
     size_t V;
     if ((rc = cli_pair_load(&pair, cmd, &draft, &target, &V))) return rc;
 
-    row rows[S_COUNT];
-    memset(rows, 0, sizeof rows);
+    row *rows = sd_xcalloc(co.nk * S_COUNT, sizeof *rows);
     int failed = 0;
-    for (int s = 0; s < S_COUNT; s++) {
-        if (!want[s]) continue;
-        run_scheme(s, draft, target, V, k, vp, lp_max, &rows[s]);
-        if (!rows[s].ok) {
+    for (size_t j = 0; j < co.nk; j++)
+        for (int s = 0; s < S_COUNT; s++) {
+            row *r = &rows[j * S_COUNT + (size_t)s];
+            if (!want[s]) continue;
+            run_scheme(s, draft, target, V, co.k[j], vp, lp_max, r);
             /* 'all' skips what is beyond an exact method's reach; anything else fails. */
-            if (want[s] == 1 || rows[s].status != SD_ERANGE) failed = 1;
+            if (!r->ok && (want[s] == 1 || r->status != SD_ERANGE)) {
+                failed = 1;
+                if (co.nk > 1) fprintf(stderr, "specdec accept: %s at k = %zu: %s\n", names[s], co.k[j], r->error);
+                else fprintf(stderr, "specdec accept: %s: %s\n", names[s], r->error);
+            }
         }
-    }
-    if (failed) {
-        for (int s = 0; s < S_COUNT; s++)
-            if (want[s] && !rows[s].ok) fprintf(stderr, "specdec accept: %s: %s\n", names[s], rows[s].error);
-    }
-    if (json) print_json(rows, want, &pair, V, k);
-    else if (pair.family) print_table(rows, want, pair.family, NULL, V, k);
-    else print_table(rows, want, pair.draft, pair.target, V, k);
+    if (co.json) print_json(rows, want, &pair, V, co.k, co.nk);
+    else if (pair.family) print_table(rows, want, pair.family, NULL, V, co.k, co.nk);
+    else print_table(rows, want, pair.draft, pair.target, V, co.k, co.nk);
+    free(rows);
     free(draft);
     free(target);
     return failed ? CLI_FAIL : CLI_OK;

@@ -373,22 +373,12 @@ static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, int32
 }
 
 /* The sampling law from logits: specdec's order (temperature, then top-k/top-p) or
- * llama.cpp's (top-k/top-p on the untempered law, then the temperature). */
+ * llama.cpp's (top-k/top-p on the untempered law, then the temperature): dist.h. */
 static int law_of(const dec_opts *o, const float *logits, size_t V, double *law)
 {
-    double *lg = sd_xmalloc(V * sizeof *lg);
-    for (size_t i = 0; i < V; i++) lg[i] = logits[i];
-    int rc;
-    if (!o->filter_first || o->temperature == 0) { /* greedy: the argmax whatever the filters */
-        rc = sd_dist_from_logits(lg, V, o->temperature, o->top_k, o->top_p, law, "logits");
-    } else if (!(rc = sd_dist_from_logits(lg, V, 1.0, o->top_k, o->top_p, law, "logits"))) {
-        double mx = -INFINITY, sum = 0;
-        for (size_t i = 0; i < V; i++) if (law[i] > 0 && lg[i] > mx) mx = lg[i];
-        for (size_t i = 0; i < V; i++) sum += law[i] = law[i] > 0 ? exp((lg[i] - mx) / o->temperature) : 0;
-        for (size_t i = 0; i < V; i++) law[i] /= sum;
-    }
-    free(lg);
-    return rc;
+    return sd_dist_from_logits_ordered(logits, V, o->temperature, o->top_k, o->top_p,
+                                       o->filter_first ? SD_FILTER_BEFORE_TEMPERATURE : SD_FILTER_AFTER_TEMPERATURE,
+                                       law, "logits");
 }
 
 typedef struct {

@@ -62,32 +62,80 @@ enum { OPT_DRAFT = 1000, OPT_TARGET, OPT_PAIR, OPT_LOGITS, OPT_TEMPERATURE, OPT_
     "  --logits               D and T are logits: softmax at --temperature T (default 1;\n" \
     "                         0 = greedy), then --top-k N and --top-p P filtering\n"
 
+/* The options the commands share, one table in common.c (name, argument, parser, check):
+ * each means the same in every command that takes it, and is refused alike. A command
+ * names the ones it takes (a mask), cli_longopts joins them to its own getopt_long table,
+ * and cli_common_option parses each in the loop:
+ *
+ *   cli_common co = cli_common_init(CLI_SEED | CLI_THREADS | CLI_JSON | CLI_QUIET);
+ *   co.samples = 1e6;                                        the command's default
+ *   struct option lo[64];
+ *   cli_longopts(co.which, own, lo, 64);
+ *   while ((opt = getopt_long(argc, argv, "k:h", lo, NULL)) != -1) {
+ *       int r = cli_common_option(&co, opt, optarg, cmd);
+ *       if (r < 0) return CLI_USAGE;
+ *       if (r) continue;
+ *       switch (opt) { ... the command's own ... }
+ *   }
+ *
+ * --threads is also set for the run (omp_set_num_threads); --quiet turns progress off
+ * (cli_progress_quiet); --json makes every error a JSON object on stdout as well
+ * (cli_fail, cli_usage). */
+enum {
+    CLI_SEED = 1 << 0,    /* --seed S: an integer >= 0 */
+    CLI_THREADS = 1 << 1, /* --threads N: 1 to 1024 */
+    CLI_DEVICE = 1 << 2,  /* --device cpu|cuda */
+    CLI_SAMPLES = 1 << 3, /* --samples N: a whole number, min_samples to 1e13 */
+    CLI_K = 1 << 4,       /* -k, --k K[,K...]: each >= 1, at most k_max of them */
+    CLI_SCHEMES = 1 << 5, /* --scheme NAME[,NAME...]: no empty name (the command knows the names) */
+    CLI_QUIET = 1 << 6,   /* --quiet: no progress and no log lines on stderr */
+    CLI_JSON = 1 << 7,    /* --json: one JSON object on stdout */
+};
+#define CLI_MAX_K 16
+#define SD_CLI_MAX_SAMPLES 1e13
+
+typedef struct {
+    unsigned which;       /* the options the command takes */
+    unsigned given;       /* those given on its command line */
+    unsigned long seed;   /* 2385 */
+    size_t threads;       /* 0: not given (OpenMP's default: all) */
+    sd_device device;     /* cpu */
+    double samples;       /* the command's default (set before parsing) */
+    double min_samples;   /* 1; 0 where 0 means none */
+    size_t k[CLI_MAX_K], nk;
+    size_t k_max;         /* how many k a list may hold (1: a single k) */
+    const char *schemes;  /* as given (NULL: not given) */
+    int quiet, json;
+} cli_common;
+
+cli_common cli_common_init(unsigned which);
+/* The shared options of co->which followed by own (ended by {0}) into out (cap entries,
+ * the last {0}); returns out. */
+struct option;
+struct option *cli_longopts(unsigned which, const struct option *own, struct option *out, size_t cap);
+/* 1 if opt was a shared option (stored in co), 0 if not, -1 after a usage message. */
+int cli_common_option(cli_common *co, int opt, const char *arg, const char *cmd);
+/* Option codes of the shared options (getopt_long's val). */
+enum { OPT_C_SEED = 1800, OPT_C_THREADS, OPT_C_DEVICE, OPT_C_SAMPLES, OPT_C_SCHEMES, OPT_C_QUIET, OPT_C_JSON };
+
 /* Sampling options of the commands that run a model (generate, decode): --temperature,
- * --top-k, --top-p, --seed, --threads, each checked (temperature >= 0, 0 < top-p <= 1,
- * 1 to 1024 threads). cli_sampling_option returns 1 if opt was one (stored in s), 0 if
- * not, -1 after a usage message. */
+ * --top-k, --top-p, each checked (temperature >= 0, 0 < top-p <= 1). cli_sampling_option
+ * returns 1 if opt was one (stored in s), 0 if not, -1 after a usage message. */
 typedef struct {
     double temperature, top_p;
-    size_t top_k, threads;  /* threads 0: all */
-    unsigned long seed;
+    size_t top_k;
     int have_temperature;   /* given on the command line */
-    sd_device device;       /* --device: where the decoder's passes run */
 } cli_sampling;
 
-#define CLI_SAMPLING_INIT {1.0, 1.0, 0, 0, 2385, 0, SD_DEVICE_CPU}
-enum { OPT_S_TEMP = 1900, OPT_S_TOPK, OPT_S_TOPP, OPT_S_SEED, OPT_S_THREADS, OPT_S_DEVICE };
-#define CLI_DEVICE_LONGOPT {"device", required_argument, 0, OPT_S_DEVICE}
+#define CLI_SAMPLING_INIT {1.0, 1.0, 0, 0}
+enum { OPT_S_TEMP = 1900, OPT_S_TOPK, OPT_S_TOPP };
 #define CLI_DEVICE_HELP                                                                  \
     "  --device cpu|cuda  where the decoder's forward passes run (default cpu; cuda needs\n" \
     "                     a `make cuda` build and an NVIDIA GPU)\n"
 #define CLI_SAMPLING_LONGOPTS                                          \
     {"temperature", required_argument, 0, OPT_S_TEMP},                 \
     {"top-k", required_argument, 0, OPT_S_TOPK},                       \
-    {"top-p", required_argument, 0, OPT_S_TOPP},                       \
-    {"seed", required_argument, 0, OPT_S_SEED},                        \
-    {"threads", required_argument, 0, OPT_S_THREADS}, CLI_DEVICE_LONGOPT
-/* --device's argument into *d: 0, or -1 after a usage message. */
-int cli_device_option(const char *arg, const char *cmd, sd_device *d);
+    {"top-p", required_argument, 0, OPT_S_TOPP}
 int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *cmd);
 
 /* --threads N for a command whose parallel loops take OpenMP's default: checked (1 to
@@ -135,10 +183,14 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
  * other than 0 print nothing, and rank 0 reports their failures; see mpi.h). */
 extern int cli_quiet;
 const char *cli_last_error(void);
+/* --quiet: main's progress reports print nothing (they print only on a terminal anyway). */
+extern int cli_progress_quiet;
+/* --json on the command line (main sets it before the command runs): an error is also
+ * {"command", "version", "error": {"status", "message"}} on stdout, or, when the command
+ * has opened its envelope (cli_json_open), an "error" member cli_json_close adds. */
+extern int cli_json_errors;
 
-#ifndef SPECDEC_VERSION
-#define SPECDEC_VERSION "0.1.0"
-#endif
+#include "version.h"
 
 /* Every command's --json output is one object in the same envelope:
  *   {"command": "accept", "version": "0.1.0", "settings": {what was asked},

@@ -17,15 +17,34 @@
 #include "sd_error.h"
 #include "vecio.h"
 
-int cli_quiet;
+int cli_quiet, cli_progress_quiet, cli_json_errors;
 static char last_error[4608];
+static int json_open;       /* the envelope is open on stdout: the error goes inside */
+static int json_error = -1; /* the status of an error met while it was open */
 
 const char *cli_last_error(void) { return last_error; }
+
+/* --json: the error as an object on stdout (or kept for cli_json_close). */
+static void json_error_out(const char *cmd, int status)
+{
+    if (!cli_json_errors || cli_quiet) return;
+    if (json_open) {
+        json_error = status;
+        return;
+    }
+    printf("{\"command\": ");
+    cli_json_string(stdout, cmd);
+    printf(", \"version\": \"%s\", \"error\": {\"status\": %d, \"message\": ", SPECDEC_VERSION, status);
+    cli_json_string(stdout, last_error);
+    printf("}}\n");
+    fflush(stdout);
+}
 
 int cli_fail(const char *cmd, const char *msg)
 {
     snprintf(last_error, sizeof last_error, "%s", msg);
     if (!cli_quiet) fprintf(stderr, "specdec %s: %s\n", cmd, msg);
+    json_error_out(cmd, CLI_FAIL);
     return CLI_FAIL;
 }
 
@@ -56,6 +75,7 @@ int cli_usage(const char *cmd, const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     if (!cli_quiet) fprintf(stderr, "specdec %s: %s\n(see 'specdec %s --help')\n", cmd, last_error, cmd);
+    json_error_out(cmd, CLI_USAGE);
     return CLI_USAGE;
 }
 
@@ -162,24 +182,113 @@ int cli_pair_option(cli_pair *p, int opt, const char *arg, const char *cmd)
     }
 }
 
-int cli_threads_option(const char *arg, const char *cmd)
+static int set_threads(const char *arg, const char *cmd, size_t *n)
 {
-    size_t n;
-    if (cli_parse_size(arg, "--threads", cmd, &n)) return -1;
-    if (!n || n > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", arg), -1;
-    omp_set_num_threads((int)n);
+    if (cli_parse_size(arg, "--threads", cmd, n)) return -1;
+    if (!*n || *n > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", arg), -1;
+    omp_set_num_threads((int)*n);
     return 0;
 }
 
-int cli_device_option(const char *arg, const char *cmd, sd_device *d)
+int cli_threads_option(const char *arg, const char *cmd)
 {
-    if (sd_device_parse(arg, d)) return cli_usage(cmd, "--device %s: expected cpu or cuda", arg), -1;
-    return 0;
+    size_t n;
+    return set_threads(arg, cmd, &n);
+}
+
+/* ---- the shared options ---- */
+
+static const struct {
+    unsigned bit;
+    struct option opt;
+} shared[] = {
+    {CLI_SEED, {"seed", required_argument, 0, OPT_C_SEED}},
+    {CLI_THREADS, {"threads", required_argument, 0, OPT_C_THREADS}},
+    {CLI_DEVICE, {"device", required_argument, 0, OPT_C_DEVICE}},
+    {CLI_SAMPLES, {"samples", required_argument, 0, OPT_C_SAMPLES}},
+    {CLI_K, {"k", required_argument, 0, 'k'}},
+    {CLI_SCHEMES, {"scheme", required_argument, 0, OPT_C_SCHEMES}},
+    {CLI_QUIET, {"quiet", no_argument, 0, OPT_C_QUIET}},
+    {CLI_JSON, {"json", no_argument, 0, OPT_C_JSON}},
+};
+
+cli_common cli_common_init(unsigned which)
+{
+    cli_common co;
+    memset(&co, 0, sizeof co);
+    co.which = which;
+    co.seed = 2385, co.device = SD_DEVICE_CPU, co.min_samples = 1, co.k_max = 1;
+    return co;
+}
+
+struct option *cli_longopts(unsigned which, const struct option *own, struct option *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof shared / sizeof *shared && n + 1 < cap; i++)
+        if (which & shared[i].bit) out[n++] = shared[i].opt;
+    for (; own && own->name && n + 1 < cap; own++) out[n++] = *own;
+    memset(&out[n], 0, sizeof out[n]);
+    return out;
+}
+
+/* -k K[,K...]: each an integer >= 1, at most co->k_max of them. */
+static int parse_k(cli_common *co, const char *arg, const char *cmd)
+{
+    co->nk = 0;
+    for (const char *p = arg;;) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || (*end && *end != ',') || v < 1)
+            return cli_usage(cmd, "-k must be at least 1 (the number of drafts), not '%s'", arg), -1;
+        if (co->nk == co->k_max || co->nk == CLI_MAX_K)
+            return co->k_max == 1 ? (cli_usage(cmd, "-k %s: %s takes one k", arg, cmd), -1)
+                                  : (cli_usage(cmd, "-k %s: at most %zu values", arg, co->k_max), -1);
+        co->k[co->nk++] = (size_t)v;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
+int cli_common_option(cli_common *co, int opt, const char *arg, const char *cmd)
+{
+    size_t sz;
+    unsigned bit = 0;
+    for (size_t i = 0; i < sizeof shared / sizeof *shared; i++)
+        if (shared[i].opt.val == opt) bit = shared[i].bit;
+    if (!(bit & co->which)) return 0;
+    co->given |= bit;
+    switch (opt) {
+    case OPT_C_SEED:
+        if (cli_parse_size(arg, "--seed", cmd, &sz)) return -1;
+        co->seed = (unsigned long)sz;
+        return 1;
+    case OPT_C_THREADS: return set_threads(arg, cmd, &co->threads) ? -1 : 1;
+    case OPT_C_DEVICE:
+        if (sd_device_parse(arg, &co->device)) return cli_usage(cmd, "--device %s: expected cpu or cuda", arg), -1;
+        return 1;
+    case OPT_C_SAMPLES:
+        if (cli_parse_double(arg, "--samples", cmd, &co->samples)) return -1;
+        if (!(co->samples >= co->min_samples && co->samples <= SD_CLI_MAX_SAMPLES) || co->samples != floor(co->samples))
+            return cli_usage(cmd, "--samples %s: need a whole number from %g to %g", arg, co->min_samples,
+                             SD_CLI_MAX_SAMPLES), -1;
+        return 1;
+    case 'k': return parse_k(co, arg, cmd) ? -1 : 1;
+    case OPT_C_SCHEMES: {
+        size_t n = strlen(arg);
+        if (!n || arg[0] == ',' || arg[n - 1] == ',' || strstr(arg, ",,"))
+            return cli_usage(cmd, "--scheme '%s': an empty name in the list", arg), -1;
+        co->schemes = arg;
+        return 1;
+    }
+    case OPT_C_QUIET: co->quiet = 1, cli_progress_quiet = 1; return 1;
+    case OPT_C_JSON: co->json = 1, cli_json_errors = 1; return 1;
+    default: return 0;
+    }
 }
 
 int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *cmd)
 {
-    size_t sz;
     switch (opt) {
     case OPT_S_TEMP:
         if (cli_parse_double(arg, "--temperature", cmd, &s->temperature)) return -1;
@@ -190,15 +299,6 @@ int cli_sampling_option(cli_sampling *s, int opt, const char *arg, const char *c
     case OPT_S_TOPP:
         if (cli_parse_double(arg, "--top-p", cmd, &s->top_p)) return -1;
         if (!(s->top_p > 0 && s->top_p <= 1)) return cli_usage(cmd, "--top-p %s: need 0 < P <= 1", arg), -1;
-        return 1;
-    case OPT_S_SEED:
-        if (cli_parse_size(arg, "--seed", cmd, &sz)) return -1;
-        s->seed = (unsigned long)sz;
-        return 1;
-    case OPT_S_DEVICE: return cli_device_option(arg, cmd, &s->device) ? -1 : 1;
-    case OPT_S_THREADS:
-        if (cli_parse_size(arg, "--threads", cmd, &s->threads)) return -1;
-        if (!s->threads || s->threads > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", arg), -1;
         return 1;
     default: return 0;
     }
@@ -212,13 +312,7 @@ static int load_one(const cli_pair *p, const char *spec, const char *name, doubl
     if (rc) return rc;
     /* a float32 or float16 file rounds every entry: its sum may stand a few units of
      * the stored type's roundoff per entry from 1; held to that, then rescaled in double */
-    double rtol = sd_dist_sum_rtol(*n, eps);
-    if (p->logits)
-        rc = sd_dist_from_logits(*out, *n, p->temperature, p->top_k, p->top_p, *out, name);
-    else if (p->normalize)
-        rc = sd_dist_normalize(*out, *n, name);
-    else if (!(rc = sd_dist_check_sum(*out, *n, name, rtol)) && rtol > SD_DIST_SUM_RTOL)
-        rc = sd_dist_normalize(*out, *n, name);
+    rc = sd_dist_prepare(*out, *n, eps, p->logits, p->temperature, p->top_k, p->top_p, p->normalize, name);
     if (rc) {
         free(*out);
         *out = NULL;
@@ -276,11 +370,22 @@ void cli_json_string(FILE *f, const char *s)
 void cli_json_open(FILE *f, const char *cmd)
 {
     fprintf(f, "{\"command\": \"%s\", \"version\": \"%s\", \"settings\": {", cmd, SPECDEC_VERSION);
+    json_open = f == stdout, json_error = -1;
 }
 
 void cli_json_results(FILE *f) { fputs(",\n \"results\": [", f); }
 
-void cli_json_close(FILE *f) { fputs("\n]}\n", f); }
+void cli_json_close(FILE *f)
+{
+    if (f == stdout && json_error >= 0) {
+        printf("\n],\n \"error\": {\"status\": %d, \"message\": ", json_error);
+        cli_json_string(stdout, last_error);
+        printf("}}\n");
+    } else {
+        fputs("\n]}\n", f);
+    }
+    if (f == stdout) json_open = 0, json_error = -1;
+}
 
 void cli_json_pair(FILE *f, const cli_pair *p)
 {

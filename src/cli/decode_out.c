@@ -12,6 +12,21 @@
 
 static double rate(const sd_decode_stats *st) { return st->seconds > 0 ? (double)st->tokens / st->seconds : 0; }
 
+/* Positions counted for a scheme: its tree's depth (at most SD_DECODE_POSITIONS). */
+static size_t positions(const entry *e)
+{
+    size_t d = e->tree ? e->tree->max_depth : 0;
+    return d < SD_DECODE_POSITIONS ? d : SD_DECODE_POSITIONS;
+}
+
+/* vLLM's and llama.cpp's figures of a run (decode.h, sd_decode_stats): the acceptance
+ * rate per drafted token and the mean acceptance length. */
+static double accept_rate(const sd_decode_stats *r) { return r->nodes ? (double)r->accepted / (double)r->nodes : NAN; }
+static double accept_length(const sd_decode_stats *r)
+{
+    return r->blocks ? 1 + (double)r->accepted / (double)r->blocks : NAN;
+}
+
 static void print_widths(FILE *f, const sd_decode_stats *st)
 {
     int first = 1;
@@ -36,17 +51,17 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
            "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"level\": %g},\n \"costs\": {\"c\": %.6g, "
            "\"c_interval\": [%.6g, %.6g], \"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"prompt_sd\": %.6g, "
            "\"m_t_ms\": [",
-           s->np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->sm.seed,
-           o->level, s->c, s->c_lo, s->c_hi, s->costs.target_scale > 0 ? s->costs.target_scale : 1,
-           s->costs.target_scale_sd, s->costs.prompt_sd);
-    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
+           s->b.np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->co.seed,
+           o->level, s->b.c, s->b.c_lo, s->b.c_hi, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1,
+           s->b.costs.target_scale_sd, s->b.costs.prompt_sd);
+    for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
     printf("], \"m_d_ms\": [");
-    for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
-    if (s->pm) {
+    for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
+    if (s->mp.pm) {
         printf("], \"m_p_ms\": [");
-        for (size_t i = 1; i <= s->costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MP(s, i) * 1e3);
+        for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MP(s, i) * 1e3);
     }
-    const sd_decode_stats *a = &s->ar_run;
+    const sd_decode_stats *a = &s->b.ar_run;
     printf("]},\n \"ar\": {\"tokens\": %zu, \"seconds\": %.6g, \"tokens_per_second\": %.6g, "
            "\"target_ms_per_token\": %.6g}", a->tokens, a->seconds, rate(a),
            a->tokens ? a->target_s / (double)a->tokens * 1e3 : 0);
@@ -83,7 +98,7 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
                e->pred.draft_s * 1e3, e->pred.target_s * 1e3, e->pred.overhead_s * 1e3);
         for (size_t k = 0; k < e->nranks; k++) printf("%s%.5g", k ? ", " : "", e->ranks[k]);
         printf("], \"vs_best\": {\"scheme\": ");
-        cli_json_string(stdout, s->best ? s->best->name : "");
+        cli_json_string(stdout, s->b.best ? s->b.best->name : "");
         /* the paired interval needs two calibration prompts: null with one, and JSON has no NaN */
         printf(", \"predicted\": ");
         cli_json_double(stdout, e->vs_best);
@@ -93,8 +108,16 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
         else
             printf("null");
         printf(", \"measured\": ");
-        cli_json_double(stdout, s->best && rate(&s->best->run) > 0 ? rate(r) / rate(&s->best->run) : NAN);
+        cli_json_double(stdout, s->b.best && rate(&s->b.best->run) > 0 ? rate(r) / rate(&s->b.best->run) : NAN);
         printf("}");
+        printf(", \"blocks\": %zu, \"drafted\": %zu, \"accepted\": %zu, \"draft_acceptance_rate\": ", r->blocks,
+               r->nodes, r->accepted);
+        cli_json_double(stdout, accept_rate(r));
+        printf(", \"mean_acceptance_length\": ");
+        cli_json_double(stdout, accept_length(r));
+        printf(", \"accepted_per_position\": [");
+        for (size_t k = 0; k < positions(e); k++) printf("%s%zu", k ? ", " : "", r->accepted_at[k]);
+        printf("]");
         printf(", \"target_calls_by_width\": ");
         print_widths(stdout, r);
         if (o->check) printf(", \"identical\": %s", e->mismatch ? "false" : "true");
@@ -132,7 +155,7 @@ static void print_parallel(const session *s, const entry *es, size_t n)
            "# (measured; pred: the cost model's), who wins, and the cost ratios c = M_D/M_T at which the\n"
            "# parallel drafter wins by the cost model with these block efficiencies (this machine: c = %.3f):\n"
            "# with the measured cost curves, with a flat draft pass (kappa = 1), and with flat draft and\n"
-           "# target passes (memory-bound, as a large model on a GPU)\n", s->c);
+           "# target passes (memory-bound, as a large model on a GPU)\n", s->b.c);
     printf("%3s %8s %8s %8s %8s %7s %7s %9s %9s %9s %9s %9s %9s %-12s %-12s %s\n", "L", "par-dms", "pred", "seq-dms",
            "pred", "par-eff", "seq-eff", "par-tok/s", "pred", "seq-tok/s", "pred", "winner", "predicted", "measured",
            "flat-draft", "flat-both");
@@ -155,16 +178,37 @@ static void print_parallel(const session *s, const entry *es, size_t n)
  * threshold's interval (GT: the best threshold is c = M_D / M_T). */
 static void print_sweep_verdict(const session *s, const entry *es, size_t n)
 {
-    static const build_kind kinds[2] = {BUILD_GT, BUILD_DYNAMIC};
+    static const sd_decode_build kinds[2] = {SD_BUILD_GT, SD_BUILD_DYNAMIC};
     for (int k = 0; k < 2; k++) {
         const entry *best = NULL;
         for (size_t i = 0; i < n; i++)
             if (!es[i].skipped && es[i].build == kinds[k] && (!best || rate(&es[i].run) > rate(&best->run))) best = &es[i];
         if (!best) continue;
-        int inside = best->threshold >= s->c_lo && best->threshold <= s->c_hi;
+        int inside = best->threshold >= s->b.c_lo && best->threshold <= s->b.c_hi;
         printf("gt sweep: %s's measured optimum at threshold %.4g (c x %g); the predicted threshold c = %.4g "
-               "[%.4g, %.4g]: %s\n", k ? "gt-dynamic" : "gt", best->threshold, best->mult, s->c, s->c_lo, s->c_hi,
-               inside ? "inside" : best->threshold < s->c_lo ? "below it" : "above it");
+               "[%.4g, %.4g]: %s\n", k ? "gt-dynamic" : "gt", best->threshold, best->mult, s->b.c, s->b.c_lo, s->b.c_hi,
+               inside ? "inside" : best->threshold < s->b.c_lo ? "below it" : "above it");
+    }
+}
+
+/* The counts as vLLM and llama.cpp report them, beside block efficiency and rank
+ * acceptance (decode.h, sd_decode_stats). */
+static void print_acceptance(const entry *es, size_t n)
+{
+    printf("# as vLLM and llama.cpp count them: drafted = draft tokens the target verified, accepted = those\n"
+           "# kept; accept%% = accepted / drafted (llama-speculative's accept, vLLM's draft acceptance rate),\n"
+           "# mean-len = 1 + accepted / blocks (vLLM's mean acceptance length), then the blocks whose draft at\n"
+           "# depth 1, 2, ... was kept (vLLM's accepted tokens per position)\n");
+    printf("%-16s %7s %8s %8s %7s %8s  %s\n", "scheme", "blocks", "drafted", "accepted", "accept%", "mean-len",
+           "accepted per position");
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        if (e->skipped) continue;
+        const sd_decode_stats *r = &e->run;
+        printf("%-16s %7zu %8zu %8zu %7.2f %8.3f ", e->name, r->blocks, r->nodes, r->accepted, 100 * accept_rate(r),
+               accept_length(r));
+        for (size_t k = 0; k < positions(e); k++) printf(" %zu", r->accepted_at[k]);
+        printf("\n");
     }
 }
 
@@ -174,17 +218,17 @@ static void print_vs_best(const dec_opts *o, const session *s, const entry *es, 
 {
     size_t ran = 0;
     for (size_t i = 0; i < n; i++) ran += !es[i].skipped;
-    if (!s->best || ran < 2) return;
-    double best = rate(&s->best->run);
+    if (!s->b.best || ran < 2) return;
+    double best = rate(&s->b.best->run);
     printf("# each scheme's speedup over the predicted best's (%s, %.3f), its interval paired by prompt in the\n"
-           "# calibration [%g]: where it excludes 1, the prediction tells the two apart\n", s->best->name,
-           s->best->pred.speedup, o->level);
-    if (s->ncal < 2)
+           "# calibration [%g]: where it excludes 1, the prediction tells the two apart\n", s->b.best->name,
+           s->b.best->pred.speedup, o->level);
+    if (s->b.ncal < 2)
         printf("# (one calibration prompt: no prompts to pair, so no interval; --calibrate N and N prompts)\n");
     printf("%-16s %-21s %8s %3s\n", "scheme", "pred [interval]", "measured", "in");
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
-        if (e->skipped || e == s->best) continue;
+        if (e->skipped || e == s->b.best) continue;
         double m = best > 0 ? rate(&e->run) / best : NAN;
         int have = isfinite(e->vs_best_lo) && isfinite(e->vs_best_hi);
         char pv[40];
@@ -197,19 +241,19 @@ static void print_vs_best(const dec_opts *o, const session *s, const entry *es, 
 
 void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_t n)
 {
-    const sd_decode_stats *a = &s->ar_run;
+    const sd_decode_stats *a = &s->b.ar_run;
     printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
     char kset[96];
     printf("# %zu prompt%s, up to %zu token%s each, temperature %g, top-p %g, top-k %zu, %d thread%s, seed %lu\n",
-           s->np, CLI_S(s->np), o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, o->sm.top_p, o->sm.top_k,
-           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->sm.seed);
+           s->b.np, CLI_S(s->b.np), o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, o->sm.top_p, o->sm.top_k,
+           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->co.seed);
     printf("# CPU kernels %s\n", sd_cpu_describe(kset, sizeof kset));
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
            "   c = M_D/M_T = %.3f [%.3f, %.3f]\n"
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
-           MT(s, 4) * 1e3, MT(s, 16) * 1e3, s->costs.nmax, MT(s, (double)s->costs.nmax) * 1e3,
-           MD(s, 1) * 1e3, MD(s, 4) * 1e3, s->c, s->c_lo, s->c_hi, s->costs.draw_gumbel * 1e3, s->costs.draw_cdf * 1e3);
-    if (s->pm)
+           MT(s, 4) * 1e3, MT(s, 16) * 1e3, s->b.costs.nmax, MT(s, (double)s->b.costs.nmax) * 1e3,
+           MD(s, 1) * 1e3, MD(s, 4) * 1e3, s->b.c, s->b.c_lo, s->b.c_hi, s->b.costs.draw_gumbel * 1e3, s->b.costs.draw_cdf * 1e3);
+    if (s->mp.pm)
         printf("# parallel drafter %s: M_P(1) %.3f  M_P(4) %.3f  M_P(8) %.3f  M_P(16) %.3f ms (a pass over n tokens)\n",
                o->pdraft, MP(s, 1) * 1e3, MP(s, 4) * 1e3, MP(s, 8) * 1e3,
                MP(s, 16) * 1e3);
@@ -217,10 +261,10 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
            "# in: the measured value inside the interval; the calibration's target passes took %.2fx the costs' M_T\n"
            "# (a scheme's own ratio about it: %.0f%%); from the calibration's spread from prompt to prompt, the runs'\n"
            "# speedups may stand %.1f%% from the calibration's (one standard deviation, in the intervals)\n",
-           s->ncal, CLI_S(s->ncal), o->level, s->costs.target_scale > 0 ? s->costs.target_scale : 1, 100 * s->costs.target_scale_sd,
-           100 * s->costs.prompt_sd);
+           s->b.ncal, CLI_S(s->b.ncal), o->level, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1, 100 * s->b.costs.target_scale_sd,
+           100 * s->b.costs.prompt_sd);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
-           MT(s, 1) * 1e3, s->mt1_after * 1e3);
+           MT(s, 1) * 1e3, s->b.mt1_after * 1e3);
     printf("%-16s %-22s %6s %8s %7s %-21s %6s %3s %7s %-21s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes",
            "tok/s", "speedup", "pred [interval]", "err%", "in", "blk-eff", "pred [interval]", "acc", "draft%", "targ%",
            "verif%", "d-ms", "pred");
@@ -248,6 +292,7 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
                100 * r->draft_s / r->seconds, 100 * r->target_s / r->seconds, 100 * r->verify_s / r->seconds,
                r->draft_s / blocks * 1e3, e->pred.draft_s * 1e3);
     }
+    print_acceptance(es, n);
     print_vs_best(o, s, es, n);
     if (o->par_hi) print_parallel(s, es, n);
     if (o->sweep) print_sweep_verdict(s, es, n);
@@ -260,7 +305,7 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
                        es[i].mismatch_prompt + 1, es[i].mismatch_pos);
             }
         printf("check: %s: every scheme's greedy tokens %s ar's on %zu prompt%s\n", bad ? "FAIL" : "PASS",
-               bad ? "do not all equal" : "equal", s->np, CLI_S(s->np));
+               bad ? "do not all equal" : "equal", s->b.np, CLI_S(s->b.np));
     }
 }
 
@@ -271,24 +316,25 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
     snprintf(tmp, sizeof tmp, "%s.tmp", o->tsv);
     FILE *f = fopen(tmp, "w");
     if (!f) return sd_error(SD_EIO, "--tsv %s: cannot write", o->tsv);
-    const sd_decode_stats *a = &s->ar_run;
+    const sd_decode_stats *a = &s->b.ar_run;
     char kset[96];
     fprintf(f, "# specdec decode: %zu prompt%s x %zu token%s, temperature %g, %d thread%s, CPU kernels %s; "
                "c = M_D/M_T = %.6g\n"
                "# scheme\tshape\tthreshold_mult\ttemperature\tnodes\ttok_s\tpred_tok_s\tspeedup\tpred_speedup"
                "\tblock_eff\tpred_block_eff\tmean_accepted\tdraft_ms\tpred_draft_ms"
                "\tpred_speedup_lo\tpred_speedup_hi\tpred_tok_s_lo\tpred_tok_s_hi\tpred_block_eff_lo\tpred_block_eff_hi"
-               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi\n", s->np, CLI_S(s->np),
+               "\ttarget_ms\tpred_target_ms\toverhead_ms\tpred_overhead_ms\tvs_best\tvs_best_lo\tvs_best_hi"
+               "\tdraft_acceptance_rate\taccepted_per_position\n", s->b.np, CLI_S(s->b.np),
             o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, omp_get_max_threads(), CLI_S(omp_get_max_threads()),
-            sd_cpu_describe(kset, sizeof kset), s->c);
+            sd_cpu_describe(kset, sizeof kset), s->b.c);
     fprintf(f, "# cost-target table");
-    for (size_t i = 1; i <= s->costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
+    for (size_t i = 1; i <= s->b.costs.nmax; i++) fprintf(f, "%c%.4g", i > 1 ? ',' : ':', MT(s, i) / MT(s, 1));
     fprintf(f, "\n");
-    double ar_pred = 1 / sd_decode_ar_token_seconds(&s->costs, &s->ar_cal);
-    double ar_pred_target = s->ar_cal.tokens ? s->ar_cal.target_s / (double)s->ar_cal.tokens : MT(s, 1);
+    double ar_pred = 1 / sd_decode_ar_token_seconds(&s->b.costs, &s->b.ar_cal);
+    double ar_pred_target = s->b.ar_cal.tokens ? s->b.ar_cal.target_s / (double)s->b.ar_cal.tokens : MT(s, 1);
     double ar_tok = (double)(a->tokens ? a->tokens : 1);
     fprintf(f, "ar\t-\t0\t%g\t0\t%.6g\t%.6g\t1\t1\t1\t1\t0\t0\t0\t1\t1\t%.6g\t%.6g\t1\t1\t%.6g\t%.6g\t%.6g\t%.6g"
-               "\tnan\tnan\tnan\n",
+               "\tnan\tnan\tnan\tnan\t-\n",
             o->sm.temperature, rate(a), ar_pred, ar_pred, ar_pred, a->target_s / ar_tok * 1e3, ar_pred_target * 1e3,
             (a->seconds - a->target_s) / ar_tok * 1e3, (1 / ar_pred - ar_pred_target) * 1e3);
     for (size_t i = 0; i < n; i++) {
@@ -297,14 +343,16 @@ int dec_write_tsv(const dec_opts *o, const session *s, const entry *es, size_t n
         const sd_decode_stats *r = &e->run;
         double blocks = r->blocks ? (double)r->blocks : 1;
         fprintf(f, "%s\t%s\t%g\t%g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g"
-                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", e->name, e->shape,
-                e->build == BUILD_GT || e->build == BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
+                "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t", e->name, e->shape,
+                e->build == SD_BUILD_GT || e->build == SD_BUILD_DYNAMIC ? e->mult : 0, o->sm.temperature,
                 (double)r->nodes / blocks, rate(r), e->pred.rate, rate(r) / rate(a), e->pred.speedup,
                 (double)r->tokens / blocks, e->pred.efficiency, (double)r->accepted / blocks, r->draft_s / blocks * 1e3,
                 e->pred.draft_s * 1e3, e->pred.speedup_lo, e->pred.speedup_hi, e->pred.rate_lo, e->pred.rate_hi,
                 e->pred.efficiency_lo, e->pred.efficiency_hi, r->target_s / blocks * 1e3, e->pred.target_s * 1e3,
                 (r->seconds - r->draft_s - r->target_s) / blocks * 1e3, e->pred.overhead_s * 1e3, e->vs_best,
-                e->vs_best_lo, e->vs_best_hi);
+                e->vs_best_lo, e->vs_best_hi, accept_rate(r));
+        for (size_t k = 0; k < positions(e); k++) fprintf(f, "%s%zu", k ? "," : "", r->accepted_at[k]);
+        fprintf(f, "%s\n", positions(e) ? "" : "-");
     }
     if (fclose(f) || rename(tmp, o->tsv)) {
         remove(tmp);

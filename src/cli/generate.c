@@ -27,6 +27,7 @@ static const char *const help =
     "                        [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "                        [--seed S] [--threads N] [--ctx N] [--no-bos] [--stop-at-eos]\n"
     "                        [--log-logits FILE.safetensors --draft D.gguf] [--json] [--ids]\n"
+    "                        [--quiet]\n"
     "\n"
     "Generates text with a GGUF model of the llama, qwen2 or qwen3 architecture (F32,\n"
     "F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K weights: Q4_K_M and Q5_K_M\n"
@@ -63,6 +64,7 @@ static const char *const help =
     "  --json             one JSON object on stdout instead of the text (every command's\n"
     "                     envelope: command, version, settings, results: one row with\n"
     "                     the counts, times and the text)\n"
+    "  --quiet            no rates on stderr (the text, --ids or --json on stdout only)\n"
     "  --ids              the generated token ids (space-separated) instead of the text\n"
     "                     (what 'specdec certify --decoder' reads)\n";
 
@@ -70,7 +72,8 @@ typedef struct {
     const char *model, *prompt, *prompt_file, *log, *draft;
     size_t max_tokens, ctx;
     cli_sampling sm;
-    int no_bos, stop_eos, json, ids;
+    cli_common co; /* seed, threads, device, quiet, json */
+    int no_bos, stop_eos, ids;
 } gen_opts;
 
 /* The log's rows: logits kept in memory for every generated position. */
@@ -111,7 +114,7 @@ static int draft_logits(const gen_opts *o, const sd_llama *target, const int32_t
     size_t V = d->cfg.n_vocab, n = n_prompt + n_gen - 1;
     sd_backend *be;
     void *kv = NULL;
-    if ((rc = sd_backend_open(d, o->sm.device, &be))) {
+    if ((rc = sd_backend_open(d, o->co.device, &be))) {
         sd_llama_free(d);
         return rc;
     }
@@ -171,7 +174,7 @@ static int gen_open(const gen_opts *o, gen_run *g)
     if (!rc && n + o->max_tokens > ctx)
         rc = sd_error(SD_EINVAL, "the prompt (%zu tokens) and --max-tokens %zu need %zu positions; the context "
                       "is %zu (the model's %zu)", n, o->max_tokens, n + o->max_tokens, ctx, cap);
-    if (!rc && !(rc = sd_backend_open(g->m, o->sm.device, &g->be))) rc = g->be->kv_alloc(g->be, ctx, &g->kv);
+    if (!rc && !(rc = sd_backend_open(g->m, o->co.device, &g->be))) rc = g->be->kv_alloc(g->be, ctx, &g->kv);
     if (!rc) {
         g->n_prompt = n;
         g->all = sd_xmalloc((n + o->max_tokens + 1) * sizeof *g->all);
@@ -197,7 +200,7 @@ static int gen_tokens(const gen_opts *o, gen_run *g)
     double *prob = sd_xmalloc(V * sizeof *prob);
     if (o->log) g->glog = sd_xmalloc((o->max_tokens + 1) * V * sizeof *g->glog);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
-    gsl_rng_set(rng, o->sm.seed);
+    gsl_rng_set(rng, o->co.seed);
     sd_backend *be = g->be;
     /* the first pass is the whole prompt, untimed in the rates: it faults in the weights
      * and grows the work space, so that the prompt's timed pass is a steady one */
@@ -219,7 +222,7 @@ static int gen_tokens(const gen_opts *o, gen_run *g)
         g->all[np + g->n_gen++] = next;
         if (o->ids) {
             printf("%s%d", g->n_gen > 1 ? " " : "", (int)next);
-        } else if (!o->json) {
+        } else if (!o->co.json) {
             const char *piece;
             size_t len;
             if (sd_tokenizer_piece(g->tok, next, &piece, &len) == SD_OK &&
@@ -236,7 +239,7 @@ static int gen_tokens(const gen_opts *o, gen_run *g)
         last = step;
     }
     g->t_gen = sd_seconds() - t1;
-    if (!o->json) fputc('\n', stdout);
+    if (!o->co.json) fputc('\n', stdout);
     free(step), free(prob), free(lg);
     gsl_rng_free(rng);
     return rc;
@@ -271,7 +274,7 @@ static void gen_report(const gen_opts *o, const gen_run *g)
         }
     if (passes) med = passes % 2 ? g->pass_s[passes / 2] : 0.5 * (g->pass_s[passes / 2 - 1] + g->pass_s[passes / 2]);
     double sr = med > 0 ? 1.0 / med : 0;
-    if (o->json) {
+    if (o->co.json) {
         char *text = NULL;
         size_t len = 0;
         sd_tokenizer_decode(g->tok, g->all + g->n_prompt, g->n_gen, 0, &text, &len);
@@ -280,7 +283,7 @@ static void gen_report(const gen_opts *o, const gen_run *g)
         cli_json_string(stdout, o->model);
         printf(", \"max_tokens\": %zu, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, \"seed\": %lu, "
                "\"threads\": %d, \"device\": \"%s\"}", o->max_tokens, o->sm.temperature, o->sm.top_k, o->sm.top_p,
-               o->sm.seed, omp_get_max_threads(), sd_device_name(o->sm.device));
+               o->co.seed, omp_get_max_threads(), sd_device_name(o->co.device));
         cli_json_results(stdout);
         printf("\n  {\"prompt_tokens\": %zu, \"generated_tokens\": %zu, "
                "\"prompt_seconds\": %.6f, \"prompt_tokens_per_second\": %.3f, "
@@ -296,13 +299,14 @@ static void gen_report(const gen_opts *o, const gen_run *g)
         free(text);
         return;
     }
+    if (o->co.quiet) return;
     char kset[96];
     fprintf(stderr, "generate: prompt %zu tokens in %.3f s (%.1f tokens/s), generated %zu tokens, %.3f s in "
             "forward passes (%.1f tokens/s; %.1f with sampling and output; steady, from the median pass: %.1f), "
             "first pass %.3f s, %d thread%s%s%s\n",
             g->n_prompt, g->t_prompt, pr, g->n_gen, g->t_pass, gr, wr, sr, g->t_first, omp_get_max_threads(),
-            CLI_S(omp_get_max_threads()), o->sm.device == SD_DEVICE_CUDA ? ", on the GPU" : ", CPU kernels ",
-            o->sm.device == SD_DEVICE_CUDA ? "" : sd_cpu_describe(kset, sizeof kset));
+            CLI_S(omp_get_max_threads()), o->co.device == SD_DEVICE_CUDA ? ", on the GPU" : ", CPU kernels ",
+            o->co.device == SD_DEVICE_CUDA ? "" : sd_cpu_describe(kset, sizeof kset));
     if (o->log) fprintf(stderr, "generate: logits of %zu positions in %s\n", g->n_gen, o->log);
 }
 
@@ -329,20 +333,23 @@ int cmd_generate(int argc, char **argv)
     gen_opts o = {0};
     o.max_tokens = 64;
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
-    enum { O_MODEL = 256, O_PROMPT, O_PFILE, O_MAX, O_CTX, O_NOBOS, O_EOS, O_LOG, O_DRAFT, O_JSON, O_IDS };
-    static const struct option longopts[] = {
+    o.co = cli_common_init(CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_QUIET | CLI_JSON);
+    enum { O_MODEL = 256, O_PROMPT, O_PFILE, O_MAX, O_CTX, O_NOBOS, O_EOS, O_LOG, O_DRAFT, O_IDS };
+    static const struct option own[] = {
         {"model", required_argument, 0, O_MODEL}, {"prompt", required_argument, 0, O_PROMPT},
         {"prompt-file", required_argument, 0, O_PFILE}, {"max-tokens", required_argument, 0, O_MAX},
         CLI_SAMPLING_LONGOPTS, {"ctx", required_argument, 0, O_CTX},
         {"no-bos", no_argument, 0, O_NOBOS}, {"stop-at-eos", no_argument, 0, O_EOS},
         {"log-logits", required_argument, 0, O_LOG}, {"draft", required_argument, 0, O_DRAFT},
-        {"json", no_argument, 0, O_JSON}, {"ids", no_argument, 0, O_IDS},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"ids", no_argument, 0, O_IDS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
+    struct option longopts[64];
+    cli_longopts(o.co.which, own, longopts, 64);
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int sr = cli_sampling_option(&o.sm, opt, optarg, cmd);
+        if (!sr) sr = cli_common_option(&o.co, opt, optarg, cmd);
         if (sr) {
             if (sr < 0) return CLI_USAGE;
             continue;
@@ -361,7 +368,6 @@ int cmd_generate(int argc, char **argv)
         case O_EOS: o.stop_eos = 1; break;
         case O_LOG: o.log = optarg; break;
         case O_DRAFT: o.draft = optarg; break;
-        case O_JSON: o.json = 1; break;
         case O_IDS: o.ids = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_bad_option(cmd, argv, longopts, "h");
@@ -369,11 +375,10 @@ int cmd_generate(int argc, char **argv)
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (!o.model) return cli_usage(cmd, "--model FILE.gguf is required");
-    if (o.ids && o.json) return cli_usage(cmd, "give one of --ids and --json");
+    if (o.ids && o.co.json) return cli_usage(cmd, "give one of --ids and --json");
     if (!o.prompt == !o.prompt_file) return cli_usage(cmd, "give one of --prompt TEXT and --prompt-file F");
     if (o.log && !o.draft)
         return cli_usage(cmd, "--log-logits needs --draft D.gguf: a replay log pairs the draft's logits with the target's");
     if (o.draft && !o.log) return cli_usage(cmd, "--draft is only used with --log-logits");
-    if (o.sm.threads) omp_set_num_threads((int)o.sm.threads);
     return generate(&o);
 }

@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "mpi.h"
 #include "progress.h"
 
 int cmd_random_model(int argc, char **argv); /* randmodel.c */
@@ -39,14 +41,22 @@ static void usage(FILE *f)
             SPECDEC_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nExit status: 0 ok, 1 failure (bad input, solver failure), 2 usage error.\n");
+    fprintf(f, "\nOptions that several commands take mean the same in each: --seed S, --threads N,\n"
+               "--device cpu|cuda, --samples N, -k K[,K...], --scheme LIST, --quiet (no progress\n"
+               "or log lines; progress is drawn only on a terminal), --json (one object on stdout;\n"
+               "an error is then {\"command\", \"version\", \"error\": {\"status\", \"message\"}} there too).\n"
+               "\nExit status: 0 ok, 1 failure (bad input, a file, a solver), 2 usage error (an option,\n"
+               "a name or a spec on the command line); certify also 3 (inconclusive: no power) and 4\n"
+               "(a fit too good for independent runs).\n");
 }
 
 /* The library's progress reports, as one line on stderr redrawn in place:
- * "mc: 1200000/10000000 trials (12%), 3.0 s", ended by a newline. */
+ * "mc: 1200000/10000000 trials (12%), 3.0 s", ended by a newline. Only on a terminal
+ * (a log file would fill with carriage returns), and not with --quiet. */
 static void print_progress(const sd_progress *p, double seconds, int final, void *ctx)
 {
     (void)ctx;
+    if (cli_progress_quiet || !isatty(STDERR_FILENO)) return;
     fprintf(stderr, "\r%s: %.0f/%.0f %s (%.0f%%), %.1f s%s", p->what, p->done, p->total, p->unit,
             p->total > 0 ? 100 * p->done / p->total : 100.0, seconds, final ? "\n" : "");
 }
@@ -54,12 +64,15 @@ static void print_progress(const sd_progress *p, double seconds, int final, void
 int main(int argc, char **argv)
 {
     sd_progress_set_callback(print_progress, NULL);
+    if (cli_mpi_launch_rank() > 0) cli_quiet = 1; /* rank 0 reports (mpi.h) */
     opterr = 0; /* a refused option is reported by cli_bad_option, with the nearest name */
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++) /* errors as JSON from the first one */
+        if (!strcmp(argv[i], "--json")) cli_json_errors = 1;
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         if (argc > 2) {
             for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

@@ -19,7 +19,7 @@
 
 static const char *const mc_help =
     "usage: specdec mc --draft D --target T --scheme LIST [-k K] [--samples N] [--seed S]\n"
-    "                  [--threads N] [--bins B] [--mpi] [--chunks C] [--json]\n"
+    "                  [--threads N] [--bins B] [--mpi] [--chunks C] [--json] [--quiet]\n"
     "\n"
     "Runs the scheme's verifier N times (drafts drawn as the scheme draws them) and\n"
     "prints the acceptance rate with its 99.9% Wilson interval, the exact value and the\n"
@@ -35,8 +35,6 @@ static const char *const mc_help =
     "  --samples N            trials (default 1e6; up to 1e13)\n"
     "  --seed S               seed (default 2385): the result is the same for any --threads\n"
     "  --threads N            OpenMP threads (default: all)\n"
-    "  --device cpu|cuda      with --lm gguf:...: where the decoder's passes run (cuda: a\n"
-    "                         `make cuda` build on an NVIDIA GPU)\n"
     "  --mpi                  spread the chunks over MPI ranks (build-mpi/specdec under\n"
     "                         mpirun or srun; implied by such a launch): the output is the\n"
     "                         same as one process's, bit for bit, for any ranks and threads\n"
@@ -46,9 +44,11 @@ static const char *const mc_help =
     "  --json                 one object, every command's envelope: command, version,\n"
     "                         settings, results: per scheme acceptance, ci_low, ci_high,\n"
     "                         exact, z, chi2_p, g_p, samples, seed, rate\n"
+    "  --quiet                no progress on stderr\n"
     "  -h, --help             this text\n"
     "\n"
-    "Progress goes to stderr for runs longer than a second.\n";
+    "Progress goes to stderr for runs longer than a second, on a terminal. A model pair\n"
+    "(--lm) is certify's and tree's: specdec tree --lm SPEC --samples N runs its blocks.\n";
 
 static const char *const certify_help =
     "usage: specdec certify --scheme NAME [--draft D --target T | --pair SPEC] [-k K]\n"
@@ -102,8 +102,9 @@ static const char *const certify_help =
     "                         sequence law is tested, beyond it each position's and each\n"
     "                         adjacent pair's (exact laws by a forward pass over the model)\n"
     "  --alpha A              p-value threshold (default 1e-6)\n"
-    "  --seed S, --threads N, --mpi, --chunks C   as for specdec mc (both levels are split\n"
-    "                         over ranks)\n"
+    "  --seed S, --threads N, --mpi, --chunks C, --quiet   as for specdec mc (both levels\n"
+    "                         are split over ranks)\n"
+    CLI_DEVICE_HELP
     "  --json                 one object, every command's envelope: command, version,\n"
     "                         settings, pass, verdict, results: one per level, token and\n"
     "                         sequence (verdict, tail_p, too_good, power)\n"
@@ -125,13 +126,12 @@ typedef struct {
     double seq_samples, alpha;
     const char *lm, *shape;
     int json, mpi;
-    int verdict; /* certify: run_token also asks whether the fit is too good, and the power */
     sd_device device;
     int otm_lp; /* --scheme otm-lp: otm through a GLPK LP coupling (small V; for checking) */
 } mc_opts;
 
-enum { OPT_SCHEME = OPT_FIRST_FREE, OPT_SAMPLES, OPT_SEED, OPT_THREADS, OPT_BINS, OPT_GAMMA,
-       OPT_LM, OPT_SEQ, OPT_DEPTH, OPT_LENGTH, OPT_ALPHA, OPT_SHAPE, OPT_MPI, OPT_CHUNKS };
+enum { OPT_BINS = OPT_FIRST_FREE, OPT_GAMMA, OPT_LM, OPT_SEQ, OPT_DEPTH, OPT_LENGTH, OPT_ALPHA, OPT_SHAPE,
+       OPT_MPI, OPT_CHUNKS };
 
 /* --scheme: one name, otm-lp (alone), and for mc also 'all' or a comma-separated list. */
 static int parse_schemes(const char *arg, const char *cmd, mc_opts *o)
@@ -161,13 +161,8 @@ static int parse_schemes(const char *arg, const char *cmd, mc_opts *o)
 
 static int parse(int argc, char **argv, const char *cmd, const char *help, mc_opts *o)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         CLI_PAIR_LONGOPTS,
-        {"scheme", required_argument, 0, OPT_SCHEME},
-        {"k", required_argument, 0, 'k'},
-        {"samples", required_argument, 0, OPT_SAMPLES},
-        {"seed", required_argument, 0, OPT_SEED},
-        {"threads", required_argument, 0, OPT_THREADS}, CLI_DEVICE_LONGOPT,
         {"bins", required_argument, 0, OPT_BINS},
         {"gamma", required_argument, 0, OPT_GAMMA},
         {"lm", required_argument, 0, OPT_LM},
@@ -176,42 +171,26 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
         {"length", required_argument, 0, OPT_LENGTH},
         {"alpha", required_argument, 0, OPT_ALPHA},
         {"shape", required_argument, 0, OPT_SHAPE},
-        {"json", no_argument, 0, OPT_JSON},
         {"mpi", no_argument, 0, OPT_MPI},
         {"chunks", required_argument, 0, OPT_CHUNKS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    int opt;
-    size_t sz;
+    int certify = strcmp(cmd, "mc") != 0, opt;
+    cli_common co = cli_common_init(CLI_SCHEMES | CLI_K | CLI_SAMPLES | CLI_SEED | CLI_THREADS | CLI_JSON |
+                                    CLI_QUIET | (certify ? CLI_DEVICE : 0));
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
+    co.samples = o->mp.samples, co.seed = o->mp.seed;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
         int pr = cli_pair_option(&o->pair, opt, optarg, cmd);
+        if (!pr) pr = cli_common_option(&co, opt, optarg, cmd);
         if (pr < 0) return CLI_USAGE;
         if (pr > 0) continue;
         switch (opt) {
-        case OPT_SCHEME:
-            if (parse_schemes(optarg, cmd, o)) return CLI_USAGE;
-            break;
-        case 'k':
-            if (cli_parse_size(optarg, "-k", cmd, &o->k)) return CLI_USAGE;
-            break;
-        case OPT_SAMPLES:
-            if (cli_parse_double(optarg, "--samples", cmd, &o->mp.samples)) return CLI_USAGE;
-            break;
         case OPT_SEQ:
             if (cli_parse_double(optarg, "--seq-samples", cmd, &o->seq_samples)) return CLI_USAGE;
-            break;
-        case OPT_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            o->mp.seed = (unsigned long)sz;
-            break;
-        case OPT_S_DEVICE:
-            if (cli_device_option(optarg, cmd, &o->device)) return CLI_USAGE;
-            break;
-        case OPT_THREADS:
-            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
-            o->mp.threads = (int)sz;
             break;
         case OPT_BINS:
             if (cli_parse_size(optarg, "--bins", cmd, &o->bins) || o->bins < 2)
@@ -221,7 +200,12 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
             if (cli_parse_double(optarg, "--gamma", cmd, &o->vp.kseq_gamma)) return CLI_USAGE;
             if (o->vp.kseq_gamma <= 0) return cli_usage(cmd, "--gamma must be > 0");
             break;
-        case OPT_LM: o->lm = optarg; break;
+        case OPT_LM:
+            if (!certify)
+                return cli_usage(cmd, "--lm is a model pair: its blocks are specdec tree --lm SPEC --samples N's, "
+                                      "its sequence law specdec certify --lm SPEC's; mc takes one draft/target pair");
+            o->lm = optarg;
+            break;
         case OPT_SHAPE: o->shape = optarg; break;
         case OPT_DEPTH:
             if (cli_parse_size(optarg, "--depth", cmd, &o->depth)) return CLI_USAGE;
@@ -233,7 +217,6 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
             if (cli_parse_double(optarg, "--alpha", cmd, &o->alpha) || !(o->alpha > 0 && o->alpha < 1))
                 return cli_usage(cmd, "--alpha must be in (0, 1)");
             break;
-        case OPT_JSON: o->json = 1; break;
         case OPT_MPI: o->mpi = 1; break;
         case OPT_CHUNKS:
             if (cli_parse_size(optarg, "--chunks", cmd, &o->mp.chunks)) return CLI_USAGE;
@@ -244,35 +227,22 @@ static int parse(int argc, char **argv, const char *cmd, const char *help, mc_op
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (co.schemes && parse_schemes(co.schemes, cmd, o)) return CLI_USAGE;
     if (!o->have_scheme) return cli_usage(cmd, "--scheme is required (sd, specinfer, rrs, kseq, otm)");
+    o->mp.samples = co.samples, o->mp.seed = co.seed, o->mp.threads = (int)co.threads;
+    o->mp.progress = !co.quiet;
+    o->device = co.device, o->json = co.json;
+    if (co.nk) o->k = co.k[0];
     return 0;
 }
 
 /* Token level: MC, exact value, goodness of fit (sim/mc.h). */
 typedef sd_mc_token_report token_run;
 
-/* certify's token level: is the fit too good, and what power had the test against the
- * planted bug (a correction from the target instead of the residual), and from how many
- * samples would it have 0.9. Generators of their own (chunk indices no chunk uses). */
-static void token_verdict_inputs(const mc_opts *o, const double *draft, const double *target, size_t V,
-                                 token_run *t)
-{
-    double *alt = sd_xmalloc(V * sizeof *alt);
-    sd_gof_planted_correction(draft, target, V, alt);
-    gsl_rng *rng = sd_mc_chunk_rng(o->mp.seed, o->mp.chunks);
-    t->too_good = sd_gof_too_good(t->mc.counts, target, V, t->bins, 5.0, rng, NULL);
-    t->power_na = !sd_gof_planted_shows(target, alt, V);
-    if (t->power_na) t->power = NAN, t->power_runs = -1;
-    else t->power = sd_gof_power(target, alt, V, t->bins, t->mc.samples, 5.0, o->alpha, 200, rng, NULL);
-    if (!t->power_na)
-        t->power_runs = t->power >= SD_GOF_MIN_POWER ? t->mc.samples
-                        : sd_gof_runs_for_power(target, alt, V, t->bins, 1000, 1e9, 5.0, o->alpha, 100, rng);
-    gsl_rng_free(rng);
-    free(alt);
-}
-
+/* One token-level run: mc's (sd_mc_token_checked), or certify's with its verdict
+ * (sd_mc_token_certify; alone: the pair is the whole certification). */
 static int run_token(const mc_opts *o, const char *cmd, const double *draft, const double *target,
-                     size_t V, token_run *t)
+                     size_t V, token_run *t, int alone, sd_gof_verdict *v)
 {
     sd_verify_params vp = o->vp;
     sd_otm_coupling *coupling = NULL;
@@ -287,9 +257,8 @@ static int run_token(const mc_opts *o, const char *cmd, const double *draft, con
         }
         vp.otm = coupling;
     }
-    int rc = sd_mc_token_checked(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, t);
-    if (rc == SD_OK && o->verdict) /* certify: the verdict's other two questions */
-        token_verdict_inputs(o, draft, target, V, t);
+    int rc = v ? sd_mc_token_certify(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, o->alpha, alone, t, v)
+               : sd_mc_token_checked(o->scheme, draft, target, V, o->k, vp, o->mp, o->bins, t);
     sd_otm_coupling_free(coupling);
     return rc ? cli_fail(cmd, sd_errmsg()) : CLI_OK;
 }
@@ -355,7 +324,6 @@ int cmd_mc(int argc, char **argv)
     mc_opts o = default_opts();
     int rc = parse(argc, argv, cmd, mc_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (o.k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     cli_mpi m;
     if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
     cli_mpi_mc(&m, &o.mp);
@@ -372,7 +340,7 @@ int cmd_mc(int argc, char **argv)
     for (size_t i = 0; i < o.nschemes && rc == CLI_OK; i++) {
         token_run t;
         o.scheme = o.schemes[i];
-        if ((rc = run_token(&o, cmd, draft, target, V, &t))) break;
+        if ((rc = run_token(&o, cmd, draft, target, V, &t, 0, NULL))) break;
         if (o.json) {
             printf("%s\n  {\"scheme\": \"%s\", \"k\": %zu, ", i ? "," : "", sd_scheme_name(o.scheme), o.k);
             print_token_json(&t, &o);
@@ -383,23 +351,19 @@ int cmd_mc(int argc, char **argv)
         }
         sd_mc_result_free(&t.mc);
     }
-    if (o.json && rc == CLI_OK) cli_json_close(stdout);
-    else if (o.json) printf("\n]}\n"); /* the rows so far, still one object */
+    if (o.json) cli_json_close(stdout); /* the rows so far, and the error if one stopped them */
     free(draft);
     free(target);
     return cli_mpi_finish(&m, rc);
 }
 
 /* certify's token level on one pair at k: the run and its verdict (power waived where
- * the planted bug does not change the law). */
+ * the planted bug does not change the law; alone: see sd_mc_token_certify). */
 static int certify_token(mc_opts o, const char *cmd, const double *draft, const double *target, size_t V,
-                         size_t k, token_run *t, sd_gof_verdict *v)
+                         size_t k, int alone, token_run *t, sd_gof_verdict *v)
 {
     o.k = k;
-    int rc = run_token(&o, cmd, draft, target, V, t);
-    if (rc == CLI_OK)
-        *v = sd_gof_verdict_of(t->gof.min_p, t->too_good, t->power_na ? 1 : t->power, o.alpha);
-    return rc;
+    return run_token(&o, cmd, draft, target, V, t, alone, v);
 }
 
 /* The token level over the default plan (family.h), each case at its k (or -k): one
@@ -425,7 +389,7 @@ static int certify_plan(const mc_opts *o, const char *cmd, token_run *t, sd_gof_
         if (sd_family_make(c->spec, &draft, &target, &V)) return cli_fail(cmd, sd_errmsg());
         token_run r;
         sd_gof_verdict v;
-        rc = certify_token(*o, cmd, draft, target, V, k, &r, &v);
+        rc = certify_token(*o, cmd, draft, target, V, k, 0, &r, &v);
         free(draft);
         free(target);
         if (rc) break;
@@ -470,8 +434,7 @@ static int certify_run(mc_opts o, const char *cmd)
         double *draft, *target;
         if ((rc = cli_pair_load(&o.pair, cmd, &draft, &target, &V))) return rc;
         if (!o.k) o.k = 2;
-        rc = certify_token(o, cmd, draft, target, V, o.k, &t, &tv);
-        if (rc == CLI_OK && tv == SD_GOF_PASS && t.power_na) tv = SD_GOF_INCONCLUSIVE; /* no power shown */
+        rc = certify_token(o, cmd, draft, target, V, o.k, 1, &t, &tv);
         free(draft);
         free(target);
         if (rc) return rc;
@@ -602,13 +565,9 @@ int cmd_certify(int argc, char **argv)
             return cmd_certify_decoder(argc, argv);
     mc_opts o = default_opts();
     o.mp.samples = 3e6;
-    o.verdict = 1;
     o.k = 0; /* not given: each default case's k, or 2 on a given pair */
     int rc = parse(argc, argv, cmd, certify_help, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    for (int i = 1; i < argc; i++)
-        if ((!strcmp(argv[i], "-k") || !strncmp(argv[i], "--k", 3)) && o.k < 1)
-            return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     cli_mpi m;
     if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
     cli_mpi_mc(&m, &o.mp);

@@ -25,6 +25,17 @@ static int launched(void)
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 }
 
+int cli_mpi_launch_rank(void)
+{
+#ifdef SD_MPI
+    if (!launched()) return -1;
+    const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return atoi(getenv(vars[i]));
+#endif
+    return -1; /* a build without MPI: each rank is on its own, and says why it stops */
+}
+
 static int refuse_in_cell(int want, const char *cmd)
 {
     if (want && getenv("SPECDEC_NO_MPI"))

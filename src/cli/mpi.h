@@ -42,6 +42,12 @@ typedef struct {
  * /dev/null, cli_quiet). CLI_OK, or CLI_USAGE after a message: --mpi in a build without
  * MPI, or a launch of several ranks of a build without MPI. */
 int cli_mpi_start(cli_mpi *m, int want, const char *cmd);
+/* This process's rank in an mpirun or srun launch of several (from the environment: Open
+ * MPI, PMIx, PMI-2), before MPI starts; -1 when not so launched or built without MPI
+ * (where each process runs alone and says why it stops). main silences the ranks
+ * above 0 at once (cli_quiet), so that a usage error, found before MPI starts, is printed
+ * by rank 0 alone. */
+int cli_mpi_launch_rank(void);
 /* Agrees on the exit status (rc of this rank) and ends MPI. Returns the status to exit
  * with: rc, or CLI_FAIL if another rank failed. */
 int cli_mpi_finish(cli_mpi *m, int rc);

@@ -12,6 +12,7 @@
 static const char *const help =
     "usage: specdec otm --draft D --target T [-k K] [--form tuple|set|both] [--write-lp FILE]\n"
     "                   [--write-data FILE] [--max-mem BYTES] [--theorem1] [--json]\n"
+    "                   [--quiet]\n"
     "\n"
     "Optimal transport with membership cost (SpecTr, OTM-k): the best acceptance any\n"
     "verifier of k i.i.d. drafts can reach. Solves it as a linear program in GLPK and\n"
@@ -31,6 +32,7 @@ static const char *const help =
     "  --force                solve LPs predicted to take over a minute too\n"
     "  --json                 one JSON object (every command's envelope: command, version,\n"
     "                         settings, closed_form[, theorem1], results: one per LP)\n"
+    "  --quiet                nothing on stderr but errors (otm prints no progress)\n"
     "  -h, --help             this text\n"
     "\n"
     "Both LPs are written as max-flow with inequalities (accepted mass per source <= its\n"
@@ -67,9 +69,8 @@ static int parse_args(int argc, char **argv, const char *cmd, otm_opts *o)
 {
     enum { OPT_FORM = OPT_FIRST_FREE, OPT_WRITE_LP, OPT_WRITE_DATA, OPT_MAXMEM, OPT_THM, OPT_VERB,
            OPT_FORCE };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         CLI_PAIR_LONGOPTS,
-        {"k", required_argument, 0, 'k'},
         {"form", required_argument, 0, OPT_FORM},
         {"write-lp", required_argument, 0, OPT_WRITE_LP},
         {"write-data", required_argument, 0, OPT_WRITE_DATA},
@@ -77,21 +78,21 @@ static int parse_args(int argc, char **argv, const char *cmd, otm_opts *o)
         {"theorem1", no_argument, 0, OPT_THM},
         {"verbose", no_argument, 0, OPT_VERB},
         {"force", no_argument, 0, OPT_FORCE},
-        {"json", no_argument, 0, OPT_JSON},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     *o = (otm_opts){.pair = CLI_PAIR_INIT, .k = 2, .forms = 3, .max_mem = 4e9};
+    cli_common co = cli_common_init(CLI_K | CLI_JSON | CLI_QUIET);
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
         int pr = cli_pair_option(&o->pair, opt, optarg, cmd);
+        if (!pr) pr = cli_common_option(&co, opt, optarg, cmd);
         if (pr < 0) return CLI_USAGE;
         if (pr > 0) continue;
         switch (opt) {
-        case 'k':
-            if (cli_parse_size(optarg, "-k", cmd, &o->k)) return CLI_USAGE;
-            break;
         case OPT_FORM:
             if (!strcmp(optarg, "tuple")) o->forms = 1;
             else if (!strcmp(optarg, "set")) o->forms = 2;
@@ -106,13 +107,13 @@ static int parse_args(int argc, char **argv, const char *cmd, otm_opts *o)
         case OPT_THM: o->theorem1 = 1; break;
         case OPT_VERB: o->verbose = 1; break;
         case OPT_FORCE: o->force = 1; break;
-        case OPT_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (o->k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
+    if (co.nk) o->k = co.k[0];
+    o->json = co.json;
     return -1;
 }
 

@@ -22,8 +22,8 @@ static const char *const help =
     "                      [--tokens-log K.npy]) [--scheme LIST|all] [-k K]\n"
     "                      [--temperature T] [--top-k N] [--top-p P] [--cost-ratio C]\n"
     "                      [--vocab-map FILE] [--skip-bad-positions] [--precision-check]\n"
-    "                      [--positions N] [--samples M] [--seed S] [--cost FILE] [--mpi]\n"
-    "                      [--json]\n"
+    "                      [--positions N] [--samples M] [--seed S] [--threads N]\n"
+    "                      [--cost FILE] [--mpi] [--json] [--quiet]\n"
     "\n"
     "What each verification scheme would have given on logged draft and target logits,\n"
     "without rerunning the models. Per scheme: the mean exact acceptance over positions\n"
@@ -61,7 +61,8 @@ static const char *const help =
     "  --mpi                  share the positions among MPI ranks (build-mpi/specdec under\n"
     "                         mpirun or srun; implied by such a launch; every rank reads the\n"
     "                         log): the output is the same as one process's, bit for bit\n"
-    "  --seed S, -h/--help\n"
+    "  --seed S, --threads N (the result is the same for any N), --quiet (no progress),\n"
+    "  -h/--help\n"
     "  --json                 one object, every command's envelope: command, version,\n"
     "                         settings, positions, tv, chain, results: one per scheme\n";
 
@@ -121,7 +122,7 @@ typedef struct {
     sd_replay_params p;
     const char *log, *draft_log, *target_log, *tokens_log, *schemes, *vocab_map;
     const char *cost;          /* --cost FILE: the measured M_T(n), M_D(n) */
-    int json, mpi, have_cost_ratio;
+    int json, mpi, have_cost_ratio, quiet;
 } replay_opts;
 
 /* --scheme LIST into p->want ("all" keeps the default); CLI_USAGE on an unknown name. */
@@ -145,36 +146,37 @@ static int parse_schemes(const char *cmd, const char *schemes, sd_replay_params 
 /* The options into o: -1 to go on, else the exit status (--help, a usage error). */
 static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
 {
-    enum { R_LOG = 3000, R_DLOG, R_TLOG, R_KLOG, R_SCHEME, R_TEMP, R_TOPK, R_TOPP, R_COST, R_MAP,
-           R_SKIP, R_PREC, R_POS, R_SAMPLES, R_SEED, R_JSON, R_MPI, R_COSTFILE };
-    static const struct option longopts[] = {
+    enum { R_LOG = 3000, R_DLOG, R_TLOG, R_KLOG, R_TEMP, R_TOPK, R_TOPP, R_COST, R_MAP,
+           R_SKIP, R_PREC, R_POS, R_MPI, R_COSTFILE };
+    static const struct option own[] = {
         {"log", required_argument, 0, R_LOG}, {"draft-log", required_argument, 0, R_DLOG},
         {"target-log", required_argument, 0, R_TLOG}, {"tokens-log", required_argument, 0, R_KLOG},
-        {"scheme", required_argument, 0, R_SCHEME}, {"k", required_argument, 0, 'k'},
         {"temperature", required_argument, 0, R_TEMP}, {"top-k", required_argument, 0, R_TOPK},
         {"top-p", required_argument, 0, R_TOPP}, {"cost-ratio", required_argument, 0, R_COST},
         {"vocab-map", required_argument, 0, R_MAP}, {"skip-bad-positions", no_argument, 0, R_SKIP},
         {"precision-check", no_argument, 0, R_PREC}, {"positions", required_argument, 0, R_POS},
-        {"samples", required_argument, 0, R_SAMPLES}, {"seed", required_argument, 0, R_SEED},
-        {"json", no_argument, 0, R_JSON}, {"mpi", no_argument, 0, R_MPI},
+        {"mpi", no_argument, 0, R_MPI},
         {"cost", required_argument, 0, R_COSTFILE}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
     o->p = sd_replay_default_params();
-    o->schemes = "all";
     sd_replay_params *p = &o->p;
+    cli_common co = cli_common_init(CLI_SCHEMES | CLI_K | CLI_SAMPLES | CLI_SEED | CLI_THREADS | CLI_QUIET | CLI_JSON);
+    co.schemes = "all", co.samples = p->mc_trials, co.seed = p->seed;
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
     int opt;
-    size_t sz;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "k:h", longopts, NULL)) != -1) {
+        int r = cli_common_option(&co, opt, optarg, cmd);
+        if (r < 0) return CLI_USAGE;
+        if (r) continue;
         switch (opt) {
         case R_MPI: o->mpi = 1; break;
         case R_LOG: o->log = optarg; break;
         case R_DLOG: o->draft_log = optarg; break;
         case R_TLOG: o->target_log = optarg; break;
         case R_KLOG: o->tokens_log = optarg; break;
-        case R_SCHEME: o->schemes = optarg; break;
-        case 'k': if (cli_parse_size(optarg, "-k", cmd, &p->k)) return CLI_USAGE; break;
         case R_TEMP: if (cli_parse_double(optarg, "--temperature", cmd, &p->temperature)) return CLI_USAGE; break;
         case R_TOPK: if (cli_parse_size(optarg, "--top-k", cmd, &p->top_k)) return CLI_USAGE; break;
         case R_TOPP: if (cli_parse_double(optarg, "--top-p", cmd, &p->top_p)) return CLI_USAGE; break;
@@ -188,17 +190,14 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         case R_SKIP: p->skip_bad = 1; break;
         case R_PREC: p->precision_check = 1; break;
         case R_POS: if (cli_parse_size(optarg, "--positions", cmd, &p->max_positions)) return CLI_USAGE; break;
-        case R_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &p->mc_trials)) return CLI_USAGE; break;
-        case R_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            p->seed = (unsigned long)sz;
-            break;
-        case R_JSON: o->json = 1; break;
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    o->schemes = co.schemes, o->json = co.json, o->quiet = co.quiet;
+    p->mc_trials = co.samples, p->seed = co.seed;
+    if (co.nk) p->k = co.k[0];
     const char *dlog = o->draft_log, *tlog = o->target_log;
     if (!o->log == !(dlog && tlog) || ((dlog || tlog) && !(dlog && tlog)))
         return cli_usage(cmd, "give --log FILE, or both --draft-log and --target-log");
@@ -206,7 +205,6 @@ static int parse_args(int argc, char **argv, const char *cmd, replay_opts *o)
         return cli_usage(cmd, "--cost FILE gives the cost ratio (its M_D(1) / M_T(1)): no --cost-ratio");
     int rc = parse_schemes(cmd, o->schemes, p);
     if (rc) return rc;
-    if (p->k < 1) return cli_usage(cmd, "-k must be at least 1 (the number of drafts)");
     return -1;
 }
 
@@ -334,7 +332,7 @@ int cmd_replay(int argc, char **argv)
     if (rc >= 0) return rc;
     cli_mpi m;
     if ((rc = cli_mpi_start(&m, o.mpi, cmd))) return rc;
-    o.p.progress = m.rank == 0;
+    o.p.progress = m.rank == 0 && !o.quiet;
     sd_log *log;
     size_t *map;
     sd_cost_curve *curves[2];
@@ -396,31 +394,28 @@ static int synth_row(void *p, size_t i, double *dl, double *tl, long long *tok)
 int cmd_synth_log(int argc, char **argv)
 {
     const char *cmd = "synth-log";
-    enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE, S_SEED, S_THREADS };
-    sd_device device = SD_DEVICE_CPU;
-    static const struct option longopts[] = {
-        {"lm", required_argument, 0, S_LM}, {"out", required_argument, 0, S_OUT}, CLI_DEVICE_LONGOPT,
+    enum { S_LM = 4000, S_OUT, S_POS, S_SEQ, S_DTYPE };
+    static const struct option own[] = {
+        {"lm", required_argument, 0, S_LM}, {"out", required_argument, 0, S_OUT},
         {"positions", required_argument, 0, S_POS}, {"sequences", required_argument, 0, S_SEQ},
-        {"dtype", required_argument, 0, S_DTYPE}, {"seed", required_argument, 0, S_SEED},
-        {"threads", required_argument, 0, S_THREADS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"dtype", required_argument, 0, S_DTYPE}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
+    cli_common co = cli_common_init(CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_QUIET);
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
     const char *lm = NULL, *out = NULL;
-    size_t positions = 400, sequences = 1, seed = 2385;
+    size_t positions = 400, sequences = 1;
     int dtype = SD_NPY_F32, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int r = cli_common_option(&co, opt, optarg, cmd);
+        if (r < 0) return CLI_USAGE;
+        if (r) continue;
         switch (opt) {
         case S_LM: lm = optarg; break;
-        case OPT_S_DEVICE:
-            if (cli_device_option(optarg, cmd, &device)) return CLI_USAGE;
-            break;
         case S_OUT: out = optarg; break;
         case S_POS: if (cli_parse_size(optarg, "--positions", cmd, &positions)) return CLI_USAGE; break;
         case S_SEQ: if (cli_parse_size(optarg, "--sequences", cmd, &sequences)) return CLI_USAGE; break;
-        case S_SEED: if (cli_parse_size(optarg, "--seed", cmd, &seed)) return CLI_USAGE; break;
-        case S_THREADS:
-            if (cli_threads_option(optarg, cmd)) return CLI_USAGE;
-            break;
         case S_DTYPE:
             if (!strcmp(optarg, "f16")) dtype = SD_NPY_F16;
             else if (!strcmp(optarg, "bf16")) dtype = SD_NPY_BF16;
@@ -437,22 +432,22 @@ int cmd_synth_log(int argc, char **argv)
         return cli_usage(cmd, "--positions and --sequences must be >= 1 (1e8 positions at most)");
     synth_ctx s;
     memset(&s, 0, sizeof s);
-    if (sd_lm_pair_parse_on(lm, device, &s.draft, &s.target)) return cli_fail(cmd, sd_errmsg());
+    if (sd_lm_pair_parse_on(lm, co.device, &s.draft, &s.target)) return cli_fail(cmd, sd_errmsg());
     size_t V = s.target->vocab;
     s.length = positions;
     s.ctx = sd_xcalloc(positions + 1, sizeof *s.ctx);
     s.pd = sd_xmalloc(V * sizeof *s.pd);
     s.pt = sd_xmalloc(V * sizeof *s.pt);
     s.rng = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(s.rng, (unsigned long)seed);
+    gsl_rng_set(s.rng, co.seed);
     char seedbuf[32], posbuf[32];
-    snprintf(seedbuf, sizeof seedbuf, "%zu", seed);
+    snprintf(seedbuf, sizeof seedbuf, "%lu", co.seed);
     snprintf(posbuf, sizeof posbuf, "%zu", positions);
     const char *meta[] = {"generator", "specdec synth-log", "lm", lm, "seed", seedbuf,
                           "positions", posbuf, NULL};
     int rc = sd_log_write(out, dtype, sequences, positions, V, synth_row, &s, meta);
     if (rc) rc = cli_fail(cmd, sd_errmsg());
-    else fprintf(stderr, "synth-log: %zu x %zu positions over %zu tokens written to %s\n",
+    else if (!co.quiet) fprintf(stderr, "synth-log: %zu x %zu positions over %zu tokens written to %s\n",
                  sequences, positions, V, out);
     gsl_rng_free(s.rng);
     free(s.ctx), free(s.pd), free(s.pt);

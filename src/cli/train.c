@@ -153,26 +153,6 @@ static void fmt_time(double s, char out[32])
     else snprintf(out, 32, "%ldm%02lds", t / 60, t % 60);
 }
 
-/* ---- tokenizer keys of the output file ---- */
-
-/* A trained BPE vocabulary as GPT-2-style keys; <|endoftext|> is BOS and EOS. */
-static int bpe_tokenizer_keys(const sd_bpe_vocab *v, sd_gguf_writer *w)
-{
-    int rc;
-    if ((rc = sd_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2")) ||
-        (rc = sd_gguf_writer_set_str(w, "tokenizer.ggml.pre", sd_tokenizer_pre_name(v->pre))) ||
-        (rc = sd_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, v->n_tokens)) ||
-        (rc = sd_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", SD_GGUF_I32, v->types, v->n_tokens)) ||
-        (rc = sd_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, v->n_merges)))
-        return rc;
-    if (v->first_special >= 0 &&
-        ((rc = sd_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->first_special)) ||
-         (rc = sd_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->first_special)) ||
-         (rc = sd_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1))))
-        return rc;
-    return sd_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
-}
-
 /* ---- the run ---- */
 
 typedef struct {
@@ -286,7 +266,7 @@ static int save(run *r, size_t step)
     if (!name) name = base ? base + 1 : o->out;
     sd_gguf_writer *w = sd_gguf_writer_init();
     if (!(rc = sd_llama_to_gguf(m, name, w)))
-        rc = r->vocab ? bpe_tokenizer_keys(r->vocab, w) : sd_gguf_writer_copy_keys(w, r->tok_file, "tokenizer.");
+        rc = r->vocab ? sd_bpe_vocab_gguf_keys(r->vocab, w) : sd_gguf_writer_copy_keys(w, r->tok_file, "tokenizer.");
     if (!rc) rc = sd_gguf_writer_set_u32(w, "general.file_type", o->type == SD_T_F16 ? 1 : 0);
     if (!rc) rc = sd_gguf_writer_set_u64(w, "specdec.train.steps", step);
     if (!rc) rc = sd_gguf_writer_set_u64(w, "specdec.train.tokens", r->tokens_seen);

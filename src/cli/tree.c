@@ -13,9 +13,11 @@
 #include "otm_lp.h"
 #include "sd_error.h"
 #include "tree.h"
+#include "tree_eval.h"
 
 static const char *const help =
-    "usage: specdec tree --lm SPEC --scheme NAME (--shape SPEC | --optimize gt|throughput)\n"
+    "usage: specdec tree (--lm SPEC | --draft D --target T | --pair SPEC | --ranks A1,A2,...)\n"
+    "                    --scheme NAME (--shape SPEC | --optimize gt|throughput)\n"
     "                    [--budget B] [--max-depth D] [--max-rank R] [--threshold C]\n"
     "                    [--cost-draft X]\n"
     "                    [--cost-target SPEC] [--overhead X] [--size-ratio R]\n"
@@ -31,6 +33,12 @@ static const char *const help =
     "  --lm SPEC          model pair: const:ALPHA (per-token acceptance ALPHA, context-free),\n"
     "                     markov:V,ORDER,ALPHA,SEED,MIX[,TEMP], or gguf:DRAFT.gguf,TARGET.gguf[,TEMP]\n"
     "                     (two real models run by the decoder; blocks start after token 0)\n"
+    "  --draft D --target T, --pair SPEC  or a context-free pair: the same two laws at every\n"
+    "                     position (vectors as for 'specdec accept', with --logits etc.)\n"
+    "  --ranks A1,A2,...  or no pair at all: each candidate rank's acceptance (a node's r-th\n"
+    "                     candidate accepted with probability A_r); a static tree's block\n"
+    "                     efficiency is then predicted (1 + sum of its nodes' values), and\n"
+    "                     --optimize grows its trees from these ranks\n"
     "  --scheme NAME      token verifier at each node: sd or chain (one candidate per\n"
     "                     node), specinfer or mcsd (i.i.d. candidates), rrs, mcsd-wor or\n"
     "                     rsd-c (candidates without replacement), kseq, otm (the optimal\n"
@@ -66,7 +74,8 @@ static const char *const help =
     "  --size-ratio R     draft size / target size for MBSU (default: --cost-draft)\n"
     "  --exact, --no-exact  insist on / skip the exact block efficiency (default: when small)\n"
     "  --samples N        Monte-Carlo blocks (default 1e5; 0 = none)\n"
-    "  --seed S, --threads N (the result is the same for any N), -h/--help\n"
+    "  --seed S, --threads N (the result is the same for any N), --quiet (no progress),\n"
+    "  -h/--help\n"
     "  --json             one object, every command's envelope: command, version,\n"
     "                     settings[, rank_acceptance], results: the tree (and with\n"
     "                     --optimize gt the throughput-optimal one after it)\n"
@@ -76,12 +85,13 @@ static const char *const help =
     "         gives block efficiency (1 - 0.8^5) / 0.2 = 3.3616.\n";
 
 typedef struct {
-    const char *lm, *shape, *optimize, *cost_target, *cost_parallel;
-    sd_tree_params tp;
-    int have_scheme, exact, json, otm_lp;
-    size_t budget, max_depth, max_rank;
-    double threshold, cost_draft, overhead, size_ratio;
-    sd_mc_params mp;
+    const char *lm, *shape, *optimize, *cost_target, *cost_parallel, *ranks_arg;
+    cli_pair pair;      /* or a context-free pair from two laws */
+    sd_tree_eval_params ep;
+    int json, otm_lp, have_pair;
+    double cost_draft, overhead;
+    double ranks[SD_TREE_MAX_CHILDREN];
+    size_t nranks;      /* --ranks given */
     sd_device device;
 } tree_opts;
 
@@ -99,14 +109,49 @@ static int scheme_alias(const char *name, sd_scheme *s)
     return sd_scheme_parse(name, s);
 }
 
-enum { OPT_LM = OPT_FIRST_FREE, OPT_SCHEME, OPT_SHAPE, OPT_OPT, OPT_BUDGET, OPT_DEPTH, OPT_RANK,
-       OPT_THRESH, OPT_CD, OPT_CT, OPT_OVER, OPT_SIZE, OPT_EXACT, OPT_NOEXACT, OPT_SAMPLES,
-       OPT_SEED, OPT_THREADS, OPT_CP };
+enum { OPT_LM = OPT_FIRST_FREE, OPT_SHAPE, OPT_OPT, OPT_BUDGET, OPT_DEPTH, OPT_RANK,
+       OPT_THRESH, OPT_CD, OPT_CT, OPT_OVER, OPT_SIZE, OPT_EXACT, OPT_NOEXACT, OPT_CP, OPT_RANKS };
+
+/* The shared options of tree and compare into o (after the loop). */
+static void take_common(const cli_common *co, tree_opts *o)
+{
+    o->ep.mp.samples = co->samples, o->ep.mp.seed = co->seed, o->ep.mp.threads = (int)co->threads;
+    o->ep.mp.progress = !co->quiet;
+    o->device = co->device, o->json = co->json;
+}
+
+/* A cost curve given on the command line: a bad spec is a usage error. */
+static int check_curve(const char *spec, const char *what, const char *cmd)
+{
+    sd_cost_curve *c;
+    if (!spec) return 0;
+    if (sd_cost_curve_parse(spec, &c)) return cli_usage(cmd, "%s: %s", what, sd_errmsg());
+    sd_cost_curve_free(c);
+    return 0;
+}
+
+/* --ranks A1,A2,...: probabilities, at most SD_TREE_MAX_CHILDREN. */
+static int parse_ranks(const char *arg, const char *cmd, tree_opts *o)
+{
+    const char *p = arg;
+    o->nranks = 0;
+    for (;;) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || !(v >= 0 && v <= 1) || o->nranks == SD_TREE_MAX_CHILDREN)
+            return cli_usage(cmd, "--ranks %s: up to %d probabilities A1,A2,... (rank r's acceptance)", arg,
+                             SD_TREE_MAX_CHILDREN);
+        o->ranks[o->nranks++] = v;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
 
 static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
 {
-    static const struct option longopts[] = {
-        {"lm", required_argument, 0, OPT_LM}, {"scheme", required_argument, 0, OPT_SCHEME},
+    static const struct option own[] = {
+        CLI_PAIR_LONGOPTS,
+        {"lm", required_argument, 0, OPT_LM}, {"ranks", required_argument, 0, OPT_RANKS},
         {"shape", required_argument, 0, OPT_SHAPE}, {"optimize", required_argument, 0, OPT_OPT},
         {"budget", required_argument, 0, OPT_BUDGET}, {"max-depth", required_argument, 0, OPT_DEPTH},
         {"max-rank", required_argument, 0, OPT_RANK}, {"threshold", required_argument, 0, OPT_THRESH},
@@ -114,23 +159,26 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
         {"cost-parallel", required_argument, 0, OPT_CP}, {"overhead", required_argument, 0, OPT_OVER},
         {"size-ratio", required_argument, 0, OPT_SIZE},
         {"exact", no_argument, 0, OPT_EXACT}, {"no-exact", no_argument, 0, OPT_NOEXACT},
-        {"samples", required_argument, 0, OPT_SAMPLES}, {"seed", required_argument, 0, OPT_SEED},
-        {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON}, CLI_DEVICE_LONGOPT,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
+    cli_common co = cli_common_init(CLI_SCHEMES | CLI_SAMPLES | CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_QUIET |
+                                    CLI_JSON);
+    co.samples = o->ep.mp.samples, co.seed = o->ep.mp.seed, co.min_samples = 0;
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
+    sd_tree_eval_params *ep = &o->ep;
     int opt;
-    size_t sz;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int r = cli_common_option(&co, opt, optarg, cmd);
+        if (!r) r = cli_pair_option(&o->pair, opt, optarg, cmd), o->have_pair |= r > 0;
+        if (r < 0) return CLI_USAGE;
+        if (r) continue;
         switch (opt) {
         case OPT_LM: o->lm = optarg; break;
-        case OPT_SCHEME:
-            o->otm_lp = !strcmp(optarg, "otm-lp"); /* otm through an LP per node, for checking */
-            if (o->otm_lp) o->tp.scheme = SD_SCHEME_OTM;
-            else if (scheme_alias(optarg, &o->tp.scheme))
-                return cli_usage(cmd, "unknown scheme '%s' (sd, chain, specinfer, mcsd, rrs, "
-                                      "mcsd-wor, rsd-c, kseq)", optarg);
-            o->have_scheme = 1;
+        case OPT_RANKS:
+            if (parse_ranks(optarg, cmd, o)) return CLI_USAGE;
+            o->ranks_arg = optarg;
             break;
         case OPT_SHAPE: o->shape = optarg; break;
         case OPT_OPT:
@@ -138,136 +186,109 @@ static int parse(int argc, char **argv, const char *cmd, tree_opts *o)
                 return cli_usage(cmd, "--optimize is gt or throughput, not '%s'", optarg);
             o->optimize = optarg;
             break;
-        case OPT_BUDGET: if (cli_parse_size(optarg, "--budget", cmd, &o->budget)) return CLI_USAGE; break;
-        case OPT_DEPTH: if (cli_parse_size(optarg, "--max-depth", cmd, &o->max_depth)) return CLI_USAGE; break;
-        case OPT_RANK: if (cli_parse_size(optarg, "--max-rank", cmd, &o->max_rank)) return CLI_USAGE; break;
-        case OPT_THRESH: if (cli_parse_double(optarg, "--threshold", cmd, &o->threshold)) return CLI_USAGE; break;
+        case OPT_BUDGET: if (cli_parse_size(optarg, "--budget", cmd, &ep->budget)) return CLI_USAGE; break;
+        case OPT_DEPTH: if (cli_parse_size(optarg, "--max-depth", cmd, &ep->max_depth)) return CLI_USAGE; break;
+        case OPT_RANK: if (cli_parse_size(optarg, "--max-rank", cmd, &ep->max_rank)) return CLI_USAGE; break;
+        case OPT_THRESH: if (cli_parse_double(optarg, "--threshold", cmd, &ep->threshold)) return CLI_USAGE; break;
         case OPT_CD: if (cli_parse_double(optarg, "--cost-draft", cmd, &o->cost_draft)) return CLI_USAGE; break;
         case OPT_CT: o->cost_target = optarg; break;
         case OPT_CP: o->cost_parallel = optarg; break;
         case OPT_OVER: if (cli_parse_double(optarg, "--overhead", cmd, &o->overhead)) return CLI_USAGE; break;
-        case OPT_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o->size_ratio)) return CLI_USAGE; break;
-        case OPT_EXACT: o->exact = 1; break;
-        case OPT_NOEXACT: o->exact = -1; break;
-        case OPT_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &o->mp.samples)) return CLI_USAGE; break;
-        case OPT_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            o->mp.seed = (unsigned long)sz;
-            break;
-        case OPT_S_DEVICE:
-            if (cli_device_option(optarg, cmd, &o->device)) return CLI_USAGE;
-            break;
-        case OPT_THREADS:
-            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
-            o->mp.threads = (int)sz;
-            break;
-        case OPT_JSON: o->json = 1; break;
+        case OPT_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &ep->size_ratio)) return CLI_USAGE; break;
+        case OPT_EXACT: ep->exact = 1; break;
+        case OPT_NOEXACT: ep->exact = -1; break;
         case 'h': fputs(help, stdout); return -1;
         default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!o->lm) return cli_usage(cmd, "--lm is required (const:ALPHA or markov:...)");
-    if (!o->have_scheme) return cli_usage(cmd, "--scheme is required");
+    take_common(&co, o);
+    if (!!o->lm + !!o->nranks + o->have_pair != 1)
+        return cli_usage(cmd, "give one of --lm SPEC, --ranks A1,A2,... and a pair (--draft D --target T or "
+                              "--pair SPEC)");
+    if (!co.schemes) return cli_usage(cmd, "--scheme is required");
+    o->otm_lp = !strcmp(co.schemes, "otm-lp"); /* otm through an LP per node, for checking */
+    if (o->otm_lp) ep->tp.scheme = SD_SCHEME_OTM;
+    else if (scheme_alias(co.schemes, &ep->tp.scheme))
+        return cli_usage(cmd, "unknown scheme '%s' (sd, chain, specinfer, mcsd, rrs, mcsd-wor, rsd-c, kseq, otm, "
+                              "otm-lp)", co.schemes);
+    if (o->otm_lp) ep->tp.vp.otm_solve = sd_otm_lp_coupling;
     if (!o->shape == !o->optimize) return cli_usage(cmd, "give one of --shape and --optimize");
     if (o->cost_draft < 0 || o->overhead < 0) return cli_usage(cmd, "costs must be >= 0");
-    if (o->mp.samples != 0 && o->mp.samples < 2) return cli_usage(cmd, "--samples is 0 or >= 2");
+    if (ep->mp.samples == 1) return cli_usage(cmd, "--samples is 0 or >= 2");
+    if (ep->max_rank < 1 || ep->max_rank > SD_TREE_MAX_CHILDREN)
+        return cli_usage(cmd, "--max-rank is 1 to %d", SD_TREE_MAX_CHILDREN);
+    if (check_curve(o->cost_target, "--cost-target", cmd) || check_curve(o->cost_parallel, "--cost-parallel", cmd))
+        return CLI_USAGE;
+    sd_tree *t;
+    if (o->shape && sd_tree_parse_loose(o->shape, ep->tp.scheme, &t)) /* a spec: a usage error */
+        return cli_usage(cmd, "%s", sd_errmsg());
+    if (o->shape) sd_tree_free(t);
     return 0;
 }
 
-/* A sequential drafter calls once per level, a parallel one once. */
-static double tree_draft_calls(const sd_tree *t)
-{
-    return t->walk == SD_WALK_PARALLEL ? 1 : (double)t->max_depth;
-}
-
-/* Draft nodes the target verifies: a static shape's own; a beam (at most W L) or a
- * dynamic tree is built per block, charged its mean size over the Monte-Carlo blocks
- * (without them, mc_mean < 0: its bound). A mean of 0 is a tree that never grew (no
- * node passed the threshold at this context), charged nothing. */
-static double tree_cost_nodes(const sd_tree *t, double mc_mean)
-{
-    int built = t->walk == SD_WALK_BEAM || t->walk == SD_WALK_DYNAMIC;
-    return built && mc_mean >= 0 ? mc_mean : (double)sd_tree_max_nodes(t);
-}
-
-typedef struct {
-    double exact, mc, lo, hi, predicted, nodes;
-    int have_exact, have_mc;
-    sd_speed speed;
-} tree_eval;
-
-static int evaluate(const tree_opts *o, sd_lm *draft, sd_lm *target, const sd_tree *t,
-                    const sd_cost_model *cm, tree_eval *e, const char *cmd)
-{
-    size_t ctx[1] = {0};
-    memset(e, 0, sizeof *e);
-    e->nodes = -1; /* no Monte-Carlo mean yet */
-    if (o->exact >= 0) {
-        int rc = sd_tree_block_efficiency(t, &o->tp, draft, target, ctx, 1, 2e7, &e->exact);
-        if (rc == SD_OK) e->have_exact = 1;
-        else if (o->exact > 0 || rc != SD_ERANGE) return cli_fail(cmd, sd_errmsg());
-    }
-    if (o->mp.samples > 0) {
-        sd_mc_blocks_result r;
-        if (sd_mc_blocks(draft, target, ctx, 1, t, &o->tp, o->mp, &r)) return cli_fail(cmd, sd_errmsg());
-        e->have_mc = 1;
-        e->mc = r.efficiency, e->lo = r.ci_low, e->hi = r.ci_high;
-        e->nodes = r.mean_nodes;
-    }
-    double eff = e->have_exact ? e->exact : e->mc;
-    if (!e->have_exact && !e->have_mc) return cli_fail(cmd, "nothing to evaluate: --no-exact with --samples 0");
-    if (sd_cost_speed(cm, eff, tree_draft_calls(t), tree_cost_nodes(t, e->nodes), o->size_ratio,
-                      &e->speed))
-        return cli_fail(cmd, sd_errmsg());
-    if (t->walk == SD_WALK_PARALLEL && cm->parallel) { /* its one call: M_P(L), not M_D */
-        double mbsu = e->speed.mbsu;
-        if (sd_cost_speed_at(cm, eff, sd_cost_curve_eval(cm->parallel, (double)t->max_depth),
-                             tree_cost_nodes(t, e->nodes), NAN, &e->speed))
-            return cli_fail(cmd, sd_errmsg());
-        e->speed.mbsu = mbsu;
-    }
-    return CLI_OK;
-}
-
-static void print_eval(const tree_opts *o, const sd_tree *t, const tree_eval *e, const char *label)
+static void print_eval(const tree_opts *o, const sd_tree *t, const sd_tree_result *e, const char *label)
 {
     char shape[4096];
     if (sd_tree_format(t, shape, sizeof shape)) snprintf(shape, sizeof shape, "(%zu nodes)", sd_tree_nodes(t));
+    int have_mc = isfinite(e->mc);
     if (o->json) {
         printf("{\"label\": \"%s\", \"shape\": \"%s\", \"nodes\": %.6g, \"depth\": %zu, "
-               "\"draft_calls\": %.0f, \"block_efficiency\": ", label, shape,
-               tree_cost_nodes(t, e->nodes), t->max_depth, tree_draft_calls(t));
-        cli_json_double(stdout, e->have_exact ? e->exact : e->mc);
+               "\"draft_calls\": %.0f, \"block_efficiency\": ", label, shape, e->nodes, e->depth, e->draft_calls);
+        cli_json_double(stdout, e->efficiency);
         printf(", \"exact\": ");
-        cli_json_double(stdout, e->have_exact ? e->exact : NAN);
+        cli_json_double(stdout, e->exact);
         printf(", \"mc\": ");
-        cli_json_double(stdout, e->have_mc ? e->mc : NAN);
+        cli_json_double(stdout, e->mc);
         printf(", \"ci_low\": ");
-        cli_json_double(stdout, e->have_mc ? e->lo : NAN);
+        cli_json_double(stdout, e->ci_low);
         printf(", \"ci_high\": ");
-        cli_json_double(stdout, e->have_mc ? e->hi : NAN);
+        cli_json_double(stdout, e->ci_high);
         printf(", \"samples\": %.0f, \"iteration_time\": %.10g, \"token_rate\": %.10g, "
-               "\"speedup\": %.10g, \"mbsu\": %.10g",
-               e->have_mc ? o->mp.samples : 0, e->speed.iteration_time, e->speed.token_rate,
-               e->speed.speedup, e->speed.mbsu);
-        if (e->predicted > 0) printf(", \"predicted_efficiency\": %.10g", e->predicted);
+               "\"speedup\": %.10g, \"mbsu\": %.10g", have_mc ? o->ep.mp.samples : 0, e->speed.iteration_time,
+               e->speed.token_rate, e->speed.speedup, e->speed.mbsu);
+        if (isfinite(e->predicted)) printf(", \"predicted_efficiency\": %.10g", e->predicted);
         printf("}");
         return;
     }
     if (t->walk == SD_WALK_DYNAMIC || t->walk == SD_WALK_BEAM)
         printf("== %s: built per block, %.2f draft nodes on average (charged so), depth <= %zu\n"
-               "   %s\n", label, tree_cost_nodes(t, e->nodes), t->max_depth, shape);
+               "   %s\n", label, e->nodes, t->max_depth, shape);
     else
         printf("== %s: %zu draft node%s, depth %zu, %.0f draft call%s\n   %s\n", label, sd_tree_nodes(t),
-               CLI_S(sd_tree_nodes(t)), t->max_depth, tree_draft_calls(t), CLI_S(tree_draft_calls(t)), shape);
-    if (e->predicted > 0) printf("   predicted efficiency %.6f (1 + sum of estimated node acceptance)\n", e->predicted);
-    if (e->have_exact) printf("   block efficiency     %.10f (exact)\n", e->exact);
-    if (e->have_mc)
+               CLI_S(sd_tree_nodes(t)), t->max_depth, e->draft_calls, CLI_S(e->draft_calls), shape);
+    if (isfinite(e->predicted)) printf("   predicted efficiency %.6f (1 + sum of estimated node acceptance)\n", e->predicted);
+    if (isfinite(e->exact)) printf("   block efficiency     %.10f (exact)\n", e->exact);
+    if (have_mc)
         printf("   block efficiency     %.6f (Monte Carlo, %.0f blocks, 99.9%% CI [%.6f, %.6f])\n",
-               e->mc, o->mp.samples, e->lo, e->hi);
+               e->mc, o->ep.mp.samples, e->ci_low, e->ci_high);
     printf("   iteration time       %.6f   token rate %.6f   speedup %.4f   MBSU %.4f\n",
            e->speed.iteration_time, e->speed.token_rate, e->speed.speedup, e->speed.mbsu);
+}
+
+/* The model pair: --lm's, or two context-free laws (--draft/--target, --pair); none
+ * with --ranks. */
+static int open_pair(const tree_opts *o, const char *cmd, sd_lm **draft, sd_lm **target)
+{
+    *draft = *target = NULL;
+    if (o->lm) return sd_lm_pair_parse_on(o->lm, o->device, draft, target) ? cli_fail(cmd, sd_errmsg()) : CLI_OK;
+    if (!o->have_pair) return CLI_OK;
+    double *d, *t;
+    size_t V;
+    int rc = cli_pair_load(&o->pair, cmd, &d, &t, &V);
+    if (rc) return rc;
+    *draft = sd_lm_fixed(d, V), *target = sd_lm_fixed(t, V);
+    free(d), free(t);
+    return CLI_OK;
+}
+
+/* What the header and the JSON settings call the pair. */
+static void pair_name(const tree_opts *o, char *out, size_t cap)
+{
+    if (o->lm) snprintf(out, cap, "%s", o->lm);
+    else if (o->nranks) snprintf(out, cap, "ranks:%s", o->ranks_arg);
+    else if (o->pair.family) snprintf(out, cap, "pair:%s", o->pair.family);
+    else snprintf(out, cap, "draft:%s,target:%s", o->pair.draft, o->pair.target);
 }
 
 int cmd_tree(int argc, char **argv)
@@ -275,76 +296,52 @@ int cmd_tree(int argc, char **argv)
     const char *cmd = "tree";
     tree_opts o;
     memset(&o, 0, sizeof o);
-    o.tp = sd_tree_default_params();
-    o.budget = 30, o.max_depth = 16, o.max_rank = 8;
-    o.threshold = NAN, o.cost_draft = 0.1, o.size_ratio = NAN;
+    o.pair = (cli_pair)CLI_PAIR_INIT;
+    o.ep = sd_tree_eval_default_params();
+    o.cost_draft = 0.1;
     o.cost_target = "const:1";
-    o.mp = sd_mc_default_params();
-    o.mp.samples = 1e5;
-    o.mp.progress = 1;
     int rc = parse(argc, argv, cmd, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
-    if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
-    if (o.tp.scheme == SD_SCHEME_OTM && o.otm_lp) o.tp.vp.otm_solve = sd_otm_lp_coupling;
-    sd_cost_curve *curve, *parallel = NULL;
-    if (sd_cost_curve_parse(o.cost_target, &curve)) return cli_fail(cmd, sd_errmsg());
-    if (o.cost_parallel && sd_cost_curve_parse(o.cost_parallel, &parallel)) {
-        sd_cost_curve_free(curve);
-        return cli_fail(cmd, sd_errmsg());
-    }
-    sd_cost_model cm = {o.cost_draft, curve, o.overhead, parallel};
-    if (isnan(o.threshold)) o.threshold = o.cost_draft / sd_cost_curve_eval(curve, 1);
+    sd_cost_curve *curve = NULL, *parallel = NULL;
+    sd_cost_curve_parse(o.cost_target, &curve); /* parse checked both */
+    if (o.cost_parallel) sd_cost_curve_parse(o.cost_parallel, &parallel);
+    o.ep.cost = (sd_cost_model){o.cost_draft, curve, o.overhead, parallel};
+    if (isnan(o.ep.threshold)) o.ep.threshold = o.cost_draft / sd_cost_curve_eval(curve, 1);
     sd_lm *draft = NULL, *target = NULL;
     sd_tree *t = NULL, *best = NULL;
-    double ranks[SD_TREE_MAX_CHILDREN], best_rate = 0;
-    rc = CLI_OK;
-    if (sd_lm_pair_parse_on(o.lm, o.device, &draft, &target)) {
+    double ranks[SD_TREE_MAX_CHILDREN];
+    size_t nranks = 0;
+    int opt_gt = o.optimize && !strcmp(o.optimize, "gt");
+    if ((rc = open_pair(&o, cmd, &draft, &target))) goto out;
+    if (o.shape) {
+        sd_tree_parse_loose(o.shape, o.ep.tp.scheme, &t); /* parse checked it */
+        if (o.nranks) memcpy(ranks, o.ranks, o.nranks * sizeof *ranks), nranks = o.nranks;
+    } else if (sd_tree_optimize(draft, target, o.nranks ? o.ranks : NULL, o.nranks, opt_gt, &o.ep, &t, &best, ranks,
+                                &nranks)) {
+        rc = cli_fail(cmd, sd_errmsg());
+        goto out;
+    } else if (!t) {
+        t = best, best = NULL;
+    }
+    sd_tree_result e, eb;
+    if (sd_tree_evaluate(draft, target, t, nranks ? ranks : NULL, nranks, &o.ep, &e) ||
+        (best && sd_tree_evaluate(draft, target, best, ranks, nranks, &o.ep, &eb))) {
         rc = cli_fail(cmd, sd_errmsg());
         goto out;
     }
-    if (o.shape) {
-        char bare[4096]; /* numbers alone: a chain length for sd, else a k-configuration */
-        if (!strchr(o.shape, ':')) {
-            snprintf(bare, sizeof bare, "%s:%.4000s",
-                     o.tp.scheme == SD_SCHEME_SD && !strchr(o.shape, ',') ? "chain" : "kconfig", o.shape);
-            o.shape = bare;
-        }
-        if (sd_tree_parse(o.shape, &t)) {
-            rc = cli_fail(cmd, sd_errmsg());
-            goto out;
-        }
-    } else {
-        if (o.max_rank < 1 || o.max_rank > SD_TREE_MAX_CHILDREN) {
-            rc = cli_usage(cmd, "--max-rank is 1 to %d", SD_TREE_MAX_CHILDREN);
-            goto out;
-        }
-        size_t ctx[1] = {0}, rank = o.tp.scheme == SD_SCHEME_SD ? 1 : o.max_rank;
-        if (sd_mc_rank_acceptance(draft, target, ctx, 1, &o.tp, rank, 200, 2000, o.mp.seed, ranks) ||
-            sd_tree_build_throughput(ranks, rank, &cm, o.budget, o.max_depth, &best, &best_rate) ||
-            (!strcmp(o.optimize, "gt") &&
-             sd_tree_build_gt(ranks, rank, o.threshold, o.budget, o.max_depth, &t))) {
-            rc = cli_fail(cmd, sd_errmsg());
-            goto out;
-        }
-        if (!t) t = best, best = NULL;
-        o.max_rank = rank;
-    }
-    tree_eval e, eb;
-    if ((rc = evaluate(&o, draft, target, t, &cm, &e, cmd))) goto out;
-    if (o.optimize) e.predicted = sd_tree_predicted_efficiency(t, ranks, o.max_rank);
-    if (best) {
-        if ((rc = evaluate(&o, draft, target, best, &cm, &eb, cmd))) goto out;
-        eb.predicted = sd_tree_predicted_efficiency(best, ranks, o.max_rank);
-    }
-    const char *label = o.optimize ? (!strcmp(o.optimize, "gt") ? "gt" : "throughput") : "shape";
+    const char *label = o.optimize ? (opt_gt ? "gt" : "throughput") : "shape";
+    char name[4200];
+    pair_name(&o, name, sizeof name);
     if (o.json) {
         cli_json_open(stdout, cmd);
-        printf("\"lm\": \"%s\", \"scheme\": \"%s\", \"cost_draft\": %g, \"cost_target\": \"%s\", "
-               "\"threshold\": %g, \"samples\": %.0f, \"seed\": %lu}", o.lm, sd_scheme_name(o.tp.scheme),
-               o.cost_draft, o.cost_target, o.threshold, o.mp.samples, o.mp.seed);
+        printf("\"lm\": ");
+        cli_json_string(stdout, name);
+        printf(", \"scheme\": \"%s\", \"cost_draft\": %g, \"cost_target\": \"%s\", \"threshold\": %g, "
+               "\"samples\": %.0f, \"seed\": %lu}", sd_scheme_name(o.ep.tp.scheme), o.cost_draft, o.cost_target,
+               o.ep.threshold, o.ep.mp.samples, o.ep.mp.seed);
         if (o.optimize) {
             printf(", \"rank_acceptance\": [");
-            for (size_t r = 0; r < o.max_rank; r++) printf("%s%.6g", r ? ", " : "", ranks[r]);
+            for (size_t r = 0; r < nranks; r++) printf("%s%.6g", r ? ", " : "", ranks[r]);
             printf("]");
         }
         cli_json_results(stdout);
@@ -356,13 +353,13 @@ int cmd_tree(int argc, char **argv)
         }
         cli_json_close(stdout);
     } else {
-        printf("# specdec tree: lm %s, scheme %s, M_D %g, M_T %s\n", o.lm,
-               sd_scheme_name(o.tp.scheme), o.cost_draft, o.cost_target);
+        printf("# specdec tree: lm %s, scheme %s, M_D %g, M_T %s\n", name, sd_scheme_name(o.ep.tp.scheme),
+               o.cost_draft, o.cost_target);
         if (o.optimize) {
-            printf("# rank acceptance (estimated over 200 contexts x 2000 trials):");
-            for (size_t r = 0; r < o.max_rank; r++) printf(" %.4f", ranks[r]);
+            printf(o.nranks ? "# rank acceptance (given):" : "# rank acceptance (estimated over 200 contexts x 2000 trials):");
+            for (size_t r = 0; r < nranks; r++) printf(" %.4f", ranks[r]);
             printf("\n");
-            if (!strcmp(o.optimize, "gt")) printf("# GT threshold c = %g\n", o.threshold);
+            if (opt_gt) printf("# GT threshold c = %g\n", o.ep.threshold);
         }
         print_eval(&o, t, &e, label);
         if (best) {
@@ -401,7 +398,8 @@ static const char *const compare_help =
     "  --length L         fixed-length table for L in {2, 3, 4, 5}\n"
     "  --shapes FILE      the shape table (default data/rsd_shapes.tsv)\n"
     "  --samples N        blocks per tree (default 1e5)\n"
-    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --threads N, --json:\n"
+    "  --cost-draft X, --cost-target SPEC, --size-ratio R, --seed S, --threads N, --json,\n"
+    "  --quiet:\n"
     "                     as for tree (the result is the same for any --threads)\n"
     CLI_DEVICE_HELP;
 
@@ -424,26 +422,30 @@ static int row_spec(const char *method, const char *shape, char *spec, size_t ca
 int cmd_compare(int argc, char **argv)
 {
     const char *cmd = "compare";
-    enum { C_LM = 2000, C_BUDGET, C_LENGTH, C_SHAPES, C_SAMPLES, C_CD, C_CT, C_SIZE, C_SEED, C_JSON, C_THREADS };
-    static const struct option longopts[] = {
+    enum { C_LM = 2000, C_BUDGET, C_LENGTH, C_SHAPES, C_CD, C_CT, C_SIZE };
+    static const struct option own[] = {
         {"lm", required_argument, 0, C_LM}, {"budget", required_argument, 0, C_BUDGET},
         {"length", required_argument, 0, C_LENGTH}, {"shapes", required_argument, 0, C_SHAPES},
-        {"samples", required_argument, 0, C_SAMPLES}, {"cost-draft", required_argument, 0, C_CD},
+        {"cost-draft", required_argument, 0, C_CD},
         {"cost-target", required_argument, 0, C_CT}, {"size-ratio", required_argument, 0, C_SIZE},
-        {"seed", required_argument, 0, C_SEED}, {"json", no_argument, 0, C_JSON}, CLI_DEVICE_LONGOPT,
-        {"threads", required_argument, 0, C_THREADS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
+    cli_common co = cli_common_init(CLI_SAMPLES | CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_QUIET | CLI_JSON);
+    co.samples = 1e5, co.min_samples = 2;
+    struct option longopts[64];
+    cli_longopts(co.which, own, longopts, 64);
     tree_opts o;
     memset(&o, 0, sizeof o);
-    o.tp = sd_tree_default_params();
-    o.cost_draft = 0.1, o.size_ratio = NAN, o.cost_target = "const:1", o.exact = -1;
-    o.mp = sd_mc_default_params();
-    o.mp.samples = 1e5;
+    o.ep = sd_tree_eval_default_params();
+    o.cost_draft = 0.1, o.cost_target = "const:1", o.ep.exact = -1;
     const char *shapes = "data/rsd_shapes.tsv", *experiment = NULL;
-    size_t value = 0, sz;
+    size_t value = 0;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int r = cli_common_option(&co, opt, optarg, cmd);
+        if (r < 0) return CLI_USAGE;
+        if (r) continue;
         switch (opt) {
         case C_LM: o.lm = optarg; break;
         case C_BUDGET:
@@ -455,31 +457,17 @@ int cmd_compare(int argc, char **argv)
             experiment = "fixed-length";
             break;
         case C_SHAPES: shapes = optarg; break;
-        case C_SAMPLES: if (cli_parse_double(optarg, "--samples", cmd, &o.mp.samples)) return CLI_USAGE; break;
         case C_CD: if (cli_parse_double(optarg, "--cost-draft", cmd, &o.cost_draft)) return CLI_USAGE; break;
         case C_CT: o.cost_target = optarg; break;
-        case C_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o.size_ratio)) return CLI_USAGE; break;
-        case C_SEED:
-            if (cli_parse_size(optarg, "--seed", cmd, &sz)) return CLI_USAGE;
-            o.mp.seed = (unsigned long)sz;
-            break;
-        case C_JSON: o.json = 1; break;
-        case C_THREADS:
-            if (cli_parse_size(optarg, "--threads", cmd, &sz)) return CLI_USAGE;
-            if (!sz || sz > 1024) return cli_usage(cmd, "--threads %s: need 1 to 1024", optarg);
-            o.mp.threads = (int)sz;
-            break;
-        case OPT_S_DEVICE:
-            if (cli_device_option(optarg, cmd, &o.device)) return CLI_USAGE;
-            break;
+        case C_SIZE: if (cli_parse_double(optarg, "--size-ratio", cmd, &o.ep.size_ratio)) return CLI_USAGE; break;
         case 'h': fputs(compare_help, stdout); return CLI_OK;
         default: return cli_bad_option(cmd, argv, longopts, "h");
         }
     }
     if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    take_common(&co, &o);
     if (!o.lm || !experiment) return cli_usage(cmd, "give --lm and one of --budget or --length");
-    if (!(o.mp.samples >= 2)) return cli_usage(cmd, "--samples must be >= 2");
-    if (isnan(o.size_ratio)) o.size_ratio = o.cost_draft;
+    if (check_curve(o.cost_target, "--cost-target", cmd)) return CLI_USAGE;
     char shipped[4096]; /* the default table from anywhere: here, the binary's repository or install */
     if (!strcmp(shapes, "data/rsd_shapes.tsv") && cli_data_file(shapes, shipped, sizeof shipped)) shapes = shipped;
     FILE *f = fopen(shapes, "r");
@@ -496,18 +484,18 @@ int cmd_compare(int argc, char **argv)
         rc = cli_fail(cmd, sd_errmsg());
         goto out;
     }
-    sd_cost_model cm = {o.cost_draft, curve, 0, NULL};
+    o.ep.cost = (sd_cost_model){o.cost_draft, curve, 0, NULL};
     char line[1024];
     if (o.json) {
         cli_json_open(stdout, cmd);
         printf("\"lm\": \"%s\", \"experiment\": \"%s\", \"value\": %zu, \"cost_draft\": %g, "
                "\"cost_target\": \"%s\", \"samples\": %.0f, \"seed\": %lu}", o.lm, experiment, value,
-               o.cost_draft, o.cost_target, o.mp.samples, o.mp.seed);
+               o.cost_draft, o.cost_target, o.ep.mp.samples, o.ep.mp.seed);
         cli_json_results(stdout);
     }
     else {
         printf("# specdec compare: %s %zu on %s, M_D %g, M_T %s, %.0f blocks per tree\n",
-               experiment, value, o.lm, o.cost_draft, o.cost_target, o.mp.samples);
+               experiment, value, o.lm, o.cost_draft, o.cost_target, o.ep.mp.samples);
         printf("%-7s %-16s %5s %10s %9s %10s %8s %8s\n", "method", "shape", "nodes", "block eff",
                "+-", "tok rate", "speedup", "MBSU");
     }
@@ -519,14 +507,14 @@ int cmd_compare(int argc, char **argv)
         if (strcmp(exp, experiment) || val != value) continue;
         char spec[128];
         sd_tree *t;
-        if (row_spec(method, shape, spec, sizeof spec, &o.tp.scheme) || sd_tree_parse(spec, &t)) {
+        if (row_spec(method, shape, spec, sizeof spec, &o.ep.tp.scheme) || sd_tree_parse(spec, &t)) {
             rc = cli_fail(cmd, "a row of the shape table does not parse");
             break;
         }
-        tree_eval e;
+        sd_tree_result e;
         sd_error_clear();
-        if (evaluate(&o, draft, target, t, &cm, &e, cmd) != CLI_OK) { /* e.g. rrs wants more
-                                                                          tokens than the draft has */
+        if (sd_tree_evaluate(draft, target, t, NULL, 0, &o.ep, &e)) { /* e.g. rrs wants more tokens
+                                                                         than the draft has */
             if (o.json) {
                 printf("%s\n  {\"method\": \"%s\", \"shape\": \"%s\", \"nodes\": %zu, "
                        "\"block_efficiency\": null, \"error\": ", rows ? "," : "", method, shape, nodes);
@@ -537,12 +525,12 @@ int cmd_compare(int argc, char **argv)
             }
             rows++;
         } else {
-            double half = (e.hi - e.lo) / 2;
+            double half = (e.ci_high - e.ci_low) / 2;
             if (o.json)
                 printf("%s\n  {\"method\": \"%s\", \"shape\": \"%s\", \"nodes\": %zu, "
                        "\"block_efficiency\": %.6f, \"ci_low\": %.6f, \"ci_high\": %.6f, "
                        "\"token_rate\": %.6f, \"speedup\": %.6f, \"mbsu\": %.6f}",
-                       rows ? "," : "", method, shape, nodes, e.mc, e.lo, e.hi,
+                       rows ? "," : "", method, shape, nodes, e.mc, e.ci_low, e.ci_high,
                        e.speed.token_rate, e.speed.speedup, e.speed.mbsu);
             else
                 printf("%-7s %-16s %5zu %10.4f %9.4f %10.4f %8.4f %8.4f\n", method, shape, nodes,

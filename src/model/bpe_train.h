@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf.h"
 #include "tokenizer.h"
 
 typedef struct {
@@ -74,5 +75,11 @@ void sd_bpe_vocab_free(sd_bpe_vocab *v);  /* NULL is fine */
 /* Tokenizer parameters viewing v (valid while v is): kind BPE, v's pre-tokenizer,
  * bos = eos = the first special token (GPT-2's convention) or -1, add_bos 0. */
 sd_tokenizer_params sd_bpe_vocab_params(const sd_bpe_vocab *v);
+
+/* The vocabulary as the tokenizer.ggml.* keys of a GGUF being written, GPT-2 style
+ * (model gpt2, the pre-tokenizer's llama.cpp name, tokens, token types, merges; the first
+ * special token, <|endoftext|>, is BOS and EOS, BOS added, EOS not): what
+ * sd_tokenizer_from_gguf reads back (tokenizer_gguf.c holds both), and llama.cpp loads. */
+int sd_bpe_vocab_gguf_keys(const sd_bpe_vocab *v, sd_gguf_writer *w);
 
 #endif

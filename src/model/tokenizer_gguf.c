@@ -1,10 +1,11 @@
 /* tokenizer_gguf: sd_tokenizer_from_gguf, reading tokenizer.ggml.* as llama.cpp's
  * llama_vocab::load does (its defaults, its names of pre-tokenizers) into
- * sd_tokenizer_params. */
+ * sd_tokenizer_params; and the keys of a trained BPE vocabulary, written. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpe_train.h"
 #include "gguf.h"
 #include "sd_error.h"
 #include "tokenizer.h"
@@ -259,4 +260,21 @@ done:
     sd_tokenizer_free(d);
     sd_tokenizer_free(t);
     return rc;
+}
+
+int sd_bpe_vocab_gguf_keys(const sd_bpe_vocab *v, sd_gguf_writer *w)
+{
+    int rc;
+    if ((rc = sd_gguf_writer_set_str(w, KEY("model"), "gpt2")) ||
+        (rc = sd_gguf_writer_set_str(w, KEY("pre"), sd_tokenizer_pre_name(v->pre))) ||
+        (rc = sd_gguf_writer_set_arr_str(w, KEY("tokens"), (const char *const *)v->tokens, v->n_tokens)) ||
+        (rc = sd_gguf_writer_set_arr(w, KEY("token_type"), SD_GGUF_I32, v->types, v->n_tokens)) ||
+        (rc = sd_gguf_writer_set_arr_str(w, KEY("merges"), (const char *const *)v->merges, v->n_merges)))
+        return rc;
+    if (v->first_special >= 0 &&
+        ((rc = sd_gguf_writer_set_u32(w, KEY("bos_token_id"), (uint32_t)v->first_special)) ||
+         (rc = sd_gguf_writer_set_u32(w, KEY("eos_token_id"), (uint32_t)v->first_special)) ||
+         (rc = sd_gguf_writer_set_bool(w, KEY("add_bos_token"), 1))))
+        return rc;
+    return sd_gguf_writer_set_bool(w, KEY("add_eos_token"), 0);
 }

@@ -21,9 +21,10 @@ expect 2 "--temperature -1" -- "$SPECDEC" decode $D --temperature -1
 expect 2 "runs at temperature 0" -- "$SPECDEC" decode $D --check --temperature 1
 expect 2 "not both" -- "$SPECDEC" decode $D --scheme rrs --shape chain:2 --optimize gt
 expect 2 "picks its own schemes" -- "$SPECDEC" decode $D --gt-sweep 1,2 --scheme sd
-expect 1 "unknown scheme 'nope'" -- "$SPECDEC" decode $D --scheme nope
-expect 1 "give --shape or --optimize" -- "$SPECDEC" decode $D --scheme rrs
-expect 1 "go with one scheme" -- "$SPECDEC" decode $D --scheme sd,rrs --shape chain:2
+# what the command line gets wrong is a usage error (exit 2), found before a model loads
+expect 2 "unknown scheme 'nope'" -- "$SPECDEC" decode $D --scheme nope
+expect 2 "'rrs' is a token scheme: give a shape" -- "$SPECDEC" decode $D --scheme rrs
+expect 2 "goes with one scheme" -- "$SPECDEC" decode $D --scheme sd,rrs --shape chain:2
 
 # --- the table: ar and every scheme, measured and predicted ---
 out=$("$SPECDEC" decode $D --scheme all --max-tokens 8 2>&1)
@@ -118,8 +119,9 @@ expect 1 "no prompt" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/d.ggu
 long=$(i=0; while [ $i -lt 60 ]; do printf 'Call me Ishmael. '; i=$((i + 1)); done)
 expect 1 "prompt 1 has .* tokens: .*the prompt alone is too long" -- "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/d.gguf" --prompt "$long"
 expect 1 "past the context of 48 (use a smaller shape)" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:4,4,2
-expect 1 "k-configuration has 0 children" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:0
-expect 1 "gt-sweep '1,x'" -- "$SPECDEC" decode $D --gt-sweep 1,x
+expect 2 "k-configuration has 0 children" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:0
+expect 2 "gt-sweep '1,x'" -- "$SPECDEC" decode $D --gt-sweep 1,x
+expect 2 "unknown scheme 'nope'" -- "$SPECDEC" decode --target /nonexistent.gguf --draft /nonexistent.gguf --scheme nope
 
 # --text: at temperature 0 each scheme's text is the target's own greedy text (generate's)
 S="--target data/models/target.gguf --draft data/models/draft.gguf --prompt Ishmael --max-tokens 24 --temperature 0 --quiet"
@@ -132,4 +134,42 @@ done
 grep -q "^prompt: Ishmael$" "$T/text.txt" && grep -q "^== gt: not run: its tree is built from a calibration" "$T/text.txt" &&
     ok || bad "decode --text: no prompt line or no word on gt: $(head -3 "$T/text.txt")"
 expect 2 "no --gt-sweep, --parallel-sweep, --check, --json, --tsv, --cost-out or --ids" -- "$SPECDEC" decode $S --text --json
+
+# --cost FILE reads what --cost-out wrote: no measurement (said on stderr), the costs
+# reported are the file's, and the counts are the same run's
+C="--target $T/m.gguf --draft $T/d.gguf --prompts $T/p.txt --scheme sd,rsd-c --max-tokens 12 --calibrate 2 --threads 1"
+"$SPECDEC" decode $C --cost-out "$T/costs.tsv" --json > "$T/measured.json" 2> "$T/measured.err" || bad "decode --cost-out"
+grep -q "measuring M_T(n), M_D(n)" "$T/measured.err" && ok || bad "decode: the measurement is not announced"
+"$SPECDEC" decode $C --cost "$T/costs.tsv" --json > "$T/read.json" 2> "$T/read.err" || bad "decode --cost: $(cat "$T/read.err")"
+grep -q "costs M_T(n), M_D(n) read from $T/costs.tsv (not measured)" "$T/read.err" && ! grep -q measuring "$T/read.err" &&
+    ok || bad "decode --cost: stderr does not say the costs were read: $(cat "$T/read.err")"
+python3 - "$T/costs.tsv" "$T/measured.json" "$T/read.json" <<'EOF2' && ok || bad "decode --cost: not the file's costs, or other counts"
+import json, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+m, r = (json.load(open(f)) for f in sys.argv[2:])
+mt = [float(x[1]) for x in rows]
+same = all(abs(a - b) <= 1e-4 * b for a, b in zip(r["costs"]["m_t_ms"], mt)) and len(r["costs"]["m_t_ms"]) == len(mt)
+counts = lambda o: [(x["tokens"], x["blocks"], x["accepted"], x["accepted_per_position"]) for x in o["results"]]
+c = float(rows[0][2]) / float(rows[0][1])
+sys.exit(not (same and counts(m) == counts(r) and abs(r["costs"]["c"] - c) <= 1e-5 * c))
+EOF2
+printf '1 2\n' > "$T/bad.tsv"
+expect 1 "bad.tsv:1: expected 'n M_T(n) M_D(n)'" -- "$SPECDEC" decode $C --cost "$T/bad.tsv"
+expect 1 "nonexistent.tsv: cannot open" -- "$SPECDEC" decode $C --cost "$T/nonexistent.tsv"
+expect 2 "give one" -- "$SPECDEC" decode $C --cost "$T/costs.tsv" --cost-out "$T/x.tsv"
+
+# vLLM's and llama.cpp's figures beside ours: drafted, accepted, their rate, per position
+python3 - "$T/measured.json" <<'EOF2' && ok || bad "decode --json: acceptance per drafted token or per position inconsistent"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    pos = r["accepted_per_position"]
+    ok = (r["drafted"] > 0 and abs(r["draft_acceptance_rate"] - r["accepted"] / r["drafted"]) < 1e-12
+          and abs(r["mean_acceptance_length"] - (1 + r["accepted"] / r["blocks"])) < 1e-12
+          and sum(pos) == r["accepted"] and all(a >= b for a, b in zip(pos, pos[1:])) and pos[0] <= r["blocks"]
+          and len(pos) == {"sd": 4, "rsd-c": 2}[r["scheme"]]
+          and abs(r["mean_accepted"] - r["accepted"] / r["blocks"]) < 1e-5 * r["mean_accepted"] + 1e-12)
+    if not ok:
+        sys.exit("%s: %s" % (r["scheme"], r))
+EOF2
+expect 0 "^sd  *[0-9]*  *[0-9]*  *[0-9]*  *[0-9.]*  *[0-9.]*   *[0-9]* [0-9]* [0-9]* [0-9]*$" -- "$SPECDEC" decode $C --cost "$T/costs.tsv"
 finish "cli decode"

@@ -142,7 +142,7 @@ expect 1 "seeds 5 to 104 (consecutive)" -- "$SPECDEC" certify --decoder "echo 0 
 rm -f "$SEEDS"
 expect 2 "--decoder needs a command" -- "$SPECDEC" certify --decoder "" $D
 expect 2 "--ids decodes once" -- "$SPECDEC" decode --target x --draft y --ids --json
-expect 1 "--ids runs one scheme of fixed shape (not gt)" -- \
+expect 2 "--ids runs one scheme of fixed shape (not gt)" -- \
     "$SPECDEC" decode --target data/models/target.gguf --draft data/models/draft.gguf --scheme gt --ids
 # the power against a planted bug, from the exact laws (a decoder that always says "0 0")
 expect 1 "power           1.000 against the planted bug (argmax draft verified as drawn at t2" -- \

@@ -35,8 +35,9 @@ expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 2 --pair dirichlet:5,1,1 -
 expect 0 "PASS" -- "$SPECDEC" certify --scheme otm -k 4 --pair dirichlet:32000,1,5 --samples 200000 --seq-samples 20000
 expect 0 "PASS" -- "$SPECDEC" certify --scheme otm-lp -k 2 --pair dirichlet:5,1,1 --samples 100000 --seq-samples 20000
 # bad input
-expect 1 "samples" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 0
-expect 1 "samples" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 1e20
+expect 2 "samples 0: need a whole number from 1" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 0
+expect 2 "samples" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 1e20
+expect 2 "samples 2.5: need a whole number" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 2.5
 expect 2 "unknown scheme" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5 --scheme nope
 expect 2 "--scheme is required" -- "$SPECDEC" mc --draft 0.5,0.5 --target 0.5,0.5
 expect 1 "draft: .*negative" -- "$SPECDEC" mc --draft -0.5,1.5 --target 0.5,0.5 --scheme sd

@@ -76,11 +76,16 @@ want=$("$SPECDEC" mc --pair dirichlet:30,1,5 --scheme sd --samples 200000 --json
 [ "$(run 2 mc --pair dirichlet:30,1,5 --scheme sd --samples 200000 --json 2>/dev/null | norate)" = "$want" ] && ok ||
     bad "an mpirun launch without --mpi is not split or differs"
 
-# failures end every rank (no hang: timeout's 124 would show), rank 0 says why
+# failures end every rank (no hang: timeout's 124 would show), rank 0 says why: a usage
+# error (found before MPI starts, exit 2) and a failure of the input (after, exit 1)
 run 3 mc --draft 0.5,0.5 --target 0.5,0.5 --scheme sd --samples 0 --mpi >"$T/out" 2>&1
 rc=$?
-[ $rc != 0 ] && [ $rc != 124 ] && grep -q "samples = 0" "$T/out" && ok || bad "bad input on every rank: rc $rc"
-[ "$(grep -c "samples = 0" "$T/out")" = 1 ] && ok || bad "the error is printed more than once"
+[ $rc = 2 ] && grep -q "samples 0: need a whole number" "$T/out" && ok || bad "bad usage on every rank: rc $rc"
+[ "$(grep -c "samples 0" "$T/out")" = 1 ] && ok || bad "the usage error is printed more than once"
+run 3 mc --draft 0.5,0.6 --target 0.5,0.5 --scheme sd --samples 1000 --mpi >"$T/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "draft" "$T/out" && ok || bad "bad input on every rank: rc $rc"
+[ "$(grep -c "specdec mc:" "$T/out")" = 1 ] && ok || bad "the error is printed more than once: $(cat "$T/out")"
 timeout 120 mpirun --oversubscribe --mca btl self,vader -n 3 sh -c \
     'if [ "$OMPI_COMM_WORLD_RANK" = 2 ]; then L=missing.safetensors; else L=data/logs/sample.safetensors; fi
      exec "$0" replay --log $L --mpi' "$MPISPECDEC" >"$T/out" 2>&1

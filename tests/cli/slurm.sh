@@ -245,7 +245,7 @@ job=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' "$T/submit")
 if [ -n "$job" ] && finished "$job"; then
     [ "$(field "$job" JobState)" = FAILED ] && [ "$(field "$job" ExitCode)" != 0:0 ] && ok ||
         bad "a failing mc: $(field "$job" JobState) $(field "$job" ExitCode)"
-    [ "$(grep -c "samples = 0" "$T/sub/specdec-$job.out")" = 1 ] && ok ||
+    [ "$(grep -c "samples 0: need a whole number" "$T/sub/specdec-$job.out")" = 1 ] && ok ||
         { bad "the error is not in the failing job's output once"; cat "$T/sub/specdec-$job.out"; }
 else
     bad "the failing job was not submitted"; cat "$T/submit"

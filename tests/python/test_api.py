@@ -52,9 +52,9 @@ def run(*args, code=0):
     return p
 
 
-def runjson(*args):
+def runjson(*args, code=0):
     """The command's --json object, its envelope checked: command, version, settings, results."""
-    out = json.loads(run(*args, "--json").stdout)
+    out = json.loads(run(*args, "--json", code=code).stdout)
     keys = list(out)
     check("%s --json: the envelope" % args[0],
           keys[:3] == ["command", "version", "settings"] and keys[-1] == "results" and out["command"] == args[0]
@@ -252,7 +252,7 @@ def test_errors():
     except specdec.Error as e:
         check("error: the C message", str(e) and str(e) in p.stderr, "python %r, command %r" % (str(e), p.stderr))
         check("error: the status", e.status == -1, str(e.status))
-    p = run("tree", "--lm", "markov:8,1,0.5,3,0.5", "--scheme", "rrs", "--shape", "kconfig:0,2", code=1)
+    p = run("tree", "--lm", "markov:8,1,0.5,3,0.5", "--scheme", "rrs", "--shape", "kconfig:0,2", code=2)
     try:
         specdec.tree("markov:8,1,0.5,3,0.5", "rrs", "kconfig:0,2")
         check("error: a bad shape raises", False)
@@ -265,7 +265,194 @@ def test_errors():
         check("error: the scheme's C message", "unknown scheme 'nope'" in str(e), str(e))
 
 
-for test in (test_accept, test_float32, test_mc, test_certify, test_certify_errors, test_tree, test_replay, test_errors):
+def test_version():
+    p = run("--version")
+    check("version", p.stdout.strip() == "specdec " + specdec.__version__, "%r, %r" % (p.stdout, specdec.__version__))
+
+
+def test_accept_more():
+    """ints where they count, -k lists, logits and normalize, and 'all' skipping what the
+    command skips, each against the command on the same input."""
+    draft, target = specdec.pair(PAIR)
+    acc, used = specdec.accept(draft, target, k=4, scheme="rrs", drafts=True)
+    check("accept drafts is an int", type(used) is int and used == 4 and type(acc) is float, repr((acc, used)))
+    batch = specdec.accept(np.stack([draft, target]), np.stack([target, draft]), k=3, scheme="sd", drafts=True)
+    check("accept batch drafts are ints", batch[1].dtype.kind == "i", str(batch[1].dtype))
+    cli = runjson("accept", "--pair", PAIR, "-k", "1,2,4")
+    py = specdec.accept(draft, target, k=[1, 2, 4], scheme="all")
+    check("accept -k 1,2,4: 15 rows", len(cli["results"]) == 15 and cli["settings"]["k_list"] == [1, 2, 4])
+    for row in cli["results"]:
+        close("accept -k list k=%d %s" % (row["k"], row["scheme"]), py[row["k"]][row["scheme"]], row["acceptance"])
+    rng = np.random.default_rng(7)
+    dl, tl = rng.normal(size=40) * 2, rng.normal(size=40) * 2
+    with tempfile.TemporaryDirectory() as tmp:
+        dp, tp = os.path.join(tmp, "d.npy"), os.path.join(tmp, "t.npy")
+        np.save(dp, dl)
+        np.save(tp, tl)
+        cli = runjson("accept", "--draft", dp, "--target", tp, "--logits", "--temperature", "0.7", "--top-p", "0.9",
+                      "--top-k", "20", "-k", "3")
+        py = specdec.accept(dl, tl, k=3, logits=True, temperature=0.7, top_p=0.9, top_k=20)
+        for row in cli["results"]:
+            close("accept --logits %s" % row["scheme"], py[row["scheme"]], row["acceptance"])
+        np.save(dp, np.abs(dl))
+        np.save(tp, np.abs(tl))
+        cli = runjson("accept", "--draft", dp, "--target", tp, "--normalize", "-k", "2")
+        py = specdec.accept(np.abs(dl), np.abs(tl), k=2, normalize=True)
+        for row in cli["results"]:
+            close("accept --normalize %s" % row["scheme"], py[row["scheme"]], row["acceptance"])
+        c = runjson("mc", "--draft", dp, "--target", tp, "--normalize", "--scheme", "rrs", "--samples", "20000",
+                    "--seed", "3")["results"][0]
+        m = specdec.mc(np.abs(dl), np.abs(tl), "rrs", samples=2e4, seed=3, normalize=True)
+        close("mc --normalize acceptance", m["acceptance"], c["acceptance"])
+        check("mc samples is an int", type(m["samples"]) is int, repr(m["samples"]))
+        # V = 32000, k = 4: rrs beyond its exact method's reach, skipped as the command skips it
+        big = [rng.dirichlet(np.ones(32000)) for _ in range(2)]
+        np.save(dp, big[0])
+        np.save(tp, big[1])
+        cli = runjson("accept", "--draft", dp, "--target", tp, "-k", "4")
+        import warnings
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            py = specdec.accept(big[0], big[1], k=4, scheme="all")
+        check("accept all at V = 32000: rrs skipped with a warning",
+              py["rrs"] is None and any("rrs skipped" in str(x.message) for x in w), repr(py))
+        for row in cli["results"]:
+            if row["acceptance"] is None:
+                check("accept V=32000 %s skipped by both" % row["scheme"], py[row["scheme"]] is None)
+            else:
+                close("accept V=32000 %s" % row["scheme"], py[row["scheme"]], row["acceptance"])
+    try:
+        specdec.accept(draft, target, scheme="sd", temperature=0.5)
+        check("accept: a temperature without logits raises", False)
+    except specdec.Error as e:
+        check("accept: temperature without logits", "logits only" in str(e), str(e))
+
+
+def test_certify_scheme():
+    """A built-in scheme certified as `specdec certify --scheme S` certifies it (token level)."""
+    for spec, scheme, k in [(PAIR, "rrs", 2), ("zipf:300,1.2,0.7", "specinfer", 3), ("bernoulli:0.5,0.5", "sd", 2)]:
+        draft, target = specdec.pair(spec)
+        cli = runjson("certify", "--scheme", scheme, "--pair", spec, "-k", str(k), "--samples", "100000",
+                      "--seq-samples", "10000", "--seed", "11", code=3 if spec.startswith("bernoulli") else 0)
+        cli = cli["results"][0]
+        py = specdec.certify(scheme, draft, target, k=k, samples=1e5, seed=11)
+        where = "certify %s %s k=%d" % (scheme, spec, k)
+        for key in ("acceptance", "ci_low", "ci_high", "exact", "z", "samples", "cells", "bins", "k_used"):
+            close("%s %s" % (where, key), py[key], cli[key])
+        for key in ("chi2_p", "g_p", "tail_p"):
+            close("%s %s" % (where, key), py[key], cli[key], rtol=1e-5, atol=1e-300)
+        close(where + " power", py["power"], cli["power"])
+        check(where + " power_runs", py["power_runs"] == cli["power_samples"], "%r %r" % (py["power_runs"], cli["power_samples"]))
+        check(where + " too_good, verdict", py["too_good"] == cli["too_good"] and py["verdict"] == cli["verdict"]
+              and py["pass"] == cli["pass"], "%s %s" % (py["verdict"], cli["verdict"]))
+    check("certify sd on a pair the bug leaves alone: INCONCLUSIVE", py["verdict"] == "INCONCLUSIVE" and py["power_na"],
+          py["verdict"])
+
+
+def test_tree_more():
+    """Trees from rank acceptance, from two laws, grown on a pair, priced by a cost model."""
+    cost = ["--cost-draft", "0.05", "--cost-target", "affine:0.9,0.02", "--overhead", "0.01"]
+    pc = dict(cost_draft=0.05, cost_target="affine:0.9,0.02", overhead=0.01)
+    keys = ("block_efficiency", "predicted_efficiency", "nodes", "depth", "draft_calls", "iteration_time",
+            "token_rate", "speedup", "mbsu")
+    for opt in ("gt", "throughput"):
+        cli = runjson("tree", "--ranks", "0.6,0.2,0.1", "--scheme", "rrs", "--optimize", opt, *cost)
+        py = specdec.tree(ranks=[0.6, 0.2, 0.1], scheme="rrs", optimize=opt, **pc)
+        rows = [py] + ([py["throughput"]] if opt == "gt" else [])
+        check("tree --ranks %s: rows" % opt, len(rows) == len(cli["results"]))
+        for got, want in zip(rows, cli["results"]):
+            check("tree --ranks %s %s shape" % (opt, want["label"]), got["shape"] == want["shape"], got["shape"])
+            for key in keys:
+                close("tree --ranks %s %s %s" % (opt, want["label"], key), got[key], want.get(key), rtol=1e-9)
+    draft, target = specdec.pair("dirichlet:12,1,5")
+    with tempfile.TemporaryDirectory() as tmp:
+        dp, tp = os.path.join(tmp, "d.npy"), os.path.join(tmp, "t.npy")
+        np.save(dp, draft)
+        np.save(tp, target)
+        for scheme, shape in [("rrs", "kconfig:2,2"), ("sd", "4"), ("kseq", "spectr:2,2")]:
+            cli = runjson("tree", "--draft", dp, "--target", tp, "--scheme", scheme, "--shape", shape,
+                          "--samples", "20000", "--seed", "4", *cost)["results"][0]
+            py = specdec.tree(draft=draft, target=target, scheme=scheme, shape=shape, samples=2e4, seed=4, **pc)
+            for key in keys[:1] + keys[2:] + ("exact", "mc", "ci_low", "ci_high", "samples"):
+                close("tree arrays %s %s %s" % (scheme, shape, key), py[key], cli[key], rtol=1e-9)
+    cli = runjson("tree", "--lm", "markov:8,1,0.5,3,0.5", "--scheme", "rrs", "--optimize", "gt", "--samples", "3000",
+                  "--budget", "10", *cost)
+    py = specdec.tree("markov:8,1,0.5,3,0.5", "rrs", optimize="gt", samples=3000, budget=10, **pc)
+    for r, x in zip(py["rank_acceptance"], cli["rank_acceptance"]):
+        close("tree optimize gt rank acceptance", r, x, rtol=1e-5)
+    for got, want in zip([py, py["throughput"]], cli["results"]):
+        check("tree optimize %s shape" % want["label"], got["shape"] == want["shape"], got["shape"])
+        for key in ("block_efficiency", "mc", "speedup", "predicted_efficiency"):
+            close("tree optimize %s %s" % (want["label"], key), got[key], want[key], rtol=1e-9)
+    # the speed formula alone, against the tree's own
+    t = specdec.tree("const:0.8", "chain", "chain:4", exact=True, samples=0, **pc)
+    sp = specdec.speed(t["block_efficiency"], t["draft_calls"], t["nodes"], **pc)
+    for key in ("iteration_time", "token_rate", "speedup", "mbsu"):
+        close("speed %s" % key, sp[key], t[key], rtol=1e-12)
+    close("speed by hand", specdec.speed(3.3616, 4, 4)["speedup"], 3.3616 / 1.4, rtol=1e-12)
+
+
+def test_replay_cost():
+    rng = np.random.default_rng(5)
+    dl = rng.normal(size=(2, 30, 20)) * 2
+    tl = dl + rng.normal(size=dl.shape)
+    with tempfile.TemporaryDirectory() as tmp:
+        dp, tp, cp = (os.path.join(tmp, n) for n in ("d.npy", "t.npy", "c.tsv"))
+        np.save(dp, dl)
+        np.save(tp, tl)
+        with open(cp, "w") as f:
+            f.write("# n m_t m_d\n" + "".join("%d %g %g\n" % (n, 2 + 0.3 * n, 0.2 + 0.01 * n) for n in range(1, 17)))
+        cli = runjson("replay", "--draft-log", dp, "--target-log", tp, "-k", "3", "--cost", cp, "--samples", "300")
+        py = specdec.replay(dl, tl, k=3, cost=cp, samples=300)
+        for g, c in zip(py["chain"], cli["chain"]):
+            close("replay --cost chain gamma %d speedup" % c["gamma"], g["speedup"], c["speedup"], rtol=1e-9)
+        plain = specdec.replay(dl, tl, k=3, samples=300)
+        check("replay: the cost file changes the speedups", plain["chain"][3]["speedup"] != py["chain"][3]["speedup"])
+
+
+def test_decode():
+    """decode from Python: --ids token for token, and the runs' counts for the same seed
+    (both with the same cost file, so neither measures)."""
+    M = ["--target", "data/models/target.gguf", "--draft", "data/models/draft.gguf"]
+    tm, dm = "data/models/target.gguf", "data/models/draft.gguf"
+    for scheme, temp in [("sd", "0"), ("rsd-s", "1")]:
+        p = run("decode", *M, "--prompt", "Call me Ishmael", "--scheme", scheme, "--ids", "--max-tokens", "16",
+                "--temperature", temp, "--seed", "9", "--threads", "1")
+        ids = specdec.decode(tm, dm, "Call me Ishmael", scheme=scheme, ids=True, max_tokens=16,
+                             temperature=float(temp), seed=9, threads=1)
+        check("decode ids %s T=%s" % (scheme, temp), " ".join(map(str, ids)) == p.stdout.strip(),
+              "python %s, command %s" % (ids, p.stdout.strip()))
+    with tempfile.TemporaryDirectory() as tmp:
+        cp, pp = os.path.join(tmp, "c.tsv"), os.path.join(tmp, "p.txt")
+        prompts = ["Call me Ishmael.", "Some years ago, never mind", "how long precisely"]
+        with open(pp, "w") as f:
+            f.write("\n".join(prompts) + "\n")
+        cli = runjson("decode", *M, "--prompts", pp, "--scheme", "sd,rsd-c,mcsd", "--max-tokens", "12",
+                      "--calibrate", "2", "--threads", "1", "--seed", "21", "--cost-out", cp, "--quiet")
+        py = specdec.decode(tm, dm, prompts, scheme="sd,rsd-c,mcsd", max_tokens=12, calibrate=2, threads=1,
+                            seed=21, cost=cp)
+        check("decode: ar tokens", py["ar"]["tokens"] == cli["ar"]["tokens"])
+        check("decode: schemes", list(py["schemes"]) == [r["scheme"] for r in cli["results"]])
+        for r in cli["results"]:
+            got = py["schemes"][r["scheme"]]
+            for key in ("tokens", "blocks", "accepted", "drafted", "accepted_per_position", "shape"):
+                check("decode %s %s" % (r["scheme"], key), got[key] == r[key], "python %r, command %r" % (got[key], r[key]))
+            for key in ("draft_acceptance_rate", "mean_acceptance_length", "block_efficiency"):
+                close("decode %s %s" % (r["scheme"], key), got[key], r[key], rtol=1e-5)
+            check("decode %s ints" % r["scheme"], type(got["tokens"]) is int and type(got["drafted"]) is int)
+        with open(cp) as f:
+            m_t1 = float([l for l in f if not l.startswith("#")][0].split()[1])
+        close("decode: the cost file's M_T(1)", py["costs"]["m_t1_ms"], m_t1, rtol=1e-12)
+    try:
+        specdec.decode(tm, dm, "x", scheme="nope")
+        check("decode: an unknown scheme raises", False)
+    except specdec.Error as e:
+        check("decode: the unknown scheme's message", "unknown scheme 'nope'" in str(e), str(e))
+
+
+for test in (test_version, test_accept, test_float32, test_mc, test_certify, test_certify_errors, test_tree,
+             test_replay, test_errors, test_accept_more, test_certify_scheme, test_tree_more, test_replay_cost,
+             test_decode):
     test()
 print("python: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

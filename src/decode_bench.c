@@ -1,0 +1,506 @@
+/* decode_bench: ar and every scheme decoding the same prompts in turns, the calibration
+ * before them and each scheme's prediction (decode_bench.h). */
+#include "decode_bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "progress.h"
+#include "sd_error.h"
+
+/* in_all: part of "all" (the parallel ones need a third model, a parallel drafter) */
+static const struct {
+    const char *name, *scheme, *shape;
+    sd_decode_build build;
+    int in_all;
+} presets[] = {
+    {"sd", "sd", "chain:4", SD_BUILD_NONE, 1},
+    {"spectr", "kseq", "spectr:2,3", SD_BUILD_NONE, 1},
+    {"spectr-otm", "otm", "spectr:2,3", SD_BUILD_NONE, 1},
+    {"mcsd", "specinfer", "kconfig:2,1,1", SD_BUILD_NONE, 1},
+    {"mcsd-wor", "rrs", "kconfig:2,1,1", SD_BUILD_NONE, 1},
+    {"rsd-c", "rrs", "kconfig:3,1", SD_BUILD_NONE, 1},
+    {"rsd-s", "rrs", "beam:2,3", SD_BUILD_NONE, 1},
+    {"gt", "rrs", "", SD_BUILD_GT, 1},
+    {"gt-dynamic", "rrs", "", SD_BUILD_DYNAMIC, 1},
+    {"throughput", "rrs", "", SD_BUILD_THROUGHPUT, 1},
+    {"parallel", "sd", "parallel:4", SD_BUILD_NONE, 0},
+    {"parallel-tree", "specinfer", "ptree:2,2,1,1", SD_BUILD_NONE, 0},
+};
+#define NPRESETS (sizeof presets / sizeof *presets)
+
+const char *sd_decode_arm_presets(void)
+{
+    return "sd,spectr,spectr-otm,mcsd,mcsd-wor,rsd-c,rsd-s,gt,gt-dynamic,throughput,parallel,parallel-tree";
+}
+
+sd_decode_bench sd_decode_bench_default(void)
+{
+    sd_decode_bench b;
+    memset(&b, 0, sizeof b);
+    b.eos = SD_DECODE_NO_EOS;
+    b.calibrate = 8, b.tree_budget = 16, b.max_depth = 6, b.max_rank = 4;
+    b.threshold = NAN, b.level = 0.9, b.seed = 2385, b.progress = 1;
+    return b;
+}
+
+void sd_decode_bench_free(sd_decode_bench *b)
+{
+    free(b->budget), free(b->cal_speedup);
+    sd_decode_costs_free(&b->costs);
+    b->budget = NULL, b->cal_speedup = NULL, b->best = NULL;
+}
+
+/* The current error message with a prefix (sd_errmsg's buffer is the one written). */
+static int prefixed(int rc, const char *prefix)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", sd_errmsg());
+    return sd_error(rc, "%s: %s", prefix, msg);
+}
+
+/* ---- arms ---- */
+
+static int scheme_by_name(const char *name, sd_scheme *s)
+{
+    if (!strcmp(name, "chain")) return *s = SD_SCHEME_SD, SD_OK;
+    if (!strcmp(name, "mcsd-iid")) return *s = SD_SCHEME_SPECINFER, SD_OK;
+    return sd_scheme_parse(name, s);
+}
+
+int sd_decode_arm_add(sd_decode_arm *arms, size_t *n, const char *name, const char *scheme, const char *shape,
+                      sd_decode_build build, double mult)
+{
+    if (*n == SD_DECODE_MAX_ARMS) return sd_error(SD_ERANGE, "more than %d schemes", SD_DECODE_MAX_ARMS);
+    sd_decode_arm *a = &arms[(*n)++];
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", name);
+    snprintf(a->shape, sizeof a->shape, "%s", shape);
+    a->build = build, a->mult = mult;
+    return scheme_by_name(scheme, &a->scheme);
+}
+
+int sd_decode_arms_parse(const char *list, const char *shape, const char *optimize, sd_decode_arm *arms,
+                         size_t *n)
+{
+    *n = 0;
+    if (optimize && strcmp(optimize, "gt") && strcmp(optimize, "throughput"))
+        return sd_error(SD_EINVAL, "optimize is gt or throughput, not '%s'", optimize);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list ? list : "all");
+    int rc = SD_OK;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "all")) {
+            for (size_t i = 0; i < NPRESETS && !rc; i++)
+                if (presets[i].in_all)
+                    rc = sd_decode_arm_add(arms, n, presets[i].name, presets[i].scheme, presets[i].shape,
+                                           presets[i].build, 1);
+            continue;
+        }
+        size_t i = 0;
+        while (i < NPRESETS && strcmp(tok, presets[i].name)) i++;
+        if (i < NPRESETS) {
+            rc = sd_decode_arm_add(arms, n, tok, presets[i].scheme, presets[i].shape, presets[i].build, 1);
+            continue;
+        }
+        sd_scheme s;
+        if (scheme_by_name(tok, &s))
+            return sd_error(SD_EINVAL, "unknown scheme '%s': %s, all, or a token scheme (sd, specinfer, rrs, "
+                            "kseq, otm) with a shape", tok, sd_decode_arm_presets());
+        if (!shape && !optimize)
+            return sd_error(SD_EINVAL, "scheme '%s' is a token scheme: give a shape, or optimize (gt or throughput)", tok);
+        rc = sd_decode_arm_add(arms, n, tok, tok, "", SD_BUILD_NONE, 1);
+    }
+    if (rc) return rc;
+    if (*n == 0) return sd_error(SD_EINVAL, "scheme list '%s' names no scheme", list);
+    if ((shape || optimize) && *n != 1)
+        return sd_error(SD_EINVAL, "a shape or optimize goes with one scheme, not %zu", *n);
+    if (shape) {
+        if (arms[0].build != SD_BUILD_NONE)
+            return sd_error(SD_EINVAL, "%s builds its own tree: a shape does not apply", arms[0].name);
+        snprintf(arms[0].shape, sizeof arms[0].shape, "%s", shape);
+    }
+    if (optimize)
+        arms[0].build = !strcmp(optimize, "gt") ? SD_BUILD_GT : SD_BUILD_THROUGHPUT, arms[0].shape[0] = 0;
+    return SD_OK;
+}
+
+void sd_decode_arms_free(sd_decode_arm *arms, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        sd_tree_free(arms[i].tree);
+        arms[i].tree = NULL;
+    }
+}
+
+sd_tree_params sd_decode_arm_params(const sd_decode_arm *a)
+{
+    sd_tree_params p = sd_tree_default_params();
+    p.scheme = a->scheme;
+    p.eval = SD_EVAL_TREE;
+    return p;
+}
+
+sd_lm *sd_decode_bench_draft_for(const sd_decode_bench *b, const sd_tree *t)
+{
+    int chain = t->walk != SD_WALK_BEAM && t->walk != SD_WALK_DYNAMIC && t->max_children == 1;
+    if (t->walk == SD_WALK_PARALLEL) return b->pdraft_greedy && chain ? b->pdraft_greedy : b->pdraft;
+    return b->draft_greedy && chain ? b->draft_greedy : b->draft;
+}
+
+/* ---- set-up ---- */
+
+int sd_decode_bench_shapes(sd_decode_bench *b, sd_decode_arm *arms, size_t n)
+{
+    size_t widest = b->tree_budget > 1 ? b->tree_budget : 1, R = b->max_rank;
+    for (size_t i = 0; i < n; i++) /* the probe that calibrates the built trees: kconfig:R,R */
+        if ((arms[i].build == SD_BUILD_GT || arms[i].build == SD_BUILD_THROUGHPUT) && R * (R + 1) > widest)
+            widest = R * (R + 1);
+    b->parallel_depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (arms[i].build != SD_BUILD_NONE) continue;
+        sd_tree_free(arms[i].tree);
+        arms[i].tree = NULL;
+        int rc = sd_tree_parse(arms[i].shape, &arms[i].tree);
+        if (rc) return prefixed(rc, arms[i].name);
+        if (sd_tree_max_nodes(arms[i].tree) > widest) widest = sd_tree_max_nodes(arms[i].tree);
+        if (arms[i].tree->walk == SD_WALK_PARALLEL && arms[i].tree->max_depth > b->parallel_depth)
+            b->parallel_depth = arms[i].tree->max_depth;
+    }
+    b->widest = widest;
+    return SD_OK;
+}
+
+int sd_decode_bench_budgets(sd_decode_bench *b, size_t max_tokens)
+{
+    size_t V = b->target->vocab, widest = b->widest;
+    if ((double)(widest + 1) * (double)V * 2 * sizeof(double) > 4294967296.0)
+        return sd_error(SD_ERANGE, "a tree of %zu nodes over %zu tokens needs %.1f GiB of laws: too large", widest,
+                        V, (double)(widest + 1) * (double)V * 16 / 1073741824.0);
+    free(b->budget);
+    b->budget = sd_xmalloc((b->np ? b->np : 1) * sizeof *b->budget);
+    b->max_tokens = max_tokens;
+    for (size_t i = 0; i < b->np; i++) {
+        size_t need = b->plen[i] + widest + 2;
+        if (need > b->cache)
+            return sd_error(SD_ERANGE, "prompt %zu has %zu tokens: with a tree of %zu nodes it needs %zu "
+                            "positions, past the context of %zu (%s)", i + 1, b->plen[i], widest, need, b->cache,
+                            b->plen[i] >= b->cache ? "the prompt alone is too long" : "use a smaller shape");
+        b->budget[i] = b->cache - need < max_tokens ? b->cache - need : max_tokens;
+    }
+    return SD_OK;
+}
+
+/* ---- costs ---- */
+
+size_t sd_decode_bench_nmax(const sd_decode_bench *b)
+{
+    size_t nmax = b->widest + 1 > 16 ? b->widest + 1 : 16;
+    if (2 * b->parallel_depth + 1 > nmax) nmax = 2 * b->parallel_depth + 1; /* up to L + 1 fed, L - 1 masks */
+    return nmax;
+}
+
+static void set_c(sd_decode_bench *b)
+{
+    b->c = sd_cost_curve_eval(b->costs.draft, 1) / sd_cost_curve_eval(b->costs.target, 1);
+}
+
+int sd_decode_bench_measure(sd_decode_bench *b)
+{
+    sd_decode_costs_free(&b->costs);
+    b->costs_read = 0;
+    int rc = sd_decode_costs_measure(b->target, b->draft, b->pdraft, b->prompt[0], b->plen[0],
+                                     sd_decode_bench_nmax(b), b->cache, b->progress, &b->costs);
+    if (!rc) set_c(b);
+    return rc;
+}
+
+int sd_decode_bench_read_costs(sd_decode_bench *b, const char *path)
+{
+    sd_decode_costs_free(&b->costs);
+    b->costs_read = 1;
+    if (b->pdraft)
+        return sd_error(SD_EINVAL, "%s: a cost file holds M_T(n) and M_D(n), not a parallel drafter's "
+                        "M_P(n): measure the costs to run a parallel shape", path);
+    int rc = sd_decode_costs_read(path, 1e-3, b->draft, b->prompt[0], b->plen[0], &b->costs);
+    if (!rc) set_c(b);
+    return rc;
+}
+
+/* ---- runs ---- */
+
+/* Every oracle's cache gets prompt p before a run's clock starts, so that the runs time
+ * generation alone (llama.cpp's tg, not pp), as the prediction models it: otherwise ar
+ * would pay the target's prompt pass and the first scheme of each prompt the draft's. */
+static int prefill(const sd_decode_bench *b, size_t p)
+{
+    sd_lm *lm[5] = {b->target, b->draft, b->draft_greedy, b->pdraft, b->pdraft_greedy};
+    double *law = sd_xmalloc(b->target->vocab * sizeof *law);
+    int rc = SD_OK;
+    for (int i = 0; i < 5 && !rc; i++)
+        if (lm[i]) rc = sd_lm_next(lm[i], b->prompt[p], b->plen[p], law);
+    free(law);
+    return rc;
+}
+
+static sd_decode_params run_params(const sd_decode_bench *b)
+{
+    sd_decode_params dp = sd_decode_default_params();
+    dp.eos = b->eos;
+    return dp;
+}
+
+/* A calibration's rank acceptance from its counts (a->tried, a->won, a->ranks). */
+static void keep_ranks(sd_decode_arm *a, const sd_tree_ws *ws)
+{
+    a->nranks = a->tree->max_children ? a->tree->max_children : 1;
+    sd_tree_ws_rank_counts(ws, a->nranks, a->tried, a->won);
+    for (size_t r = 0; r < a->nranks; r++) a->ranks[r] = a->tried[r] > 0 ? a->won[r] / a->tried[r] : 0;
+}
+
+/* The probe's calibration run (a): prompts [0, np), at most cap tokens each; its counts
+ * into a->cal and the rank acceptance into a->ranks. */
+static int run_probe(const sd_decode_bench *b, sd_decode_arm *a, size_t np, size_t cap, unsigned long seed)
+{
+    sd_tree_params p = sd_decode_arm_params(a);
+    sd_tree_ws *ws;
+    int rc = sd_tree_ws_alloc(&ws, a->tree, &p, b->target->vocab);
+    if (rc) return rc;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(rng, seed);
+    sd_decode_params dp = run_params(b);
+    size_t *buf = sd_xmalloc((b->max_tokens + 1) * sizeof *buf);
+    sd_lm *draft = sd_decode_bench_draft_for(b, a->tree);
+    for (size_t i = 0; i < np && !rc; i++) {
+        dp.max_tokens = b->budget[i] < cap ? b->budget[i] : cap;
+        size_t n;
+        if (!(rc = prefill(b, i)))
+            rc = sd_decode_spec(ws, draft, b->target, b->prompt[i], b->plen[i], &dp, rng, buf, &n, &a->cal);
+    }
+    keep_ranks(a, ws);
+    free(buf);
+    gsl_rng_free(rng);
+    sd_tree_ws_free(ws);
+    return rc;
+}
+
+/* The tree of a built arm, from the calibration probe's rank acceptance. */
+static int build_tree(const sd_decode_bench *b, sd_decode_arm *a, const sd_decode_arm *probe)
+{
+    double c = (isnan(b->threshold) ? b->c : b->threshold) * a->mult;
+    a->threshold = c;
+    size_t R = probe->nranks;
+    if (a->build == SD_BUILD_DYNAMIC) { /* a threshold is a probability: 1 or more grows nothing */
+        a->threshold = c = c < 1 ? c : 0.999;
+        snprintf(a->shape, sizeof a->shape, "dynamic:%.6g,%zu,%zu,%zu", c, b->tree_budget, b->max_depth,
+                 b->max_rank);
+        return sd_tree_parse(a->shape, &a->tree);
+    }
+    double rate;
+    sd_cost_model m = {sd_cost_curve_eval(b->costs.draft, 1), b->costs.target, 0, NULL};
+    int rc = a->build == SD_BUILD_GT
+                 ? sd_tree_build_gt(probe->ranks, R, c, b->tree_budget, b->max_depth, &a->tree)
+                 : sd_tree_build_throughput(probe->ranks, R, &m, b->tree_budget, b->max_depth, &a->tree, &rate);
+    if (!rc && sd_tree_format(a->tree, a->shape, sizeof a->shape))
+        snprintf(a->shape, sizeof a->shape, "(%zu nodes)", sd_tree_nodes(a->tree));
+    return rc;
+}
+
+static void skip(sd_decode_arm *a)
+{
+    a->skipped = 1;
+    snprintf(a->why, sizeof a->why, "%s", sd_errmsg());
+}
+
+/* Prompts [0, np) in turn, each decoded by ar and then by every arm not skipped, so
+ * that a machine whose speed drifts (clocks, neighbours) slows every arm alike and each
+ * arm finds the caches as the others leave them, in the calibration as in the measured
+ * runs (a calibration that ran each scheme's prompts back to back read ar 5% and the
+ * target's passes 8% fast against the runs: make bench-predict). Each arm keeps its own
+ * generator, all seeded alike.
+ * - cal: the calibration, a->cal and b->ar_cal, at the prompts' whole budgets (a pass's
+ *   time grows with the context: at 32 tokens ar read 3.7% and the target's passes 3-4%
+ *   fast in make bench-predict); its rank counts kept; an arm that fails (an LP too
+ *   large, ...) is skipped with the reason and the others go on; the speedups' spread
+ *   from prompt to prompt into b->costs.prompt_sd.
+ * - else the measured runs, a->run and b->ar_run; check compares each arm's tokens with
+ *   ar's on the spot. */
+static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, size_t np, unsigned long seed,
+                            int cal)
+{
+    sd_tree_ws **ws = sd_xcalloc(ne + 1, sizeof *ws);
+    gsl_rng **rng = sd_xcalloc(ne + 1, sizeof *rng);
+    size_t *ar = sd_xmalloc((b->max_tokens + 1) * sizeof *ar), *sp = sd_xmalloc((b->max_tokens + 1) * sizeof *sp);
+    sd_decode_stats *round = sd_xmalloc((ne + 1) * sizeof *round); /* one prompt's: arms, then ar */
+    double *speedup = cal ? b->cal_speedup : NULL; /* arm i's in round p: [i np + p] */
+    int rc = SD_OK;
+    double active = 1;
+    for (size_t i = 0; i <= ne; i++) {
+        rng[i] = gsl_rng_alloc(gsl_rng_taus2);
+        gsl_rng_set(rng[i], seed);
+    }
+    for (size_t i = 0; i < ne && !rc; i++) {
+        sd_decode_arm *a = &arms[i];
+        if (a->skipped) continue;
+        sd_tree_params p = sd_decode_arm_params(a);
+        sd_error_clear();
+        if ((rc = sd_tree_ws_alloc(&ws[i], a->tree, &p, b->target->vocab))) {
+            if (!cal) rc = prefixed(rc, a->name);
+            else skip(a), rc = SD_OK;
+        } else active++;
+    }
+    sd_decode_params dp = run_params(b);
+    sd_progress prog;
+    sd_progress_start(&prog, b->progress, cal ? "calibration" : "decode", "runs (prompts x schemes, ar included)",
+                      (double)np * active);
+    for (size_t p = 0; p < np && !rc; p++) {
+        size_t na, ns;
+        dp.max_tokens = b->budget[p];
+        memset(round, 0, (ne + 1) * sizeof *round);
+        if ((rc = prefill(b, p)) ||
+            (rc = sd_decode_ar(b->target, b->prompt[p], b->plen[p], &dp, rng[ne], ar, &na, &round[ne])))
+            break;
+        sd_decode_stats_add(cal ? &b->ar_cal : &b->ar_run, &round[ne]);
+        sd_progress_add(&prog, 1);
+        for (size_t i = 0; i < ne && !rc; i++) {
+            sd_decode_arm *a = &arms[i];
+            if (a->skipped) continue;
+            sd_error_clear();
+            rc = sd_decode_spec(ws[i], sd_decode_bench_draft_for(b, a->tree), b->target, b->prompt[p], b->plen[p],
+                                &dp, rng[i], sp, &ns, &round[i]);
+            if (rc && cal) { /* its partial counts are not used */
+                skip(a), rc = SD_OK;
+                continue;
+            }
+            if (rc) {
+                rc = prefixed(rc, a->name);
+                break;
+            }
+            sd_decode_stats_add(cal ? &a->cal : &a->run, &round[i]);
+            if (speedup && round[i].seconds > 0 && round[ne].tokens)
+                speedup[i * np + p] = (double)round[i].tokens / round[i].seconds /
+                                      ((double)round[ne].tokens / round[ne].seconds);
+            if (b->check && !cal && !a->mismatch) {
+                size_t k = 0, n = ns < na ? ns : na;
+                while (k < n && sp[k] == ar[k]) k++;
+                if (k < n || ns != na) a->mismatch = 1, a->mismatch_prompt = p, a->mismatch_pos = k;
+            }
+            sd_progress_add(&prog, 1);
+        }
+    }
+    sd_progress_end(&prog);
+    if (cal && !rc) /* the runs' prompts against these: their mean's spread */
+        b->costs.prompt_sd = sd_decode_prompt_spread(speedup, ne, np) * sqrt(1 / (double)np + 1 / (double)b->np);
+    for (size_t i = 0; i < ne; i++) {
+        if (cal && !rc && !arms[i].skipped) keep_ranks(&arms[i], ws[i]);
+        sd_tree_ws_free(ws[i]);
+    }
+    for (size_t i = 0; i <= ne; i++) gsl_rng_free(rng[i]);
+    free(ws), free(rng), free(ar), free(sp), free(round);
+    return rc;
+}
+
+/* Every arm's prediction and interval (after the target's scales), then each against
+ * the predicted best, paired by prompt. */
+static int predict_all(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, gsl_rng *rng)
+{
+    size_t ncal = b->ncal;
+    int rc = SD_OK;
+    const sd_decode_stats **cals = sd_xcalloc(ne + 1, sizeof *cals);
+    size_t ncals = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (!arms[i].skipped) cals[ncals++] = &arms[i].cal;
+    sd_decode_target_scales(&b->costs, cals, ncals);
+    free(cals);
+    for (size_t i = 0; i < ne && !rc; i++) {
+        sd_decode_arm *a = &arms[i];
+        if (a->skipped) continue;
+        if ((rc = sd_decode_predict(&b->costs, a->tree, a->scheme, a->ranks, a->nranks, &a->cal, &b->ar_cal,
+                                    &a->pred)) ||
+            (rc = sd_decode_predict_interval(&b->costs, a->tree, a->scheme, a->tried, a->won, a->nranks, &a->cal,
+                                             &b->ar_cal, b->level, 400, rng, &a->pred)))
+            rc = prefixed(rc, a->name);
+    }
+    for (size_t i = 0; i < ne && !rc; i++)
+        if (!arms[i].skipped && (!b->best || arms[i].pred.speedup > b->best->pred.speedup)) b->best = &arms[i];
+    for (size_t i = 0; i < ne && !rc && b->best; i++) {
+        sd_decode_arm *a = &arms[i];
+        if (a->skipped) continue;
+        double lo, hi;
+        sd_decode_paired_interval(b->cal_speedup + i * ncal, b->cal_speedup + (size_t)(b->best - arms) * ncal,
+                                  ncal, b->np, b->level, &lo, &hi);
+        a->vs_best = a->pred.speedup / b->best->pred.speedup;
+        a->vs_best_lo = a->vs_best * lo, a->vs_best_hi = a->vs_best * hi;
+    }
+    return rc;
+}
+
+int sd_decode_bench_calibrate(sd_decode_bench *b, sd_decode_arm *arms, size_t ne)
+{
+    size_t ncal = b->ncal = b->calibrate < b->np ? b->calibrate : b->np;
+    size_t probe_tokens = b->max_tokens < 32 ? b->max_tokens : 32;
+    unsigned long seed = b->seed + 7919;
+    if (!ncal) return sd_error(SD_EINVAL, "calibration: no prompt");
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2); /* the intervals' bootstrap */
+    gsl_rng_set(rng, b->seed + 104729);
+    sd_decode_arm probe;
+    memset(&probe, 0, sizeof probe);
+    int need_probe = 0, rc = SD_OK;
+    for (size_t i = 0; i < ne; i++) need_probe |= arms[i].build == SD_BUILD_GT || arms[i].build == SD_BUILD_THROUGHPUT;
+    if (need_probe) {
+        size_t R = b->max_rank, two[2] = {R, R};
+        snprintf(probe.name, sizeof probe.name, "probe");
+        probe.scheme = SD_SCHEME_RRS;
+        if (!(rc = sd_tree_kconfig(two, 2, &probe.tree))) rc = run_probe(b, &probe, ncal, probe_tokens, seed);
+    }
+    for (size_t i = 0; i < ne && !rc; i++) {
+        sd_error_clear();
+        if (arms[i].build != SD_BUILD_NONE && build_tree(b, &arms[i], &probe)) skip(&arms[i]); /* no node pays */
+    }
+    sd_tree_free(probe.tree);
+    free(b->cal_speedup);
+    b->cal_speedup = sd_xcalloc(ne * ncal + 1, sizeof *b->cal_speedup);
+    b->best = NULL;
+    if (!rc) rc = interleaved_runs(b, arms, ne, ncal, seed, 1);
+    if (!rc) rc = predict_all(b, arms, ne, rng);
+    gsl_rng_free(rng);
+    sd_decode_threshold_interval(&b->costs, &b->c_lo, &b->c_hi);
+    return rc;
+}
+
+int sd_decode_bench_once(const sd_decode_bench *b, const sd_decode_arm *a, size_t p, unsigned long seed, size_t *out,
+                         size_t *n, sd_decode_stats *st)
+{
+    if (!a->tree) return sd_error(SD_EINVAL, "%s: its tree is built from a calibration: not run once", a->name);
+    if (p >= b->np) return sd_error(SD_EINVAL, "prompt %zu: there are %zu", p + 1, b->np);
+    sd_tree_params tp = sd_decode_arm_params(a);
+    sd_tree_ws *ws;
+    int rc = sd_tree_ws_alloc(&ws, a->tree, &tp, b->target->vocab);
+    if (rc) return prefixed(rc, a->name);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(rng, seed);
+    sd_decode_params dp = run_params(b);
+    dp.max_tokens = b->budget[p];
+    rc = sd_decode_spec(ws, sd_decode_bench_draft_for(b, a->tree), b->target, b->prompt[p], b->plen[p], &dp, rng, out,
+                        n, st);
+    gsl_rng_free(rng);
+    sd_tree_ws_free(ws);
+    return rc ? prefixed(rc, a->name) : SD_OK;
+}
+
+int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t ne)
+{
+    int rc = interleaved_runs(b, arms, ne, b->np, b->seed, 0);
+    /* M_T(1) again, timed as the ladder timed it, the draft's calls between the target's:
+     * the machine's drift over the runs (timed alone, back to back, it read 0.26 ms against
+     * the ladder's 0.46-0.50 and looked like a drift of -45%; timed alike, 0.32-0.40 after
+     * against 0.35-0.50 before) */
+    sd_cost_curve *after[2] = {NULL, NULL};
+    sd_lm *pair[2] = {b->target, b->draft};
+    if (!rc && !(rc = sd_cost_measure(pair, 2, b->prompt[0], b->plen[0], 1, b->cache, after, NULL)))
+        b->mt1_after = sd_cost_curve_eval(after[0], 1);
+    sd_cost_curve_free(after[0]), sd_cost_curve_free(after[1]);
+    return rc;
+}
