@@ -31,7 +31,7 @@ expect 0 "dry-run" -- sh $S --help
 expect 2 "" -- sh $S --headline bogus
 expect 2 "no test named 'bogus'" -- env SPECDEC_CUDA_TESTS=plan,bogus "$B/tests/test_cuda"
 expect 2 "names no test" -- env SPECDEC_CUDA_TESTS=, "$B/tests/test_cuda"
-expect 0 "PASSED  \] 2 test" -- env SPECDEC_CUDA_TESTS='!plan,unavailable' "$B/tests/test_cuda"
+expect 0 "PASSED  \] 3 test" -- env SPECDEC_CUDA_TESTS='!plan,unavailable' "$B/tests/test_cuda"
 expect 2 "no test named 'bogus'" -- env SPECDEC_CUDA_TESTS='!bogus' "$B/tests/test_cuda"
 expect 1 "built without CUDA" -- env SPECDEC_REQUIRE_GPU=1 SPECDEC_CUDA_TESTS=unavailable "$B/tests/test_cuda"
 # the bundle: unpacked from xz (xz, or Python's tarfile where there is no xz) or gzip into
