@@ -200,10 +200,10 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
     const sd_decode_stats *a = &s->ar_run;
     printf("# specdec decode: target %s, draft %s\n", o->target, o->draft);
     char kset[96];
-    printf("# %zu prompt%s, up to %zu token%s each, temperature %g, top-p %g, top-k %zu, %d thread%s, seed %lu, "
-           "CPU kernels %s\n",
+    printf("# %zu prompt%s, up to %zu token%s each, temperature %g, top-p %g, top-k %zu, %d thread%s, seed %lu\n",
            s->np, CLI_S(s->np), o->max_tokens, CLI_S(o->max_tokens), o->sm.temperature, o->sm.top_p, o->sm.top_k,
-           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->sm.seed, sd_cpu_describe(kset, sizeof kset));
+           omp_get_max_threads(), CLI_S(omp_get_max_threads()), o->sm.seed);
+    printf("# CPU kernels %s\n", sd_cpu_describe(kset, sizeof kset));
     printf("# costs (ms): M_T(1) %.3f  M_T(4) %.3f  M_T(16) %.3f  M_T(%zu) %.3f   M_D(1) %.3f  M_D(4) %.3f"
            "   c = M_D/M_T = %.3f [%.3f, %.3f]\n"
            "# draws from a draft law (ms): Gumbel-top-k %.4f, inverse CDF %.4f\n", MT(s, 1) * 1e3,
