@@ -3,11 +3,12 @@
 # qemu-user. Each ARM program X of the tree gets a twin $1/qemu/X, a script that runs it
 # under qemu-aarch64, and tests/run-tests.sh runs $1/qemu as its build tree: the cmocka
 # programs and the command-line scripts, which call specdec and its helper programs by
-# path, all under emulation. The x86 Python, Open MPI and Slurm cannot load or launch ARM
-# programs, and a program the emulator runs cannot start another ARM program (execve
-# goes to the kernel, which runs only x86 here): those tests are left to make test,
-# each printed as skipped with its reason (TEST_SKIP). Libraries are found in Debian's
-# multiarch folders (/usr/lib/aarch64-linux-gnu, installed by install-deps.sh --arm).
+# path, all under emulation. A program the emulator runs cannot start another ARM
+# program (execve goes to the kernel, which runs only x86 here), and x86 Python, Open
+# MPI and Slurm cannot load or launch ARM programs: TEST_SKIP below leaves those tests,
+# and the slowest scripts, to make test, each printed as skipped with its reason.
+# Libraries are found in Debian's multiarch folders (/usr/lib/aarch64-linux-gnu,
+# installed by install-deps.sh --arm).
 # The kernel tests run again on an ARMv8.0 CPU without the dot-product instructions
 # (qemu's -cpu cortex-a57; the default, max, has them): the NEON set's other path.
 # Then the same logits on both architectures: the shipped target's (F16) and its
@@ -34,14 +35,23 @@ find "$BUILD" -path "$BUILD/qemu" -prune -o -type f -perm -u+x -print | while re
 done
 [ -x "$BUILD/qemu/specdec" ] || { echo "run-arm: $BUILD/specdec is not an AArch64 program"; exit 1; }
 echo "run-arm: $("$BUILD/qemu/specdec" --version 2>&1 | head -1), under $("$QEMU" --version | head -1)"
-# SPECDEC_MPI=skip: the MPI runs need an x86 Open MPI (mpi.sh still checks the plain
-# build's refusals); the same for tests/cli/slurm.sh
+# What is left to make test: what cannot run here (x86 Python, Slurm, a sweep's
+# workers), and the scripts whose emulated runs take far longer than their native
+# minutes while they check little of ARM's own (orchestration, statistics, timing,
+# llama.cpp's x86 programs; their arithmetic is the unit tests' and the logits' below).
+# SPECDEC_MPI=skip: mpi.sh checks the plain build's refusals, not the x86 Open MPI runs;
+# SPECDEC_TEST_QEMU: test_pool skips its fork test, which crashes qemu-user itself.
 TEST_SKIP="python.sh the x86 Python cannot load an ARM libspecdec.so
 slurm.sh Slurm's x86 srun cannot launch ARM programs
 sweep.sh its workers are specdec started again by path, an ARM program the kernel cannot run here
-readme.sh the README's own commands (make targets, Python, sweeps) are x86 make test's
-arch.sh llama.cpp's x86 programs and Python are its reference" \
-SPECDEC_MPI=skip sh tests/run-tests.sh "$BUILD/qemu"
+readme.sh the README's commands, about 150 s natively, many times that emulated: make test runs them
+arch.sh its reference is llama.cpp's x86 programs and Python: make test runs it
+exec.sh certify --exec's protocol, about 450 s natively: make test runs it
+ladder.sh the ladder's bench, about 90 s natively: make test runs it
+figs.sh the figures' recipes, about 40 s natively: make test runs it
+cpu-sets.sh the large target's greedy text under each set, minutes emulated: test_cpu and the logits below hold the sets
+replay.sh decode and replay runs, about 30 s natively; one check is of the machine's timing: make test runs it" \
+SPECDEC_MPI=skip SPECDEC_TEST_QEMU=1 sh tests/run-tests.sh "$BUILD/qemu"
 rc=$?
 for t in test_cpu test_gemm; do
     echo "== $t on an ARMv8.0 CPU (QEMU_CPU=cortex-a57)"

@@ -166,6 +166,11 @@ static void test_pool_two_callers(void **state)
 static void test_pool_fork(void **state)
 {
     (void)state;
+    if (getenv("SPECDEC_TEST_QEMU")) { /* set by tests/run-arm.sh */
+        print_message("test_pool_fork: skipped: qemu-user (7.2) aborts on its own assertion when a forked "
+                      "child of a threaded program starts threads\n");
+        skip();
+    }
     run_counted(2, 100, 0, NULL); /* the workers exist */
     struct timespec nap = {0, 3000000};
     nanosleep(&nap, NULL); /* and are asleep (after 0.1 ms without a loop) */
