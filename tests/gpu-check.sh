@@ -39,8 +39,8 @@
 #                into the repository first; a bundle built from other sources than this
 #                tree's (its BUNDLE file's checksum) is refused before anything runs
 #   --dry-run    the CPU build (build/), tiny sizes, the CPU in place of the GPU (bench_cuda
-#                --device cpu, no compute-sanitizer), plus the steps `hang` and `malformed`
-#                when named in --steps: the plumbing, checked by tests/gpu-check-dry.sh
+#                --device cpu, no compute-sanitizer), plus the steps `hang`, `fail` and
+#                `malformed` when named in --steps: the plumbing, checked by tests/gpu-check-dry.sh
 #   --record     results into paper-figs/gpu/DEVICE/ (make figs draws them), else
 #                out/gpu-check/ (--dry-run: out/gpu-check-dry/); --results DIR: there
 #   --steps LIST comma-separated steps (default: all, in the order above; a run of some
@@ -143,6 +143,11 @@ if [ "${1:-}" = --step ]; then
         exit $rc
         ;;
     sanitize)
+        if [ -z "$CHECK_SANITIZER" ] && [ "$CHECK_DEVICE" = cuda ]; then
+            # on a GPU the sanitizer is the step: without it the step fails, it is not ok
+            echo "headline: sanitize: compute-sanitizer not found (PATH, /usr/local/cuda): memcheck and racecheck not run"
+            exit 1
+        fi
         if [ -z "$CHECK_SANITIZER" ]; then
             # the dry run: the reduced set without the sanitizer (its plumbing)
             rc=0
@@ -247,6 +252,10 @@ if [ "${1:-}" = --step ]; then
         echo "hang: sleeping past the limit"
         sleep 1000
         ;;
+    fail) # the dry check's planted step: exits non-zero, so the summary must say failed
+        echo "fail: a planted step that exits 3"
+        exit 3
+        ;;
     malformed) # the dry check's planted step: ok, but no headline and a bench table without rows
         echo "n    M_T(n) ms" > "$R/malformed.txt"
         ;;
@@ -274,7 +283,7 @@ while [ $# -gt 0 ]; do
 done
 for s in $(echo "$STEPS" | tr ',' ' '); do
     case ,$ALL, in *,$s,*) continue ;; esac
-    [ $DRY = 1 ] && { [ "$s" = hang ] || [ "$s" = malformed ]; } && continue
+    [ $DRY = 1 ] && { [ "$s" = hang ] || [ "$s" = fail ] || [ "$s" = malformed ]; } && continue
     echo "gpu-check: unknown step '$s' in --steps ($(echo $ALL | sed 's/,/, /g'))" >&2
     exit 2
 done
