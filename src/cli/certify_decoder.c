@@ -77,7 +77,7 @@ static const char *const decoder_help =
     "                   see, at these N runs\n"
     "  FAIL          1  a test rejects the target's law at p < A (default 1e-6)\n"
     "  INCONCLUSIVE  3  nothing rejected, but a power < 0.9 (it names each and the runs\n"
-    "                   that give 0.9: the PIT's doubling the runs up to 16 N), or unknown:\n"
+    "                   that give 0.9: the PIT's doubling the runs up to 8 N), or unknown:\n"
     "                   without --draft no planted bug is known\n"
     "  TOO-GOOD      4  a fit with p > 1 - 1e-4, confirmed by simulation: the runs are not\n"
     "                   independent (consecutive seeds into an LCG, a decoder that ignores\n"

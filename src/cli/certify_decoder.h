@@ -72,7 +72,7 @@ typedef struct {
 } pit_result;
 
 /* The runs-for-power search doubles the runs up to this many times the run's own. */
-#define PIT_RUNS_MAX 16
+#define PIT_RUNS_MAX 8
 
 /* The test of every position of the done runs' texts (text[i P ..], len[i] tokens, run
  * i's seed seeds[i]) and its power against each class, printed to o->txt; the runs that
