@@ -87,7 +87,7 @@ $(BUILD)/tests/bench/bench_overlap.o: ISA_FLAGS = $(if $(filter x86_64,$(TARGET_
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)
 ALL_LDFLAGS = $(OMPFLAGS) $(SAN) $(LDFLAGS)
 
-.PHONY: all shared deps test check test-portable test-arm fuzz bench bench-kernels bench-cpu-sets bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-e2e bench-predict bench-parallel bench-wide bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
+.PHONY: all shared deps test check test-portable test-arm fuzz bench bench-kernels bench-cpu-sets bench-kquant bench-mt bench-exec bench-certify-llamacpp bench-certify-decoder bench-e2e bench-predict bench-parallel bench-wide bench-ladder models-ladder models-large figs figs-check demo models clean install help mpi bench-mpi \
         cuda test-cuda bench-cuda bench-e2e-cuda bench-e2e-cuda-dry gpu-check gpu-check-dry test-slurm
 .SECONDARY:
 
@@ -345,6 +345,11 @@ bench-exec: $(BIN) $(EXEC_ADAPTER)
 
 bench-certify-llamacpp: $(BIN)
 	sh tests/bench/llamacpp/build-patched.sh && sh tests/bench/llamacpp/certify.sh $(BUILD)
+# bench-certify-decoder: tests/exec/spec_decoder's planted decoders certified over 10 seeds
+# each, at the runs certify --decoder names for power 0.9 and at 300 (CERTIFY.md's table;
+# tests/bench/certify-decoder.sh: SEEDS, N0, PAR)
+bench-certify-decoder: $(BIN) $(EXEC_SPEC)
+	sh tests/bench/certify-decoder.sh $(BUILD)
 
 bench-e2e: $(BIN)
 	E2E_PAIR=$(PAIR) LARGE_DRAFT=$(LARGE_DRAFT) sh tests/bench/e2e.sh $(BUILD)
@@ -439,6 +444,7 @@ help:
 	@echo "make bench-mpi  MPI against threads at 1 and 2 ranks, a sweep's load balance, modelled speedup"
 	@echo "make bench-exec  certify --exec: power table of the planted bugs on the default plan, the default run's time, protocol throughput"
 	@echo "make bench-certify-llamacpp  certify --decoder on llama.cpp's speculative decoding and on its fix (after tests/bench/llamacpp/build.sh)"
+	@echo "make bench-certify-decoder  certify --decoder on the planted decoders of tests/exec/spec_decoder, 10 seeds each"
 	@echo "make bench-e2e  speculative decoding end to end: every scheme measured vs predicted, GT sweep, llama.cpp"
 	@echo "make bench-ladder  the draft's size: per draft, acceptance, c = M_D/M_T, predicted and measured speedup, SpecTr Table 4 in kind"
 	@echo "make models-ladder  the draft ladder (d48, d96, the target's first block) distilled from the shipped target"

@@ -322,12 +322,29 @@ int sd_gof_uniform(const double *u, size_t n, size_t nbins, sd_gof_result *res)
     return rc;
 }
 
+double sd_gof_uniform_mean_sum(double sum, double n, double *mean)
+{
+    if (mean) *mean = n > 0 ? sum / n : 0.5;
+    return n > 0 ? 2 * gsl_cdf_ugaussian_Q(fabs(sum / n - 0.5) * sqrt(12.0 * n)) : 1;
+}
+
 double sd_gof_uniform_mean(const double *u, size_t n, double *mean)
 {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += u[i];
-    if (mean) *mean = n ? s / (double)n : 0.5;
-    return n ? 2 * gsl_cdf_ugaussian_Q(fabs(s / (double)n - 0.5) * sqrt(12.0 * (double)n)) : 1;
+    return sd_gof_uniform_mean_sum(s, (double)n, mean);
+}
+
+double sd_gof_serial_score(double u)
+{
+    return gsl_cdf_ugaussian_Pinv(fmin(fmax(u, 1e-15), 1 - 1e-15));
+}
+
+double sd_gof_serial_sum(double s, double m, double *z_out)
+{
+    double z = m > 0 ? s / sqrt(m) : 0;
+    if (z_out) *z_out = z;
+    return m > 0 ? 2 * gsl_cdf_ugaussian_Q(fabs(z)) : 1;
 }
 
 double sd_gof_serial(const double *u, const size_t *len, size_t n_texts, size_t stride, double *z_out,
@@ -337,12 +354,9 @@ double sd_gof_serial(const double *u, const size_t *len, size_t n_texts, size_t 
     size_t m = 0;
     for (size_t r = 0; r < n_texts; r++) {
         const double *t = u + r * stride;
-        for (size_t i = 0; i + 1 < len[r]; i++, m++) /* scores clamped off the infinite ends */
-            s += gsl_cdf_ugaussian_Pinv(fmin(fmax(t[i], 1e-15), 1 - 1e-15)) *
-                 gsl_cdf_ugaussian_Pinv(fmin(fmax(t[i + 1], 1e-15), 1 - 1e-15));
+        for (size_t i = 0; i + 1 < len[r]; i++, m++)
+            s += sd_gof_serial_score(t[i]) * sd_gof_serial_score(t[i + 1]);
     }
-    double z = m ? s / sqrt((double)m) : 0;
-    if (z_out) *z_out = z;
     if (pairs) *pairs = m;
-    return m ? 2 * gsl_cdf_ugaussian_Q(fabs(z)) : 1;
+    return sd_gof_serial_sum(s, (double)m, z_out);
 }

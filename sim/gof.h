@@ -119,6 +119,15 @@ double sd_gof_uniform_mean(const double *u, size_t n, double *mean);
 double sd_gof_serial(const double *u, const size_t *len, size_t n_texts, size_t stride, double *z_out,
                      size_t *pairs);
 
+/* The same tests from what a stream of u's keeps (certify --decoder adds up the u's of
+ * simulated texts without storing them): the mean test of sd_gof_uniform_mean from the
+ * sum of n values; a u's normal score as sd_gof_serial takes it (Phi^-1 of u clamped to
+ * [1e-15, 1 - 1e-15]: a u of -1, a token of probability 0, scores as 1e-15); the serial test from
+ * the sum s of the products of consecutive scores over m pairs (*z_out may be NULL). */
+double sd_gof_uniform_mean_sum(double sum, double n, double *mean);
+double sd_gof_serial_score(double u);
+double sd_gof_serial_sum(double s, double m, double *z_out);
+
 /* 1 if the planted law alt differs from law on this pair (total variation above 1e-9).
  * Where it does not (draft = target, a one-hot target: the bug never changes the
  * output), no sample size gives power against it, and a certification waives the

@@ -1,10 +1,12 @@
 #!/bin/sh
 # make gpu-check-dry: tests/gpu-check.sh's plumbing without a GPU, so that its one run on a
 # lent GPU does not fail on a typo. Runs `gpu-check.sh --dry-run` (the CPU build, tiny
-# sizes) with every step, plus two planted ones: `hang` after `test` (it must be cut at
-# its 3 s limit, say "timed out" in the summary, and `generate` must still run) and
-# `malformed` at the end (ok, but without a headline: the format check below must flag
-# it, and only it). Then checks what a GPU run must leave: each step's files and their
+# sizes) with every step, plus three planted ones: `hang` after `test` (it must be cut at
+# its 3 s limit, say "timed out" in the summary, and `generate` must still run), `fail`
+# after `generate` (it exits 3: "failed (3)" in steps.tsv and the summary, and `sanitize`
+# must still run) and `malformed` at the end (ok, but without a headline: the format
+# check below must flag it, and only it). On a GPU without compute-sanitizer the
+# sanitize step must fail (its step run alone, as on a GPU). Then checks what a GPU run must leave: each step's files and their
 # format (test_cuda's totals, generate's two models, the bench table and cuda-mt.tsv, the
 # decode, GT and parallel TSVs with their headers), a headline for every step that ran,
 # llamacpp skipped with its reason, the summary table and verdict, $OUT's files, and the
@@ -21,10 +23,10 @@ rc=0
 # decode's limit doubled: the dry run checks plumbing, and a loaded 2-core machine runs
 # its tiny decode near the GPU's 50 s
 GPU_CHECK_LIMITS=${GPU_CHECK_LIMITS:-decode=100} GPU_CHECK_BUILD=${1:-build} OUT=$O sh tests/gpu-check.sh --dry-run --results "$R" \
-    --steps tune,test,hang,generate,sanitize,bench,decode,gt,parallel,wide-decode,wide-gt,wide-parallel,llamacpp,malformed > "$R.log" 2>&1 || rc=$?
+    --steps tune,test,hang,generate,fail,sanitize,bench,decode,gt,parallel,wide-decode,wide-gt,wide-parallel,llamacpp,malformed > "$R.log" 2>&1 || rc=$?
 tail -16 "$R.log"
-# exit 1: the planted hang timed out
-[ $rc = 1 ] || bad "gpu-check.sh exited $rc, want 1 (the planted hang timed out)"
+# exit 1: the planted hang timed out, the planted failing step failed
+[ $rc = 1 ] || bad "gpu-check.sh exited $rc, want 1 (the planted hang timed out, the planted step failed)"
 
 row() { grep -v '^#' "$R/steps.tsv" | awk -F'\t' -v s="$1" '$1 == s'; }
 field() { row "$1" | cut -f"$2"; }
@@ -44,6 +46,15 @@ s=$(field hang 3)
 [ -n "$s" ] && [ "$s" -ge 3 ] && [ "$s" -le 9 ] || bad "hang: $s s, want its 3 s limit (+ the 5 s grace at most)"
 [ "$(field generate 2)" = ok ] || bad "generate after the hang: '$(field generate 2)', want ok"
 grep -q 'timed out' "$R/summary.txt" || bad "summary.txt does not say 'timed out'"
+# the planted failing step: failed, with its exit status, and the next step ran
+[ "$(field fail 2)" = "failed (3)" ] || bad "fail: status '$(field fail 2)', want 'failed (3)'"
+grep -q '^fail  *failed (3) ' "$R/summary.txt" || bad "summary.txt does not show the planted step as 'failed (3)'"
+# on a GPU (CHECK_DEVICE=cuda) without compute-sanitizer the sanitize step fails
+if h=$(env CHECK_RESULTS="$R" CHECK_BUILD="${1:-build}" CHECK_DEVICE=cuda CHECK_SANITIZER= CHECK_SAN_TESTS=plan \
+        sh tests/gpu-check.sh --step sanitize 2>&1); then
+    bad "sanitize on a GPU without compute-sanitizer: ok ($h), want a failure"
+fi
+echo "$h" | grep -q '^headline: sanitize: compute-sanitizer not found' || bad "sanitize without the sanitizer: '$h'"
 
 # each step's format; a step whose output is off prints its name
 check_step() {
@@ -101,7 +112,7 @@ for s in tune test generate sanitize bench decode gt parallel wide-decode wide-g
     [ "$(field $s 2)" = ok ] || [ $s = llamacpp ] || bad "$s: status '$(field $s 2)', want ok"
     check_step $s
 done
-[ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 14 ] || bad "steps.tsv: want a row for each of the 14 steps"
+[ "$(grep -v '^#' "$R/steps.tsv" | tail -n +2 | wc -l)" = 15 ] || bad "steps.tsv: want a row for each of the 15 steps"
 # the planted malformed step (ok, no headline) must be caught by the same check
 before=$fail
 check_step malformed > "$R/.malformed" 2>&1 || true
@@ -149,10 +160,10 @@ echo "$h" | grep -q 'memcheck: 3 errors' || bad "sanitize's headline with 3 erro
 rm -f "$X" "$X.mem" "$X.race"
 
 # the summary: a table row per step, the verdict, and $OUT's files
-for s in tune test hang generate sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp malformed; do
+for s in tune test hang generate fail sanitize bench decode gt parallel wide-decode wide-gt wide-parallel llamacpp malformed; do
     grep -q "^$s " "$R/summary.txt" || bad "summary.txt: no row for $s"
 done
-has summary.txt '^gpu-check: FAIL: 12 of 14 steps ok, 1 failed or timed out, 1 skipped; [0-9]+ s in all'
+has summary.txt '^gpu-check: FAIL: 12 of 15 steps ok, 2 failed or timed out, 1 skipped; [0-9]+ s in all'
 has log.txt '^gpu-check: room: the tree [0-9]+ KiB \+ the bundle 0 KiB \(none\) = [0-9]+ KiB of the 65536 a lent machine receives: [0-9]+ KiB left'
 for f in summary.txt steps.tsv log.txt gpu-check-results.tar.gz; do [ -s "$O/$f" ] || bad "\$OUT: no $f"; done
 [ "$(ls "$O" | wc -l)" -le 8 ] || bad "\$OUT holds more than 8 files"
@@ -194,5 +205,5 @@ n=$(grep -v '^#' "$L/wide/llamacpp.tsv" | awk -F'\t' '$1 ~ /^(completion|specula
 [ "$n" = 3 ] || bad "wide/llamacpp.tsv: $n rows with a time, want completion, speculative-simple and speculative"
 lrow 5 | grep -q '^M_T(1) target-wide 2.0100 ms.*; specdec/llama.cpp M_T(n) worst [0-9.]* (.*goal <= 1 at every n: \(met\|missed\)); specdec best .* llama.cpp best speculative (speculative[a-z-]*) 40.0 t/s: [0-9.]*x (goal >= 1.5: \(met\|missed\))$' ||
     bad "llamacpp's headline with stand-ins: '$(lrow 5)'"
-[ $fail = 0 ] && echo "gpu-check-dry: PASS: every step's output, the planted hang cut at its limit, the planted malformed step caught, the summary ($R)"
+[ $fail = 0 ] && echo "gpu-check-dry: PASS: every step's output, the planted hang cut at its limit, the planted failing step failed, the planted malformed step caught, a GPU's missing sanitizer a failure, the summary ($R)"
 exit $fail

@@ -71,8 +71,8 @@
 #   --dry-run    the CPU build (build/), tiny sizes (the wide pair's target: the shipped
 #                one widened from 704 to 768 neurons), the CPU in place of the GPU (bench_cuda --device cpu, no
 #                compute-sanitizer, no llama.cpp build: llamacpp skipped unless one is in
-#                LLAMA_BUILD_CUDA), plus the steps `hang` and `malformed` when named in
-#                --steps: the plumbing, checked by tests/gpu-check-dry.sh
+#                LLAMA_BUILD_CUDA), plus the steps `hang`, `fail` and `malformed` when named
+#                in --steps: the plumbing, checked by tests/gpu-check-dry.sh
 #   --record     results into paper-figs/gpu/DEVICE/ (make figs draws them), else
 #                out/gpu-check/ (--dry-run: out/gpu-check-dry/); --results DIR: there
 #   --steps LIST comma-separated steps (default: all, in the order above; a run of some
@@ -259,6 +259,11 @@ if [ "${1:-}" = --step ]; then
         exit $rc
         ;;
     sanitize)
+        if [ -z "$CHECK_SANITIZER" ] && [ "$CHECK_DEVICE" = cuda ]; then
+            # on a GPU the sanitizer is the step: without it the step fails, it is not ok
+            echo "headline: sanitize: compute-sanitizer not found (PATH, /usr/local/cuda): memcheck and racecheck not run"
+            exit 1
+        fi
         if [ -z "$CHECK_SANITIZER" ]; then
             # the dry run: the reduced set without the sanitizer (its plumbing)
             rc=0
@@ -415,6 +420,10 @@ if [ "${1:-}" = --step ]; then
         echo "hang: sleeping past the limit"
         sleep 1000
         ;;
+    fail) # the dry check's planted step: exits non-zero, so the summary must say failed
+        echo "fail: a planted step that exits 3"
+        exit 3
+        ;;
     malformed) # the dry check's planted step: ok, but no headline and a bench table without rows
         echo "n    M_T(n) ms" > "$R/malformed.txt"
         ;;
@@ -430,7 +439,7 @@ USER_TUNE=${SPECDEC_CUDA_TUNE:-}
 # sweep of kernel variants); DRY_STEPS are the dry run's planted ones.
 STEP_LIMITS="tune=120 test=75 generate=60 sanitize=70 bench=85 decode=50 gt=40 parallel=30 wide-decode=60 wide-gt=45 wide-parallel=40 llamacpp=300"
 OPT_STEPS=""
-DRY_STEPS="hang=3 malformed=30"
+DRY_STEPS="hang=3 fail=30 malformed=30"
 ALL=$(echo $STEP_LIMITS | sed 's/=[0-9]*//g; s/ /,/g')
 DRY=0 RESULTS="" RECORD=0 STEPS=$ALL BUNDLE=""
 CMDLINE="sh $HERE $*"

@@ -3,14 +3,23 @@
 # command-line tests tests/cli/*.sh. A binary that is missing fails (make test builds
 # them all), and so does a run that finds no test program or no script at all. A
 # program that skips all or part of its checks says so in a line of its output, cmocka's
-# "[  SKIPPED ]" or "NAME: skipped: why" (test_cuda without a GPU, cli slurm without
-# Slurm), and is counted as skipped, not passed (unless it also fails).
+# "[  SKIPPED ]", "NAME: skipped: why" (test_cuda without a GPU, cli slurm without
+# Slurm) or "skipped: why" (test_gemm's print_message on a machine without AVX-512), and
+# is counted as skipped, not passed (unless it also fails).
 # Prints one closing line "N passed, N failed, N skipped" over the test programs, after
 # the kernel sets the kernel tests ran ("kernel sets: ran generic avx2 avx512; not on
 # this CPU: neon", as test_gemm, test_kquant and test_model print it).
 # TEST_SKIP: lines "NAME why" (NAME test_X or X.sh) of programs not run here, each
 # printed as "NAME: skipped: why" and counted as skipped (tests/run-arm.sh: what an
 # emulator cannot run).
+# run-tests.sh --classify LOG RC: how one program with that output and exit status counts
+# (passed, failed or skipped; tests/cli/tally.sh checks the rule).
+classify() { # LOG RC
+    if [ "$2" != 0 ]; then echo failed
+    elif grep -Eq '^\[  SKIPPED \]|^([A-Za-z0-9_ -]+: )?skipped: ' "$1"; then echo skipped
+    else echo passed; fi
+}
+if [ "${1:-}" = --classify ]; then classify "$2" "$3"; exit; fi
 BUILD=${1:-build}
 pass=0; fail=0; skip=0; failed=""; skipped=""
 LOG=$(mktemp -d) || exit 1
@@ -26,13 +35,11 @@ run() {
     fi
     t0=$(date +%s)
     { "$@" 2>&1; echo $? > "$LOG/rc"; } | tee "$LOG/out"
-    if [ "$(cat "$LOG/rc")" != 0 ]; then
-        fail=$((fail + 1)); failed="$failed $name"
-    elif grep -Eq '^\[  SKIPPED \]|^[A-Za-z0-9_ -]+: skipped: ' "$LOG/out"; then
-        skip=$((skip + 1)); skipped="$skipped $name"
-    else
-        pass=$((pass + 1))
-    fi
+    case $(classify "$LOG/out" "$(cat "$LOG/rc")") in
+    failed) fail=$((fail + 1)); failed="$failed $name" ;;
+    skipped) skip=$((skip + 1)); skipped="$skipped $name" ;;
+    *) pass=$((pass + 1)) ;;
+    esac
     grep '^kernel sets: ' "$LOG/out" | tail -n 1 >> "$LOG/sets"
     echo "== $name: $(( $(date +%s) - t0 )) s"
 }

@@ -15,6 +15,7 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "certify_decoder.h"
 #include "cli.h"
 #include "dist.h"
 #include "model/gguf.h"
@@ -29,7 +30,7 @@ static const char *const decoder_help =
     "                       [--temperature T] [--top-k K] [--top-p P] [--filter-first]\n"
     "                       [--seed S] [--consecutive-seeds] [--seeds-out FILE]\n"
     "                       [--positions P] [--jobs J] [--timeout S] [--alpha A] [--no-bos]\n"
-    "                       [--draft D.gguf [--planted NAME] [--power R]]\n"
+    "                       [--draft D.gguf [--planted NAME] [--power R]] [--json]\n"
     "\n"
     "Runs CMD N times (/bin/sh -c; {seed} becomes the run's seed, {prompt} the prompt as\n"
     "one shell word). Each run must print on stdout the ids of the tokens it generated\n"
@@ -57,15 +58,27 @@ static const char *const decoder_help =
     "               smallest. Printed by position, and positions 1-2 against 3 on (after\n"
     "               the first verified block): a black-box decoder does not say where it\n"
     "               rejected a draft, so that is where a late bug shows\n"
+    "Each test's power at these N runs, simulated from the exact laws (the pair's over\n"
+    "its cells; the PIT's along the runs' own texts, the target's and the draft's law at\n"
+    "every position), against the planted bugs it can see (--draft gives their draft):\n"
+    "  pair         --planted at t2\n"
+    "  PIT          late-correction: chains of 4 drafts, each rejection's correction from\n"
+    "               the target from the second rejection on; last-draft: the token at the\n"
+    "               last position half the runs reach (3 or later) the draft's, unverified;\n"
+    "               correlated: the tokens at even positions from 4 on drawn with the\n"
+    "               uniform of the position before (tests/exec/spec_decoder plants each).\n"
+    "               A bug that changes no tested token's law is waived (2 tokens a run:\n"
+    "               all three)\n"
+    "The table at the end gives each test's p-value beside its powers.\n"
     "\n"
     "Verdict (the last line) and exit status:\n"
     "  PASS          0  no test rejects (first token, pair, PIT), the fits are ordinary,\n"
-    "                   and the pair test had power >= 0.9 against the planted bug at\n"
-    "                   these N runs (the PIT's power is not simulated: CERTIFY.md's\n"
-    "                   table gives the runs it needs against the planted decoders)\n"
+    "                   and every test had power >= 0.9 against each planted bug it can\n"
+    "                   see, at these N runs\n"
     "  FAIL          1  a test rejects the target's law at p < A (default 1e-6)\n"
-    "  INCONCLUSIVE  3  nothing rejected, but power < 0.9 (it prints the runs that give\n"
-    "                   0.9), or unknown: without --draft no planted bug is known\n"
+    "  INCONCLUSIVE  3  nothing rejected, but a power < 0.9 (it names each and the runs\n"
+    "                   that give 0.9: the PIT's doubling the runs up to 8 N), or unknown:\n"
+    "                   without --draft no planted bug is known\n"
     "  TOO-GOOD      4  a fit with p > 1 - 1e-4, confirmed by simulation: the runs are not\n"
     "                   independent (consecutive seeds into an LCG, a decoder that ignores\n"
     "                   its seed, selected runs)\n"
@@ -93,30 +106,24 @@ static const char *const decoder_help =
     "                      crashes, hangs or prints garbage is named, and the runs done\n"
     "                      before it are still tested (marked INCOMPLETE, exit 1)\n"
     "  --alpha A           p-value threshold (default 1e-6)\n"
-    "  --draft D.gguf      the draft model of the planted bug: the power of the pair test\n"
-    "                      at the same N against it, by R simulated runs (--power, default\n"
-    "                      200), the runs needed for power 0.9, and the fit of the observed\n"
-    "                      runs to the bug's exact law\n"
+    "  --draft D.gguf      the draft model of the planted bugs: each test's power at the\n"
+    "                      same N against them, by R simulated sets of runs (--power,\n"
+    "                      default 200), the runs needed for power 0.9, and the fit of the\n"
+    "                      observed runs to the pair's planted bug's exact law\n"
     "  --planted NAME      the bug: correction-from-target (default: the second token's\n"
     "                      correction drawn from the target instead of the residual, one\n"
     "                      draft from D at t2), or argmax-draft: the draft's most probable\n"
     "                      token is proposed (not a draw from the draft) but verified as if\n"
     "                      drawn, min(1, target/draft) and residual norm(max(target - draft, 0))\n"
+    "  --json              one object on stdout, every command's envelope: command,\n"
+    "                      version, settings, runs, pass, verdict, power, results (first\n"
+    "                      token, pair, every position: p-values and powers); the text goes\n"
+    "                      to stderr; the exit status is the verdict's\n"
     "  -h, --help          this text\n";
-
-typedef struct {
-    const char *tmpl, *target, *draft, *prompt, *seeds_out;
-    double samples, temperature, top_p, alpha, timeout;
-    size_t top_k, jobs, power, positions;
-    unsigned long seed;
-    int filter_first, no_bos, argmax; /* argmax: the planted bug is argmax-draft */
-    int consecutive;                  /* --consecutive-seeds */
-    int planted_given;                /* --planted was given */
-} dec_opts;
 
 enum { D_DECODER = OPT_FIRST_FREE + 200, D_TARGET, D_DRAFT, D_PROMPT, D_SAMPLES, D_TEMP, D_TOPK,
        D_TOPP, D_FILTER, D_SEED, D_JOBS, D_TIMEOUT, D_ALPHA, D_NOBOS, D_POWER, D_PLANTED,
-       D_CONSECUTIVE, D_SEEDS_OUT, D_POSITIONS };
+       D_CONSECUTIVE, D_SEEDS_OUT, D_POSITIONS, D_JSON };
 
 static int parse_dec(int argc, char **argv, dec_opts *o)
 {
@@ -130,7 +137,7 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
         {"alpha", required_argument, 0, D_ALPHA}, {"no-bos", no_argument, 0, D_NOBOS},
         {"power", required_argument, 0, D_POWER}, {"planted", required_argument, 0, D_PLANTED},
         {"consecutive-seeds", no_argument, 0, D_CONSECUTIVE}, {"seeds-out", required_argument, 0, D_SEEDS_OUT},
-        {"positions", required_argument, 0, D_POSITIONS},
+        {"positions", required_argument, 0, D_POSITIONS}, {"json", no_argument, 0, D_JSON},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *cmd = "certify";
@@ -187,6 +194,7 @@ static int parse_dec(int argc, char **argv, dec_opts *o)
             if (cli_parse_size(optarg, "--positions", cmd, &o->positions) || o->positions < 2 || o->positions > 4096)
                 return cli_usage(cmd, "--positions must be 2 to 4096");
             break;
+        case D_JSON: o->json = 1; break;
         case 'h': fputs(decoder_help, stdout); return -1;
         default: return cli_bad_option(cmd, argv, longopts, "h");
         }
@@ -374,27 +382,12 @@ static int run_all(const dec_opts *o, size_t V, size_t eos, size_t *pairs, int32
 
 /* The sampling law from logits: specdec's order (temperature, then top-k/top-p) or
  * llama.cpp's (top-k/top-p on the untempered law, then the temperature): dist.h. */
-static int law_of(const dec_opts *o, const float *logits, size_t V, double *law)
+int dec_law_of(const dec_opts *o, const float *logits, size_t V, double *law)
 {
     return sd_dist_from_logits_ordered(logits, V, o->temperature, o->top_k, o->top_p,
                                        o->filter_first ? SD_FILTER_BEFORE_TEMPERATURE : SD_FILTER_AFTER_TEMPERATURE,
                                        law, "logits");
 }
-
-typedef struct {
-    size_t V, n_first;    /* first tokens kept as rows of the joint law */
-    size_t eos;           /* the end-of-text token (V: none): never a kept row */
-    size_t *first;        /* their ids */
-    double *law1;         /* [V] */
-    double *joint;        /* [n_first * V + 1]: the last cell pools the other first tokens */
-    double *planted;      /* the same under the planted bug, or NULL */
-    size_t *bin;          /* [n_first * V]: cell of (t1, t2) after binning; rest: n_bins */
-    size_t n_bins;        /* cells of kept rows; cell n_bins pools the other first tokens */
-    double *bjoint, *bplanted; /* [n_bins + 1] */
-    sd_llama *target;     /* kept for the PIT of the runs' texts */
-    int32_t *prompt;      /* the prompt's ids (BOS first unless --no-bos) */
-    size_t n_prompt;
-} dec_laws;
 
 /* Bins each kept row's tokens by target probability into groups of about equal mass,
  * about one bin per 10 expected runs (2 to 64 a row): the test keeps its power where
@@ -437,7 +430,7 @@ static int next_law(const dec_opts *o, const sd_llama *m, const int32_t *ids, si
     int rc = sd_kv_alloc(m, n, &kv);
     float *lg = rc ? NULL : sd_xmalloc(n * V * sizeof *lg);
     if (!rc) rc = sd_llama_forward(m, kv, ids, n, NULL, NULL, lg, NULL);
-    if (!rc) rc = law_of(o, lg + (n - 1) * V, V, law);
+    if (!rc) rc = dec_law_of(o, lg + (n - 1) * V, V, law);
     free(lg);
     sd_kv_free(kv);
     return rc;
@@ -500,9 +493,8 @@ static int exact_laws(const dec_opts *o, dec_laws *L)
         if (d) L->planted[L->n_first * V] = L->joint[L->n_first * V];
         free(ctx), free(law2), free(dl);
     }
-    L->target = m, L->prompt = ids, L->n_prompt = n; /* dec_laws_free frees them */
+    L->target = m, L->draft = d, L->prompt = ids, L->n_prompt = n; /* dec_laws_free frees them */
     sd_tokenizer_free(tok);
-    sd_llama_free(d);
     return rc;
 }
 
@@ -510,150 +502,173 @@ static void dec_laws_free(dec_laws *L)
 {
     free(L->first), free(L->law1), free(L->joint), free(L->planted);
     free(L->bin), free(L->bjoint), free(L->bplanted);
-    sd_llama_free(L->target), free(L->prompt);
+    sd_llama_free(L->target), sd_llama_free(L->draft), free(L->prompt);
 }
 
 /* One test's line: its cells, p-values, and a fit too good to be true. */
-static void print_test(const char *what, const sd_gof_result *g, int too_good, double lower)
+static void print_test(FILE *out, const char *what, const sd_gof_result *g, int too_good, double lower)
 {
-    printf("%s%zu cells, chi-square p = %.4g, G p = %.4g, tail p = %.4g%s\n", what, g->cells, g->chi2_p,
-           g->g_p, g->tail_p, g->impossible ? " (a cell of target probability 0 was generated)" : "");
+    fprintf(out, "%s%zu cells, chi-square p = %.4g, G p = %.4g, tail p = %.4g%s\n", what, g->cells, g->chi2_p,
+            g->g_p, g->tail_p, g->impossible ? " (a cell of target probability 0 was generated)" : "");
     if (too_good)
-        printf("                too good: of 1e5 simulated independent samples, a fraction %.1e fit as well\n",
-               lower);
+        fprintf(out, "                too good: of 1e5 simulated independent samples, a fraction %.1e fit as well\n",
+                lower);
 }
 
-/* The power of the pair test at `done` runs against the planted bug, and the fit of
- * the runs to the bug's law; writes the INCONCLUSIVE detail when the power is short. */
+/* The power of the pair test at `done` runs against the planted bug (NAN without one),
+ * the runs that give 0.9 (*runs; -1: not up to 4e6), and the fit of the runs to the
+ * bug's law. */
 static double report_power(const dec_opts *o, const dec_laws *L, const double *cj, size_t done,
-                           gsl_rng *rng, char *detail, size_t dlen)
+                           gsl_rng *rng, double *runs)
 {
     size_t cells = L->n_bins + 1;
-    if (!L->planted) {
-        snprintf(detail, dlen, "no planted bug to measure the power against (--draft D.gguf gives one)");
-        return NAN;
-    }
+    FILE *out = o->txt;
+    *runs = NAN;
+    if (!L->planted) return NAN;
     double tv = 0, mp;
     for (size_t i = 0; i < L->n_first * L->V + 1; i++) tv += 0.5 * fabs(L->planted[i] - L->joint[i]);
     double pw = sd_gof_power(L->bjoint, L->bplanted, cells, 0, (double)done, 5.0, o->alpha, o->power, rng, &mp);
-    printf("power           %.3f against the planted bug (%s at t2; "
-           "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
-           "%zu simulated runs of %zu\n", pw, o->argmax ? "argmax draft verified as drawn" :
-           "correction from the target", tv, mp, o->power, done);
+    fprintf(out, "power           %.3f against the planted bug (%s at t2; "
+            "total variation %.4f from the target's pair law), geometric mean p = %.3g, "
+            "%zu simulated runs of %zu\n", pw, o->argmax ? "argmax draft verified as drawn" :
+            "correction from the target", tv, mp, o->power, done);
     sd_gof_result gp;
     if (sd_gof_test(cj, L->bplanted, cells, 5.0, &gp) == SD_OK)
-        printf("                the observed pairs against the planted bug's law: chi-square p = "
-               "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
-    double need = sd_gof_runs_for_power(L->bjoint, L->bplanted, cells, 0, 50, 4e6, 5.0, o->alpha, 100, rng);
-    if (need > 0) printf("                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", need);
-    else printf("                power < 0.9 up to 4e6 runs\n");
-    if (need > 0) snprintf(detail, dlen, "power %.3f < 0.9 against the planted bug; about %.0f runs give 0.9", pw, need);
-    else snprintf(detail, dlen, "power %.3f < 0.9 against the planted bug, and below 0.9 up to 4e6 runs", pw);
+        fprintf(out, "                the observed pairs against the planted bug's law: chi-square p = "
+                "%.4g, G p = %.4g\n", gp.chi2_p, gp.g_p);
+    *runs = sd_gof_runs_for_power(L->bjoint, L->bplanted, cells, 0, 50, 4e6, 5.0, o->alpha, 100, rng);
+    if (*runs > 0) fprintf(out, "                power >= 0.9 from about %.0f runs (same cells, doubling from 50)\n", *runs);
+    else fprintf(out, "                power < 0.9 up to 4e6 runs\n");
     return pw;
 }
 
-/* The PIT of every token of the runs' texts: u[i P + j] for run i's token j + 1 under
- * the target's law given the prompt and the text before it, at the command's sampling
- * settings (law_of), v drawn by a generator seeded with (the run's seed, 36): the u's
- * do not depend on the order the runs finished in; -1 for a token of target probability
- * 0. The prompt's pass is cached once; each text is one pass after it. */
-static int text_pits(const dec_opts *o, const dec_laws *L, const int32_t *text, const size_t *len,
-                     const unsigned long *seeds, size_t done, double *u)
+/* What the tests found, and each test's power beside its p-value. */
+typedef struct {
+    sd_gof_result g1, gj;
+    int good1, goodj;
+    double pair_power, pair_runs; /* NAN: no planted bug (no --draft) */
+    pit_result pit;
+} dec_found;
+
+static void print_runs(FILE *out, double runs, double most)
 {
-    size_t V = L->V, P = o->positions, n = L->n_prompt, last = n - 1;
-    sd_kv *kv;
-    int rc = sd_kv_alloc(L->target, n + P, &kv);
-    if (rc) return rc;
-    float *lg = sd_xmalloc(P * V * sizeof *lg); /* row j: the logits of token j + 1 */
-    double *law = sd_xmalloc(V * sizeof *law);
-    rc = sd_llama_forward_rows(L->target, kv, L->prompt, n, NULL, NULL, &last, 1, lg);
-    for (size_t i = 0; !rc && i < done; i++) {
-        const int32_t *t = text + i * P;
-        sd_kv_truncate(kv, n);
-        if (len[i] > 1) rc = sd_llama_forward(L->target, kv, t, len[i] - 1, NULL, NULL, lg + V, NULL);
-        gsl_rng *rng = sd_mc_chunk_rng(seeds[i], 36);
-        for (size_t j = 0; !rc && j < len[i]; j++)
-            if (!(rc = law_of(o, lg + j * V, V, law)))
-                u[i * P + j] = sd_gof_pit(law, V, (size_t)t[j], gsl_rng_uniform_pos(rng));
-        gsl_rng_free(rng);
+    if (runs == 0) fprintf(out, "the runs for 0.9 not sought: a test rejected");
+    else if (runs > 0) fprintf(out, "about %.0f runs give 0.9", runs);
+    else fprintf(out, "below 0.9 up to %.0f runs", most);
+}
+
+/* The table of the tests: p-value and power, the bug each power is measured against. */
+static void print_summary(const dec_opts *o, const dec_found *f, size_t done)
+{
+    FILE *out = o->txt;
+    fprintf(out, "tests           p          power  against\n");
+    fprintf(out, "first token     %-10.4g %5s  none: the planted bugs act from the second token on\n", f->g1.min_p, "-");
+    fprintf(out, "pair (t1, t2)   %-10.4g ", f->gj.min_p);
+    if (isnan(f->pair_power)) fprintf(out, "%5s  no planted bug (--draft D.gguf gives one)\n", "-");
+    else {
+        fprintf(out, "%.3f  %s at t2", f->pair_power, o->argmax ? "argmax-draft" : "correction-from-target");
+        if (!(f->pair_power >= SD_GOF_MIN_POWER)) fprintf(out, "; "), print_runs(out, f->pair_runs, 4e6);
+        fprintf(out, "\n");
     }
-    free(lg), free(law);
-    sd_kv_free(kv);
-    return rc;
-}
-
-/* The p-value of one position's (or one group's) u's: 2 x the smaller of the
- * chi-square of equal bins (G: the smaller of the two) and the mean's test. */
-static double pit_p(const double *u, size_t k, size_t bins, double *mean)
-{
-    sd_gof_result g;
-    double pm = sd_gof_uniform_mean(u, k, mean);
-    if (sd_gof_uniform(u, k, bins, &g)) return 1;
-    return fmin(1, 2 * fmin(fmin(g.chi2_p, g.g_p), pm));
-}
-
-/* The PIT tests of the texts: uniformity of all the u's (equal bins, and their mean), of
- * each position's (the table of positions, '*' where the position alone rejects at
- * alpha after Bonferroni over the positions tested), and serial independence inside
- * the texts; then positions 1-2 (the pair test's) against 3 on, to say whether the
- * departures come after the first block. Returns the family's p-value: 4 x the smallest
- * of (bins, mean, the positions' Bonferroni, serial), at most 1; 0 when a token of
- * target probability 0 was generated. */
-static double report_pits(const dec_opts *o, const dec_laws *L, const int32_t *text, const size_t *len,
-                          const unsigned long *seeds, size_t done, int *rc)
-{
-    size_t P = o->positions, total = 0, impossible = 0, bad = 0, tested = 0, pairs = 0, first = 0;
-    double *u = sd_xmalloc(done * P * sizeof *u), *all = sd_xmalloc(done * P * sizeof *all);
-    double *col = sd_xmalloc(done * P * sizeof *col), p_family = 1, p_pos = 1, z = 0, mean;
-    size_t *n_pos = sd_xcalloc(P, sizeof *n_pos), n_early = 0;
-    if ((*rc = text_pits(o, L, text, len, seeds, done, u))) goto out;
-    for (size_t i = 0; i < done; i++)
-        for (size_t j = 0; j < len[i]; j++) {
-            double v = u[i * P + j];
-            n_pos[j]++;
-            if (v < 0 && !impossible++) bad = i * P + j;
-            all[total++] = v < 0 ? 0 : v;
+    for (int c = 0; c < PIT_CLASSES; c++) {
+        if (c == 0) fprintf(out, "every position  %-10.4g ", f->pit.p);
+        else fprintf(out, "%27s", "");
+        const pit_result *r = &f->pit;
+        if (r->state[c] != PIT_SIMULATED) {
+            fprintf(out, "%5s  %s: %s\n", "-", pit_class_name[c],
+                    r->state[c] == PIT_WAIVED ? "waived, it changes no tested token's law" : "needs --draft D.gguf");
+            continue;
         }
-    sd_gof_result g;
-    size_t bins = total / 20 < 2 ? 2 : total / 20 > 50 ? 50 : total / 20;
-    if ((*rc = sd_gof_uniform(all, total, bins, &g))) goto out;
-    double p_mean = sd_gof_uniform_mean(all, total, &mean);
-    double p_serial = sd_gof_serial(u, len, done, P, &z, &pairs);
-    for (size_t j = 0; j < P; j++) tested += n_pos[j] >= 20;
-    printf("PIT (all)       %zu tokens at positions 1 to %zu of %zu runs, u in %zu bins: chi-square p = "
-           "%.4g, G p = %.4g; mean u %.4f, p = %.4g; serial (lag-1 normal scores, %zu pairs): z = %.2f, "
-           "p = %.4g\n", total, P, done, bins, g.chi2_p, g.g_p, mean, p_mean, pairs, z, p_serial);
-    if (impossible)
-        printf("                %zu tokens of target probability 0, the first at position %zu of run %zu\n",
-               impossible, bad % P + 1, bad / P + 1);
-    printf("PIT by position (equal bins and the mean, the smaller p x 2; * rejects at %g after Bonferroni "
-           "over %zu positions)\n  position  tokens  mean u  p\n", o->alpha, tested);
-    for (size_t j = 0; j < P && n_pos[j] >= 20; j++) {
-        size_t k = 0;
-        for (size_t i = 0; i < done; i++)
-            if (j < len[i]) col[k++] = u[i * P + j] < 0 ? 0 : u[i * P + j];
-        double pj = pit_p(col, k, k / 20 > 10 ? 10 : k / 20, &mean), adj = fmin(1, (double)tested * pj);
-        if (adj < o->alpha && !first) first = j + 1;
-        p_pos = fmin(p_pos, adj);
-        printf("  %8zu  %6zu  %6.3f  %.4g%s\n", j + 1, k, mean, pj, adj < o->alpha ? " *" : "");
+        fprintf(out, "%.3f  %s", r->power[c], pit_class_name[c]);
+        if (c == PIT_LAST) fprintf(out, " at position %zu", r->last);
+        if (!(r->power[c] >= SD_GOF_MIN_POWER))
+            fprintf(out, "; "), print_runs(out, r->runs[c], (double)PIT_RUNS_MAX * (double)done);
+        fprintf(out, "\n");
     }
-    for (size_t i = 0; i < done; i++) /* positions 1-2 first in col, then 3 on */
-        for (size_t j = 0; j < len[i] && j < 2; j++) col[n_early++] = u[i * P + j] < 0 ? 0 : u[i * P + j];
-    size_t n_late = 0;
-    for (size_t i = 0; i < done; i++)
-        for (size_t j = 2; j < len[i]; j++) col[n_early + n_late++] = u[i * P + j] < 0 ? 0 : u[i * P + j];
-    double m_early, m_late, p_early = pit_p(col, n_early, n_early / 20 > 50 ? 50 : n_early / 20, &m_early);
-    printf("PIT by block    positions 1-2 (the pair test's): mean u %.4f, p = %.4g", m_early, p_early);
-    if (n_late >= 20) {
-        double p_late = pit_p(col + n_early, n_late, n_late / 20 > 50 ? 50 : n_late / 20, &m_late);
-        printf("; positions 3 on (after the first verified block): mean u %.4f, p = %.4g", m_late, p_late);
+}
+
+/* The power of the certification: the smallest of every test's against the bugs it can
+ * see (NAN, unknown, without a planted bug); the INCONCLUSIVE detail names each short one. */
+static double overall_power(const dec_found *f, size_t done, char *detail, size_t dlen)
+{
+    if (isnan(f->pair_power)) {
+        snprintf(detail, dlen, "no planted bug to measure the power against (--draft D.gguf gives one)");
+        return NAN;
     }
-    printf("%s\n", first ? "" : "; no position rejects alone");
-    if (first) printf("                first position that rejects alone: %zu\n", first);
-    p_family = impossible ? 0 : fmin(1, 4 * fmin(fmin(fmin(g.chi2_p, g.g_p), p_mean), fmin(p_pos, p_serial)));
-out:
-    free(u), free(all), free(col), free(n_pos);
-    return p_family;
+    double pw = f->pair_power, most = 0;
+    size_t n = 0;
+    detail[0] = 0;
+    for (int c = -1; c < PIT_CLASSES; c++) {
+        double p = c < 0 ? f->pair_power : f->pit.power[c], runs = c < 0 ? f->pair_runs : f->pit.runs[c];
+        if (c >= 0 && f->pit.state[c] != PIT_SIMULATED) continue;
+        pw = fmin(pw, p);
+        if (p >= SD_GOF_MIN_POWER) continue;
+        size_t l = strlen(detail);
+        snprintf(detail + l, dlen - l, "%spower %.3f < 0.9 against %s (%s), ", n++ ? "; " : "", p,
+                 c < 0 ? "the planted bug" : pit_class_name[c], c < 0 ? "pair test" : "every position");
+        l = strlen(detail);
+        if (runs > 0) snprintf(detail + l, dlen - l, "about %.0f runs give 0.9", runs);
+        else snprintf(detail + l, dlen - l, "below 0.9 up to %.0f runs", c < 0 ? 4e6 : PIT_RUNS_MAX * (double)done);
+        most = runs > 0 && most >= 0 ? fmax(most, runs) : -1;
+    }
+    if (n > 1 && most > 0) {
+        size_t l = strlen(detail);
+        snprintf(detail + l, dlen - l, "; about %.0f runs give every test 0.9", most);
+    }
+    return pw;
+}
+
+static void json_power(double p)
+{
+    cli_json_double(stdout, p);
+}
+
+/* --json: one object, the envelope of every command. */
+static void print_json(const dec_opts *o, const dec_found *f, size_t done, int complete, sd_gof_verdict v,
+                       double power)
+{
+    cli_json_open(stdout, "certify");
+    fputs("\"decoder\": ", stdout), cli_json_string(stdout, o->tmpl);
+    fputs(", \"target\": ", stdout), cli_json_string(stdout, o->target);
+    fputs(", \"draft\": ", stdout);
+    if (o->draft) cli_json_string(stdout, o->draft);
+    else fputs("null", stdout);
+    fputs(", \"prompt\": ", stdout), cli_json_string(stdout, o->prompt);
+    printf(", \"samples\": %.0f, \"positions\": %zu, \"temperature\": %g, \"top_k\": %zu, \"top_p\": %g, "
+           "\"filter_first\": %s, \"alpha\": %g, \"seed\": %lu, \"consecutive_seeds\": %s, \"planted\": \"%s\"}, "
+           "\"runs\": %zu, \"complete\": %s, \"pass\": %s, \"verdict\": \"%s\", \"power\": ", o->samples,
+           o->positions, o->temperature, o->top_k, o->top_p, o->filter_first ? "true" : "false", o->alpha,
+           o->seed, o->consecutive ? "true" : "false", o->argmax ? "argmax-draft" : "correction-from-target",
+           done, complete ? "true" : "false", complete && v == SD_GOF_PASS ? "true" : "false",
+           complete ? sd_gof_verdict_name(v) : "INCOMPLETE");
+    json_power(power);
+    cli_json_results(stdout);
+    const sd_gof_result *g[2] = {&f->g1, &f->gj};
+    for (int t = 0; t < 2; t++) {
+        printf("\n  {\"test\": \"%s\", \"cells\": %zu, \"chi2_p\": %.6g, \"g_p\": %.6g, \"tail_p\": %.6g, "
+               "\"p\": %.6g, \"too_good\": %s, \"power\": ", t ? "pair" : "first_token", g[t]->cells, g[t]->chi2_p,
+               g[t]->g_p, g[t]->tail_p, g[t]->min_p, (t ? f->goodj : f->good1) ? "true" : "false");
+        json_power(t ? f->pair_power : NAN);
+        printf(", \"power_runs\": ");
+        json_power(t && f->pair_runs > 0 ? f->pair_runs : NAN);
+        printf("},");
+    }
+    const pit_result *r = &f->pit;
+    printf("\n  {\"test\": \"every_position\", \"tokens\": %zu, \"impossible\": %zu, \"chi2_p\": %.6g, \"g_p\": %.6g, "
+           "\"mean_u\": %.6g, \"mean_p\": %.6g, \"serial_z\": %.6g, \"serial_p\": %.6g, \"position_p\": %.6g, "
+           "\"first_reject\": %zu, \"p\": %.6g, \"power\": {", r->tokens, r->impossible, r->chi2_p, r->g_p,
+           r->mean, r->mean_p, r->serial_z, r->serial_p, r->position_p, r->first_reject, r->p);
+    static const char *const state[] = {"simulated", "waived", "unknown"};
+    for (int c = 0; c < PIT_CLASSES; c++) {
+        printf("%s\"%s\": {\"state\": \"%s\", \"power\": ", c ? ", " : "", pit_class_name[c], state[r->state[c]]);
+        json_power(r->power[c]);
+        printf(", \"power_runs\": ");
+        json_power(r->state[c] == PIT_SIMULATED && r->runs[c] > 0 ? r->runs[c] : NAN);
+        if (c == PIT_LAST) printf(", \"position\": %zu", r->last);
+        printf("}");
+    }
+    printf("}}");
+    cli_json_close(stdout);
 }
 
 /* The tests on the first `done` runs (all of them, or those before a run failed);
@@ -662,6 +677,7 @@ static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, const int
                   const unsigned long *seeds, size_t done, int complete, int *status)
 {
     size_t V = L->V;
+    FILE *out = o->txt;
     bin_rows(L, (double)done);
     double *c1 = sd_xcalloc(V, sizeof *c1), *cj = sd_xcalloc(L->n_bins + 1, sizeof *cj);
     size_t *row = sd_xmalloc(V * sizeof *row);
@@ -672,36 +688,39 @@ static int report(const dec_opts *o, dec_laws *L, const size_t *pairs, const int
         c1[t1] += 1;
         cj[row[t1] < L->n_first ? L->bin[row[t1] * V + t2] : L->n_bins] += 1;
     }
-    sd_gof_result g1, gj;
-    int rc = sd_gof_test(c1, L->law1, V, 5.0, &g1);
-    if (!rc) rc = sd_gof_test(cj, L->bjoint, L->n_bins + 1, 5.0, &gj);
+    dec_found f;
+    memset(&f, 0, sizeof f);
+    int rc = sd_gof_test(c1, L->law1, V, 5.0, &f.g1);
+    if (!rc) rc = sd_gof_test(cj, L->bjoint, L->n_bins + 1, 5.0, &f.gj);
     if (!rc) {
         gsl_rng *rng = sd_mc_chunk_rng(2385, 0);
         double lo1, loj;
-        int good1 = sd_gof_too_good(c1, L->law1, V, 0, 5.0, rng, &lo1);
-        int goodj = sd_gof_too_good(cj, L->bjoint, L->n_bins + 1, 0, 5.0, rng, &loj);
-        print_test("first token     ", &g1, good1, lo1);
-        printf("pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, ", L->n_first, L->n_bins);
-        print_test("", &gj, goodj, loj);
-        double p_pit = report_pits(o, L, text, len, seeds, done, &rc);
-        if (rc) {
-            gsl_rng_free(rng);
-            goto out;
-        }
-        char detail[300] = "";
-        double pw = report_power(o, L, cj, done, rng, detail, sizeof detail);
+        f.good1 = sd_gof_too_good(c1, L->law1, V, 0, 5.0, rng, &lo1);
+        f.goodj = sd_gof_too_good(cj, L->bjoint, L->n_bins + 1, 0, 5.0, rng, &loj);
+        print_test(out, "first token     ", &f.g1, f.good1, lo1);
+        fprintf(out, "pair (t1, t2)   %zu first tokens kept, t2 in %zu bins, ", L->n_first, L->n_bins);
+        print_test(out, "", &f.gj, f.goodj, loj);
+        int failed = !(f.g1.min_p >= o->alpha && f.gj.min_p >= o->alpha) || f.good1 || f.goodj;
+        if (!(rc = pit_certify(o, L, text, len, seeds, done, failed, &f.pit)))
+            f.pair_power = report_power(o, L, cj, done, rng, &f.pair_runs);
         gsl_rng_free(rng);
-        sd_gof_verdict v = sd_gof_verdict_of(fmin(fmin(g1.min_p, gj.min_p), p_pit), good1 || goodj, pw, o->alpha);
+    }
+    if (!rc) {
+        char detail[1024];
+        print_summary(o, &f, done);
+        double pw = overall_power(&f, done, detail, sizeof detail);
+        sd_gof_verdict v = sd_gof_verdict_of(fmin(fmin(f.g1.min_p, f.gj.min_p), f.pit.p), f.good1 || f.goodj, pw,
+                                             o->alpha);
         if (v != SD_GOF_INCONCLUSIVE) detail[0] = 0;
         if (complete) {
-            *status = cli_verdict_print(v, o->alpha, detail);
+            *status = cli_verdict_fprint(out, v, o->alpha, detail);
         } else {
-            printf("== INCOMPLETE: %zu of %.0f runs (%s at p >= %g on those)\n", done, o->samples,
-                   sd_gof_verdict_name(v), o->alpha);
+            fprintf(out, "== INCOMPLETE: %zu of %.0f runs (%s at p >= %g on those)\n", done, o->samples,
+                    sd_gof_verdict_name(v), o->alpha);
             *status = CLI_FAIL;
         }
+        if (o->json) print_json(o, &f, done, complete, v, pw);
     }
-out:
     free(c1), free(cj), free(row);
     return rc;
 }
@@ -725,6 +744,7 @@ int cmd_certify_decoder(int argc, char **argv)
     o.jobs = 2, o.seed = 1, o.power = 200, o.positions = 32;
     int rc = parse_dec(argc, argv, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
+    o.txt = o.json ? stderr : stdout;
     dec_laws L;
     memset(&L, 0, sizeof L);
     if (exact_laws(&o, &L)) {
@@ -740,16 +760,16 @@ int cmd_certify_decoder(int argc, char **argv)
     double t0 = sd_seconds();
     rc = run_all(&o, V, L.eos, pairs, text, len, seeds, &done);
     double secs = sd_seconds() - t0;
-    printf("# certify --decoder: %zu of %zu runs in %.1f s (%.2f runs/s), target %s, T = %g, "
+    fprintf(o.txt, "# certify --decoder: %zu of %zu runs in %.1f s (%.2f runs/s), target %s, T = %g, "
            "top-k %zu, top-p %g%s\n", done, N, secs, done / secs, o.target, o.temperature,
            o.top_k, o.top_p, o.filter_first ? " (filters first, then temperature)" : "");
-    if (o.consecutive) printf("# seeds %lu to %lu (consecutive)\n", o.seed, o.seed + N - 1);
-    else printf("# seeds: 1 + splitmix64 mix of (%lu, run index) mod (2^31 - 1): %lu, %lu, ...%s\n", o.seed,
+    if (o.consecutive) fprintf(o.txt, "# seeds %lu to %lu (consecutive)\n", o.seed, o.seed + N - 1);
+    else fprintf(o.txt, "# seeds: 1 + splitmix64 mix of (%lu, run index) mod (2^31 - 1): %lu, %lu, ...%s\n", o.seed,
                 run_seed(&o, 0), run_seed(&o, 1), o.seeds_out ? "" : " (--seeds-out FILE lists each run's)");
     char msg[1024] = "";
     if (rc) { /* the runs done are still tested: a partial result, and the reason it is one */
         snprintf(msg, sizeof msg, "--decoder: %s (after %zu good runs)", sd_errmsg(), done);
-        if (done) printf("# INCOMPLETE: %s; the tests below are of the %zu runs before it\n", msg, done);
+        if (done) fprintf(o.txt, "# INCOMPLETE: %s; the tests below are of the %zu runs before it\n", msg, done);
     }
     int status = CLI_FAIL, wrc = o.seeds_out ? write_seeds(o.seeds_out, seeds, pairs, done) : SD_OK;
     if (!rc && wrc) snprintf(msg, sizeof msg, "%s", sd_errmsg());

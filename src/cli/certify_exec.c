@@ -22,7 +22,7 @@ static const char *const exec_help =
     "usage: specdec certify --exec CMD [--scheme NAME|none] [--pair SPEC]... [-k K[,K...]]\n"
     "                       [--log FILE.safetensors [--rows R[,R...]] [--temperature T]]\n"
     "                       [--samples N] [--seed S] [--alpha A] [--timeout S] [--batch B]\n"
-    "                       [--without-replacement]\n"
+    "                       [--without-replacement] [--json]\n"
     "\n"
     "Certifies a speculative sampler that specdec did not write. specdec starts CMD\n"
     "(/bin/sh -c), sends it each draft/target pair and N cases of k drafts sampled as the\n"
@@ -76,14 +76,21 @@ static const char *const exec_help =
     "  --timeout S            seconds the program may take for one answer (default 10)\n"
     "  --batch B              cases per flush (default 1024)\n"
     "  --without-replacement  with --scheme none: draw the k drafts without replacement\n"
+    "  --json                 one object on stdout, every command's envelope: command,\n"
+    "                         version, settings, pass, verdict, results (one a pair and k:\n"
+    "                         its tests' p-values, power, verdict); the text goes to stderr;\n"
+    "                         the exit status is the verdict's\n"
     "  -h, --help             this text\n";
+
+/* Where the text report goes: stdout, or stderr with --json (stdout holds the object). */
+static FILE *txt;
 
 #define MAX_PAIRS 64
 #define MAX_KS 16
 
 typedef struct {
     const char *command, *log;
-    int have_scheme, wor;
+    int have_scheme, wor, json;
     sd_scheme scheme;
     const char *pairs[MAX_PAIRS];
     size_t n_pairs, ks[MAX_KS], n_ks, rows[MAX_PAIRS], n_rows, batch;
@@ -92,7 +99,7 @@ typedef struct {
 } exec_opts;
 
 enum { X_EXEC = OPT_FIRST_FREE + 100, X_SCHEME, X_PAIR, X_LOG, X_ROWS, X_TEMP, X_SAMPLES,
-       X_SEED, X_ALPHA, X_TIMEOUT, X_BATCH, X_WOR };
+       X_SEED, X_ALPHA, X_TIMEOUT, X_BATCH, X_WOR, X_JSON };
 
 /* "1,2,3" into out (at most max); -1 after a usage message. */
 static int parse_list(const char *s, const char *what, size_t *out, size_t max, size_t *n)
@@ -124,6 +131,7 @@ static int parse_exec(int argc, char **argv, exec_opts *o)
         {"timeout", required_argument, 0, X_TIMEOUT},
         {"batch", required_argument, 0, X_BATCH},
         {"without-replacement", no_argument, 0, X_WOR},
+        {"json", no_argument, 0, X_JSON},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -180,6 +188,7 @@ static int parse_exec(int argc, char **argv, exec_opts *o)
                 return cli_usage(cmd, "--batch must be 1 to 65536");
             break;
         case X_WOR: o->wor = 1; break;
+        case X_JSON: o->json = 1; break;
         case 'h': fputs(exec_help, stdout); return -1;
         default: return cli_bad_option(cmd, argv, longopts, "k:h");
         }
@@ -205,12 +214,12 @@ typedef struct {
 /* The shell word for s, single-quoted. */
 static void print_quoted(const char *s)
 {
-    putchar('\'');
+    fputc('\'', txt);
     for (; *s; s++) {
-        if (*s == '\'') fputs("'\\''", stdout);
-        else putchar(*s);
+        if (*s == '\'') fputs("'\\''", txt);
+        else fputc(*s, txt);
     }
-    putchar('\'');
+    fputc('\'', txt);
 }
 
 /* One pair at one k: sim/blackbox's run, with the program as its sampler. */
@@ -218,17 +227,17 @@ typedef sd_blackbox_result exec_result;
 
 static void print_reproduce(const exec_opts *o, const exec_pair *p, size_t k)
 {
-    printf("  reproduce: specdec certify --exec ");
+    fprintf(txt, "  reproduce: specdec certify --exec ");
     print_quoted(o->command);
-    printf(" --scheme %s", o->have_scheme ? sd_scheme_name(o->scheme) : "none");
+    fprintf(txt, " --scheme %s", o->have_scheme ? sd_scheme_name(o->scheme) : "none");
     if (!strncmp(p->name, "log:", 4)) {
-        printf(" --log ");
+        fprintf(txt, " --log ");
         print_quoted(o->log);
-        printf(" --rows %s --temperature %g", strrchr(p->name, '@') + 1, o->temperature);
+        fprintf(txt, " --rows %s --temperature %g", strrchr(p->name, '@') + 1, o->temperature);
     } else {
-        printf(" --pair %s", p->name);
+        fprintf(txt, " --pair %s", p->name);
     }
-    printf(" -k %zu --samples %.0f --seed %lu%s\n", k, o->samples, o->seed,
+    fprintf(txt, " -k %zu --samples %.0f --seed %lu%s\n", k, o->samples, o->seed,
            (o->wor || p->wor) && !o->have_scheme ? " --without-replacement" : "");
 }
 
@@ -250,12 +259,12 @@ static void print_worst(const exec_result *r, const double *target)
         if (best <= 0) break;
         worst[n] = bi, used_z[n++] = best;
     }
-    printf("  worst tokens:");
+    fprintf(txt, "  worst tokens:");
     for (size_t j = 0; j < n; j++)
-        printf("%s %zu (observed %.5f, target %.5f, %+.1f se)", j ? "," : "", worst[j],
+        fprintf(txt, "%s %zu (observed %.5f, target %.5f, %+.1f se)", j ? "," : "", worst[j],
                r->counts[worst[j]] / r->cases, target[worst[j]],
                (r->counts[worst[j]] >= r->cases * target[worst[j]] ? 1 : -1) * used_z[j]);
-    printf("\n");
+    fprintf(txt, "\n");
 }
 
 /* The program as a blackbox sampler: a pair announced, cases answered (sim/exec.h). */
@@ -293,16 +302,16 @@ static int run_one(sd_exec *x, const exec_opts *o, const exec_pair *p, size_t k,
 static void print_row(const exec_pair *p, const exec_result *r)
 {
     if (r->skipped) {
-        printf("%-32s %6zu %3zu  skipped: %s\n", p->name, p->vocab, r->k, r->note);
+        fprintf(txt, "%-32s %6zu %3zu  skipped: %s\n", p->name, p->vocab, r->k, r->note);
         return;
     }
-    printf("%-32s %6zu %3zu %9.0f %9.6f ", p->name, p->vocab, r->k, r->cases, r->accepted / r->cases);
-    if (isfinite(r->exact)) printf("%9.6f %+7.2f ", r->exact, r->z);
-    else printf("%9s %7s ", "-", "-");
-    printf("%10.3g %10.3g %10.3g ", r->gof.chi2_p, r->gof.g_p, r->gof.tail_p);
-    if (r->power_na) printf("%6s ", "-");
-    else printf("%6.3f ", r->power);
-    printf("%9.0f  %s%s\n", r->cases / r->seconds, sd_gof_verdict_name(r->verdict), p->wor ? " (w/o repl.)" : "");
+    fprintf(txt, "%-32s %6zu %3zu %9.0f %9.6f ", p->name, p->vocab, r->k, r->cases, r->accepted / r->cases);
+    if (isfinite(r->exact)) fprintf(txt, "%9.6f %+7.2f ", r->exact, r->z);
+    else fprintf(txt, "%9s %7s ", "-", "-");
+    fprintf(txt, "%10.3g %10.3g %10.3g ", r->gof.chi2_p, r->gof.g_p, r->gof.tail_p);
+    if (r->power_na) fprintf(txt, "%6s ", "-");
+    else fprintf(txt, "%6.3f ", r->power);
+    fprintf(txt, "%9.0f  %s%s\n", r->cases / r->seconds, sd_gof_verdict_name(r->verdict), p->wor ? " (w/o repl.)" : "");
 }
 
 /* The pairs to certify: --pair specs, --log rows, or the default plan (family.h:
@@ -374,6 +383,38 @@ static int same_case_before(const exec_opts *o, const exec_pair *pairs, size_t i
     return 0;
 }
 
+/* --json: the envelope, a row per pair and k that ran. */
+static void print_json(const exec_opts *o, const exec_pair *pairs, const size_t *of, const exec_result *res,
+                       size_t nres, sd_gof_verdict v)
+{
+    cli_json_open(stdout, "certify");
+    fputs("\"exec\": ", stdout), cli_json_string(stdout, o->command);
+    printf(", \"scheme\": \"%s\", \"samples\": %.0f, \"alpha\": %g, \"seed\": %lu}, \"pass\": %s, "
+           "\"verdict\": \"%s\"", o->have_scheme ? sd_scheme_name(o->scheme) : "none", o->samples, o->alpha,
+           o->seed, v == SD_GOF_PASS ? "true" : "false", sd_gof_verdict_name(v));
+    cli_json_results(stdout);
+    for (size_t i = 0; i < nres; i++) {
+        const exec_result *r = &res[i];
+        printf("%s\n  {\"pair\": ", i ? "," : "");
+        cli_json_string(stdout, pairs[of[i]].name);
+        printf(", \"vocab\": %zu, \"k\": %zu, \"skipped\": %s", r->vocab, r->k, r->skipped ? "true" : "false");
+        if (r->skipped) {
+            fputs(", \"note\": ", stdout), cli_json_string(stdout, r->note), fputs("}", stdout);
+            continue;
+        }
+        printf(", \"cases\": %.0f, \"acceptance\": %.17g, \"exact\": ", r->cases, r->accepted / r->cases);
+        cli_json_double(stdout, r->exact);
+        printf(", \"z\": "), cli_json_double(stdout, r->z);
+        printf(", \"acceptance_p\": %.6g, \"chi2_p\": %.6g, \"g_p\": %.6g, \"tail_p\": %.6g, \"too_good\": %s, "
+               "\"power\": ", r->acc_p, r->gof.chi2_p, r->gof.g_p, r->gof.tail_p, r->too_good ? "true" : "false");
+        cli_json_double(stdout, r->power);
+        printf(", \"power_runs\": ");
+        cli_json_double(stdout, r->power_runs > 0 ? r->power_runs : NAN);
+        printf(", \"verdict\": \"%s\"}", sd_gof_verdict_name(r->verdict));
+    }
+    cli_json_close(stdout);
+}
+
 int cmd_certify_exec(int argc, char **argv)
 {
     exec_opts o;
@@ -382,6 +423,7 @@ int cmd_certify_exec(int argc, char **argv)
     o.temperature = 1, o.seed = 2385;
     int rc = parse_exec(argc, argv, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
+    txt = o.json ? stderr : stdout;
     int user_ks = o.n_ks > 0;
     if (!user_ks) o.ks[0] = 2, o.n_ks = 1;
     exec_pair pairs[MAX_PAIRS];
@@ -391,24 +433,24 @@ int cmd_certify_exec(int argc, char **argv)
     sd_exec *x = NULL;
     if (rc == CLI_OK && sd_exec_start(&x, o.command, o.timeout)) rc = cli_fail("certify", sd_errmsg());
     if (rc == CLI_OK) {
-        printf("# certify --exec ");
+        fprintf(txt, "# certify --exec ");
         print_quoted(o.command);
-        printf(": scheme %s, %.0f cases per pair and k, alpha %g, seed %lu\n",
+        fprintf(txt, ": scheme %s, %.0f cases per pair and k, alpha %g, seed %lu\n",
                o.have_scheme ? sd_scheme_name(o.scheme) : "none", o.samples, o.alpha, o.seed);
-        printf("%-32s %6s %3s %9s %9s %9s %7s %10s %10s %10s %6s %9s  %s\n", "pair", "V", "k", "cases",
+        fprintf(txt, "%-32s %6s %3s %9s %9s %9s %7s %10s %10s %10s %6s %9s  %s\n", "pair", "V", "k", "cases",
                "accept", "exact", "z", "chi2 p", "G p", "tail p", "power", "cases/s", "verdict");
     }
     size_t passed = 0, failed = 0, skipped = 0, inconclusive = 0, too_good = 0, with_power = 0;
     sd_gof_verdict verdict = SD_GOF_PASS;
     double cases = 0, seconds = 0, draw_seconds = 0;
     exec_result res[MAX_PAIRS * MAX_KS];
-    size_t nres = 0;
+    size_t nres = 0, of[MAX_PAIRS * MAX_KS]; /* of[i]: res[i]'s pair */
     for (size_t i = 0; rc == CLI_OK && i < np; i++)
         for (size_t j = 0; rc == CLI_OK && j < pairs[i].n_ks; j++) {
             exec_result *r = &res[nres];
             if (same_case_before(&o, pairs, i, j)) continue;
             if (run_one(x, &o, &pairs[i], pairs[i].ks[j], r)) {
-                printf("%-32s %6zu %3zu  ERROR after %.0f cases\n", pairs[i].name, pairs[i].vocab,
+                fprintf(txt, "%-32s %6zu %3zu  ERROR after %.0f cases\n", pairs[i].name, pairs[i].vocab,
                        r->k, r->cases);
                 char msg[600];
                 snprintf(msg, sizeof msg, "--exec: pair %.100s, V = %zu, k = %zu: %.400s", pairs[i].name,
@@ -418,7 +460,7 @@ int cmd_certify_exec(int argc, char **argv)
                 rc = cli_fail("certify", msg);
                 break;
             }
-            nres++;
+            of[nres++] = i;
             print_row(&pairs[i], r);
             if (r->skipped) { skipped++; continue; }
             cases += r->cases, seconds += r->seconds, draw_seconds += r->draw_seconds;
@@ -427,28 +469,28 @@ int cmd_certify_exec(int argc, char **argv)
             if (r->verdict == SD_GOF_PASS) { passed++; continue; }
             if (r->verdict == SD_GOF_INCONCLUSIVE) {
                 inconclusive++;
-                printf("INCONCLUSIVE %s, V = %zu, k = %zu: power %.3f < 0.9 against the planted bug (one draft, "
+                fprintf(txt, "INCONCLUSIVE %s, V = %zu, k = %zu: power %.3f < 0.9 against the planted bug (one draft, "
                        "correction from the target); ", pairs[i].name, r->vocab, r->k, r->power);
-                if (r->power_runs > 0) printf("about %.0f cases give 0.9\n", r->power_runs);
-                else printf("below 0.9 up to 1e9 cases\n");
+                if (r->power_runs > 0) fprintf(txt, "about %.0f cases give 0.9\n", r->power_runs);
+                else fprintf(txt, "below 0.9 up to 1e9 cases\n");
                 continue;
             }
             if (r->verdict == SD_GOF_TOO_GOOD) {
                 too_good++;
-                printf("TOO-GOOD %s, V = %zu, k = %zu: the output law fits too well (chi-square p = %.6f, "
+                fprintf(txt, "TOO-GOOD %s, V = %zu, k = %zu: the output law fits too well (chi-square p = %.6f, "
                        "G p = %.6f)\n", pairs[i].name, r->vocab, r->k, r->gof.chi2_p, r->gof.g_p);
                 print_reproduce(&o, &pairs[i], pairs[i].ks[j]);
                 continue;
             }
             failed++;
-            printf("FAIL %s, V = %zu, k = %zu:", pairs[i].name, r->vocab, r->k);
+            fprintf(txt, "FAIL %s, V = %zu, k = %zu:", pairs[i].name, r->vocab, r->k);
             if (r->gof.min_p < o.alpha)
-                printf(" output law (chi-square p = %.3g, G p = %.3g, tail p = %.3g%s)", r->gof.chi2_p, r->gof.g_p,
+                fprintf(txt, " output law (chi-square p = %.3g, G p = %.3g, tail p = %.3g%s)", r->gof.chi2_p, r->gof.g_p,
                        r->gof.tail_p, r->gof.impossible ? ", a token of target probability 0 was output" : "");
             if (r->acc_p < o.alpha)
-                printf(" acceptance %.6f, exact %.6f for %s (z = %+.1f)", r->accepted / r->cases,
+                fprintf(txt, " acceptance %.6f, exact %.6f for %s (z = %+.1f)", r->accepted / r->cases,
                        r->exact, sd_scheme_name(o.scheme), r->z);
-            printf("\n");
+            fprintf(txt, "\n");
             print_worst(r, pairs[i].target);
             print_reproduce(&o, &pairs[i], pairs[i].ks[j]);
         }
@@ -456,18 +498,19 @@ int cmd_certify_exec(int argc, char **argv)
     for (size_t i = 0; i < nres; i++) free(res[i].counts);
     for (size_t i = 0; i < MAX_PAIRS; i++) free(pairs[i].draft), free(pairs[i].target);
     if (cases > 0)
-        printf("# %.0f cases in %.3f s: %.0f cases/s, %.2f us per case (%.2f us of it drawing the "
+        fprintf(txt, "# %.0f cases in %.3f s: %.0f cases/s, %.2f us per case (%.2f us of it drawing the "
                "drafts in specdec)\n", cases, seconds, cases / seconds, 1e6 * seconds / cases,
                1e6 * draw_seconds / cases);
     if (rc) {
-        printf("== ERROR: %zu passed, %zu failed before the program stopped answering\n", passed, failed);
+        fprintf(txt, "== ERROR: %zu passed, %zu failed before the program stopped answering\n", passed, failed);
         return rc;
     }
     char detail[200];
     snprintf(detail, sizeof detail, "%zu passed, %zu failed, %zu inconclusive, %zu too good, %zu skipped",
              passed, failed, inconclusive, too_good, skipped);
     if (passed + failed + inconclusive + too_good == 0) { /* every pair skipped: nothing certified */
-        printf("== FAIL: no pair tested (%s)\n", detail);
+        fprintf(txt, "== FAIL: no pair tested (%s)\n", detail);
+        if (o.json) print_json(&o, pairs, of, res, nres, SD_GOF_FAIL);
         return CLI_FAIL;
     }
     if (verdict == SD_GOF_PASS && !with_power) { /* power waived on every pair: none shown */
@@ -475,5 +518,6 @@ int cmd_certify_exec(int argc, char **argv)
         snprintf(detail + strlen(detail), sizeof detail - strlen(detail),
                  "; the planted bug changes no tested pair's law: no power shown");
     }
-    return cli_verdict_print(verdict, o.alpha, detail);
+    if (o.json) print_json(&o, pairs, of, res, nres, verdict);
+    return cli_verdict_fprint(txt, verdict, o.alpha, detail);
 }

@@ -20,6 +20,8 @@
  * TOO-GOOD its likely causes (the table of CERTIFY.md, "Certification verdicts"); returns the exit
  * status: PASS 0, FAIL 1, INCONCLUSIVE 3, TOO-GOOD 4. */
 int cli_verdict_print(sd_gof_verdict v, double alpha, const char *detail);
+/* The same to f (--json: the text report goes to stderr). */
+int cli_verdict_fprint(FILE *f, sd_gof_verdict v, double alpha, const char *detail);
 /* The exit status alone (--json: the object is all that stdout holds). */
 int cli_verdict_status(sd_gof_verdict v);
 

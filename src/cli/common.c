@@ -50,14 +50,19 @@ int cli_fail(const char *cmd, const char *msg)
 
 int cli_verdict_print(sd_gof_verdict v, double alpha, const char *detail)
 {
-    printf("== %s at p >= %g%s%s\n", sd_gof_verdict_name(v), alpha, detail && *detail ? ": " : "",
-           detail ? detail : "");
+    return cli_verdict_fprint(stdout, v, alpha, detail);
+}
+
+int cli_verdict_fprint(FILE *f, sd_gof_verdict v, double alpha, const char *detail)
+{
+    fprintf(f, "== %s at p >= %g%s%s\n", sd_gof_verdict_name(v), alpha, detail && *detail ? ": " : "",
+            detail ? detail : "");
     if (v == SD_GOF_TOO_GOOD)
-        printf("   a fit this good (p above 1 - %g, confirmed by simulation) does not come from\n"
-               "   independent draws: the runs look dependent or selected. Likely causes: consecutive\n"
-               "   seeds fed to a linear congruential generator (C++'s std::default_random_engine\n"
-               "   is one), a sampler that ignores its seed or reseeds at every case, runs kept or\n"
-               "   dropped by their result.\n", SD_GOF_TOO_GOOD_ALPHA);
+        fprintf(f, "   a fit this good (p above 1 - %g, confirmed by simulation) does not come from\n"
+                "   independent draws: the runs look dependent or selected. Likely causes: consecutive\n"
+                "   seeds fed to a linear congruential generator (C++'s std::default_random_engine\n"
+                "   is one), a sampler that ignores its seed or reseeds at every case, runs kept or\n"
+                "   dropped by their result.\n", SD_GOF_TOO_GOOD_ALPHA);
     return cli_verdict_status(v);
 }
 

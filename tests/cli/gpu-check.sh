@@ -1,7 +1,9 @@
 #!/bin/sh
 # The GPU check (tests/gpu-check.sh) refuses bad arguments, a missing build and a machine
-# or build without a GPU before measuring anything, and says so. (Its dry run, every
-# step on the CPU with a planted hang and a planted malformed step: make gpu-check-dry.)
+# or build without a GPU before measuring anything, and says so; a step that exits
+# non-zero is 'failed' in its summary (the dry run's planted step `fail`), and on a GPU a
+# missing compute-sanitizer fails the sanitize step. (The whole dry run, every step on
+# the CPU with a planted hang, failing and malformed step: make gpu-check-dry.)
 # usage: gpu-check.sh path/to/specdec
 SPECDEC=${1:-build/specdec}
 T=$(mktemp -d)
@@ -22,6 +24,14 @@ expect 1 "needs an NVIDIA GPU" -- env GPU_CHECK_BUILD="$T/b" sh $S --results "$T
 if [ -e "$T/r" ]; then bad "the refusal left a results folder"; else ok; fi
 expect 1 "nothing measured" -- env GPU_CHECK_BUILD="$T/b" OUT="$T/out" sh $S --steps test --results "$T/r"
 if [ -s "$T/out/log.txt" ]; then ok; else bad "the refusal left no log.txt in \$OUT"; fi
+# the dry run's planted failing step (exit 3) is 'failed (3)' in steps.tsv and the summary
+expect 1 "gpu-check: FAIL: 0 of 1 steps ok, 1 failed or timed out, 0 skipped" -- \
+    env GPU_CHECK_BUILD="$T/b" sh $S --dry-run --steps fail --results "$T/dry"
+grep -q "^fail	failed (3)	" "$T/dry/steps.tsv" 2>/dev/null && grep -q "^fail  *failed (3) " "$T/dry/summary.txt" \
+    && ok || bad "the planted failing step is not 'failed (3)': $(cat "$T/dry/steps.tsv" 2>/dev/null | tail -1)"
+# on a GPU (CHECK_DEVICE=cuda) a missing compute-sanitizer fails the sanitize step
+expect 1 "^headline: sanitize: compute-sanitizer not found" -- env CHECK_RESULTS="$T/dry" CHECK_BUILD="$T/b" \
+    CHECK_DEVICE=cuda CHECK_SANITIZER= CHECK_SAN_TESTS=plan sh $S --step sanitize
 expect 1 "is not built" -- env GPU_CHECK_BUILD="$T/none" sh $S
 expect 1 "does not exist" -- sh $S --bundle "$T/none.tar.gz"
 expect 2 "unknown step 'tset'" -- sh $S --steps test,tset

@@ -16,7 +16,7 @@ envelope() {
     name=$1; shift
     if ! "$@" > "$T/out.json" 2> "$T/err"; then bad "$name: exit $? ($(head -c 300 "$T/err"))"; return; fi
     if [ -z "$PY" ]; then
-        grep -q "^{\"command\": \"$name\", \"version\": \"[0-9.]*\", \"settings\": {" "$T/out.json" &&
+        grep -q "^{\"command\": \"$name\", \"version\": \"[0-9][0-9.]*\", \"settings\": {" "$T/out.json" &&
             grep -q '"results": \[' "$T/out.json" && ok || bad "$name --json: not the envelope"
         return
     fi
@@ -25,6 +25,7 @@ import json, sys
 o = json.load(open(sys.argv[2]))
 k = list(o)
 sys.exit(not (k[:3] == ["command", "version", "settings"] and k[-1] == "results" and o["command"] == sys.argv[1]
+              and isinstance(o["version"], str) and o["version"][:1].isdigit()
               and isinstance(o["settings"], dict) and isinstance(o["results"], list) and len(o["results"]) > 0))
 EOF
 }
@@ -33,6 +34,10 @@ envelope accept "$SPECDEC" accept --pair dirichlet:6,1,3 -k 2 --json
 envelope otm "$SPECDEC" otm --pair dirichlet:5,1,3 -k 2 --json
 envelope mc "$SPECDEC" mc --pair dirichlet:6,1,3 --scheme rrs --samples 1e4 --json
 envelope certify "$SPECDEC" certify --scheme sd --pair dirichlet:6,1,3 --samples 1e4 --seq-samples 1e4 --json
+envelope certify "$SPECDEC" certify --exec "$(dirname "$SPECDEC")/tests/exec/adapter sd" --scheme sd --pair dirichlet:6,1,3 --samples 1e4 --json
+# (a constant decoder fails: exit 1 with the object on stdout)
+envelope certify sh -c '"$0" certify --decoder "echo 0 0" --target data/models/target.gguf --prompt Ishmael --samples 10 --json
+                        [ $? = 1 ]' "$SPECDEC"
 envelope tree "$SPECDEC" tree --lm const:0.8 --scheme chain --shape 4 --exact --samples 0 --json
 envelope compare "$SPECDEC" compare --lm markov:4,1,0.5,7,0.5 --length 2 --samples 2000 --json
 envelope replay "$SPECDEC" replay --log data/logs/sample.safetensors -k 2 --json

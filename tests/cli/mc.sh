@@ -25,6 +25,8 @@ expect 0 '"k": 4, .*"k_used": 2' -- "$SPECDEC" mc --pair bernoulli:0.3,0.6 --sch
 expect 3 "== INCONCLUSIVE at p >= 1e-06: token-level power 0.110 < 0.9; about 1000 samples give 0.9" -- \
     "$SPECDEC" certify --scheme specinfer --pair zipf:50,1.2,0.7 --samples 300 --seq-samples 20000
 expect 3 '"verdict": "INCONCLUSIVE"' -- "$SPECDEC" certify --scheme specinfer --samples 300 --seq-samples 20000 --json
+# --json keeps the verdict's exit status: a FAIL (any p-value below an alpha of 0.9999) exits 1
+expect 1 '"pass": false, "verdict": "FAIL"' -- "$SPECDEC" certify --scheme sd --pair dirichlet:6,1,3 --samples 1e4 --seq-samples 1e4 --alpha 0.9999 --json
 # certify: passes a correct scheme on the default plan (family.h), JSON says so
 expect 0 '"pass": true.*"plan_cases": 15' -- "$SPECDEC" certify --scheme specinfer --samples 300000 --seq-samples 100000 --json
 expect 0 "^trunc:150000,1.1,0.8,40,0.95,0,1 .* 8 .*PASS" -- "$SPECDEC" certify --scheme specinfer --samples 100000 --seq-samples 20000 -k 8

@@ -18,8 +18,17 @@
  *                           block (the only one the pair (t1, t2) can see) is right
  *   no-rollback             after a rejection the target's cache is not rolled back: the
  *                           rejected drafts stay in the context of every later block
- * The last two act only after a rejected block, where the first-token and pair tests
- * of certify cannot look. */
+ *   last-draft              the token at position N drawn from the draft's law (a draft
+ *                           printed unverified), every other token exact
+ *   correlated              no drafts: every token drawn from the target's law by the
+ *                           inverse CDF over the tokens most probable first, the tokens at
+ *                           even positions from 4 on (4, 6, ...) with the uniform of the
+ *                           position before: each token's law is right on average, but
+ *                           consecutive tokens are not independent (t1 and t2 are)
+ * The last four act only where the first-token and pair tests of certify cannot look:
+ * after a rejected block, at position N, between consecutive tokens. certify --decoder
+ * simulates its power against late-correction, last-draft and correlated (at --positions
+ * N), the test of every position that each of them needs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +43,9 @@
 
 #define GAMMA 4
 
-enum { BUG_NONE, BUG_ARGMAX, BUG_CORRECTION, BUG_LATE, BUG_NO_ROLLBACK };
+enum { BUG_NONE, BUG_ARGMAX, BUG_CORRECTION, BUG_LATE, BUG_NO_ROLLBACK, BUG_LAST_DRAFT, BUG_CORRELATED };
 static const char *const bug_names[] = {"none", "argmax-draft", "correction-from-target", "late-correction",
-                                        "no-rollback"};
+                                        "no-rollback", "last-draft", "correlated"};
 
 /* One model's cache: *fed of the committed ids are in it (after them, with the
  * no-rollback bug, stale entries). */
@@ -123,6 +132,54 @@ static int block(model_run *t, model_run *d, int32_t *ids, size_t *n, int bug, g
     return rc;
 }
 
+/* The law of model m's next token after ids[0 .. n) (a pass of its own). */
+static int law_after(const sd_llama *m, const int32_t *ids, size_t n, double *law)
+{
+    size_t V = m->cfg.n_vocab;
+    sd_kv *kv;
+    int rc = sd_kv_alloc(m, n, &kv);
+    if (rc) return rc;
+    float *lg = sd_xmalloc(n * V * sizeof *lg);
+    double *lgd = sd_xmalloc(V * sizeof *lgd);
+    rc = sd_llama_forward(m, kv, ids, n, NULL, NULL, lg, NULL);
+    for (size_t x = 0; x < V; x++) lgd[x] = lg[(n - 1) * V + x];
+    if (!rc) rc = sd_dist_from_logits(lgd, V, 1.0, 0, 1.0, law, "logits");
+    free(lg), free(lgd);
+    sd_kv_free(kv);
+    return rc;
+}
+
+/* The token of uniform s by the inverse CDF over the tokens most probable first. */
+static size_t draw_sorted(const double *law, size_t V, double s)
+{
+    size_t *order = sd_xmalloc(V * sizeof *order), x = 0;
+    double *key = sd_xmalloc(V * sizeof *key), c = 0;
+    for (size_t y = 0; y < V; y++) order[y] = y, key[y] = -law[y];
+    sd_sort_by_key(order, V, key);
+    for (size_t k = 0; k < V; k++) {
+        if (law[order[k]] > 0) x = order[k]; /* rounding: the last token of positive mass */
+        if (s < (c += law[order[k]])) break;
+    }
+    free(order), free(key);
+    return x;
+}
+
+/* correlated: the target alone, the uniform of each even position from 4 on the one
+ * before it. */
+static int correlated(model_run *t, int32_t *ids, size_t *n, size_t N, int32_t eos, gsl_rng *rng)
+{
+    size_t V = t->m->cfg.n_vocab;
+    double *law = sd_xmalloc(V * sizeof *law), s = 0;
+    int rc = SD_OK;
+    for (size_t i = 0; !rc && i < N && (i == 0 || ids[*n - 1] != eos); i++) {
+        if ((rc = feed(t, ids, *n, NULL, 0, law))) break;
+        if (i < 3 || i % 2 == 0) s = gsl_rng_uniform(rng); /* i: position i + 1 */
+        ids[(*n)++] = (int32_t)draw_sorted(law, V, s);
+    }
+    free(law);
+    return rc;
+}
+
 static int decode(const char *const *argv, size_t N, int bug)
 {
     sd_llama *tm = NULL, *dm = NULL;
@@ -145,9 +202,15 @@ static int decode(const char *const *argv, size_t N, int bug)
     ids = sd_xrealloc(ids, (n + N + GAMMA + 1) * sizeof *ids);
     t.lg = sd_xmalloc(cap * V * sizeof *t.lg), d.lg = sd_xmalloc(cap * V * sizeof *d.lg);
     double *law = sd_xmalloc(V * sizeof *law);
-    if (!(rc = feed(&t, ids, n, NULL, 0, law))) ids[n++] = (int32_t)draw(law, V, rng); /* the target alone */
+    if (bug == BUG_CORRELATED) rc = correlated(&t, ids, &n, N, eos, rng);
+    else if (!(rc = feed(&t, ids, n, NULL, 0, law))) ids[n++] = (int32_t)draw(law, V, rng); /* the target alone */
+    while (!rc && bug != BUG_CORRELATED && n - n_prompt < N && ids[n - 1] != eos)
+        rc = block(&t, &d, ids, &n, bug, rng, &rejections);
+    int ended = 0; /* last-draft: token N from the draft given the N - 1 before it */
+    for (size_t i = n_prompt; i + 1 < n_prompt + N && i < n; i++) ended |= ids[i] == eos;
+    if (!rc && bug == BUG_LAST_DRAFT && !ended && n >= n_prompt + N && !(rc = law_after(dm, ids, n_prompt + N - 1, law)))
+        ids[n_prompt + N - 1] = (int32_t)draw(law, V, rng);
     free(law);
-    while (!rc && n - n_prompt < N && ids[n - 1] != eos) rc = block(&t, &d, ids, &n, bug, rng, &rejections);
     for (size_t i = n_prompt; !rc && i < n && i < n_prompt + N; i++) {
         printf(i > n_prompt ? " %d" : "%d", (int)ids[i]);
         if (ids[i] == eos) break;
@@ -173,7 +236,7 @@ int main(int argc, char **argv)
     if (bug < 0 || N < 1 || N > 100) {
         fprintf(stderr, "usage: spec_decoder TARGET.gguf DRAFT.gguf PROMPT SEED N [BUG]\n"
                         "  N: 1 to 100 tokens; BUG: none, argmax-draft, correction-from-target,\n"
-                        "  late-correction or no-rollback\n");
+                        "  late-correction, no-rollback, last-draft or correlated\n");
         return 2;
     }
     return decode((const char *const *)argv, (size_t)N, bug);

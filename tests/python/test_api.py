@@ -58,6 +58,7 @@ def runjson(*args, code=0):
     keys = list(out)
     check("%s --json: the envelope" % args[0],
           keys[:3] == ["command", "version", "settings"] and keys[-1] == "results" and out["command"] == args[0]
+          and isinstance(out["version"], str) and len(out["version"]) > 0
           and isinstance(out["settings"], dict) and isinstance(out["results"], list), "keys %s" % keys)
     return out
 
@@ -175,6 +176,68 @@ def test_certify():
         check(where + " verdict", py["verdict"] == f[-1], "python %s, command %s" % (py["verdict"], f[-1]))
         check(where + " pass", py["pass"] == (f[-1] == "PASS"), "python %s, command %s" % (py["pass"], f[-1]))
         check(where + " verdict expected", py["pass"] == (scheme == impl and not bug), str(py["pass"]))
+
+
+def exact_power(target, alt, n, alpha):
+    """The power of the output-law test on two tokens, without simulation: the binomial
+    law under alt of the counts whose p-value (the smaller of chi-square's and G's, one
+    degree of freedom: erfc(sqrt(x / 2))) is below alpha."""
+    total = 0.0
+    for k in range(n + 1):
+        o, e = (n - k, k), (n * target[0], n * target[1])
+        chi2 = sum((oi - ei) ** 2 / ei for oi, ei in zip(o, e))
+        g = 2 * sum(oi * math.log(oi / ei) for oi, ei in zip(o, e) if oi > 0)
+        if min(math.erfc(math.sqrt(chi2 / 2)), math.erfc(math.sqrt(g / 2))) < alpha:
+            total += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                              + k * math.log(alt[1]) + (n - k) * math.log(alt[0]))
+    return total
+
+
+def test_certify_verdicts():
+    """INCONCLUSIVE and TOO-GOOD reach Python as the command says them; the power printed
+    is the exact one (not 10 alpha's)."""
+    spec = "bernoulli:0.3,0.6"
+    draft, target = specdec.pair(spec)
+    sampler = adapter.Sampler("sd", None)
+
+    def start(vocab, kk, seed):
+        sampler.pair(vocab, kk, seed, draft, target)
+
+    def cases(drafts):
+        answers = [sampler.case([int(x) for x in row]) for row in drafts]
+        return [a[0] for a in answers], [a[1] for a in answers]
+
+    # a correct sampler at 300 cases: the power against the planted bug is short of 0.9
+    py = specdec.certify(cases, draft, target, k=1, scheme="sd", samples=300, name=spec, start=start)
+    check("certify at 300 cases: INCONCLUSIVE", py["verdict"] == "INCONCLUSIVE" and not py["pass"], str(py))
+    cmd = "%s %s sd" % (sys.executable, os.path.join(HERE, "..", "exec", "adapter.py"))
+    f = _row(run("certify", "--exec", cmd, "--scheme", "sd", "--pair", spec, "--samples", "300", code=3).stdout, spec)
+    check("certify at 300 cases: the command's row", f is not None and f[-1] == "INCONCLUSIVE" and
+          abs(float(f[10]) - py["power"]) < 5e-4, str(f))
+    # the planted bug (one draft, its correction from the target) on two tokens: 0.263 exactly,
+    # 0.432 at 10 alpha; 200 simulated runs put the estimate within 0.1 (3 standard errors)
+    beta = np.minimum(draft, target).sum()
+    alt = np.minimum(draft, target) + (1 - beta) * target
+    want, loose = exact_power(target, alt, 300, 1e-6), exact_power(target, alt, 300, 1e-5)
+    check("certify: power against the exact one", abs(py["power"] - want) < 0.1 and abs(loose - want) > 0.15,
+          "simulated %g, exact %g (at 10 alpha %g)" % (py["power"], want, loose))
+
+    # a stratified sampler: the target's 10 tokens in turn, the drafts ignored: too good
+    d2, t2 = specdec.pair("uniform:20,2")
+    support, turn = np.flatnonzero(t2), [0]
+
+    def cycle(drafts):
+        n = len(drafts)
+        tokens = support[(turn[0] + np.arange(n)) % len(support)]
+        turn[0] += n
+        return tokens, np.zeros(n, dtype=np.uint8)
+
+    py = specdec.certify(cycle, d2, t2, k=2, samples=10000, name="uniform:20,2")
+    check("certify a stratified sampler: TOO-GOOD", py["verdict"] == "TOO-GOOD" and py["too_good"] and not py["pass"],
+          str(py))
+    loop = 'n=0; while read w rest; do [ "$w" = case ] && echo $((n % 10)) 0 && n=$((n + 1)); done'
+    f = _row(run("certify", "--exec", loop, "--pair", "uniform:20,2", "--samples", "10000", code=4).stdout, "uniform:20,2")
+    check("certify a stratified sampler: the command's row", f is not None and f[-1] == "TOO-GOOD", str(f))
 
 
 def test_certify_errors():
@@ -450,7 +513,7 @@ def test_decode():
         check("decode: the unknown scheme's message", "unknown scheme 'nope'" in str(e), str(e))
 
 
-for test in (test_version, test_accept, test_float32, test_mc, test_certify, test_certify_errors, test_tree,
+for test in (test_version, test_accept, test_float32, test_mc, test_certify, test_certify_verdicts, test_certify_errors, test_tree,
              test_replay, test_errors, test_accept_more, test_certify_scheme, test_tree_more, test_replay_cost,
              test_decode):
     test()
