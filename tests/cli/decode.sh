@@ -108,6 +108,12 @@ ABS=$(cd "$(dirname "$SPECDEC")" && pwd)/$(basename "$SPECDEC")
 M="--target $T/m.gguf --draft $T/d.gguf --quiet --scheme sd --max-tokens 4 --n-prompts 1"
 expect 1 "prompt 1 has 39 tokens" -- sh -c "cd '$T' && '$ABS' decode $M"
 mkdir -p "$T/bin" && cp "$SPECDEC" "$T/bin/specdec"
+if [ -n "${SPECDEC_TEST_QEMU:-}" ]; then
+    # under qemu-user (tests/run-arm.sh) $SPECDEC is a twin script "exec qemu PROGRAM":
+    # the copy must be of the ARM program, run by a twin of its own, or it finds the data
+    arm=$(sed -n 's/^exec [^ ]* \([^ ]*\) .*/\1/p' "$SPECDEC")
+    cp "$arm" "$T/bin/specdec.arm" && sed "s#$arm#$T/bin/specdec.arm#" "$SPECDEC" > "$T/bin/specdec"
+fi
 expect 1 "pass --prompts FILE or --prompt TEXT" -- sh -c "cd '$T' && '$T/bin/specdec' decode $M"
 
 # --- bad input: clear errors, nothing written ---
