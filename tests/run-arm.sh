@@ -41,7 +41,9 @@ echo "run-arm: $("$BUILD/qemu/specdec" --version 2>&1 | head -1), under $("$QEMU
 # llama.cpp's x86 programs; their arithmetic is the unit tests' and the logits' below).
 # SPECDEC_MPI=skip: mpi.sh checks the plain build's refusals, not the x86 Open MPI runs;
 # SPECDEC_TEST_QEMU: test_pool skips its fork test, which crashes qemu-user itself.
-TEST_SKIP="python.sh the x86 Python cannot load an ARM libspecdec.so
+# SLOW: unit tests and scripts of minutes emulated whose arithmetic is plain C that make
+# test runs natively; ARM_FULL=1 runs them too (over an hour on 2 cores).
+CANNOT="python.sh the x86 Python cannot load an ARM libspecdec.so
 slurm.sh Slurm's x86 srun cannot launch ARM programs
 sweep.sh its workers are specdec started again by path, an ARM program the kernel cannot run here
 readme.sh the README's commands, about 150 s natively, many times that emulated: make test runs them
@@ -50,7 +52,17 @@ exec.sh certify --exec's protocol, about 450 s natively: make test runs it
 ladder.sh the ladder's bench, about 90 s natively: make test runs it
 figs.sh the figures' recipes, about 40 s natively: make test runs it
 cpu-sets.sh the large target's greedy text under each set, minutes emulated: test_cpu and the logits below hold the sets
-replay.sh decode and replay runs, about 30 s natively; one check is of the machine's timing: make test runs it" \
+replay.sh decode and replay runs, about 30 s natively; one check is of the machine's timing: make test runs it"
+SLOW="test_certify statistics over many thousands of runs, about 4 minutes emulated: make test runs it (ARM_FULL=1 here)
+test_decode speculative decoding certified over thousands of texts, many minutes emulated: make test runs it (ARM_FULL=1 here)
+test_otm statistics over many runs, minutes emulated: make test runs it (ARM_FULL=1 here)
+test_tree statistics over many trees, many minutes emulated: make test runs it (ARM_FULL=1 here)
+convert.sh every conversion and type, about 19 minutes emulated: make test runs it; the Q8_0 logits below are ARM's (ARM_FULL=1 here)
+json.sh every command's envelope, about 6 minutes emulated: make test runs it (ARM_FULL=1 here)
+options.sh the option table's parsing, about 6 minutes emulated: make test runs it (ARM_FULL=1 here)"
+[ "${ARM_FULL:-0}" = 1 ] && SLOW=""
+TEST_SKIP="$CANNOT${SLOW:+
+$SLOW}" \
 SPECDEC_MPI=skip SPECDEC_TEST_QEMU=1 sh tests/run-tests.sh "$BUILD/qemu"
 rc=$?
 for t in test_cpu test_gemm; do
