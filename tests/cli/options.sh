@@ -70,13 +70,14 @@ for c in "accept $P" "otm $P" "mc $P --scheme sd --samples 1000" \
     [ "$rc" = 0 ] && [ ! -s "$T/err" ] && ok || bad "--quiet: $c: exit $rc, stderr: $(head -c 200 "$T/err")"
 done
 
-# progress: drawn on a terminal (script gives one), never into a file
-"$SPECDEC" mc $P --scheme sd --samples 2e7 --threads 1 > /dev/null 2> "$T/err" || bad "mc 2e7"
+# progress: drawn on a terminal (script gives one), never into a file; 6e7 trials take over
+# a second (the first report) even on a fast machine
+"$SPECDEC" mc $P --scheme sd --samples 6e7 --threads 1 > /dev/null 2> "$T/err" || bad "mc 6e7"
 grep -q "$(printf '\r')" "$T/err" && bad "progress written into a file: $(head -c 100 "$T/err")" || ok
 if command -v script > /dev/null 2>&1; then
-    script -qec "$SPECDEC mc $P --scheme sd --samples 2e7 --threads 1 > /dev/null" /dev/null > "$T/tty" 2>&1
+    script -qec "$SPECDEC mc $P --scheme sd --samples 6e7 --threads 1 > /dev/null" /dev/null > "$T/tty" 2>&1
     grep -q "mc: .* trials" "$T/tty" && ok || bad "no progress on a terminal: $(head -c 100 "$T/tty")"
-    script -qec "$SPECDEC mc $P --scheme sd --samples 2e7 --threads 1 --quiet > /dev/null" /dev/null > "$T/tty" 2>&1
+    script -qec "$SPECDEC mc $P --scheme sd --samples 6e7 --threads 1 --quiet > /dev/null" /dev/null > "$T/tty" 2>&1
     grep -q "trials" "$T/tty" && bad "progress on a terminal with --quiet" || ok
 else
     echo "options: skipped: no 'script' for a terminal (the progress-on-a-terminal half)"
