@@ -35,6 +35,9 @@ envelope otm "$SPECDEC" otm --pair dirichlet:5,1,3 -k 2 --json
 envelope mc "$SPECDEC" mc --pair dirichlet:6,1,3 --scheme rrs --samples 1e4 --json
 envelope certify "$SPECDEC" certify --scheme sd --pair dirichlet:6,1,3 --samples 1e4 --seq-samples 1e4 --json
 envelope certify "$SPECDEC" certify --exec "$(dirname "$SPECDEC")/tests/exec/adapter sd" --scheme sd --pair dirichlet:6,1,3 --samples 1e4 --json
+# (a sampler that always answers token 0, never accepted, fails: exit 1 with the object on stdout)
+envelope certify sh -c '"$0" certify --exec "$1" --pair dirichlet:6,1,3 --samples 1000 --json
+                        [ $? = 1 ]' "$SPECDEC" 'while read w rest; do [ "$w" = case ] && echo 0 0; done'
 # (a constant decoder fails: exit 1 with the object on stdout)
 envelope certify sh -c '"$0" certify --decoder "echo 0 0" --target data/models/target.gguf --prompt Ishmael --samples 10 --json
                         [ $? = 1 ]' "$SPECDEC"
