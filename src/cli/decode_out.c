@@ -260,7 +260,8 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
     printf("# predicted: from a calibration run (%zu prompt%s) and the costs, [%g interval]; err = measured/predicted - 1,\n"
            "# in: the measured value inside the interval; the calibration's target passes took %.2fx the costs' M_T\n"
            "# (a scheme's own ratio about it: %.0f%%); from the calibration's spread from prompt to prompt, the runs'\n"
-           "# speedups may stand %.1f%% from the calibration's (one standard deviation, in the intervals)\n",
+           "# speedups may stand %.1f%% from the calibration's (one standard deviation; each scheme's own spread\n"
+           "# over the calibration's prompts makes its interval)\n",
            s->b.ncal, CLI_S(s->b.ncal), o->level, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1, 100 * s->b.costs.target_scale_sd,
            100 * s->b.costs.prompt_sd);
     printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after (the machine's drift)\n",
