@@ -365,7 +365,7 @@ void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds
         }
     *lo = *hi = NAN;
     if (k < 2 || !(level > 0 && level < 1) || !nrun) return;
-    double m = sum / k, var = (sq - k * m * m) / (k - 1), z = gsl_cdf_ugaussian_Pinv(0.5 + level / 2);
+    double m = sum / k, var = (sq - k * m * m) / (k - 1), z = gsl_cdf_tdist_Pinv(0.5 + level / 2, k - 1);
     double w = z * sqrt((var > 0 ? var : 0) * (1 / k + 1 / (double)nrun));
     *lo = exp(-w), *hi = exp(w);
 }

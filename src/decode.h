@@ -180,9 +180,11 @@ double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds);
  * best and the second scheme's 90% interval was +-8-13% (make bench-predict), where each
  * one's own was +-15-22%. Writes the factors about the ratio of
  * the two predictions, lo <= 1 <= hi, between which the runs' measured ratio falls at
- * `level` (e.g. 0.9): exp(-+z s sqrt(1 / k + 1 / nrun)), z the normal quantile, s the
- * standard deviation of log(sa[r] / sb[r]) over the k rounds both ran, nrun the runs'
- * prompts; NAN and NAN with fewer than 2 such rounds. */
+ * `level` (e.g. 0.9): exp(-+t s sqrt(1 / k + 1 / nrun)), s the standard deviation of
+ * log(sa[r] / sb[r]) over the k rounds both ran, t the quantile of Student's t with k - 1
+ * degrees of freedom (s is estimated from those k rounds: the normal quantile covered 84%
+ * of the pairs at 0.9 with k = 8), nrun the runs' prompts; NAN and NAN with fewer than 2
+ * such rounds. */
 void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds, size_t nrun, double level,
                                double *lo, double *hi);
 

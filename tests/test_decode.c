@@ -548,12 +548,16 @@ static void test_decode_predict(void **state)
     assert_close(sqrt(v0 / 2), 0.2, 1e-12, 0);
     assert_true(sd_decode_prompt_spread(rounds + 6, 1, 3) == 0);
     /* paired by prompt: the log ratios 0, log 1.2, log 0.9 (sd s), the interval
-     * exp(-+1.645 s sqrt(1/3 + 1/20)) at 0.9; a scheme against itself: 1, 1; one round: NAN */
+     * exp(-+t s sqrt(1/3 + 1/20)) at 0.9, t Student's with 2 degrees of freedom at 0.95, in
+     * closed form q sqrt(2 / (1 - q^2)) at q = 0.9; a scheme against itself: 1, 1; one
+     * round: NAN */
     double sa[3] = {1, 1.2, 0.9}, sb[3] = {1, 1, 1}, plo, phi;
     double lm = (log(1.2) + log(0.9)) / 3, lv = (lm * lm + (log(1.2) - lm) * (log(1.2) - lm) +
                                                    (log(0.9) - lm) * (log(0.9) - lm)) / 2;
     sd_decode_paired_interval(sa, sb, 3, 20, 0.9, &plo, &phi);
-    assert_close(phi, exp(1.6448536269514722 * sqrt(lv * (1.0 / 3 + 1.0 / 20))), 1e-9, 0);
+    double t2 = 0.9 * sqrt(2 / (1 - 0.9 * 0.9));
+    assert_close(t2, 2.919986, 1e-6, 0);
+    assert_close(phi, exp(t2 * sqrt(lv * (1.0 / 3 + 1.0 / 20))), 1e-9, 0);
     assert_close(plo * phi, 1, 1e-12, 0);
     sd_decode_paired_interval(sa, sa, 3, 20, 0.9, &plo, &phi);
     assert_true(plo == 1 && phi == 1);
