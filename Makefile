@@ -355,7 +355,8 @@ bench-e2e: $(BIN)
 	E2E_PAIR=$(PAIR) LARGE_DRAFT=$(LARGE_DRAFT) sh tests/bench/e2e.sh $(BUILD)
 
 # bench-predict: decode --scheme all five times on the default pair; per scheme the
-# predicted speedup's mean error, spread and the intervals' coverage (tests/bench/predict.sh).
+# predicted speedup's mean error, spread and the intervals' coverage, and the goals met or
+# missed (tests/bench/predict.sh). PREDICT_CPUS="avx2 avx512": once per kernel set.
 bench-predict: $(BIN)
 	E2E_PAIR=$(PAIR) LARGE_DRAFT=$(LARGE_DRAFT) sh tests/bench/predict.sh $(BUILD)
 

@@ -365,7 +365,7 @@ void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds
         }
     *lo = *hi = NAN;
     if (k < 2 || !(level > 0 && level < 1) || !nrun) return;
-    double m = sum / k, var = (sq - k * m * m) / (k - 1), z = gsl_cdf_ugaussian_Pinv(0.5 + level / 2);
+    double m = sum / k, var = (sq - k * m * m) / (k - 1), z = gsl_cdf_tdist_Pinv(0.5 + level / 2, k - 1);
     double w = z * sqrt((var > 0 ? var : 0) * (1 / k + 1 / (double)nrun));
     *lo = exp(-w), *hi = exp(w);
 }
@@ -389,10 +389,41 @@ static double block_se(double sum, double sq, double n)
     return var > 0 ? sqrt(var / n) : 0;
 }
 
+void sd_decode_round_spread(const double *speedup, const double *efficiency, size_t rounds, size_t nrun,
+                            sd_decode_spread *out)
+{
+    double ss = 0, sq = 0, es = 0, eq = 0, k = 0;
+    for (size_t r = 0; r < rounds; r++)
+        if (speedup[r] > 0 && efficiency[r] > 0) {
+            double x = log(speedup[r]), y = log(efficiency[r]);
+            ss += x, sq += x * x, es += y, eq += y * y, k++;
+        }
+    memset(out, 0, sizeof *out);
+    if (k < 2) return;
+    double vs = (sq - ss * ss / k) / (k - 1), ve = (eq - es * es / k) / (k - 1);
+    out->rounds = (size_t)k;
+    out->speedup_sd = vs > 0 ? sqrt(vs) : 0, out->efficiency_sd = ve > 0 ? sqrt(ve) : 0;
+    out->scale = sqrt(1 / k + (nrun ? 1 / (double)nrun : 0));
+}
+
+/* Costs v read as this ladder pass: its curves, and the calibrated widths' scales taken
+ * against them, so that a width the calibration passed keeps its own time. */
+static void ladder_pass(const sd_decode_costs *c, size_t pass, sd_decode_costs *v)
+{
+    *v = *c;
+    if (!c->pass[0][pass]) return;
+    v->target = c->pass[0][pass], v->draft = c->pass[1][pass];
+    if (c->pass[2][pass]) v->parallel = c->pass[2][pass];
+    for (size_t w = 1; w <= SD_DECODE_WIDTHS; w++)
+        if (c->width_scale[w] > 0)
+            v->width_scale[w] *= sd_cost_curve_eval(c->target, (double)w) / sd_cost_curve_eval(v->target, (double)w);
+}
+
 int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,
                                const double *tried, const double *won, size_t nranks,
-                               const sd_decode_stats *cal, const sd_decode_stats *ar, double level,
-                               size_t reps, gsl_rng *rng, sd_decode_prediction *p)
+                               const sd_decode_stats *cal, const sd_decode_stats *ar,
+                               const sd_decode_spread *spread, double level, size_t reps, gsl_rng *rng,
+                               sd_decode_prediction *p)
 {
     if (!(level > 0 && level < 1) || reps < 10)
         return sd_error(SD_EINVAL, "prediction interval: level %g (want 0 < level < 1), %zu replicates "
@@ -402,31 +433,33 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
     double tok_se = block_se((double)cal->tokens, cal->tokens_sq, B);
     double over = (cal->seconds - cal->draft_s - cal->target_s) / B;
     double over_se = block_se(over * B, cal->overhead_sq, B);
-    int fixed = t->walk == SD_WALK_TREE, rc = SD_OK;
+    int fixed = t->walk == SD_WALK_TREE, rounds = spread && spread->rounds >= 2, rc = SD_OK;
+    double df = rounds ? (double)spread->rounds - 1 : 0;
     if (nranks > SD_TREE_MAX_CHILDREN) nranks = SD_TREE_MAX_CHILDREN;
-    double d0 = sd_decode_predict_draft(c, t, scheme, cal); /* the mean curves' draft time */
     for (size_t r = 0; r < reps && !rc; r++) {
-        size_t pass = gsl_rng_uniform_int(rng, SD_COST_PASSES);
-        sd_decode_costs v = *c;
-        if (c->pass[0][pass]) v.target = c->pass[0][pass], v.draft = c->pass[1][pass];
-        if (c->pass[2][pass]) v.parallel = c->pass[2][pass];
+        sd_decode_costs v;
+        ladder_pass(c, gsl_rng_uniform_int(rng, SD_COST_PASSES), &v);
         if (c->target_scale_sd > 0) { /* at least a tenth of the calibrated ratios */
             double f = fmax(0.1, 1 + gsl_ran_gaussian(rng, c->target_scale_sd));
             v.target_scale = (c->target_scale > 0 ? c->target_scale : 1) * f;
             for (size_t w = 0; w <= SD_DECODE_WIDTHS; w++) v.width_scale[w] *= f;
         }
+        sd_decode_stats cs = *cal;
+        sd_decode_prediction q;
+        if (rounds) { /* the rounds carry the counts' sampling error: the point ranks */
+            for (size_t k = 0; k < nranks; k++) ranks[k] = tried[k] > 0 ? won[k] / tried[k] : 0;
+            rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
+            double fe = exp(spread->efficiency_sd * spread->scale * gsl_ran_tdist(rng, df));
+            double fs = exp(spread->speedup_sd * spread->scale * gsl_ran_tdist(rng, df));
+            eff[r] = q.efficiency * fe, rate[r] = q.rate * fs, speed[r] = q.speedup * fs;
+            continue;
+        }
         for (size_t k = 0; k < nranks; k++)
             ranks[k] = tried[k] > 0 ? gsl_ran_beta(rng, won[k] + 0.5, tried[k] - won[k] + 0.5) : 0;
         /* the calibration's totals with this replicate's efficiency and overhead */
-        sd_decode_stats cs = *cal;
         double e = (double)cal->tokens / B + gsl_ran_gaussian(rng, tok_se), o = over + gsl_ran_gaussian(rng, over_se);
         if (!fixed) cs.tokens = (size_t)fmax(B, e * B + 0.5);
-        /* the draft's time as the calibration measured it, moved as this pass of the
-         * ladder moves the ladder's estimate */
-        double d1 = sd_decode_predict_draft(&v, t, scheme, cal);
-        if (d0 > 0 && d1 > 0) cs.draft_s = cal->draft_s * d1 / d0;
         cs.seconds = cs.draft_s + cal->target_s + fmax(o, 0) * B;
-        sd_decode_prediction q;
         rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
         /* the runs' own prompts against the calibration's */
         double f = c->prompt_sd > 0 ? fmax(0.1, 1 + gsl_ran_gaussian(rng, c->prompt_sd)) : 1;

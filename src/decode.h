@@ -102,8 +102,10 @@ typedef struct {
     double prompt_sd;        /* how far the measured runs' speedup may stand from the
                                 calibration's, relative standard deviation: the speedups'
                                 spread from prompt to prompt in the calibration
-                                (sd_decode_prompt_spread) x sqrt(1 / its prompts + 1 / the
-                                runs'); the intervals draw from it */
+                                (sd_decode_prompt_spread, pooled over the schemes) x
+                                sqrt(1 / its prompts + 1 / the runs'); what decode prints,
+                                and what an interval draws from when its scheme has no
+                                spread of its own (sd_decode_spread) */
 } sd_decode_costs;
 
 /* Measures the curves (sd_cost_measure: the models alternating at every width; its
@@ -178,9 +180,11 @@ double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds);
  * best and the second scheme's 90% interval was +-8-13% (make bench-predict), where each
  * one's own was +-15-22%. Writes the factors about the ratio of
  * the two predictions, lo <= 1 <= hi, between which the runs' measured ratio falls at
- * `level` (e.g. 0.9): exp(-+z s sqrt(1 / k + 1 / nrun)), z the normal quantile, s the
- * standard deviation of log(sa[r] / sb[r]) over the k rounds both ran, nrun the runs'
- * prompts; NAN and NAN with fewer than 2 such rounds. */
+ * `level` (e.g. 0.9): exp(-+t s sqrt(1 / k + 1 / nrun)), s the standard deviation of
+ * log(sa[r] / sb[r]) over the k rounds both ran, t the quantile of Student's t with k - 1
+ * degrees of freedom (s is estimated from those k rounds: the normal quantile covered 84%
+ * of the pairs at 0.9 with k = 8), nrun the runs' prompts; NAN and NAN with fewer than 2
+ * such rounds. */
 void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds, size_t nrun, double level,
                                double *lo, double *hi);
 
@@ -191,25 +195,48 @@ void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds
  * the calibration has no tokens. */
 double sd_decode_ar_token_seconds(const sd_decode_costs *c, const sd_decode_stats *ar);
 
+/* A scheme's spread from prompt to prompt in an interleaved calibration: what its
+ * prediction's interval draws from (sd_decode_round_spread). A round's speedup (its
+ * tokens/s over ar's on the same prompt, the machine's speed at that moment in both) and
+ * its block efficiency carry every source of the runs' deviation from the calibration
+ * that averages over prompts: the prompt, the tokens drawn, the machine's noise. */
+typedef struct {
+    size_t rounds;        /* k: the rounds with a speedup and an efficiency */
+    double speedup_sd;    /* standard deviation of log(speedup) over them */
+    double efficiency_sd; /* of log(tokens per block) */
+    double scale;         /* sqrt(1 / k + 1 / nrun): the calibration's mean of k rounds
+                             against the runs' of nrun prompts */
+} sd_decode_spread;
+
+/* From a scheme's rounds: speedup[r], efficiency[r] for r < rounds (0: none), and the
+ * prompts of the measured runs. rounds, speedup_sd, efficiency_sd 0 with fewer than 2. */
+void sd_decode_round_spread(const double *speedup, const double *efficiency, size_t rounds, size_t nrun,
+                            sd_decode_spread *out);
+
 /* The interval of a prediction (p, filled by sd_decode_predict): the central `level`
- * (e.g. 0.9) of reps parametric-bootstrap replicates, each with
- *   - every rank's acceptance drawn from its Beta(won + 1/2, tried - won + 1/2) posterior
- *     (the calibration's counts; a static tree), or the efficiency from a normal of the
- *     calibration's mean and standard error over blocks (other walks);
- *   - the overhead per block from a normal of its mean and standard error;
+ * (e.g. 0.9) of reps replicates of what the prediction was made from, each with
+ *   - the cost curves of one timing pass of the ladder, drawn at random, where the
+ *     prediction reads the ladder: a target width no calibration passed, a draft with no
+ *     calibrated block (a width the calibration passed keeps its own time: its scale is
+ *     taken against this pass's curve, so the ladder's spread does not enter it);
  *   - the target's ratios to the ladder all moved by one factor from a normal of relative
- *     spread c->target_scale_sd (a scheme's own target time against them);
- *   - the rate and the speedup moved by a factor from a normal of relative spread
- *     c->prompt_sd (the runs' prompts are not the calibration's);
- *   - the cost curves of one timing pass, drawn at random (the ladder's spread; target,
- *     draft and parallel curves of the same pass, timed side by side; the calibration's
- *     draft time moved by the ratio of this pass's draft estimate to the mean curves').
+ *     spread c->target_scale_sd (a scheme's own target time against the pooled ratios);
+ *   - with a spread of 2 rounds or more (spread, may be NULL): the speedup, the rate and
+ *     the efficiency moved by exp(s x scale x T), s the spread's speedup_sd (for the
+ *     efficiency its efficiency_sd) and T Student's t with k - 1 degrees of freedom (the
+ *     runs' mean against the calibration's, when the spread is estimated from the same
+ *     k rounds); the calibration's counts then enter through the rounds alone;
+ *   - else every rank's acceptance from its Beta(won + 1/2, tried - won + 1/2) posterior
+ *     (a static tree), or the efficiency from a normal of the calibration's mean and
+ *     standard error over blocks (other walks), the overhead per block likewise, and the
+ *     rate and speedup moved by a normal of relative spread c->prompt_sd.
  * Fills p's _lo and _hi fields, widened where needed to hold p's own values (a rank
  * estimated at 0 or 1 has its posterior on one side). SD_EINVAL for a level outside (0, 1) or reps < 10. */
 int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,
                                const double *tried, const double *won, size_t nranks,
-                               const sd_decode_stats *cal, const sd_decode_stats *ar, double level,
-                               size_t reps, gsl_rng *rng, sd_decode_prediction *p);
+                               const sd_decode_stats *cal, const sd_decode_stats *ar,
+                               const sd_decode_spread *spread, double level, size_t reps, gsl_rng *rng,
+                               sd_decode_prediction *p);
 
 /* The interval of c = M_D(1) / M_T(1) (GT's threshold) over the timing passes: their
  * smallest and largest ratio. */

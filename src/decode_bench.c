@@ -48,9 +48,9 @@ sd_decode_bench sd_decode_bench_default(void)
 
 void sd_decode_bench_free(sd_decode_bench *b)
 {
-    free(b->budget), free(b->cal_speedup);
+    free(b->budget), free(b->cal_speedup), free(b->cal_eff);
     sd_decode_costs_free(&b->costs);
-    b->budget = NULL, b->cal_speedup = NULL, b->best = NULL;
+    b->budget = NULL, b->cal_speedup = NULL, b->cal_eff = NULL, b->best = NULL;
 }
 
 /* The current error message with a prefix (sd_errmsg's buffer is the one written). */
@@ -335,6 +335,7 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
     size_t *ar = sd_xmalloc((b->max_tokens + 1) * sizeof *ar), *sp = sd_xmalloc((b->max_tokens + 1) * sizeof *sp);
     sd_decode_stats *round = sd_xmalloc((ne + 1) * sizeof *round); /* one prompt's: arms, then ar */
     double *speedup = cal ? b->cal_speedup : NULL; /* arm i's in round p: [i np + p] */
+    double *effs = cal ? b->cal_eff : NULL;
     int rc = SD_OK;
     double active = 1;
     for (size_t i = 0; i <= ne; i++) {
@@ -382,6 +383,7 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
             if (speedup && round[i].seconds > 0 && round[ne].tokens)
                 speedup[i * np + p] = (double)round[i].tokens / round[i].seconds /
                                       ((double)round[ne].tokens / round[ne].seconds);
+            if (effs && round[i].blocks) effs[i * np + p] = (double)round[i].tokens / (double)round[i].blocks;
             if (b->check && !cal && !a->mismatch) {
                 size_t k = 0, n = ns < na ? ns : na;
                 while (k < n && sp[k] == ar[k]) k++;
@@ -417,10 +419,12 @@ static int predict_all(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, gsl_r
     for (size_t i = 0; i < ne && !rc; i++) {
         sd_decode_arm *a = &arms[i];
         if (a->skipped) continue;
+        sd_decode_spread sp;
+        sd_decode_round_spread(b->cal_speedup + i * ncal, b->cal_eff + i * ncal, ncal, b->np, &sp);
         if ((rc = sd_decode_predict(&b->costs, a->tree, a->scheme, a->ranks, a->nranks, &a->cal, &b->ar_cal,
                                     &a->pred)) ||
             (rc = sd_decode_predict_interval(&b->costs, a->tree, a->scheme, a->tried, a->won, a->nranks, &a->cal,
-                                             &b->ar_cal, b->level, 400, rng, &a->pred)))
+                                             &b->ar_cal, &sp, b->level, 400, rng, &a->pred)))
             rc = prefixed(rc, a->name);
     }
     for (size_t i = 0; i < ne && !rc; i++)
@@ -460,8 +464,9 @@ int sd_decode_bench_calibrate(sd_decode_bench *b, sd_decode_arm *arms, size_t ne
         if (arms[i].build != SD_BUILD_NONE && build_tree(b, &arms[i], &probe)) skip(&arms[i]); /* no node pays */
     }
     sd_tree_free(probe.tree);
-    free(b->cal_speedup);
+    free(b->cal_speedup), free(b->cal_eff);
     b->cal_speedup = sd_xcalloc(ne * ncal + 1, sizeof *b->cal_speedup);
+    b->cal_eff = sd_xcalloc(ne * ncal + 1, sizeof *b->cal_eff);
     b->best = NULL;
     if (!rc) rc = interleaved_runs(b, arms, ne, ncal, seed, 1);
     if (!rc) rc = predict_all(b, arms, ne, rng);

@@ -86,6 +86,7 @@ typedef struct {
     size_t ncal;             /* prompts the calibration ran */
     sd_decode_stats ar_cal, ar_run;
     double *cal_speedup;     /* arm i's speedup in the calibration's round r: [i ncal + r] */
+    double *cal_eff;         /* and its tokens per block there */
     const sd_decode_arm *best; /* the arm of the largest predicted speedup (NULL: none ran) */
     double mt1_after;        /* M_T(1) timed again after the runs: the machine's drift */
 } sd_decode_bench;

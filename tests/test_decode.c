@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_randist.h>
+
 #include "decode.h"
 #include "dist.h"
 #include "lm_spec.h"
@@ -385,7 +388,7 @@ static void widths_with(sd_decode_costs *c, double *knob, double value, const sd
         *knob = k ? value : 0;
         assert_int_equal(sd_decode_predict(c, t, SD_SCHEME_SD, ranks, 1, cal, ar, &p), SD_OK);
         double point = p.speedup;
-        assert_int_equal(sd_decode_predict_interval(c, t, SD_SCHEME_SD, tried, won, 1, cal, ar, 0.9, 4000, r, &p), SD_OK);
+        assert_int_equal(sd_decode_predict_interval(c, t, SD_SCHEME_SD, tried, won, 1, cal, ar, NULL, 0.9, 4000, r, &p), SD_OK);
         assert_true(p.speedup_lo <= point && point <= p.speedup_hi);
         sw[k] = (p.speedup_hi - p.speedup_lo) / point, ew[k] = p.efficiency_hi - p.efficiency_lo;
     }
@@ -499,7 +502,7 @@ static void test_decode_predict(void **state)
     gsl_rng *r = sd_test_rng(3);
     double tried[1] = {1e9}, won[1] = {0.8e9};
     assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
-    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
+    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, NULL, 0.9, 400, r, &p), SD_OK);
     assert_true(p.speedup_lo >= pass_lo * (1 - 1e-4) && p.speedup_hi <= pass_hi * (1 + 1e-4));
     assert_true(p.speedup_hi - p.speedup_lo > 0.5 * (pass_hi - pass_lo)); /* the passes' spread shows */
     assert_true(p.speedup_lo <= p.speedup && p.speedup <= p.speedup_hi);
@@ -507,7 +510,7 @@ static void test_decode_predict(void **state)
     double width[2];
     for (int k = 0; k < 2; k++) {
         tried[0] = k ? 5000 : 50, won[0] = 0.8 * tried[0];
-        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 0.9, 400, r, &p), SD_OK);
+        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, NULL, 0.9, 400, r, &p), SD_OK);
         assert_true(p.efficiency_lo < eff && eff < p.efficiency_hi);
         width[k] = p.efficiency_hi - p.efficiency_lo;
     }
@@ -545,12 +548,16 @@ static void test_decode_predict(void **state)
     assert_close(sqrt(v0 / 2), 0.2, 1e-12, 0);
     assert_true(sd_decode_prompt_spread(rounds + 6, 1, 3) == 0);
     /* paired by prompt: the log ratios 0, log 1.2, log 0.9 (sd s), the interval
-     * exp(-+1.645 s sqrt(1/3 + 1/20)) at 0.9; a scheme against itself: 1, 1; one round: NAN */
+     * exp(-+t s sqrt(1/3 + 1/20)) at 0.9, t Student's with 2 degrees of freedom at 0.95, in
+     * closed form q sqrt(2 / (1 - q^2)) at q = 0.9; a scheme against itself: 1, 1; one
+     * round: NAN */
     double sa[3] = {1, 1.2, 0.9}, sb[3] = {1, 1, 1}, plo, phi;
     double lm = (log(1.2) + log(0.9)) / 3, lv = (lm * lm + (log(1.2) - lm) * (log(1.2) - lm) +
                                                    (log(0.9) - lm) * (log(0.9) - lm)) / 2;
     sd_decode_paired_interval(sa, sb, 3, 20, 0.9, &plo, &phi);
-    assert_close(phi, exp(1.6448536269514722 * sqrt(lv * (1.0 / 3 + 1.0 / 20))), 1e-9, 0);
+    double t2 = 0.9 * sqrt(2 / (1 - 0.9 * 0.9));
+    assert_close(t2, 2.919986, 1e-6, 0);
+    assert_close(phi, exp(t2 * sqrt(lv * (1.0 / 3 + 1.0 / 20))), 1e-9, 0);
     assert_close(plo * phi, 1, 1e-12, 0);
     sd_decode_paired_interval(sa, sa, 3, 20, 0.9, &plo, &phi);
     assert_true(plo == 1 && phi == 1);
@@ -563,11 +570,123 @@ static void test_decode_predict(void **state)
     assert_int_equal(sum.calls_by_width[1], 20);
     assert_close(sum.secs_by_width[5], 28, 1e-12, 0);
     assert_close(sum.seconds, cal.seconds + dyn.seconds, 1e-12, 0);
-    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, 1.5, 400, r, &p), SD_EINVAL);
+    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, NULL, 1.5, 400, r, &p), SD_EINVAL);
     double clo, chi;
     sd_decode_threshold_interval(&c, &clo, &chi);
     assert_close(clo, 0.2 / (1 * 1.1), 1e-12, 0);
     assert_close(chi, 0.2 / (1 * 0.9), 1e-12, 0);
+    gsl_rng_free(r);
+    sd_tree_free(t);
+    sd_decode_costs_free(&c);
+}
+
+/* The interval drawn from the calibration's rounds (sd_decode_round_spread): its closed
+ * form, the ladder's spread kept out of a width the calibration passed, and its coverage
+ * of a simulated run of 20 prompts after a calibration of 8. */
+static void test_decode_predict_rounds(void **state)
+{
+    (void)state;
+    /* the spread: log speedups 0, log 1.2, log 0.9 (a fourth round without a speedup is
+     * not counted), log efficiencies of 2, 2.5, 2.2; scale sqrt(1/3 + 1/20) */
+    double sp[4] = {1, 1.2, 0.9, 0}, ef[4] = {2, 2.5, 2.2, 3}, x[3] = {0, log(1.2), log(0.9)};
+    double y[3] = {log(2), log(2.5), log(2.2)}, mx = (x[0] + x[1] + x[2]) / 3, my = (y[0] + y[1] + y[2]) / 3;
+    double vx = 0, vy = 0;
+    for (int k = 0; k < 3; k++) vx += (x[k] - mx) * (x[k] - mx) / 2, vy += (y[k] - my) * (y[k] - my) / 2;
+    sd_decode_spread s;
+    sd_decode_round_spread(sp, ef, 4, 20, &s);
+    assert_int_equal(s.rounds, 3);
+    assert_close(s.speedup_sd, sqrt(vx), 1e-12, 0);
+    assert_close(s.efficiency_sd, sqrt(vy), 1e-12, 0);
+    assert_close(s.scale, sqrt(1.0 / 3 + 1.0 / 20), 1e-12, 0);
+    sd_decode_round_spread(sp, ef, 1, 20, &s); /* one round: no spread */
+    assert_true(s.rounds == 0 && s.speedup_sd == 0 && s.scale == 0);
+
+    /* chain:4 on costs whose five ladder passes stand 20% apart; the calibration passed
+     * width 5 (its scale 2) */
+    static const double mt[8] = {1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7}, md[8] = {0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55};
+    sd_decode_costs c = {.nmax = 8, .draw_gumbel = 0.003, .draw_cdf = 0.001};
+    assert_int_equal(sd_cost_curve_table(mt, 8, &c.target), SD_OK);
+    assert_int_equal(sd_cost_curve_table(md, 8, &c.draft), SD_OK);
+    double scaled[8];
+    for (int i = 0; i < SD_COST_PASSES; i++) {
+        for (int n = 0; n < 8; n++) scaled[n] = mt[n] * (0.9 + 0.05 * i);
+        assert_int_equal(sd_cost_curve_table(scaled, 8, &c.pass[0][i]), SD_OK);
+        for (int n = 0; n < 8; n++) scaled[n] = md[n] * (0.9 + 0.05 * i);
+        assert_int_equal(sd_cost_curve_table(scaled, 8, &c.pass[1][i]), SD_OK);
+    }
+    c.target_scale = 2, c.width_scale[5] = 2;
+    sd_tree *t;
+    assert_int_equal(sd_tree_parse("chain:4", &t), SD_OK);
+    sd_decode_stats cal = {0}, ar = {0};
+    cal.blocks = 10, cal.tokens = 30, cal.seconds = 40, cal.draft_s = 9, cal.target_s = 28, cal.sequences = 1;
+    cal.calls_by_width[5] = 10, cal.secs_by_width[5] = 28;
+    ar.tokens = 100, ar.seconds = 120;
+    double tried[1] = {50}, won[1] = {40}, ranks[1] = {0.8};
+    sd_decode_prediction p;
+    assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &ar, &p), SD_OK);
+    const double point = p.speedup, peff = p.efficiency;
+    gsl_rng *r = sd_test_rng(5);
+    /* rounds without spread: the interval is the point, the ladder's 20% kept out (the
+     * draft from the calibration's blocks, the target from its width's scale) */
+    sd_decode_spread flat = {.rounds = 8, .speedup_sd = 0, .efficiency_sd = 0, .scale = 0.5};
+    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, &flat, 0.9, 400, r, &p),
+                     SD_OK);
+    assert_close(p.speedup_lo, point, 1e-12, 0);
+    assert_close(p.speedup_hi, point, 1e-12, 0);
+    assert_close(p.efficiency_hi, peff, 1e-12, 0);
+    /* planted: the width not calibrated, the ladder's passes show (0.9..1.1 of M_T(5)) */
+    c.width_scale[5] = 0;
+    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, &flat, 0.9, 400, r, &p),
+                     SD_OK);
+    assert_true(p.speedup_hi / p.speedup_lo > 1.1);
+    c.width_scale[5] = 2;
+    /* with a spread: the point times exp(-+ s scale t), t the 0.95 quantile of Student's
+     * t with 7 degrees of freedom (1.8946); 20000 replicates put the 5% and 95% points
+     * within about 2% of their width */
+    sd_decode_spread sp8 = {.rounds = 8, .speedup_sd = 0.12, .efficiency_sd = 0.08, .scale = sqrt(1.0 / 8 + 1.0 / 20)};
+    assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &ar, &sp8, 0.9, 20000, r, &p),
+                     SD_OK);
+    double tq = gsl_cdf_tdist_Pinv(0.95, 7);
+    assert_close(tq, 1.8946, 1e-4, 0);
+    assert_close(log(p.speedup_hi / point), 0.12 * sp8.scale * tq, 0.04, 0);
+    assert_close(log(point / p.speedup_lo), 0.12 * sp8.scale * tq, 0.04, 0);
+    assert_close(log(p.efficiency_hi / peff), 0.08 * sp8.scale * tq, 0.04, 0);
+    assert_close(p.rate_hi / p.rate, p.speedup_hi / point, 1e-12, 0);
+
+    /* coverage: a scheme whose rounds' log speedup is normal about log 1.5 with sd 0.15;
+     * a calibration of 8 rounds predicts their geometric mean, the runs measure the
+     * geometric mean of 20 more; the 0.9 interval holds it in 90% of 1500 trials (binomial
+     * sd 0.8%). Planted: the runs' own rounds left out of the scale (sqrt(1/8) alone)
+     * cover about 84%, the normal quantile in place of Student's about 87% */
+    enum { TRIALS = 1500, K = 8, N = 20 };
+    gsl_rng *sim = sd_test_rng(11);
+    size_t inside = 0, inside_nok = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        double rs[K], re[K], lcal = 0, lrun = 0;
+        for (int k = 0; k < K; k++) {
+            double l = log(1.5) + gsl_ran_gaussian(sim, 0.15);
+            rs[k] = exp(l), re[k] = 2.5, lcal += l / K;
+        }
+        for (int k = 0; k < N; k++) lrun += (log(1.5) + gsl_ran_gaussian(sim, 0.15)) / N;
+        sd_decode_spread one;
+        sd_decode_round_spread(rs, re, K, N, &one);
+        sd_decode_stats a2 = ar; /* the autoregressive token that makes the point exp(lcal) */
+        a2.seconds = ar.seconds * exp(lcal) / point;
+        assert_int_equal(sd_decode_predict(&c, t, SD_SCHEME_SD, ranks, 1, &cal, &a2, &p), SD_OK);
+        assert_close(p.speedup, exp(lcal), 1e-9, 0);
+        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &a2, &one, 0.9, 400, sim, &p),
+                         SD_OK);
+        inside += exp(lrun) >= p.speedup_lo && exp(lrun) <= p.speedup_hi;
+        one.scale = sqrt(1.0 / K);
+        assert_int_equal(sd_decode_predict_interval(&c, t, SD_SCHEME_SD, tried, won, 1, &cal, &a2, &one, 0.9, 400, sim, &p),
+                         SD_OK);
+        inside_nok += exp(lrun) >= p.speedup_lo && exp(lrun) <= p.speedup_hi;
+    }
+    double cover = (double)inside / TRIALS, cover_nok = (double)inside_nok / TRIALS;
+    printf("0.9 intervals from 8 rounds over 20 prompts: coverage %.3f; planted (no runs' term) %.3f\n", cover, cover_nok);
+    if (fabs(cover - 0.9) > 0.025) fail_msg("coverage %.3f of the 0.9 interval over %d trials", cover, TRIALS);
+    if (cover_nok > 0.87) fail_msg("planted: the scale without the runs' rounds covered %.3f", cover_nok);
+    gsl_rng_free(sim);
     gsl_rng_free(r);
     sd_tree_free(t);
     sd_decode_costs_free(&c);
@@ -581,6 +700,7 @@ int main(void)
         cmocka_unit_test(test_decode_stops),
         cmocka_unit_test(test_decode_accepted_per_position),
         cmocka_unit_test(test_decode_predict),
+        cmocka_unit_test(test_decode_predict_rounds),
         cmocka_unit_test(test_decode_parallel_drafter),
     };
     return cmocka_run_group_tests_name("decode", tests, NULL, NULL);
