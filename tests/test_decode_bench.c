@@ -115,6 +115,15 @@ static void test_decode_bench_runs(void **state)
     assert_close(b.c, 0.55 / 2.1, 1e-12, 0);
     assert_int_equal(sd_decode_bench_calibrate(&b, arms, n), SD_OK);
     assert_int_equal(b.ncal, 2);
+    /* the untimed ar decode before the calibration is not in its counts: 2 prompts of 20 */
+    assert_int_equal(b.ar_cal.sequences, 2);
+    assert_int_equal(b.ar_cal.tokens, 40);
+    /* each arm's rounds: tokens per block, prompt by prompt, adding up to its calibration */
+    for (size_t i = 0; i < n; i++) {
+        double e0 = b.cal_eff[i * 2], e1 = b.cal_eff[i * 2 + 1];
+        assert_true(e0 >= 1 && e1 >= 1);
+        assert_close(20 / e0 + 20 / e1, (double)arms[i].cal.blocks, 1e-9, 0);
+    }
     assert_int_equal(sd_decode_bench_run(&b, arms, n), SD_OK);
     assert_int_equal(b.ar_run.tokens, 60);
     for (size_t i = 0; i < n; i++) {

@@ -261,13 +261,12 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
     printf("# predicted: from a calibration run (%zu prompt%s) and the costs, [%g interval]; err = measured/predicted - 1,\n"
            "# in: the measured value inside the interval; the calibration's target passes took %.2fx the costs' M_T\n"
            "# (a scheme's own ratio about it: %.0f%%); from the calibration's spread from prompt to prompt, the runs'\n"
-           "# speedups may stand %.1f%% from the calibration's (one standard deviation; each scheme's own spread\n"
-           "# over the calibration's prompts makes its interval)\n",
+           "# speedups may stand %.1f%% from the calibration's (one standard deviation; each scheme's own, its interval)\n",
            s->b.ncal, CLI_S(s->b.ncal), o->level, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1, 100 * s->b.costs.target_scale_sd,
            100 * s->b.costs.prompt_sd);
     const sd_decode_stats *ac = &s->b.ar_cal, *ak = &s->b.ar_run;
-    printf("# runs interleaved prompt by prompt; M_T(1) was %.3f ms before them and %.3f ms after, ar's token %.3f ms\n"
-           "# in the calibration and %.3f ms in the runs (the machine's drift)\n",
+    printf("# runs interleaved prompt by prompt; the machine's drift: M_T(1) %.3f ms before them, %.3f after; ar's "
+           "token %.3f ms in the calibration, %.3f in the runs\n",
            MT(s, 1) * 1e3, s->b.mt1_after * 1e3, ac->tokens ? ac->seconds / (double)ac->tokens * 1e3 : NAN,
            ak->tokens ? ak->seconds / (double)ak->tokens * 1e3 : NAN);
     printf("%-16s %-22s %6s %8s %7s %-21s %6s %3s %7s %-21s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes",
