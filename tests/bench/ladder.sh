@@ -50,7 +50,7 @@ else
         LADDER_TARGET=large-target
         # its drafts (large-mid when it is here), then the shipped pair's as they are
         if [ -z "${LADDER_DRAFTS:-}" ]; then
-            LADDER_DRAFTS="large-draft-4800 large-draft-long large-draft"
+            LADDER_DRAFTS="large-draft-4800 large-draft"
             [ -s "$M/large-mid.gguf" ] && LADDER_DRAFTS="$LADDER_DRAFTS large-mid"
             LADDER_DRAFTS="$LADDER_DRAFTS draft target"
         fi
