@@ -115,8 +115,9 @@ ROWS(LOAD8_BF16, 2, bf16)
 
 /* ---- rows four by four: each 16 columns of four rows side by side, then the next 16
  *
- * The quad is one stream, read in order with a prefetch QUAD_PF bytes ahead (NTA: the
- * rows are read once a pass). Four rows against one token (8 chains) in one pass; 2 or
+ * The quad is one stream, read in order with a prefetch QUAD_PF bytes ahead into L1
+ * (T0: a non-temporal prefetch kept the rows out of an Intel L3 they fit in, so that
+ * each pass read them from memory; KERNELS.md, "Rows four by four"). Four rows against one token (8 chains) in one pass; 2 or
  * 3 tokens (12 chains), the low halves of every 16 columns in one pass and the high
  * halves in a second: each pass reads every line of the quad in order (each line holds
  * both halves of two rows), the second from the cache the first brought them into. */
@@ -137,7 +138,7 @@ enum { QUAD_PF = 8192 };
         for (size_t i = 0; i < cols; i += 16, wp += 64 * (ES)) {                                    \
             if (pf)                                                                                 \
                 _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                              \
-                    _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_NTA);                              \
+                    _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_T0);                               \
             _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) {                                 \
                 __m256 xv[T];                                                                       \
                 _Pragma("GCC unroll 3") for (int t = 0; t < T; t++) {                               \

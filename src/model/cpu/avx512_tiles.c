@@ -164,7 +164,8 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
  * Four rows are stored as their tile reads them: each 16 columns of the four rows side
  * by side, the next 16 after, so that a tile of four rows reads one stream (four rows
  * side by side in the usual layout are four streams as short as a row), in order, with
- * a non-temporal prefetch QUAD_PF bytes ahead (the rows are read once a pass).
+ * a prefetch QUAD_PF bytes ahead into L1 (T0, not non-temporal: that kept the rows out
+ * of an Intel L3 they fit in).
  * KERNELS.md, "Rows four by four", has the distances and hints tried. */
 enum { QUAD_PF = 8192 };
 
@@ -182,7 +183,7 @@ enum { QUAD_PF = 8192 };
         for (size_t i = 0; i < cols; i += 16, wp += 64 * (ES)) {                                 \
             if (pf)                                                                              \
                 _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                           \
-                    _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_NTA);                           \
+                    _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_T0);                            \
             __m512 wv[4];                                                                        \
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                               \
                 wv[r] = LOADW(wp, 16 * r);                                                       \
