@@ -245,6 +245,16 @@ static int prefill(const sd_decode_bench *b, size_t p)
     return rc;
 }
 
+/* The prompt of the calibration's round k: the middle of its k-th of ncal equal shares
+ * of the runs' prompts ((2k + 1) np / 2 ncal; k itself when ncal = np).
+ * The first ncal instead read the target's passes 8-16% slow against the runs on the
+ * large pair (its first prompts are not like the rest), so that every prediction stood
+ * high in every seed (make bench-predict). */
+static size_t cal_prompt(const sd_decode_bench *b, size_t k)
+{
+    return b->ncal ? (2 * k + 1) * b->np / (2 * b->ncal) : k;
+}
+
 static sd_decode_params run_params(const sd_decode_bench *b)
 {
     sd_decode_params dp = sd_decode_default_params();
@@ -260,7 +270,7 @@ static void keep_ranks(sd_decode_arm *a, const sd_tree_ws *ws)
     for (size_t r = 0; r < a->nranks; r++) a->ranks[r] = a->tried[r] > 0 ? a->won[r] / a->tried[r] : 0;
 }
 
-/* The probe's calibration run (a): prompts [0, np), at most cap tokens each; its counts
+/* The probe's calibration run (a): np prompts (cal_prompt), at most cap tokens each; its counts
  * into a->cal and the rank acceptance into a->ranks. */
 static int run_probe(const sd_decode_bench *b, sd_decode_arm *a, size_t np, size_t cap, unsigned long seed)
 {
@@ -273,9 +283,9 @@ static int run_probe(const sd_decode_bench *b, sd_decode_arm *a, size_t np, size
     sd_decode_params dp = run_params(b);
     size_t *buf = sd_xmalloc((b->max_tokens + 1) * sizeof *buf);
     sd_lm *draft = sd_decode_bench_draft_for(b, a->tree);
-    for (size_t i = 0; i < np && !rc; i++) {
+    for (size_t k = 0; k < np && !rc; k++) {
+        size_t i = cal_prompt(b, k), n;
         dp.max_tokens = b->budget[i] < cap ? b->budget[i] : cap;
-        size_t n;
         if (!(rc = prefill(b, i)))
             rc = sd_decode_spec(ws, draft, b->target, b->prompt[i], b->plen[i], &dp, rng, buf, &n, &a->cal);
     }
@@ -314,7 +324,45 @@ static void skip(sd_decode_arm *a)
     snprintf(a->why, sizeof a->why, "%s", sd_errmsg());
 }
 
-/* Prompts [0, np) in turn, each decoded by ar and then by every arm not skipped, so
+/* Untimed decodes of the first prompt, by ar and by every arm (each with its own
+ * generator, its workspace's rank counts cleared after), before the rounds of a
+ * calibration or of the runs: a process's first decoding, and each arm's first use of
+ * its workspace and of passes of its width, pay costs no later round does. Paid in the
+ * first round, they read ar's token slow in the calibration (1.1-1.8x the other
+ * rounds' in 10 of 10 runs) and each arm's target passes slow in a calibration of 8
+ * prompts against runs of 20 (make bench-predict: target time predicted 5-10% high on
+ * the large pair under AVX2). An arm that fails here is skipped in a calibration, as in
+ * its rounds. */
+static int warm_up(const sd_decode_bench *b, sd_decode_arm *arms, sd_tree_ws **ws, size_t ne, unsigned long seed,
+                   int cal)
+{
+    sd_decode_params dp = run_params(b);
+    dp.max_tokens = b->budget[0];
+    size_t *out = sd_xmalloc((b->max_tokens + 1) * sizeof *out), n;
+    sd_decode_stats st;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
+    int rc = prefill(b, 0);
+    for (size_t i = 0; i <= ne && !rc; i++) {
+        if (i < ne && (arms[i].skipped || !ws[i])) continue;
+        memset(&st, 0, sizeof st);
+        gsl_rng_set(rng, seed);
+        sd_error_clear();
+        rc = i == ne ? sd_decode_ar(b->target, b->prompt[0], b->plen[0], &dp, rng, out, &n, &st)
+                     : sd_decode_spec(ws[i], sd_decode_bench_draft_for(b, arms[i].tree), b->target, b->prompt[0],
+                                      b->plen[0], &dp, rng, out, &n, &st);
+        if (i < ne) {
+            if (rc && cal) skip(&arms[i]), rc = SD_OK;
+            else if (rc) rc = prefixed(rc, arms[i].name);
+            else sd_tree_ws_reset_counts(ws[i]);
+        }
+    }
+    gsl_rng_free(rng);
+    free(out);
+    return rc;
+}
+
+/* np rounds in turn (the runs: prompts 0 .. np - 1; a calibration: cal_prompt's), each
+ * prompt decoded by ar and then by every arm not skipped, so
  * that a machine whose speed drifts (clocks, neighbours) slows every arm alike and each
  * arm finds the caches as the others leave them, in the calibration as in the measured
  * runs (a calibration that ran each scheme's prompts back to back read ar 5% and the
@@ -350,18 +398,20 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
         if ((rc = sd_tree_ws_alloc(&ws[i], a->tree, &p, b->target->vocab))) {
             if (!cal) rc = prefixed(rc, a->name);
             else skip(a), rc = SD_OK;
-        } else active++;
+        }
     }
+    if (!rc) rc = warm_up(b, arms, ws, ne, seed + 1, cal);
+    for (size_t i = 0; i < ne; i++) active += !arms[i].skipped;
     sd_decode_params dp = run_params(b);
     sd_progress prog;
     sd_progress_start(&prog, b->progress, cal ? "calibration" : "decode", "runs (prompts x schemes, ar included)",
                       (double)np * active);
     for (size_t p = 0; p < np && !rc; p++) {
-        size_t na, ns;
-        dp.max_tokens = b->budget[p];
+        size_t na, ns, q = cal ? cal_prompt(b, p) : p; /* round p's prompt */
+        dp.max_tokens = b->budget[q];
         memset(round, 0, (ne + 1) * sizeof *round);
-        if ((rc = prefill(b, p)) ||
-            (rc = sd_decode_ar(b->target, b->prompt[p], b->plen[p], &dp, rng[ne], ar, &na, &round[ne])))
+        if ((rc = prefill(b, q)) ||
+            (rc = sd_decode_ar(b->target, b->prompt[q], b->plen[q], &dp, rng[ne], ar, &na, &round[ne])))
             break;
         sd_decode_stats_add(cal ? &b->ar_cal : &b->ar_run, &round[ne]);
         sd_progress_add(&prog, 1);
@@ -369,7 +419,7 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
             sd_decode_arm *a = &arms[i];
             if (a->skipped) continue;
             sd_error_clear();
-            rc = sd_decode_spec(ws[i], sd_decode_bench_draft_for(b, a->tree), b->target, b->prompt[p], b->plen[p],
+            rc = sd_decode_spec(ws[i], sd_decode_bench_draft_for(b, a->tree), b->target, b->prompt[q], b->plen[q],
                                 &dp, rng[i], sp, &ns, &round[i]);
             if (rc && cal) { /* its partial counts are not used */
                 skip(a), rc = SD_OK;
@@ -401,26 +451,6 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
     }
     for (size_t i = 0; i <= ne; i++) gsl_rng_free(rng[i]);
     free(ws), free(rng), free(ar), free(sp), free(round);
-    return rc;
-}
-
-/* One untimed ar decode of the first prompt before the calibration: the process's first
- * decoding pays costs no later one does, and the calibration's first round, ar first,
- * paid them alone (its ar token took 1.1-1.8x the other rounds' in 10 of 10 runs), which
- * read ar's token slow and every predicted speedup high. */
-static int warm_up(const sd_decode_bench *b, unsigned long seed)
-{
-    sd_decode_params dp = run_params(b);
-    dp.max_tokens = b->budget[0];
-    size_t *out = sd_xmalloc((b->max_tokens + 1) * sizeof *out), n;
-    sd_decode_stats st;
-    memset(&st, 0, sizeof st);
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_taus2);
-    gsl_rng_set(rng, seed);
-    int rc = prefill(b, 0);
-    if (!rc) rc = sd_decode_ar(b->target, b->prompt[0], b->plen[0], &dp, rng, out, &n, &st);
-    gsl_rng_free(rng);
-    free(out);
     return rc;
 }
 
@@ -488,7 +518,6 @@ int sd_decode_bench_calibrate(sd_decode_bench *b, sd_decode_arm *arms, size_t ne
     b->cal_speedup = sd_xcalloc(ne * ncal + 1, sizeof *b->cal_speedup);
     b->cal_eff = sd_xcalloc(ne * ncal + 1, sizeof *b->cal_eff);
     b->best = NULL;
-    if (!rc) rc = warm_up(b, seed);
     if (!rc) rc = interleaved_runs(b, arms, ne, ncal, seed, 1);
     if (!rc) rc = predict_all(b, arms, ne, rng);
     gsl_rng_free(rng);

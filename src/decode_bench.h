@@ -1,8 +1,8 @@
 /* decode_bench: the protocol of a measured comparison of speculative schemes on one
  * model pair. The prompts are decoded by the target alone (ar) and by every scheme in
- * turns, prompt by prompt; before those runs a calibration on the first prompts (another
- * seed) gives each scheme's predicted speed with an interval (decode.h's prediction),
- * grows the trees built from a calibration (GT, throughput) and sets each scheme against
+ * turns, prompt by prompt; before those runs a calibration on prompts spread over
+ * them (another seed) gives each scheme's predicted speed with an interval (decode.h's
+ * prediction), grows the trees built from a calibration (GT, throughput) and sets each scheme against
  * the predicted best. `specdec decode` prints it; the Python package's decode() calls it
  * through src/api/. Oracles and prompts are the caller's; nothing here prints.
  *
@@ -70,7 +70,7 @@ typedef struct {
     size_t cache;
     /* settings (sd_decode_bench_default) */
     size_t eos;              /* stop a prompt at this token (SD_DECODE_NO_EOS: never) */
-    size_t calibrate;        /* calibration prompts, the first ones (8; at most np) */
+    size_t calibrate;        /* calibration prompts, spread over the np (8; at most np) */
     size_t tree_budget, max_depth, max_rank; /* bounds of the built trees (16, 6, 4) */
     double threshold;        /* GT's threshold (NAN: the measured c = M_D(1) / M_T(1)) */
     double level;            /* the intervals' central probability (0.9) */
@@ -129,7 +129,8 @@ int sd_decode_bench_read_costs(sd_decode_bench *b, const char *path);
 /* The widths measured (1 .. this): the widest pass of the arms, at least 16. */
 size_t sd_decode_bench_nmax(const sd_decode_bench *b);
 
-/* The calibration (the first b->calibrate prompts, seed + 7919): the probe that the
+/* The calibration (b->calibrate prompts spread evenly over the runs' np: round k runs
+ * prompt (2k + 1) np / (2 calibrate); seed + 7919): the probe that the
  * built trees grow from (32 tokens a prompt), then ar and every arm interleaved as in
  * the measured runs and at their lengths; the target's scales, every arm's prediction
  * and interval, each against the predicted best. An arm that cannot run on this pair

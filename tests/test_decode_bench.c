@@ -123,6 +123,32 @@ static void test_decode_bench_runs(void **state)
         double e0 = b.cal_eff[i * 2], e1 = b.cal_eff[i * 2 + 1];
         assert_true(e0 >= 1 && e1 >= 1);
         assert_close(20 / e0 + 20 / e1, (double)arms[i].cal.blocks, 1e-9, 0);
+        /* and the rank counts are those of its 2 rounds alone (the untimed decode
+         * before them through the same workspace cleared): a plain loop's over the
+         * prompts spread over the 3, the first and the last */
+        sd_tree_params tp = sd_decode_arm_params(&arms[i]);
+        sd_tree_ws *ws;
+        assert_int_equal(sd_tree_ws_alloc(&ws, arms[i].tree, &tp, 24), SD_OK);
+        gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+        gsl_rng_set(r, 77 + 7919);
+        sd_decode_params dp = sd_decode_default_params();
+        dp.max_tokens = 20;
+        sd_decode_stats st;
+        memset(&st, 0, sizeof st);
+        size_t out[20], k;
+        for (int j = 0; j < 3; j += 2)
+            assert_int_equal(sd_decode_spec(ws, p.draft, p.target, p.prompt[j], p.plen[j], &dp, r, out, &k, &st),
+                             SD_OK);
+        assert_int_equal(st.blocks, arms[i].cal.blocks);
+        double tried[SD_TREE_MAX_CHILDREN], won[SD_TREE_MAX_CHILDREN];
+        sd_tree_ws_rank_counts(ws, arms[i].nranks, tried, won);
+        for (size_t q = 0; q < arms[i].nranks; q++) {
+            assert_true(tried[q] > 0);
+            assert_close(tried[q], arms[i].tried[q], 0, 0);
+            assert_close(won[q], arms[i].won[q], 0, 0);
+        }
+        gsl_rng_free(r);
+        sd_tree_ws_free(ws);
     }
     assert_int_equal(sd_decode_bench_run(&b, arms, n), SD_OK);
     assert_int_equal(b.ar_run.tokens, 60);
