@@ -117,23 +117,25 @@ ROWS(LOAD8_BF16, 2, bf16)
  *
  * The quad is one stream, read in order with a prefetch QUAD_PF bytes ahead into L1
  * (T0: a non-temporal prefetch kept the rows out of an Intel L3 they fit in, so that
- * each pass read them from memory; KERNELS.md, "Rows four by four"). Four rows against one token (8 chains) in one pass; 2 or
- * 3 tokens (12 chains), the low halves of every 16 columns in one pass and the high
- * halves in a second: each pass reads every line of the quad in order (each line holds
- * both halves of two rows), the second from the cache the first brought them into. */
-enum { QUAD_PF = 8192 };
+ * each pass read them from memory; KERNELS.md, "Rows four by four"). A tile is a
+ * pass over the quad: four rows against one token (8 chains); four rows against 2 or
+ * 3 tokens (12 chains), the low halves of every 16 columns, then the high halves; two
+ * rows against 4 tokens (8 chains), half by half and pair by pair (four passes, each
+ * weight converted once for the 4 tokens, against twice for 2 + 2). Every pass after
+ * the first reads the quad from the cache the first brought it into. */
+enum { QUAD_PF = 8192, QUAD_G = 4 };
 
-/* The four rows of the quad at w x T tokens over the halves h0 .. h1 - 1 of each 16
+/* Rows r0 .. r1 - 1 of the quad at w x T tokens over the halves h0 .. h1 - 1 of each 16
  * columns (0: lanes 0-7, 1: lanes 8-15) into s (row r's chain halves at s[CH(t, r) + h]);
  * pf: prefetch the stream ahead. */
-#define QUAD_TILE(T, H0, H1, name, LOAD8, ES)                                                      \
+#define QUAD_TILE(T, H0, H1, R0, R1, name, LOAD8, ES)                                              \
     static void name(const char *restrict w, int pf, const float *restrict x, size_t cols,          \
                      __m256 *restrict s)                                                            \
     {                                                                                               \
         const char *wp = w;                                                                         \
         __m256 a[4][T][2];                                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 3") for (int t = 0; t < T; t++)                                    \
+        _Pragma("GCC unroll 4") for (int r = R0; r < R1; r++)                                      \
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                    \
                 _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) a[r][t][h] = _mm256_setzero_ps(); \
         for (size_t i = 0; i < cols; i += 16, wp += 64 * (ES)) {                                    \
             if (pf)                                                                                 \
@@ -141,30 +143,33 @@ enum { QUAD_PF = 8192 };
                     _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_T0);                               \
             _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) {                                 \
                 __m256 xv[T];                                                                       \
-                _Pragma("GCC unroll 3") for (int t = 0; t < T; t++) {                               \
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                               \
                     xv[t] = _mm256_loadu_ps(x + (size_t)t * cols + i + 8 * h);                      \
                     if (T > 1) PIN(xv[t]);                                                          \
                 }                                                                                   \
-                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                               \
+                _Pragma("GCC unroll 4") for (int r = R0; r < R1; r++) {                             \
                     __m256 wv = LOAD8(wp, 16 * r + 8 * h);                                          \
                     PIN(wv);                                                                        \
-                    _Pragma("GCC unroll 3") for (int t = 0; t < T; t++)                             \
+                    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                             \
                         a[r][t][h] = _mm256_fmadd_ps(wv, xv[t], a[r][t][h]);                        \
                 }                                                                                   \
             }                                                                                       \
         }                                                                                           \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 3") for (int t = 0; t < T; t++)                                    \
+        _Pragma("GCC unroll 4") for (int r = R0; r < R1; r++)                                      \
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                    \
                 _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) s[CH(t, r) + h] = a[r][t][h]; \
     }
 typedef void quad_fn(const char *restrict, int, const float *restrict, size_t, __m256 *restrict);
-/* per type: [G][h] the tiles of G tokens, one pass (G = 1: both halves) or the pass of half h */
+/* per type: [G] the passes of a tile of G tokens, in order (NULL after the last) */
 #define QUADS(LOAD8, ES, sfx)                                                                       \
-    QUAD_TILE(1, 0, 2, quad1_##sfx, LOAD8, ES)                                                      \
-    QUAD_TILE(2, 0, 1, quad2l_##sfx, LOAD8, ES) QUAD_TILE(2, 1, 2, quad2h_##sfx, LOAD8, ES)         \
-    QUAD_TILE(3, 0, 1, quad3l_##sfx, LOAD8, ES) QUAD_TILE(3, 1, 2, quad3h_##sfx, LOAD8, ES)         \
-    static quad_fn *const quadt_##sfx[RT_G + 1][2] = {                                              \
-        {NULL, NULL}, {quad1_##sfx, NULL}, {quad2l_##sfx, quad2h_##sfx}, {quad3l_##sfx, quad3h_##sfx}};
+    QUAD_TILE(1, 0, 2, 0, 4, quad1_##sfx, LOAD8, ES)                                                \
+    QUAD_TILE(2, 0, 1, 0, 4, quad2l_##sfx, LOAD8, ES) QUAD_TILE(2, 1, 2, 0, 4, quad2h_##sfx, LOAD8, ES) \
+    QUAD_TILE(3, 0, 1, 0, 4, quad3l_##sfx, LOAD8, ES) QUAD_TILE(3, 1, 2, 0, 4, quad3h_##sfx, LOAD8, ES) \
+    QUAD_TILE(4, 0, 1, 0, 2, quad4l01_##sfx, LOAD8, ES) QUAD_TILE(4, 0, 1, 2, 4, quad4l23_##sfx, LOAD8, ES) \
+    QUAD_TILE(4, 1, 2, 0, 2, quad4h01_##sfx, LOAD8, ES) QUAD_TILE(4, 1, 2, 2, 4, quad4h23_##sfx, LOAD8, ES) \
+    static quad_fn *const quadt_##sfx[QUAD_G + 1][5] = {                                            \
+        {NULL}, {quad1_##sfx, NULL}, {quad2l_##sfx, quad2h_##sfx, NULL}, {quad3l_##sfx, quad3h_##sfx, NULL}, \
+        {quad4l01_##sfx, quad4l23_##sfx, quad4h01_##sfx, quad4h23_##sfx, NULL}};
 QUADS(LOAD8_F32, 4, f32)
 QUADS(LOAD8_F16, 2, f16)
 QUADS(LOAD8_BF16, 2, bf16)
@@ -173,7 +178,7 @@ QUADS(LOAD8_BF16, 2, bf16)
 typedef struct {
     tile_fn *const *t2;
     row_fn *const *row;
-    quad_fn *const (*quad)[2];
+    quad_fn *const (*quad)[5];
 } tiles;
 static const tiles tiles_f32 = {tile2t_f32, rowt_f32, quadt_f32}, tiles_f16 = {tile2t_f16, rowt_f16, quadt_f16},
                    tiles_bf16 = {tile2t_bf16, rowt_bf16, quadt_bf16};
@@ -218,14 +223,14 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
 
 /* quads = 0: the rows as stored, one at a time against groups of up to RS_G tokens (a
  * single token, and with weights read from memory up to RS_MAX tokens of short rows);
- * quads = 1: rows stored four by four, any n (groups of up to RT_G tokens). Tokens in
+ * quads = 1: rows stored four by four, any n (groups of up to QUAD_G tokens). Tokens in
  * chunks that stay in L1; the first group of a chunk prefetches. */
 static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                        size_t ys, int quads)
 {
     row_fn *const *rowt = tiles_of(type)->row;
-    quad_fn *const (*quadt)[2] = tiles_of(type)->quad;
-    size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC, gmax = quads ? RT_G : RS_G;
+    quad_fn *const (*quadt)[5] = tiles_of(type)->quad;
+    size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC, gmax = quads ? QUAD_G : RS_G;
     size_t tb = RS_TB_FLOATS / cols, tmin = quads ? 4 : 1;
     tb = tb < tmin ? tmin : tb > 16 ? 16 : tb;
     _Alignas(32) __m256 s[2 * 16 * 16];
@@ -242,8 +247,8 @@ static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *
                     size_t G = (ntk - t) / (ng - g);
                     if (!quads) rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + CH(t, r));
                     else
-                        for (int h = 0; h < (G == 1 ? 1 : 2); h++)
-                            quadt[G][h](wr + r * rb, t0 == 0 && g == 0 && h == 0, xc + t * cols, cols, s + CH(t, r));
+                        for (int k = 0; quadt[G][k]; k++)
+                            quadt[G][k](wr + r * rb, t0 == 0 && g == 0 && k == 0, xc + t * cols, cols, s + CH(t, r));
                     t += G;
                 }
             }
