@@ -11,9 +11,11 @@
 # at its FMA rate, whichever is longer). Each specdec figure is the best of ROUNDS runs
 # of bench_model, the sets run in turn within each round (the machine's speed drifts:
 # compare within one run); llama-bench's the average of its 5 repetitions, as it prints.
-# The random models are written once to DIR (about 300 MB; a minute).
+# The random models are written once to DIR (about 800 MB; a minute).
 # usage: tests/bench/cpu-sets.sh [BUILD_DIR]
-#   env: CPUSETS_MODELS  (default: large-f16 target r82-f16 r82-q8_0 r82-q4_k_m; also
+#   env: CPUSETS_MODELS  (default: large-f16 target r82-f16 r82-q8_0 r82-q4_k_m r242-f16,
+#                         the last a random 242M-parameter F16 model of 504 MB that
+#                         streams from memory where the others sit in a large L3; also
 #                         large-q4k, the large target's own Q4_K file)
 #        CPUSETS_SETS    (default: every set this CPU runs)   CPUSETS_ROUNDS (3)
 #        CPUSETS_THREADS (2)   CPUSETS_DIR (/tmp/specdec-cpu-sets)
@@ -45,6 +47,10 @@ model() {
         f=$DIR/$1.gguf
         [ -s "$f" ] || "$SD" random-model --shape $S82 --type "${1#r82-}" --out "$f" >&2 || return 1
         echo "$f" ;;
+    r242-f16) # 504 MB: beyond a server's L3 of 260 MiB, where every file above sits in it
+        f=$DIR/$1.gguf
+        [ -s "$f" ] || "$SD" random-model --shape 1024,16,16,4,4096,4096 --type f16 --out "$f" >&2 || return 1
+        echo "$f" ;;
     *) echo "cpu-sets: unknown model $1" >&2; return 1 ;;
     esac
 }
@@ -75,7 +81,7 @@ llama() {
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $TH threads; specdec: best of $ROUNDS runs of bench_model, the sets in turn; llama.cpp: llama-bench -r 5 (OMP_WAIT_POLICY=$LLAMA_OMP_WAIT)"
-for name in ${CPUSETS_MODELS:-large-f16 target r82-f16 r82-q8_0 r82-q4_k_m}; do
+for name in ${CPUSETS_MODELS:-large-f16 target r82-f16 r82-q8_0 r82-q4_k_m r242-f16}; do
     f=$(model "$name") || { echo "cpu-sets: $name: no file" >&2; continue; }
     r=0
     while [ $r -lt "$ROUNDS" ]; do
