@@ -134,6 +134,11 @@ void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const fl
  * sd_dot_rows_tokens_quads is sd_dot_rows_tokens over nrows (divisible by 4) packed
  * rows from a quad's start, the same bits, for any n >= 1. */
 int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols);
+/* Whether a product of n tokens (stream: its weights from memory) reads a tensor's
+ * quads where it has them, in the kernel set in use: a set may read the rows as stored
+ * for some streamed widths (the AVX2 set from 4 to 16 tokens: its quads take those in
+ * several passes, and the reads wait on them), the same bits either way. */
+int sd_rows_quads_for(size_t n, int stream);
 void sd_rows_quads_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out);
 void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
                               float *y, size_t ys);

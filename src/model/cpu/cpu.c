@@ -44,7 +44,9 @@ int sd_cpu_available(sd_cpu_set s) { return s < SD_CPU_NSETS && sd_cpu_set_kerne
 static void fill(sd_cpu_kernels *k)
 {
     const sd_cpu_kernels *g = &sd_cpu_generic_kernels;
-    if (!k->lanes || !k->finish || !k->rows) k->lanes = g->lanes, k->finish = g->finish, k->rows = g->rows, k->quads = NULL;
+    if (!k->lanes || !k->finish || !k->rows)
+        k->lanes = g->lanes, k->finish = g->finish, k->rows = g->rows, k->quads = NULL, k->stream_rows[0] = 0,
+        k->stream_rows[1] = 0;
     if (!k->dot_short || !k->dot_short_rows) k->dot_short = g->dot_short, k->dot_short_rows = g->dot_short_rows;
     if (!k->weighted_values) k->weighted_values = g->weighted_values;
     if (!k->exp_shifted || !k->swiglu) k->exp_shifted = g->exp_shifted, k->swiglu = g->swiglu;
@@ -244,6 +246,12 @@ static void quads_unpacked(const sd_cpu_kernels *k, sd_ttype t, const void *quad
         k->rows(t, rows4, 4, x, cols, n, y + r, ys, ws, 0);
     }
     free(rows4);
+}
+
+int sd_rows_quads_for(size_t n, int stream)
+{
+    const sd_cpu_kernels *k = sd_cpu_get();
+    return !stream || n < k->stream_rows[0] || n > k->stream_rows[1];
 }
 
 void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,

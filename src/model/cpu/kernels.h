@@ -49,6 +49,10 @@ typedef struct {
      * unpacked for rows) */
     void (*quads)(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                   size_t ys);
+    /* a streamed product (weights from memory) of n tokens, stream_rows[0] <= n <=
+     * stream_rows[1], reads the rows as stored (rows, stream) even where quads are
+     * packed: the faster of the two there (0, 0: the quads at every n) */
+    unsigned char stream_rows[2];
     /* -- attention's scores (family S): tensor.h's sd_dot_short and
      * sd_dot_short_rows_tokens */
     float (*dot_short)(const float *a, const float *b, size_t n);
