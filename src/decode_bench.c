@@ -41,7 +41,7 @@ sd_decode_bench sd_decode_bench_default(void)
     sd_decode_bench b;
     memset(&b, 0, sizeof b);
     b.eos = SD_DECODE_NO_EOS;
-    b.calibrate = 8, b.tree_budget = 16, b.max_depth = 6, b.max_rank = 4;
+    b.calibrate = 20, b.tree_budget = 16, b.max_depth = 6, b.max_rank = 4;
     b.threshold = NAN, b.level = 0.9, b.seed = 2385, b.progress = 1;
     return b;
 }

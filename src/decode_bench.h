@@ -70,7 +70,7 @@ typedef struct {
     size_t cache;
     /* settings (sd_decode_bench_default) */
     size_t eos;              /* stop a prompt at this token (SD_DECODE_NO_EOS: never) */
-    size_t calibrate;        /* calibration prompts, spread over the np (8; at most np) */
+    size_t calibrate;        /* calibration prompts, spread over the np (20; at most np) */
     size_t tree_budget, max_depth, max_rank; /* bounds of the built trees (16, 6, 4) */
     double threshold;        /* GT's threshold (NAN: the measured c = M_D(1) / M_T(1)) */
     double level;            /* the intervals' central probability (0.9) */

@@ -147,7 +147,7 @@ int sd_api_replay(const double *draft_logits, const double *target_logits, size_
 /* specdec decode on two GGUF files: prompts (one per line with lines 1, else one), the
  * first n_prompts (0: all); schemes as --scheme ("all", presets, or a token scheme with
  * shape or optimize); max_tokens a prompt; temperature, top_k, top_p, draft_temperature
- * (< 0: decode's default); seed; threads (0: all); stop_eos; calibrate (0: 8); level (0:
+ * (< 0: decode's default); seed; threads (0: all); stop_eos; calibrate (0: 20); level (0:
  * 0.9); cost_file (NULL: measure the costs, else what decode --cost-out wrote). run[] the
  * fields of "decode_run"; arms[SD_DECODE_MAX_ARMS rows] those of "decode";
  * positions[SD_DECODE_MAX_ARMS x 64] each arm's accepted drafts by depth; names gets a

@@ -82,7 +82,9 @@ static const char *const help =
     "                     for trees, whose nodes need several distinct candidates)\n"
     "  --stop-at-eos      stop a prompt at the EOS token (default: the full budget)\n"
     "  --calibrate N      prompts of the calibration run, N spread evenly over the run's\n"
-    "                     (default 8, at most the prompts there are; another seed):\n"
+    "                     (default 20: every prompt of a run of up to 20, where the\n"
+    "                     prompts' own differences cancel; at most the prompts there\n"
+    "                     are; another seed):\n"
     "                     ar and the schemes take turns prompt by prompt at the run's\n"
     "                     --max-tokens, as in the measured runs (the probe that the\n"
     "                     gt and throughput trees are built from: 32 tokens each)\n"
@@ -337,7 +339,7 @@ int cmd_decode(int argc, char **argv)
     const char *cmd = "decode";
     dec_opts o;
     memset(&o, 0, sizeof o);
-    o.max_tokens = 64, o.calibrate = 8, o.level = 0.9;
+    o.max_tokens = 64, o.calibrate = 20, o.level = 0.9;
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
     o.co = cli_common_init(CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_SCHEMES | CLI_QUIET | CLI_JSON);
     o.budget = 16, o.max_depth = 6, o.max_rank = 4, o.draft_temp = -1, o.threshold = NAN;

@@ -452,7 +452,7 @@ def _data_file(name):
 
 def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None, max_tokens=64, n_prompts=0,
            temperature=1.0, top_k=0, top_p=1.0, draft_temperature=None, seed=2385, threads=0,
-           stop_at_eos=False, calibrate=8, level=0.9, cost=None, ids=False):
+           stop_at_eos=False, calibrate=20, level=0.9, cost=None, ids=False):
     """Speculative decoding end to end on two GGUF models, as `specdec decode`: the
     prompts decoded by the target alone and by each scheme in turns, after a calibration
     that predicts each one's speed. prompts: a str (one prompt), a list of str (one each),
