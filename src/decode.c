@@ -436,6 +436,8 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
     int fixed = t->walk == SD_WALK_TREE, rounds = spread && spread->rounds >= 2, rc = SD_OK;
     double df = rounds ? (double)spread->rounds - 1 : 0;
     if (nranks > SD_TREE_MAX_CHILDREN) nranks = SD_TREE_MAX_CHILDREN;
+    if (rounds) /* the rounds carry the counts' sampling error: the point ranks throughout */
+        for (size_t k = 0; k < nranks; k++) ranks[k] = tried[k] > 0 ? won[k] / tried[k] : 0;
     for (size_t r = 0; r < reps && !rc; r++) {
         sd_decode_costs v;
         ladder_pass(c, gsl_rng_uniform_int(rng, SD_COST_PASSES), &v);
@@ -446,8 +448,7 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         }
         sd_decode_stats cs = *cal;
         sd_decode_prediction q;
-        if (rounds) { /* the rounds carry the counts' sampling error: the point ranks */
-            for (size_t k = 0; k < nranks; k++) ranks[k] = tried[k] > 0 ? won[k] / tried[k] : 0;
+        if (rounds) {
             rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
             double fe = exp(spread->efficiency_sd * spread->scale * gsl_ran_tdist(rng, df));
             double fs = exp(spread->speedup_sd * spread->scale * gsl_ran_tdist(rng, df));
