@@ -327,12 +327,9 @@ static void skip(sd_decode_arm *a)
 /* Untimed decodes of the first prompt, by ar and by every arm (each with its own
  * generator, its workspace's rank counts cleared after), before the rounds of a
  * calibration or of the runs: a process's first decoding, and each arm's first use of
- * its workspace and of passes of its width, pay costs no later round does. Paid in the
- * first round, they read ar's token slow in the calibration (1.1-1.8x the other
- * rounds' in 10 of 10 runs) and each arm's target passes slow in a calibration of 8
- * prompts against runs of 20 (make bench-predict: target time predicted 5-10% high on
- * the large pair under AVX2). An arm that fails here is skipped in a calibration, as in
- * its rounds. */
+ * its workspace and of passes of its width, pay costs no later round does: paid in the
+ * first round, ar's read its token 1.1-1.8x the other rounds' in 10 of 10 runs. An arm
+ * that fails here is skipped in a calibration, as in its rounds. */
 static int warm_up(const sd_decode_bench *b, sd_decode_arm *arms, sd_tree_ws **ws, size_t ne, unsigned long seed,
                    int cal)
 {

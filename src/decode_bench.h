@@ -2,8 +2,8 @@
  * model pair. The prompts are decoded by the target alone (ar) and by every scheme in
  * turns, prompt by prompt; before those runs a calibration on prompts spread over
  * them (another seed) gives each scheme's predicted speed with an interval (decode.h's
- * prediction), grows the trees built from a calibration (GT, throughput) and sets each scheme against
- * the predicted best. `specdec decode` prints it; the Python package's decode() calls it
+ * prediction), grows the trees built from a calibration (GT, throughput) and sets each
+ * scheme against the predicted best. `specdec decode` prints it; the Python package's decode() calls it
  * through src/api/. Oracles and prompts are the caller's; nothing here prints.
  *
  *   sd_decode_bench b = sd_decode_bench_default();
