@@ -43,13 +43,12 @@ model() {
     target) echo data/models/target.gguf ;;
     large-q4k) echo data/models/large-target.gguf ;;
     large-f16) sh data/models/large-f16.sh "$SD" large-target ;;
-    r82-f16 | r82-q8_0 | r82-q4_k_m)
+    r82-f16 | r82-q8_0 | r82-q4_k_m | r242-f16)
+        # r242: 504 MB, beyond a server's L3 of 260 MiB, where every file above sits in it
+        shape=$S82
+        [ "${1%%-*}" = r242 ] && shape=1024,16,16,4,4096,4096
         f=$DIR/$1.gguf
-        [ -s "$f" ] || "$SD" random-model --shape $S82 --type "${1#r82-}" --out "$f" >&2 || return 1
-        echo "$f" ;;
-    r242-f16) # 504 MB: beyond a server's L3 of 260 MiB, where every file above sits in it
-        f=$DIR/$1.gguf
-        [ -s "$f" ] || "$SD" random-model --shape 1024,16,16,4,4096,4096 --type f16 --out "$f" >&2 || return 1
+        [ -s "$f" ] || "$SD" random-model --shape $shape --type "${1#*-}" --out "$f" >&2 || return 1
         echo "$f" ;;
     *) echo "cpu-sets: unknown model $1" >&2; return 1 ;;
     esac
