@@ -131,8 +131,9 @@ static void test_gemm_dot_tokens_bitwise(void **state)
 /* The batched product of the decoder, for weights in the cache and streamed from
  * memory: every token x row equals the single-token dot product bit for bit, F32, F16
  * and BF16 rows, every batch from 1 to 20 tokens (streamed, up to 16 one row at a time
- * against all tokens in groups of up to 6, up to 8 for F32 rows of 709; else tiles of
- * 4 rows x up to 6 tokens, tokens in chunks) and 71, depths with and without a tail
+ * against all tokens in groups of up to 6 while n rows fit the set's RS_FIT_BYTES: for
+ * F32 rows of 709 up to 8 tokens with AVX-512, 16 with AVX2; else tiles, tokens in
+ * chunks) and 71, depths with and without a tail
  * past the lanes, 70 rows (a partial block of 16 and of 4). */
 static void test_gemm_dot_rows_tokens_bitwise(void **state)
 {

@@ -69,7 +69,7 @@ typedef void tile_fn(const char *restrict, size_t, const char *, const float *re
  * at most RS_G tokens, in chunks of RS_TB_FLOATS floats; the row RS_PF ahead prefetched
  * (the AVX-512 set's choices, tests/bench/KERNELS.md). Cached: tiles of 2 rows x up to
  * RT_G tokens. */
-enum { RS_MAX = 16, RS_FIT_BYTES = 24576, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G = 6, RT_G = 3 };
+enum { RS_MAX = 16, RS_FIT_BYTES = 65536, RS_TB_FLOATS = 6144, RS_PF = 4, RS_G = 6, RT_G = 3 };
 
 #define TILE2(T, name, LOAD8, ES) TILE(2, T, name, LOAD8, ES)
 #define TILES2(LOAD8, ES, sfx)                                                                      \
@@ -265,7 +265,11 @@ enum { RT_TB_FLOATS = 4096 };
 static void rows_tokens(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                         size_t ys, int stream)
 {
-    if (n == 1 || (stream && n <= RS_MAX && n * sd_ttype_row_bytes(type, cols) <= RS_FIT_BYTES)) {
+    /* streamed rows one at a time where a chunk of tokens holds a whole group: smaller
+     * chunks would read each row once per token (KERNELS.md, "AVX2: streamed rows") */
+    size_t group = n < RS_G ? n : RS_G;
+    if (n == 1 || (stream && n <= RS_MAX && n * sd_ttype_row_bytes(type, cols) <= RS_FIT_BYTES &&
+                   RS_TB_FLOATS / cols >= group)) {
         rows_small(type, w, nrows, x, cols, n, y, ys, 0);
         return;
     }
