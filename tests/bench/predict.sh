@@ -62,6 +62,7 @@ $2 == "ar" { arm[$1] = $22 + $24; arp[$1] = $23 + $25; next }
     half[s] += ($17 / $10 - 1 > 1 - $16 / $10 ? $17 / $10 - 1 : 1 - $16 / $10)
     if (!(s in seen)) { seen[s] = 1; order[++ns] = s }
     all++; allin += ($9 >= $16 && $9 <= $17); alle[all] = err < 0 ? -err : err; allsum += err
+    rn[$1]++; rin[$1] += ($9 >= $16 && $9 <= $17); if ($1 > nrun) nrun = $1
 }
 END {
     printf "%-16s %4s %8s %8s %8s %9s %9s\n", "scheme", "runs", "mean%", "sd%", "med|e|%", "covered", "width%"
@@ -77,6 +78,14 @@ END {
     med = all % 2 ? alle[(all + 1) / 2] : (alle[all / 2] + alle[all / 2 + 1]) / 2
     printf "all: %d (scheme, run) pairs, mean error %+.1f%%, median |error| %.1f%%, covered %d of %d (%.0f%%)\n",
            all, 100 * allsum / all, 100 * med, allin, all, 100 * allin / all
+    # how far from 0.9 a count may fall by chance: P(X <= allin), X ~ Binomial(all, 0.9), as
+    # if the pairs were independent; the pairs of a run share its minutes of the machine, so the
+    # counts of whole runs spread wider than that
+    pk = 0.1 ^ all; tail = 0
+    for (k = 0; k <= allin; k++) { tail += pk; pk *= (all - k) / (k + 1) * 9 }
+    byrun = ""; for (r = 1; r <= nrun; r++) if (rn[r]) byrun = byrun sprintf(" %d/%d", rin[r], rn[r])
+    printf "coverage by run:%s; for intervals that hold at 0.9, %d or fewer of %d independent pairs inside has " \
+           "probability %.3f\n", byrun, allin, all, tail
     # the goals: the half-width of an interval is its wider side over the prediction, mean over runs
     for (i = 1; i <= ns; i++) if (sum[order[i]] / n[order[i]] >= -0.03 && sum[order[i]] / n[order[i]] <= 0.03) unb++
     hs = n["sd"] ? half["sd"] / n["sd"] : -1; ht = n["throughput"] ? half["throughput"] / n["throughput"] : -1
