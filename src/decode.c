@@ -354,6 +354,36 @@ double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds)
     return n ? sqrt(sum / (double)n) : 0;
 }
 
+double sd_decode_drift(const double *sp, size_t schemes, size_t rounds, size_t batch)
+{
+    size_t nb = batch ? rounds / batch : 0;
+    if (nb < 2) return 0;
+    double *cm = sd_xcalloc(rounds, sizeof *cm), *cn = sd_xcalloc(rounds, sizeof *cn);
+    for (size_t i = 0; i < schemes; i++) {
+        const double *x = sp + i * rounds;
+        double m = 0, k = 0;
+        for (size_t r = 0; r < rounds; r++)
+            if (x[r] > 0) m += log(x[r]), k++;
+        if (k < 2) continue;
+        m /= k;
+        for (size_t r = 0; r < rounds; r++)
+            if (x[r] > 0) cm[r] += log(x[r]) - m, cn[r]++;
+    }
+    double v = 0, vn = 0, bm = 0, bq = 0, bn = 0;
+    for (size_t r = 0; r < rounds; r++)
+        if (cn[r] > 0) cm[r] /= cn[r], v += cm[r] * cm[r], vn++;
+    for (size_t b = 0; b < nb; b++) { /* the batch means (the common mode sums to 0 over all rounds) */
+        double s = 0, k = 0;
+        for (size_t r = b * batch; r < (b + 1) * batch; r++)
+            if (cn[r] > 0) s += cm[r], k++;
+        if (k > 0) bm += s / k, bq += (s / k) * (s / k), bn++;
+    }
+    free(cm), free(cn);
+    if (vn < 2 || bn < 2) return 0;
+    double var = v / (vn - 1), vb = (bq - bm * bm / bn) / (bn - 1), d = vb - var / (double)batch;
+    return d > 0 ? sqrt(2 * d) : 0;
+}
+
 void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds, size_t nrun, double level,
                                double *lo, double *hi)
 {
@@ -448,10 +478,11 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         }
         sd_decode_stats cs = *cal;
         sd_decode_prediction q;
+        double drift = c->drift_sd > 0 ? gsl_ran_gaussian(rng, c->drift_sd) : 0; /* the runs' window */
         if (rounds) {
             rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
             double fe = exp(spread->efficiency_sd * spread->scale * gsl_ran_tdist(rng, df));
-            double fs = exp(spread->speedup_sd * spread->scale * gsl_ran_tdist(rng, df));
+            double fs = exp(spread->speedup_sd * spread->scale * gsl_ran_tdist(rng, df) + drift);
             eff[r] = q.efficiency * fe, rate[r] = q.rate * fs, speed[r] = q.speedup * fs;
             continue;
         }
@@ -463,7 +494,7 @@ int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_sc
         cs.seconds = cs.draft_s + cal->target_s + fmax(o, 0) * B;
         rc = sd_decode_predict(&v, t, scheme, ranks, nranks, &cs, ar, &q);
         /* the runs' own prompts against the calibration's */
-        double f = c->prompt_sd > 0 ? fmax(0.1, 1 + gsl_ran_gaussian(rng, c->prompt_sd)) : 1;
+        double f = (c->prompt_sd > 0 ? fmax(0.1, 1 + gsl_ran_gaussian(rng, c->prompt_sd)) : 1) * exp(drift);
         eff[r] = q.efficiency, rate[r] = q.rate * f, speed[r] = q.speedup * f;
     }
     if (!rc) {

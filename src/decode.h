@@ -106,6 +106,9 @@ typedef struct {
                                 sqrt(1 / its prompts + 1 / the runs'); what decode prints,
                                 and what an interval draws from when its scheme has no
                                 spread of its own (sd_decode_spread) */
+    double drift_sd;         /* the machine's drift: how far a run's speedups may all stand
+                                from the calibration's alike, relative standard deviation
+                                (sd_decode_drift); every interval draws from it */
 } sd_decode_costs;
 
 /* Measures the curves (sd_cost_measure: the models alternating at every width; its
@@ -173,6 +176,17 @@ void sd_decode_stats_add(sd_decode_stats *a, const sd_decode_stats *b);
  * 4-prompt calibration cannot average away (sd_decode_costs.prompt_sd). */
 double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds);
 
+/* The machine's drift in an interleaved calibration: sp as for sd_decode_prompt_spread,
+ * the rounds in the order they ran. The rounds' common mode (a round's mean over the
+ * schemes of log speedup less each scheme's mean) in consecutive batches of `batch`
+ * rounds: where the machine's speed ratios wander slowly (neighbours filling a shared
+ * L3, clocks), the batch means spread more than the rounds' own spread gives them
+ * (var / batch), and the runs' window, minutes later, stands from the calibration's by
+ * up to twice that excess. Returns sqrt(2 max(0, var of the batch means - var /
+ * batch)), 0 with fewer than 2 batches. On the large pair a run's schemes had moved
+ * alike by -7 to +14% (make bench-predict), beyond their own intervals. */
+double sd_decode_drift(const double *sp, size_t schemes, size_t rounds, size_t batch);
+
 /* Scheme a's speedup over scheme b's, paired by prompt: sa[r] and sb[r] are their speedups
  * in round r of an interleaved calibration (0: none). ar's time on the prompt and the
  * machine's speed at that moment are common to both and cancel in their ratio; each
@@ -229,7 +243,9 @@ void sd_decode_round_spread(const double *speedup, const double *efficiency, siz
  *   - else every rank's acceptance from its Beta(won + 1/2, tried - won + 1/2) posterior
  *     (a static tree), or the efficiency from a normal of the calibration's mean and
  *     standard error over blocks (other walks), the overhead per block likewise, and the
- *     rate and speedup moved by a normal of relative spread c->prompt_sd.
+ *     rate and speedup moved by a normal of relative spread c->prompt_sd;
+ *   - either way the rate and speedup moved by exp(N(0, c->drift_sd)): the machine's
+ *     drift between the calibration and the runs, every scheme alike.
  * Fills p's _lo and _hi fields, widened where needed to hold p's own values (a rank
  * estimated at 0 or 1 has its posterior on one side). SD_EINVAL for a level outside (0, 1) or reps < 10. */
 int sd_decode_predict_interval(const sd_decode_costs *c, const sd_tree *t, sd_scheme scheme,

@@ -372,6 +372,10 @@ static int warm_up(const sd_decode_bench *b, sd_decode_arm *arms, sd_tree_ws **w
  *   from prompt to prompt into b->costs.prompt_sd.
  * - else the measured runs, a->run and b->ar_run; check compares each arm's tokens with
  *   ar's on the spot. */
+/* The calibration's rounds in this many batches for the machine's drift (sd_decode_drift):
+ * 4 batches of 5 rounds at the default 20. */
+enum { DRIFT_BATCHES = 4 };
+
 static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, size_t np, unsigned long seed,
                             int cal)
 {
@@ -440,8 +444,10 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
         }
     }
     sd_progress_end(&prog);
-    if (cal && !rc) /* the runs' prompts against these: their mean's spread */
+    if (cal && !rc) { /* the runs' prompts against these: their mean's spread; the machine's drift */
         b->costs.prompt_sd = sd_decode_prompt_spread(speedup, ne, np) * sqrt(1 / (double)np + 1 / (double)b->np);
+        b->costs.drift_sd = sd_decode_drift(speedup, ne, np, np / DRIFT_BATCHES);
+    }
     for (size_t i = 0; i < ne; i++) {
         if (cal && !rc && !arms[i].skipped) keep_ranks(&arms[i], ws[i]);
         sd_tree_ws_free(ws[i]);

@@ -539,6 +539,32 @@ static void test_decode_predict(void **state)
         fail_msg("a 10%% spread over prompts: speedup interval %.4f of the point, want %.4f +- 7%%", sw[1],
                  hypot(sw[0], 2 * z * 0.1));
     for (int k = 0; k < 2; k++) assert_close(ew[k], eff_w, 0.06, 0);
+    /* the machine's drift moves the speedup by exp(N(0, 0.1)): 2 sinh(z 0.1) of the point
+     * in quadrature, the efficiency's alone */
+    widths_with(&c, &c.drift_sd, 0.1, t, ranks, tried, won, &cal, &ar, r, sw, ew);
+    if (fabs(sw[1] / hypot(sw[0], 2 * sinh(z * 0.1)) - 1) > 0.07)
+        fail_msg("a 10%% drift: speedup interval %.4f of the point, want %.4f +- 7%%", sw[1],
+                 hypot(sw[0], 2 * sinh(z * 0.1)));
+    for (int k = 0; k < 2; k++) assert_close(ew[k], eff_w, 0.06, 0);
+    /* the drift from the rounds' common mode, two schemes x 8 rounds, batches of 2:
+     * - a step of d = 0.1 in every scheme's log speedup after round 4: the common mode
+     *   -+d/2 (variance (d/2)^2 8/7), the 4 batch means -+d/2 (variance (d/2)^2 4/3), the
+     *   excess (d/2)^2 (4/3 - 4/7) = 4 d^2 / 21, the drift sqrt(8/21) d;
+     * - the same +-d alternating round by round: batch means 0, no drift;
+     * - a scheme's own noise (the other flat) counts half in the common mode: the step in
+     *   one scheme alone gives half the drift; one batch, or none: 0 */
+    double step[16], alt[16], one[16];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 8; k++) {
+            step[i * 8 + k] = (i + 1) * exp(k < 4 ? 0 : 0.1);
+            alt[i * 8 + k] = (i + 1) * exp(k % 2 ? 0.1 : -0.1);
+            one[i * 8 + k] = i ? 2 : exp(k < 4 ? 0 : 0.1);
+        }
+    assert_close(sd_decode_drift(step, 2, 8, 2), sqrt(8.0 / 21) * 0.1, 1e-12, 0);
+    assert_true(sd_decode_drift(alt, 2, 8, 2) == 0);
+    assert_close(sd_decode_drift(one, 2, 8, 2), sqrt(8.0 / 21) * 0.05, 1e-12, 0);
+    assert_true(sd_decode_drift(step, 2, 8, 4) > 0 && sd_decode_drift(step, 2, 8, 5) == 0);
+    assert_true(sd_decode_drift(step, 2, 8, 0) == 0);
     /* the spread pooled over schemes: scheme 0's rounds 0.4 and 0.6 (sd 0.141 about 0.5,
      * relative 0.283), scheme 1's 1, 1, 1 (0), scheme 2's one round (not counted): the
      * root of their mean square, 0.2 */
