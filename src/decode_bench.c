@@ -358,6 +358,10 @@ static int warm_up(const sd_decode_bench *b, sd_decode_arm *arms, sd_tree_ws **w
     return rc;
 }
 
+/* The calibration's rounds in this many batches for the machine's drift (sd_decode_drift):
+ * 4 batches of 5 rounds at the default 20. */
+enum { DRIFT_BATCHES = 4 };
+
 /* np rounds in turn (the runs: prompts 0 .. np - 1; a calibration: cal_prompt's), each
  * prompt decoded by ar and then by every arm not skipped, so
  * that a machine whose speed drifts (clocks, neighbours) slows every arm alike and each
@@ -372,10 +376,6 @@ static int warm_up(const sd_decode_bench *b, sd_decode_arm *arms, sd_tree_ws **w
  *   from prompt to prompt into b->costs.prompt_sd.
  * - else the measured runs, a->run and b->ar_run; check compares each arm's tokens with
  *   ar's on the spot. */
-/* The calibration's rounds in this many batches for the machine's drift (sd_decode_drift):
- * 4 batches of 5 rounds at the default 20. */
-enum { DRIFT_BATCHES = 4 };
-
 static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, size_t np, unsigned long seed,
                             int cal)
 {
