@@ -231,17 +231,19 @@ static void test_gemm_quads_bitwise(void **state)
  * every token x row equals the one-token integer dot product bit for bit, every batch
  * from 1 to 20 tokens (tiles of 4 rows x 4 pairs, then one tile of the 1 to 3 pairs
  * left, an odd last token doubled in it) and 37 (past a chunk of 16), 70 rows (a
- * partial tile of 4), depths of 1 to 22 blocks; the types without a min the same with
- * no sums at all. */
+ * partial tile of 4), depths of 1 to 22 blocks and of 520 (past the 512 blocks of the
+ * AVX2 set's copy of a group's scales, 9 and 37 tokens); the types without a
+ * min the same with no sums at all. */
 static void test_gemm_dot_rows_act_tokens_bitwise(void **state)
 {
     (void)state;
     gsl_rng *r = sd_test_rng(19);
-    static const size_t cols[] = {32, 96, 256, 704};
+    static const size_t cols[] = {32, 96, 256, 704, 16640};
     static const sd_ttype types[] = {SD_T_Q8_0, SD_T_Q4_0, SD_T_Q4_1, SD_T_Q5_0, SD_T_Q5_1};
-    for (size_t c = 0; c < 4; c++)
+    for (size_t c = 0; c < 5; c++)
         for (size_t n = 1; n <= 21; n++)
             for (int ti = 0; ti < 5; ti++) {
+                if (cols[c] > 704 && n != 9 && n != 21) continue;
                 size_t C = cols[c], nt = n == 21 ? 37 : n, rows = 70, ys = rows + 2, nb = C / 32;
                 sd_ttype t = types[ti];
                 size_t rb = sd_ttype_row_bytes(t, C);

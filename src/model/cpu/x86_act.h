@@ -82,29 +82,48 @@ static inline __attribute__((always_inline)) float dot_act_t(sd_ttype t, const u
     return with_mins(t, hsum(acc), row, sums, nb);
 }
 
-/* Several tokens against one row: each weight block is loaded, unpacked and scaled
- * once for up to 8 tokens (registers, not an array, hold their sums); pf: the same
- * row's blocks ACT_PF2 rows ahead, prefetched a line as the blocks reach one (or NULL).
- * Per token the operations and their order are those of the one-token kernel above,
- * so the results are the same bit for bit. Tokens t0 .. t0 + NT - 1 (NT a constant
- * after inlining). */
+/* Several tokens against one row, ACT_G at a time. The tokens' scales of a block come
+ * block-major (st, ACT_G a block, as act_scales copies them), so that one product
+ * makes the group's eight dw x scale and one broadcast from memory takes each: a
+ * token's multiply-add then costs no scalar product and no shuffle. */
+enum { ACT_G = 8, ACT_SEG = 512 }; /* tokens a group; blocks a copy of the scales holds */
+
+/* st[(b - b0) ACT_G + k] = token t0 + k's scale of block b, for blocks [b0, b1); 0 past NT */
+static inline void act_scales(const float *scale, size_t nb, size_t t0, int NT, size_t b0, size_t b1, float *st)
+{
+    for (size_t b = b0; b < b1; b++)
+        for (int k = 0; k < ACT_G; k++) st[(b - b0) * ACT_G + k] = k < NT ? scale[(t0 + (size_t)k) * nb + b] : 0.0f;
+}
+
+/* Tokens t0 .. t0 + NT - 1 (NT a constant after inlining) against one row: each weight
+ * block is loaded, unpacked and scaled once for them all (registers, not an array, hold
+ * their sums); pf: the same row's blocks ACT_PF2 rows ahead, prefetched a line as the
+ * blocks reach one (or NULL). st holds the group's scales when the row has at most
+ * ACT_SEG blocks; a longer row copies them ACT_SEG blocks at a time into st itself. Per
+ * token the operations and their order are those of the one-token kernel above (the
+ * same product dw x scale, formed in a vector), so the results are the same bit for bit. */
 static inline __attribute__((always_inline)) void dots_act_group(
     sd_ttype type, const unsigned char *restrict row, const unsigned char *pf, const float *restrict scale,
-    const int8_t *restrict q, const float *sums, size_t n, size_t t0, const int NT, float *restrict y, size_t ys)
+    float *restrict st, const int8_t *restrict q, const float *sums, size_t n, size_t t0, const int NT,
+    float *restrict y, size_t ys)
 {
     const size_t nb = n / SD_QK, bytes = block32_bytes(type);
-    __m256 acc[8];
+    __m256 acc[ACT_G];
     for (int k = 0; k < NT; k++) acc[k] = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++) {
-        const unsigned char *blk = row + b * bytes;
-        if (pf && (b == 0 || (b * bytes) / 64 != ((b + 1) * bytes) / 64)) /* a line starts */
-            _mm_prefetch((const char *)pf + (b + (b > 0)) * bytes, _MM_HINT_T0);
-        const __m256i w = load_block(type, blk), aw = _mm256_sign_epi8(w, w);
-        const float dw = block_scale(blk);
-        for (int k = 0; k < NT; k++) {
-            const size_t t = t0 + (size_t)k;
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(q + t * n + b * SD_QK));
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * scale[t * nb + b]), block_dot(aw, w, x), acc[k]);
+    for (size_t b0 = 0; b0 < nb; b0 += ACT_SEG) {
+        const size_t b1 = nb - b0 < ACT_SEG ? nb : b0 + ACT_SEG;
+        if (nb > ACT_SEG) act_scales(scale, nb, t0, NT, b0, b1, st);
+        for (size_t b = b0; b < b1; b++) {
+            const unsigned char *blk = row + b * bytes;
+            if (pf && (b == 0 || (b * bytes) / 64 != ((b + 1) * bytes) / 64)) /* a line starts */
+                _mm_prefetch((const char *)pf + (b + (b > 0)) * bytes, _MM_HINT_T0);
+            const __m256i w = load_block(type, blk), aw = _mm256_sign_epi8(w, w);
+            float ds[ACT_G];
+            _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(block_scale(blk)), _mm256_loadu_ps(st + (b - b0) * ACT_G)));
+            for (int k = 0; k < NT; k++) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(q + (t0 + (size_t)k) * n + b * SD_QK));
+                acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(ds + k), block_dot(aw, w, x), acc[k]);
+            }
         }
     }
     for (int k = 0; k < NT; k++) {
@@ -119,19 +138,19 @@ enum { ACT_PF2 = 4 };
 
 static inline __attribute__((always_inline)) void dots_act_t(sd_ttype type, const unsigned char *restrict row,
                                                              const unsigned char *pf, const float *restrict scale,
-                                                             const int8_t *restrict q, const float *sums, size_t n,
-                                                             size_t ntok, float *restrict y, size_t ys)
+                                                             float *restrict st, const int8_t *restrict q,
+                                                             const float *sums, size_t n, size_t t0, int nt,
+                                                             float *restrict y, size_t ys)
 {
-    size_t t0 = 0;
-    for (; t0 + 8 <= ntok; t0 += 8, pf = NULL) dots_act_group(type, row, pf, scale, q, sums, n, t0, 8, y, ys);
-    switch (ntok - t0) {
-    case 7: dots_act_group(type, row, pf, scale, q, sums, n, t0, 7, y, ys); break;
-    case 6: dots_act_group(type, row, pf, scale, q, sums, n, t0, 6, y, ys); break;
-    case 5: dots_act_group(type, row, pf, scale, q, sums, n, t0, 5, y, ys); break;
-    case 4: dots_act_group(type, row, pf, scale, q, sums, n, t0, 4, y, ys); break;
-    case 3: dots_act_group(type, row, pf, scale, q, sums, n, t0, 3, y, ys); break;
-    case 2: dots_act_group(type, row, pf, scale, q, sums, n, t0, 2, y, ys); break;
-    case 1: dots_act_group(type, row, pf, scale, q, sums, n, t0, 1, y, ys); break;
+    switch (nt) {
+    case 8: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 8, y, ys); break;
+    case 7: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 7, y, ys); break;
+    case 6: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 6, y, ys); break;
+    case 5: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 5, y, ys); break;
+    case 4: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 4, y, ys); break;
+    case 3: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 3, y, ys); break;
+    case 2: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 2, y, ys); break;
+    case 1: dots_act_group(type, row, pf, scale, st, q, sums, n, t0, 1, y, ys); break;
     default: break;
     }
 }
@@ -148,27 +167,36 @@ static float dot_act(sd_ttype t, const unsigned char *row, const float *scale, c
     }
 }
 
-static void dots_act(sd_ttype t, const unsigned char *row, const unsigned char *pf, const float *scale,
-                     const int8_t *q, const float *sums, size_t n, size_t ntok, float *y, size_t ys)
+static void dots_act(sd_ttype t, const unsigned char *row, const unsigned char *pf, const float *scale, float *st,
+                     const int8_t *q, const float *sums, size_t n, size_t t0, int nt, float *y, size_t ys)
 {
     switch (t) {
-#define X(T) case T: dots_act_t(T, row, pf, scale, q, sums, n, ntok, y, ys); return;
+#define X(T) case T: dots_act_t(T, row, pf, scale, st, q, sums, n, t0, nt, y, ys); return;
         ACT_TYPES(X)
 #undef X
     default: return;
     }
 }
 
-/* Each row against the tokens: one token's kernel, or up to 8 tokens a weight block. */
+/* Each row against the tokens: one token's kernel, or groups of ACT_G tokens, each
+ * group over all the rows (its activations stay in L1, the rows in L2). */
 static inline void act_rows_x86(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                                 const float *sums, size_t n, size_t ntok, float *y, size_t ys)
 {
-    const size_t rbytes = sd_ttype_row_bytes(t, n);
+    const size_t rbytes = sd_ttype_row_bytes(t, n), nb = n / SD_QK;
     const unsigned char *wb = w;
-    for (size_t r = 0; r < nrows; r++)
-        if (ntok == 1) y[r] = dot_act(t, wb + r * rbytes, scale, q, sums, n / SD_QK);
-        else dots_act(t, wb + r * rbytes, r + ACT_PF2 < nrows ? wb + (r + ACT_PF2) * rbytes : NULL, scale, q, sums, n,
-                      ntok, y + r, ys);
+    if (ntok == 1) {
+        for (size_t r = 0; r < nrows; r++) y[r] = dot_act(t, wb + r * rbytes, scale, q, sums, nb);
+        return;
+    }
+    float st[ACT_SEG * ACT_G];
+    for (size_t t0 = 0; t0 < ntok; t0 += ACT_G) {
+        const int nt = ntok - t0 < ACT_G ? (int)(ntok - t0) : ACT_G;
+        if (nb <= ACT_SEG) act_scales(scale, nb, t0, nt, 0, nb, st);
+        for (size_t r = 0; r < nrows; r++)
+            dots_act(t, wb + r * rbytes, t0 == 0 && r + ACT_PF2 < nrows ? wb + (r + ACT_PF2) * rbytes : NULL, scale, st,
+                     q, sums, n, t0, nt, y + r, ys);
+    }
 }
 
 /* ---- K-quant activations (Q8_K), the generic quantizer's arithmetic 8 at a time:
