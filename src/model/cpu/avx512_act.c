@@ -80,7 +80,7 @@ enum { ACT_R = 4, ACT_P = 4, ACT_TB = 16, ACT_PF = 4 };
                 /* -128 x each lane's four weights: the sums start there */                                  \
                 const __m512i base = _mm512_sub_epi32(_mm512_setzero_si512(),                                \
                                                       _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w2)); \
-                const __m512 dw = _mm512_set1_ps(act_scale(blk));                                          \
+                const __m512 dw = _mm512_set1_ps(act_scale(blk));                                            \
                 _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                        \
                     __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(base, x2[p], w2));                     \
                     acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xs[p]), d, acc[r][p]);                     \

@@ -60,7 +60,7 @@ static inline __m256i fifth_bits(const unsigned char *qh)
 
 /* A block of 32's f16 scale: its first 8 bytes (a block has 18 or more) loaded into the
  * conversion, where a 16-bit load into a vector register costs a shuffle as well
- * (vpinsrw: without AVX512-FP16's vmovw, 3-6% of a Q8_0 pass of 2 to 8 tokens). */
+ * (vpinsrw, without AVX512-FP16's vmovw; KERNELS.md, "Blocks of 32: the scale's load"). */
 static inline float act_scale(const unsigned char *blk)
 {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)blk)));
@@ -93,7 +93,8 @@ static inline __attribute__((always_inline)) float dot_act_t(sd_ttype t, const u
 /* Several tokens against one row, ACT_G at a time. The tokens' scales of a block come
  * block-major (st, ACT_G a block, as act_scales copies them), so that one product
  * makes the group's eight dw x scale and one broadcast from memory takes each: a
- * token's multiply-add then costs no scalar product and no shuffle. */
+ * token's multiply-add then costs no scalar product and no shuffle (KERNELS.md, "AVX2:
+ * blocks of 32 by groups of tokens"). */
 enum { ACT_G = 8, ACT_SEG = 512 }; /* tokens a group; blocks a copy of the scales holds */
 
 /* st[(b - b0) ACT_G + k] = token t0 + k's scale of block b, for blocks [b0, b1); 0 past NT */
