@@ -179,8 +179,10 @@ static void test_gemm_dot_rows_tokens_bitwise(void **state)
 /* Rows four by four (sd_rows_quads_pack, then sd_dot_rows_tokens_quads): every token x
  * row equals the single-token dot product of the rows as they were, bit for bit, F32,
  * F16 and BF16, 1 to 20 tokens (groups of up to 6 or 3) and 37 (past a chunk of tokens), 4 to
- * 36 rows (a partial block of 16), 16 to 2048 columns; the product of a part of the
- * rows from a quad's start; and which shapes allow it. */
+ * 36 rows (a partial block of 16), 16 to 2048 columns (1408: past a chunk of the AVX2
+ * set's quads, and short of the next); the product of a part of the rows from a quad's
+ * start; streamed and in the cache in turn (the prefetch's hint); and which shapes
+ * allow it. */
 static void test_gemm_quads_bitwise(void **state)
 {
     (void)state;
@@ -210,7 +212,7 @@ static void test_gemm_quads_bitwise(void **state)
                 for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
                     size_t n = ns[k], skip = k % 2 && rows > 4 ? 4 : 0; /* from the second quad on */
                     for (size_t i = 0; i < n * ys; i++) y[i] = -7.0f;
-                    sd_dot_rows_tokens_quads(t, quads + skip * rb, rows - skip, x, C, n, y, ys);
+                    sd_dot_rows_tokens_quads(t, quads + skip * rb, rows - skip, x, C, n, y, ys, (int)(k / 2 % 2));
                     for (size_t tk = 0; tk < n; tk++) {
                         for (size_t o = 0; o < rows - skip; o++) {
                             float one = sd_dot_row(t, wt + (o + skip) * rb, x + tk * C, C);

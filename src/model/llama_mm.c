@@ -96,9 +96,9 @@ static void mm_rows_task(void *ctx, size_t c, int thread)
         sd_dot_rows_act_k_tokens(w->type, wr, nr, j->s->kd, j->s->kq, j->s->kbs, j->cols, j->n, o[i].y + r0, rows);
     else if (mm_quantized(w))
         sd_dot_rows_act_tokens(w->type, wr, nr, j->s->scale, j->s->q, j->s->sums, j->cols, j->n, o[i].y + r0, rows);
-    else if (w->quads && sd_rows_quads_for(j->n, j->s->stream))
+    else if (w->quads)
         sd_dot_rows_tokens_quads(w->type, (const char *)w->quads + (wr - (const char *)w->data), nr, j->x, j->cols,
-                                 j->n, o[i].y + r0, rows);
+                                 j->n, o[i].y + r0, rows, j->s->stream);
     else
         (j->s->stream ? sd_dot_rows_tokens_stream : sd_dot_rows_tokens)(
             w->type, wr, nr, j->x, j->cols, j->n, o[i].y + r0, rows, j->s->rows + (size_t)thread * sd_dot_rows_ws(j->cols));

@@ -132,16 +132,13 @@ void sd_dot_rows_tokens_stream(sd_ttype t, const void *w, size_t nrows, const fl
  * multiple of 16 allow it. sd_rows_quads_pack writes rows x cols of w (rows x
  * sd_ttype_row_bytes bytes) to out in that layout; quad k is at the offset of row 4k.
  * sd_dot_rows_tokens_quads is sd_dot_rows_tokens over nrows (divisible by 4) packed
- * rows from a quad's start, the same bits, for any n >= 1. */
+ * rows from a quad's start, the same bits, for any n >= 1 (stream: the rows come from
+ * memory rather than the cache, as for sd_dot_rows_tokens_stream: a hint for the
+ * prefetch, the same bits either way). */
 int sd_rows_quads_ok(sd_ttype t, size_t rows, size_t cols);
-/* Whether a product of n tokens (stream: its weights from memory) reads a tensor's
- * quads where it has them, in the kernel set in use: a set may read the rows as stored
- * for some streamed widths (the AVX2 set from 4 to 16 tokens: its quads take those in
- * several passes, and the reads wait on them), the same bits either way. */
-int sd_rows_quads_for(size_t n, int stream);
 void sd_rows_quads_pack(sd_ttype t, const void *w, size_t rows, size_t cols, void *out);
 void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
-                              float *y, size_t ys);
+                              float *y, size_t ys, int stream);
 /* out[j] = e^((x[j] - shift) scale) for j < n (out may be x), for arguments up to 88:
  * below -87.3 (and -inf) 0, NaN kept. Softmax's exponential (attention, the
  * trainer's losses): in the x86 sets a polynomial 8 or 16 at a time, within 1e-7

@@ -48,6 +48,7 @@
 #include "model/gemm.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/llama_mm.h"
 #include "model/pool.h"
 #include "model/tensor.h"
 #include "sd_error.h"
@@ -389,7 +390,7 @@ static double kernel_rate(int kind, sd_ttype t, size_t rows, size_t cols, size_t
         if (kind == K_QUADS) /* in the pass's chunks of rows */
             for (size_t r0 = 0; r0 < rows; r0 += PROD_CHUNK)
                 sd_dot_rows_tokens_quads(t, q + r0 * rb, rows - r0 < PROD_CHUNK ? rows - r0 : PROD_CHUNK, x, cols, n,
-                                         y + r0, rows);
+                                         y + r0, rows, 0);
         else if (kind == K_TILES) sd_dot_rows_tokens(t, w, rows, x, cols, n, y, rows, ws);
         else if (kind == K_ROWS)
             for (size_t r = 0; r < rows; r++) sd_dot_row_tokens(t, w + r * rb, x, cols, n, y + r, rows, ws);
@@ -458,6 +459,7 @@ typedef struct {
     size_t n;
     const float *x;
     float *y;
+    int stream; /* the model's weights stream from memory (sd_llama_weights_stream) */
 } prod_job;
 
 static void prod_task(void *ctx, size_t t, int thread)
@@ -476,11 +478,12 @@ static void prod_task(void *ctx, size_t t, int thread)
     size_t rows = (size_t)w->dims[1], cols = (size_t)w->dims[0], r0 = t * PROD_CHUNK;
     size_t nr = rows - r0 < PROD_CHUNK ? rows - r0 : PROD_CHUNK;
     sd_dot_rows_tokens_quads(w->type, (const char *)w->quads + r0 * sd_ttype_row_bytes(w->type, cols), nr, j->x,
-                             cols, j->n, j->y + r0, rows);
+                             cols, j->n, j->y + r0, rows, j->stream);
 }
 
 /* Seconds of the best of reps runs of the loops: each a loop of the pool, or all in one. */
-static double time_products(const prod_loop *loops, size_t nl, size_t n, const float *x, float *y, int one, int reps)
+static double time_products(const prod_loop *loops, size_t nl, size_t n, const float *x, float *y, int stream, int one,
+                            int reps)
 {
     int th = omp_get_max_threads();
     size_t all = 0;
@@ -489,11 +492,11 @@ static double time_products(const prod_loop *loops, size_t nl, size_t n, const f
     for (int r = 0; r < reps; r++) {
         double t0 = sd_seconds();
         if (one) {
-            prod_job j = {loops, nl, n, x, y};
+            prod_job j = {loops, nl, n, x, y, stream};
             sd_pool_for(th, all, prod_task, &j);
         } else
             for (size_t l = 0; l < nl; l++) {
-                prod_job j = {loops + l, 1, n, x, y};
+                prod_job j = {loops + l, 1, n, x, y, stream};
                 sd_pool_for(th, loops[l].tasks, prod_task, &j);
             }
         double dt = sd_seconds() - t0;
@@ -546,8 +549,8 @@ static int bench_products(const sd_llama *m)
     float *logits = malloc((size_t)64 * c->n_vocab * sizeof *logits);
     time_forward(m, kv, 0, 64, 1, logits, 1); /* the prompt the passes follow */
     for (int k = 0; k < 5; k++) {
-        t[0][k] = time_products(loops, nl, ns[k], x, y, 0, 30);
-        t[1][k] = time_products(loops, nl, ns[k], x, y, 1, 30);
+        t[0][k] = time_products(loops, nl, ns[k], x, y, sd_llama_weights_stream(m), 0, 30);
+        t[1][k] = time_products(loops, nl, ns[k], x, y, sd_llama_weights_stream(m), 1, 30);
         t[2][k] = time_forward(m, kv, 64, ns[k], 30, logits, 0);
     }
     double bw2 = read_bandwidth(th, bw_bytes);

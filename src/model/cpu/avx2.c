@@ -220,7 +220,6 @@ const sd_cpu_kernels sd_cpu_avx2_kernels = {
     .finish = sd_cpu_avx2_finish,
     .rows = sd_cpu_avx2_rows,
     .quads = sd_cpu_avx2_quads,
-    .stream_rows = {4, 16}, /* KERNELS.md, "AVX2: streamed rows from 4 tokens" */
     .dot_short = dot_short_avx2,
     .dot_short_rows = dot_short_rows_avx2,
     .weighted_values = weighted_values_avx2,

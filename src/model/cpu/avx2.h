@@ -42,7 +42,7 @@ float sd_cpu_avx2_finish(const float *acc, const float *w, const float *x, size_
 void sd_cpu_avx2_rows(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                       size_t ys, float *ws, int stream);
 void sd_cpu_avx2_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n, float *y,
-                       size_t ys);
+                       size_t ys, int stream);
 void sd_cpu_avx2_act_k_rows(sd_ttype t, const void *w, size_t nrows, const float *d, const int8_t *q,
                             const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys);
 void sd_cpu_avx2_quantize_act_k(const float *x, size_t n, float *d, int8_t *q, int16_t *bsums);

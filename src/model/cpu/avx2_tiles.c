@@ -115,32 +115,39 @@ ROWS(LOAD8_BF16, 2, bf16)
 
 /* ---- rows four by four: each 16 columns of four rows side by side, then the next 16
  *
- * The quad is one stream, read in order with a prefetch QUAD_PF bytes ahead into L1
- * (T0: a non-temporal prefetch kept the rows out of an Intel L3 they fit in, so that
- * each pass read them from memory; KERNELS.md, "Rows four by four"). A tile is a
- * pass over the quad: four rows against one token (8 chains); four rows against 2 or
- * 3 tokens (12 chains), the low halves of every 16 columns, then the high halves; two
- * rows against 4 tokens (8 chains), half by half and pair by pair (four passes, each
- * weight converted once for the 4 tokens, against twice for 2 + 2). Every pass after
- * the first reads the quad from the cache the first brought it into. */
+ * The quad is one stream, taken a chunk of QUAD_PF bytes at a time. A tile is a pass
+ * over a chunk: four rows against one token (8 chains); four rows against 2 or 3 tokens
+ * (12 chains), the low halves of every 16 columns, then the high halves; two rows
+ * against 4 tokens (8 chains), half by half and pair by pair (four passes, each weight
+ * converted once for the 4 tokens, against twice for 2 + 2). Every pass over a chunk
+ * after the first reads it from L1, and the chunk's passes together prefetch the next
+ * chunk into L2, spread over them, so that the reads overlap all the passes' products
+ * rather than the first's alone (KERNELS.md, "AVX2: quads a chunk at a time"). */
 enum { QUAD_PF = 8192, QUAD_G = 4 };
 
-/* Rows r0 .. r1 - 1 of the quad at w x T tokens over the halves h0 .. h1 - 1 of each 16
- * columns (0: lanes 0-7, 1: lanes 8-15) into s (row r's chain halves at s[CH(t, r) + h]);
- * pf: prefetch the stream ahead. */
+/* Rows r0 .. r1 - 1 of the quad at w x T tokens over the halves h0 .. h1 - 1 of columns
+ * i0 .. i1 - 1 (multiples of 16) into s (row r's chain halves at s[CH(t, r) + h]: zeros
+ * at i0 = 0, else the chains so far, continued in order: the same bits as one pass).
+ * pf: lines to prefetch, or NULL, into L2 (l2: the rows stream from memory) or else
+ * L1: a stream's ES lines every np iterations from the q-th (quad_chunks: a chunk's np
+ * passes prefetch the next chunk's lines once between them). */
 #define QUAD_TILE(T, H0, H1, R0, R1, name, LOAD8, ES)                                              \
-    static void name(const char *restrict w, int pf, const float *restrict x, size_t cols,          \
-                     __m256 *restrict s)                                                            \
+    static void name(const char *restrict w, const char *pf, int l2, int q, int np,               \
+                     const float *restrict x, size_t cols, size_t i0, size_t i1, __m256 *restrict s) \
     {                                                                                               \
-        const char *wp = w;                                                                         \
+        const char *wp = w + i0 * 4 * (ES);                                                         \
         __m256 a[4][T][2];                                                                          \
         _Pragma("GCC unroll 4") for (int r = R0; r < R1; r++)                                      \
             _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                    \
-                _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) a[r][t][h] = _mm256_setzero_ps(); \
-        for (size_t i = 0; i < cols; i += 16, wp += 64 * (ES)) {                                    \
-            if (pf)                                                                                 \
+                _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++)                               \
+                    a[r][t][h] = i0 ? s[CH(t, r) + h] : _mm256_setzero_ps();                        \
+        for (size_t i = i0; i < i1; i += 16, wp += 64 * (ES)) {                                     \
+            if (pf && q-- == 0) {                                                                   \
                 _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                              \
-                    _mm_prefetch(wp + QUAD_PF + 64 * k, _MM_HINT_T0);                               \
+                    if (l2) _mm_prefetch(pf + 64 * k, _MM_HINT_T1);                                 \
+                    else _mm_prefetch(pf + 64 * k, _MM_HINT_T0);                                    \
+                pf += 64 * (ES), q = np - 1;                                                        \
+            }                                                                                       \
             _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) {                                 \
                 __m256 xv[T];                                                                       \
                 _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                               \
@@ -159,7 +166,8 @@ enum { QUAD_PF = 8192, QUAD_G = 4 };
             _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                                    \
                 _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) s[CH(t, r) + h] = a[r][t][h]; \
     }
-typedef void quad_fn(const char *restrict, int, const float *restrict, size_t, __m256 *restrict);
+typedef void quad_fn(const char *restrict, const char *, int, int, int, const float *restrict, size_t, size_t,
+                     size_t, __m256 *restrict);
 /* per type: [G] the passes of a tile of G tokens, in order (NULL after the last) */
 #define QUADS(LOAD8, ES, sfx)                                                                       \
     QUAD_TILE(1, 0, 2, 0, 4, quad1_##sfx, LOAD8, ES)                                                \
@@ -221,34 +229,77 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
     }
 }
 
+/* The passes of ntk tokens in ng groups as even as they come (quadt[G]: a group of G's). */
+static int quad_passes(quad_fn *const (*quadt)[5], size_t ntk, size_t ng)
+{
+    int np = 0;
+    for (size_t g = 0, t = 0; g < ng; g++) {
+        size_t G = (ntk - t) / (ng - g);
+        for (int k = 0; quadt[G][k]; k++) np++;
+        t += G;
+    }
+    return np;
+}
+
+/* The quad at wq x ntk tokens (xc, cols floats apart) in ng groups, np passes, into s
+ * (the quad's chains, CH(t, r) from s): a chunk of QUAD_PF bytes at a time through every
+ * group's passes, so that each pass's products overlap the stream's reads. pf: these
+ * passes prefetch, QUAD_PF bytes ahead of the chunk, the lines of pass p's iterations
+ * j = p J, p J + 1, ... (J a chunk's) divisible by np, every line once (l2: the rows
+ * stream from memory). */
+static void quad_chunks(quad_fn *const (*quadt)[5], const char *wq, int pf, int l2, const float *xc, size_t cols,
+                        size_t ntk, size_t ng, int np, __m256 *s, size_t es)
+{
+    size_t cc = QUAD_PF / (4 * es), step = 64 * es;
+    for (size_t i0 = 0; i0 < cols; i0 += cc) {
+        size_t i1 = cols - i0 < cc ? cols : i0 + cc, J = (i1 - i0) / 16, jd = J / (size_t)np, jm = J % (size_t)np;
+        const char *next = pf ? wq + i0 * 4 * es + QUAD_PF : NULL;
+        size_t d = 0, m = 0; /* p J = d np + m */
+        for (size_t g = 0, t = 0; g < ng; g++) {
+            size_t G = (ntk - t) / (ng - g);
+            for (int k = 0; quadt[G][k]; k++) {
+                quadt[G][k](wq, next ? next + (d + (m > 0)) * step : NULL, l2, m ? np - (int)m : 0, np,
+                            xc + t * cols, cols, i0, i1, s + CH(t, 0));
+                d += jd, m += jm;
+                if (m >= (size_t)np) d++, m -= (size_t)np;
+            }
+            t += G;
+        }
+    }
+}
+
 /* quads = 0: the rows as stored, one at a time against groups of up to RS_G tokens (a
  * single token, and with weights read from memory up to RS_MAX tokens of short rows);
- * quads = 1: rows stored four by four, any n (groups of up to QUAD_G tokens). Tokens in
- * chunks that stay in L1; the first group of a chunk prefetches. */
+ * quads = 1: rows stored four by four, any n (groups of up to QUAD_G tokens; stream:
+ * they come from memory). Tokens in chunks that stay in L1; the first group of a chunk
+ * prefetches. */
 static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
-                       size_t ys, int quads)
+                       size_t ys, int quads, int stream)
 {
     row_fn *const *rowt = tiles_of(type)->row;
     quad_fn *const (*quadt)[5] = tiles_of(type)->quad;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC, gmax = quads ? QUAD_G : RS_G;
+    size_t es = rb / cols;
     size_t tb = RS_TB_FLOATS / cols, tmin = quads ? 4 : 1;
     tb = tb < tmin ? tmin : tb > 16 ? 16 : tb;
     _Alignas(32) __m256 s[2 * 16 * 16];
     const char *wb = w;
     for (size_t t0 = 0; t0 < n; t0 += tb) {
         size_t ntk = n - t0 < tb ? n - t0 : tb, ng = (ntk + gmax - 1) / gmax;
+        int np = quads ? quad_passes(quadt, ntk, ng) : 0;
         const float *xc = x + t0 * cols;
         for (size_t r0 = 0; r0 < nrows; r0 += 16) {
             size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
             const char *wr = wb + r0 * rb;
             for (size_t r = 0; r < nb; r += quads ? 4 : 1) {
                 const char *pf = t0 == 0 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
+                if (quads) {
+                    quad_chunks(quadt, wr + r * rb, t0 == 0, stream, xc, cols, ntk, ng, np, s + CH(0, r), es);
+                    continue;
+                }
                 for (size_t g = 0, t = 0; g < ng; g++) {
                     size_t G = (ntk - t) / (ng - g);
-                    if (!quads) rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + CH(t, r));
-                    else
-                        for (int k = 0; quadt[G][k]; k++)
-                            quadt[G][k](wr + r * rb, t0 == 0 && g == 0 && k == 0, xc + t * cols, cols, s + CH(t, r));
+                    rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + CH(t, r));
                     t += G;
                 }
             }
@@ -270,7 +321,7 @@ static void rows_tokens(sd_ttype type, const void *w, size_t nrows, const float 
     size_t group = n < RS_G ? n : RS_G;
     if (n == 1 || (stream && n <= RS_MAX && n * sd_ttype_row_bytes(type, cols) <= RS_FIT_BYTES &&
                    RS_TB_FLOATS / cols >= group)) {
-        rows_small(type, w, nrows, x, cols, n, y, ys, 0);
+        rows_small(type, w, nrows, x, cols, n, y, ys, 0, stream);
         return;
     }
     tile_fn *const *t2 = tiles_of(type)->t2;
@@ -309,7 +360,7 @@ void sd_cpu_avx2_rows(sd_ttype t, const void *w, size_t nrows, const float *x, s
 }
 
 void sd_cpu_avx2_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n, float *y,
-                       size_t ys)
+                       size_t ys, int stream)
 {
-    rows_small(t, quads, nrows, x, cols, n, y, ys, 1);
+    rows_small(t, quads, nrows, x, cols, n, y, ys, 1, stream);
 }

@@ -44,7 +44,7 @@ static inline void half_tail(sd_ttype t, const uint16_t *restrict h, size_t n, f
 void sd_cpu_avx512_rows(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                         size_t ys, float *ws, int stream);
 void sd_cpu_avx512_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
-                         float *y, size_t ys);
+                         float *y, size_t ys, int stream);
 void sd_cpu_avx512_dot_short_rows(const float *a, size_t as, size_t g, const float *b, size_t bs, size_t n,
                                   const size_t *m, float *const *out);
 void sd_cpu_avx512_quantize_act(const float *x, size_t n, float *scale, int8_t *q, float *sums);

@@ -347,8 +347,9 @@ void sd_cpu_avx512_rows(sd_ttype t, const void *w, size_t nrows, const float *x,
 }
 
 void sd_cpu_avx512_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
-                         float *y, size_t ys)
+                         float *y, size_t ys, int stream)
 {
+    (void)stream;
     rows_small512(t, quads, nrows, x, cols, n, y, ys, 1);
 }
 

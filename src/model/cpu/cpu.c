@@ -45,8 +45,7 @@ static void fill(sd_cpu_kernels *k)
 {
     const sd_cpu_kernels *g = &sd_cpu_generic_kernels;
     if (!k->lanes || !k->finish || !k->rows)
-        k->lanes = g->lanes, k->finish = g->finish, k->rows = g->rows, k->quads = NULL, k->stream_rows[0] = 0,
-        k->stream_rows[1] = 0;
+        k->lanes = g->lanes, k->finish = g->finish, k->rows = g->rows, k->quads = NULL;
     if (!k->dot_short || !k->dot_short_rows) k->dot_short = g->dot_short, k->dot_short_rows = g->dot_short_rows;
     if (!k->weighted_values) k->weighted_values = g->weighted_values;
     if (!k->exp_shifted || !k->swiglu) k->exp_shifted = g->exp_shifted, k->swiglu = g->swiglu;
@@ -248,17 +247,11 @@ static void quads_unpacked(const sd_cpu_kernels *k, sd_ttype t, const void *quad
     free(rows4);
 }
 
-int sd_rows_quads_for(size_t n, int stream)
-{
-    const sd_cpu_kernels *k = sd_cpu_get();
-    return !stream || n < k->stream_rows[0] || n > k->stream_rows[1];
-}
-
 void sd_dot_rows_tokens_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n,
-                              float *y, size_t ys)
+                              float *y, size_t ys, int stream)
 {
     const sd_cpu_kernels *k = sd_cpu_get();
-    if (k->quads) k->quads(t, quads, nrows, x, cols, n, y, ys);
+    if (k->quads) k->quads(t, quads, nrows, x, cols, n, y, ys, stream);
     else quads_unpacked(k, t, quads, nrows, x, cols, n, y, ys);
 }
 

@@ -44,15 +44,11 @@ typedef struct {
      * the weights come from memory (tensor.h's sd_dot_rows_tokens_stream) */
     void (*rows)(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                  size_t ys, float *ws, int stream);
-    /* rows over sd_rows_quads_pack's layout (F32, F16, BF16; nrows divisible by 4);
-     * NULL: no quads are packed for this set (a packed model still runs: the quads are
-     * unpacked for rows) */
+    /* rows over sd_rows_quads_pack's layout (F32, F16, BF16; nrows divisible by 4;
+     * stream as for rows); NULL: no quads are packed for this set (a packed model still
+     * runs: the quads are unpacked for rows) */
     void (*quads)(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n, float *y,
-                  size_t ys);
-    /* a streamed product (weights from memory) of n tokens, stream_rows[0] <= n <=
-     * stream_rows[1], reads the rows as stored (rows, stream) even where quads are
-     * packed: the faster of the two there (0, 0: the quads at every n) */
-    unsigned char stream_rows[2];
+                  size_t ys, int stream);
     /* -- attention's scores (family S): tensor.h's sd_dot_short and
      * sd_dot_short_rows_tokens */
     float (*dot_short)(const float *a, const float *b, size_t n);

@@ -56,6 +56,6 @@ void sd_cpu_neon_rows(sd_ttype t, const void *w, size_t nrows, const float *x, s
 void sd_cpu_neon_act_rows(sd_ttype t, const void *w, size_t nrows, const float *scale, const int8_t *q,
                           const float *sums, size_t n, size_t ntok, float *y, size_t ys);
 void sd_cpu_neon_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n, float *y,
-                       size_t ys);
+                       size_t ys, int stream);
 
 #endif

@@ -151,7 +151,8 @@ void sd_cpu_neon_rows(sd_ttype t, const void *w, size_t nrows, const float *x, s
 }
 
 void sd_cpu_neon_quads(sd_ttype t, const void *quads, size_t nrows, const float *x, size_t cols, size_t n, float *y,
-                       size_t ys)
+                       size_t ys, int stream)
 {
+    (void)stream;
     rows_tiled(t, quads, nrows, x, cols, n, y, ys, 1);
 }
