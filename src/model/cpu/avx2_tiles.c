@@ -270,9 +270,9 @@ static void quad_chunks(quad_fn *const (*quadt)[5], const char *wq, int pf, int 
 
 /* quads = 0: the rows as stored, one at a time against groups of up to RS_G tokens (a
  * single token, and with weights read from memory up to RS_MAX tokens of short rows);
- * quads = 1: rows stored four by four, any n (groups of up to QUAD_G tokens; stream:
- * they come from memory). Tokens in chunks that stay in L1; the first group of a chunk
- * prefetches. */
+ * quads = 1: rows stored four by four, any n (groups of up to QUAD_G tokens, a chunk
+ * of columns at a time: quad_chunks; stream: they come from memory). Tokens in chunks
+ * that stay in L1; the first chunk of tokens prefetches. */
 static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,
                        size_t ys, int quads, int stream)
 {
