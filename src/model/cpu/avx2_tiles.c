@@ -123,7 +123,9 @@ ROWS(LOAD8_BF16, 2, bf16)
  * after the first reads it from L1, and the chunk's passes together prefetch the next
  * chunk into L2, spread over them, so that the reads overlap all the passes' products
  * rather than the first's alone (KERNELS.md, "AVX2: quads a chunk at a time"). */
-enum { QUAD_PF = 8192, QUAD_G = 4 };
+/* QUAD_TB_MIN: a chunk of tokens over quads holds at least 8, whatever the row's length:
+ * only a chunk of columns' slice of their activations needs to stay in L1. */
+enum { QUAD_PF = 8192, QUAD_G = 4, QUAD_TB_MIN = 8 };
 
 /* Rows r0 .. r1 - 1 of the quad at w x T tokens over the halves h0 .. h1 - 1 of columns
  * i0 .. i1 - 1 (multiples of 16) into s (row r's chain halves at s[CH(t, r) + h]: zeros
@@ -280,7 +282,7 @@ static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *
     quad_fn *const (*quadt)[5] = tiles_of(type)->quad;
     size_t rb = sd_ttype_row_bytes(type, cols), body = cols / NACC * NACC, gmax = quads ? QUAD_G : RS_G;
     size_t es = rb / cols;
-    size_t tb = RS_TB_FLOATS / cols, tmin = quads ? 4 : 1;
+    size_t tb = RS_TB_FLOATS / cols, tmin = quads ? QUAD_TB_MIN : 1;
     tb = tb < tmin ? tmin : tb > 16 ? 16 : tb;
     _Alignas(32) __m256 s[2 * 16 * 16];
     const char *wb = w;
