@@ -121,8 +121,9 @@ ROWS(LOAD8_BF16, 2, bf16)
  * against 4 tokens (8 chains), half by half and pair by pair (four passes, each weight
  * converted once for the 4 tokens, against twice for 2 + 2). Every pass over a chunk
  * after the first reads it from L1, and the chunk's passes together prefetch the next
- * chunk into L2, spread over them, so that the reads overlap all the passes' products
- * rather than the first's alone (KERNELS.md, "AVX2: quads a chunk at a time"). */
+ * chunk (into L2 where the rows stream from memory, else L1), spread over them, so that
+ * the reads overlap all the passes' products rather than the first's alone (KERNELS.md,
+ * "AVX2: quads a chunk at a time"). */
 /* QUAD_TB_MIN: a chunk of tokens over quads holds at least 8, whatever the row's length:
  * only a chunk of columns' slice of their activations needs to stay in L1. */
 enum { QUAD_PF = 8192, QUAD_G = 4, QUAD_TB_MIN = 8 };
@@ -294,11 +295,11 @@ static void rows_small(sd_ttype type, const void *w, size_t nrows, const float *
             size_t nb = nrows - r0 < 16 ? nrows - r0 : 16;
             const char *wr = wb + r0 * rb;
             for (size_t r = 0; r < nb; r += quads ? 4 : 1) {
-                const char *pf = t0 == 0 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
                 if (quads) {
                     quad_chunks(quadt, wr + r * rb, t0 == 0, stream, xc, cols, ntk, ng, np, s + CH(0, r), es);
                     continue;
                 }
+                const char *pf = t0 == 0 && r0 + r + RS_PF < nrows ? wr + (r + RS_PF) * rb : NULL;
                 for (size_t g = 0, t = 0; g < ng; g++) {
                     size_t G = (ntk - t) / (ng - g);
                     rowt[G](wr + r * rb, g ? NULL : pf, xc + t * cols, cols, body, s + CH(t, r));
