@@ -9,7 +9,8 @@
  * 2 R T + R + 1 <= 16. Hence tiles of 2 rows x up to 3 tokens (15 registers) for
  * weights in the cache, of 1 row x up to 6 tokens (14) for rows streamed from memory,
  * and over rows stored four by four (sd_rows_quads_pack's layout, shared with the
- * AVX-512 set) 4 rows x 1 token (13), or 4 rows x up to 3 tokens one half at a time. */
+ * AVX-512 set) 4 rows x 1 token (13), 4 rows x up to 3 tokens one half at a time, or
+ * for 4 tokens 3 rows one half at a time with the rows in registers (12 + 3 + 1). */
 #include <string.h>
 
 #include "avx2.h"
@@ -117,9 +118,11 @@ ROWS(LOAD8_BF16, 2, bf16)
  *
  * The quad is one stream, taken a chunk of QUAD_PF bytes at a time. A tile is a pass
  * over a chunk: four rows against one token (8 chains); four rows against 2 or 3 tokens
- * (12 chains), the low halves of every 16 columns, then the high halves; two rows
- * against 4 tokens (8 chains), half by half and pair by pair (four passes, each weight
- * converted once for the 4 tokens, against twice for 2 + 2). Every pass over a chunk
+ * (12 chains), the low halves of every 16 columns, then the high halves; against 4
+ * tokens, rows 0-2 (12 chains) half by half, then row 3's both halves (8 chains): three
+ * passes, each weight converted once for the 4 tokens (against twice for 2 + 2), and
+ * more chains a pass than two rows' 8 (KERNELS.md, "AVX2: 4 tokens as 3 rows + 1").
+ * Every pass over a chunk
  * after the first reads it from L1, and the chunk's passes together prefetch the next
  * chunk (into L2 where the rows stream from memory, else L1), spread over them, so that
  * the reads overlap all the passes' products rather than the first's alone (KERNELS.md,
@@ -152,6 +155,20 @@ enum { QUAD_PF = 8192, QUAD_G = 4, QUAD_TB_MIN = 8 };
                 pf += 64 * (ES), q = np - 1;                                                        \
             }                                                                                       \
             _Pragma("GCC unroll 2") for (int h = H0; h < H1; h++) {                                 \
+                if ((R1) - (R0) < (T)) { /* fewer rows than tokens: the rows in registers */       \
+                    __m256 wv[4];                                                                   \
+                    _Pragma("GCC unroll 4") for (int r = R0; r < R1; r++) {                         \
+                        wv[r] = LOAD8(wp, 16 * r + 8 * h);                                          \
+                        PIN(wv[r]);                                                                 \
+                    }                                                                               \
+                    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                           \
+                        __m256 xv = _mm256_loadu_ps(x + (size_t)t * cols + i + 8 * h);             \
+                        PIN(xv);                                                                    \
+                        _Pragma("GCC unroll 4") for (int r = R0; r < R1; r++)                       \
+                            a[r][t][h] = _mm256_fmadd_ps(wv[r], xv, a[r][t][h]);                    \
+                    }                                                                               \
+                    continue;                                                                       \
+                }                                                                                   \
                 __m256 xv[T];                                                                       \
                 _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                               \
                     xv[t] = _mm256_loadu_ps(x + (size_t)t * cols + i + 8 * h);                      \
@@ -176,11 +193,11 @@ typedef void quad_fn(const char *restrict, const char *, int, int, int, const fl
     QUAD_TILE(1, 0, 2, 0, 4, quad1_##sfx, LOAD8, ES)                                                \
     QUAD_TILE(2, 0, 1, 0, 4, quad2l_##sfx, LOAD8, ES) QUAD_TILE(2, 1, 2, 0, 4, quad2h_##sfx, LOAD8, ES) \
     QUAD_TILE(3, 0, 1, 0, 4, quad3l_##sfx, LOAD8, ES) QUAD_TILE(3, 1, 2, 0, 4, quad3h_##sfx, LOAD8, ES) \
-    QUAD_TILE(4, 0, 1, 0, 2, quad4l01_##sfx, LOAD8, ES) QUAD_TILE(4, 0, 1, 2, 4, quad4l23_##sfx, LOAD8, ES) \
-    QUAD_TILE(4, 1, 2, 0, 2, quad4h01_##sfx, LOAD8, ES) QUAD_TILE(4, 1, 2, 2, 4, quad4h23_##sfx, LOAD8, ES) \
+    QUAD_TILE(4, 0, 1, 0, 3, quad4l_##sfx, LOAD8, ES) QUAD_TILE(4, 1, 2, 0, 3, quad4h_##sfx, LOAD8, ES) \
+    QUAD_TILE(4, 0, 2, 3, 4, quad4r3_##sfx, LOAD8, ES)                                              \
     static quad_fn *const quadt_##sfx[QUAD_G + 1][5] = {                                            \
         {NULL}, {quad1_##sfx, NULL}, {quad2l_##sfx, quad2h_##sfx, NULL}, {quad3l_##sfx, quad3h_##sfx, NULL}, \
-        {quad4l01_##sfx, quad4l23_##sfx, quad4h01_##sfx, quad4h23_##sfx, NULL}};
+        {quad4l_##sfx, quad4h_##sfx, quad4r3_##sfx, NULL}};
 QUADS(LOAD8_F32, 4, f32)
 QUADS(LOAD8_F16, 2, f16)
 QUADS(LOAD8_BF16, 2, bf16)
