@@ -384,6 +384,12 @@ double sd_decode_drift(const double *sp, size_t schemes, size_t rounds, size_t b
     return d > 0 ? sqrt(2 * d) : 0;
 }
 
+double sd_decode_drift_pool(double cal, size_t nb, double prior, size_t runs)
+{
+    double a = runs >= 2 ? (double)runs - 1 : 0, b = nb >= 2 ? (double)nb - 1 : 0;
+    return a + b > 0 ? sqrt((a * prior * prior + b * cal * cal) / (a + b)) : 0;
+}
+
 void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds, size_t nrun, double level,
                                double *lo, double *hi)
 {

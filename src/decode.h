@@ -108,7 +108,9 @@ typedef struct {
                                 spread of its own (sd_decode_spread) */
     double drift_sd;         /* the machine's drift: how far a run's speedups may all stand
                                 from the calibration's alike, relative standard deviation
-                                (sd_decode_drift); every interval draws from it */
+                                (sd_decode_drift_pool of the calibration's own and the
+                                drift known before it); every interval draws from it */
+    double drift_cal_sd;     /* the calibration's own estimate of it (sd_decode_drift) */
 } sd_decode_costs;
 
 /* Measures the curves (sd_cost_measure: the models alternating at every width; its
@@ -186,6 +188,15 @@ double sd_decode_prompt_spread(const double *sp, size_t schemes, size_t rounds);
  * batch)), 0 with fewer than 2 batches. On the large pair a run's schemes had moved
  * alike by -7 to +14% (make bench-predict), beyond their own intervals. */
 double sd_decode_drift(const double *sp, size_t schemes, size_t rounds, size_t batch);
+
+/* The drift a prediction draws from: the calibration's estimate (cal, from nb batches:
+ * nb - 1 degrees of freedom) pooled with one known before it (prior, measured over
+ * runs runs: runs - 1), sqrt(((runs - 1) prior^2 + (nb - 1) cal^2) / (runs + nb - 2));
+ * cal alone where runs < 2, prior alone where nb < 2. The calibration's batches see
+ * the machine's drift over minutes only, and with 3 degrees of freedom: over 66 runs of
+ * make bench-predict its estimate did not follow the shift that each run's schemes then
+ * showed alike (correlation 0.11), whose spread was 4.05% (STUDY.md, "The drift"). */
+double sd_decode_drift_pool(double cal, size_t nb, double prior, size_t runs);
 
 /* Scheme a's speedup over scheme b's, paired by prompt: sa[r] and sb[r] are their speedups
  * in round r of an interleaved calibration (0: none). ar's time on the prompt and the

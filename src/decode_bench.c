@@ -43,6 +43,7 @@ sd_decode_bench sd_decode_bench_default(void)
     b.eos = SD_DECODE_NO_EOS;
     b.calibrate = 20, b.tree_budget = 16, b.max_depth = 6, b.max_rank = 4;
     b.threshold = NAN, b.level = 0.9, b.seed = 2385, b.progress = 1;
+    b.drift_prior = SD_DECODE_DRIFT_PRIOR, b.drift_runs = SD_DECODE_DRIFT_RUNS;
     return b;
 }
 
@@ -446,7 +447,10 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
     sd_progress_end(&prog);
     if (cal && !rc) { /* the runs' prompts against these: their mean's spread; the machine's drift */
         b->costs.prompt_sd = sd_decode_prompt_spread(speedup, ne, np) * sqrt(1 / (double)np + 1 / (double)b->np);
-        b->costs.drift_sd = sd_decode_drift(speedup, ne, np, np / DRIFT_BATCHES);
+        size_t batch = np / DRIFT_BATCHES;
+        b->costs.drift_cal_sd = sd_decode_drift(speedup, ne, np, batch);
+        b->costs.drift_sd = sd_decode_drift_pool(b->costs.drift_cal_sd, batch ? np / batch : 0, b->drift_prior,
+                                                 b->drift_runs);
     }
     for (size_t i = 0; i < ne; i++) {
         if (cal && !rc && !arms[i].skipped) keep_ranks(&arms[i], ws[i]);

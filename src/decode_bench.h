@@ -28,6 +28,12 @@
 #include "tree.h"
 
 #define SD_DECODE_MAX_ARMS 64
+/* The machine's drift known before a calibration (sd_decode_bench's drift_prior and
+ * drift_runs): the spread of a run's common shift, its schemes' mean log error, over 66
+ * runs of make bench-predict on the project's 2-core Xeon, both pairs, AVX2 and AVX-512
+ * (tests/bench/drift-runs.tsv; STUDY.md, "The drift"). */
+#define SD_DECODE_DRIFT_PRIOR 0.0405
+#define SD_DECODE_DRIFT_RUNS 66
 
 /* How an arm's tree is had: a shape spec, or built after the calibration. */
 typedef enum {
@@ -74,6 +80,10 @@ typedef struct {
     size_t tree_budget, max_depth, max_rank; /* bounds of the built trees (16, 6, 4) */
     double threshold;        /* GT's threshold (NAN: the measured c = M_D(1) / M_T(1)) */
     double level;            /* the intervals' central probability (0.9) */
+    double drift_prior;      /* the machine's drift known before the calibration, a run's
+                                speedups all alike, relative sd (0.0405) ... */
+    size_t drift_runs;       /* ... over this many runs (66; below 2: none, the
+                                calibration's estimate alone): sd_decode_drift_pool */
     unsigned long seed;      /* the runs' (2385); the calibration's is seed + 7919 */
     int progress;            /* progress reports (progress.h) of runs over a second (1) */
     int check;               /* compare every arm's tokens with ar's (greedy identity) */

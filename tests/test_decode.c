@@ -565,6 +565,15 @@ static void test_decode_predict(void **state)
     assert_close(sd_decode_drift(one, 2, 8, 2), sqrt(8.0 / 21) * 0.05, 1e-12, 0);
     assert_true(sd_decode_drift(step, 2, 8, 4) > 0 && sd_decode_drift(step, 2, 8, 5) == 0);
     assert_true(sd_decode_drift(step, 2, 8, 0) == 0);
+    /* pooled by degrees of freedom: 4 batches (3) at 0.02 with 66 runs (65) at 0.04 is
+     * sqrt((3 0.0004 + 65 0.0016) / 68); with no prior or no batches, the other alone */
+    assert_close(sd_decode_drift_pool(0.02, 4, 0.04, 66), sqrt((3 * 0.0004 + 65 * 0.0016) / 68), 1e-15, 0);
+    assert_close(sd_decode_drift_pool(0.02, 4, 0.04, 0), 0.02, 1e-15, 0);
+    assert_close(sd_decode_drift_pool(0.02, 4, 0.04, 1), 0.02, 1e-15, 0);
+    assert_close(sd_decode_drift_pool(0.02, 1, 0.04, 66), 0.04, 1e-15, 0);
+    assert_true(sd_decode_drift_pool(0.02, 0, 0.04, 0) == 0);
+    /* equal weights: the root of the mean square */
+    assert_close(sd_decode_drift_pool(0.03, 4, 0.04, 4), 0.035355339059327376, 1e-15, 0);
     /* the spread pooled over schemes: scheme 0's rounds 0.4 and 0.6 (sd 0.141 about 0.5,
      * relative 0.283), scheme 1's 1, 1, 1 (0), scheme 2's one round (not counted): the
      * root of their mean square, 0.2 */

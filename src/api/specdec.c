@@ -43,7 +43,7 @@ enum { SP_ITER, SP_RATE, SP_SPEEDUP, SP_MBSU, SP_N };
 enum { DE_SKIPPED, DE_TOKENS, DE_BLOCKS, DE_ACCEPTED, DE_DRAFTED, DE_SECONDS, DE_RATE, DE_SPEEDUP, DE_EFF,
        DE_ACC_RATE, DE_ACC_LEN, DE_NPOS, DE_PRED_EFF, DE_PRED_EFF_LO, DE_PRED_EFF_HI, DE_PRED_RATE, DE_PRED_SPEEDUP,
        DE_PRED_LO, DE_PRED_HI, DE_VS_BEST, DE_MISMATCH, DE_N };
-enum { DA_TOKENS, DA_SECONDS, DA_RATE, DA_C, DA_C_LO, DA_C_HI, DA_MT1, DA_MD1, DA_PROMPTS, DA_CAL, DA_N };
+enum { DA_TOKENS, DA_SECONDS, DA_RATE, DA_C, DA_C_LO, DA_C_HI, DA_MT1, DA_MD1, DA_PROMPTS, DA_CAL, DA_DRIFT, DA_DRIFT_CAL, DA_N };
 enum { RP_POSITIONS, RP_SKIPPED, RP_TV_MEAN, RP_TV_Q, RP_N = RP_TV_Q + 5 };
 enum { RS_RAN, RS_K, RS_MEAN, RS_LO, RS_HI, RS_MC_POS, RS_Q, RS_N = RS_Q + 5 };
 enum { RC_EFF, RC_SPEEDUP, RC_IID, RC_N };
@@ -63,7 +63,7 @@ const char *sd_api_fields(const char *function)
                    "draft_acceptance_rate,mean_acceptance_length,positions,predicted_block_efficiency,"
                    "predicted_block_efficiency_lo,predicted_block_efficiency_hi,predicted_tokens_per_second,"
                    "predicted_speedup,predicted_speedup_lo,predicted_speedup_hi,vs_best,mismatch"},
-        {"decode_run", "ar_tokens,ar_seconds,ar_tokens_per_second,c,c_lo,c_hi,m_t1_ms,m_d1_ms,prompts,calibration_prompts"},
+        {"decode_run", "ar_tokens,ar_seconds,ar_tokens_per_second,c,c_lo,c_hi,m_t1_ms,m_d1_ms,prompts,calibration_prompts,drift_sd,drift_calibration_sd"},
         {"replay", "positions,skipped,tv_mean,tv_min,tv_p10,tv_median,tv_p90,tv_max"},
         {"replay_scheme", "ran,k,mean_acceptance,ci_low,ci_high,mc_positions,min,p10,median,p90,max"},
         {"replay_chain", "block_efficiency,speedup,iid_block_efficiency"},
@@ -515,17 +515,21 @@ int sd_api_decode_ids(const char *target, const char *draft, const char *prompt,
 int sd_api_decode(const char *target, const char *draft, const char *prompts, int lines, size_t n_prompts,
                   const char *schemes, const char *shape, const char *optimize, size_t max_tokens, double temperature,
                   size_t top_k, double top_p, double draft_temperature, unsigned long seed, int threads, int stop_eos,
-                  size_t calibrate, double level, const char *cost_file, double *run, double *arms, double *positions,
-                  char *names, size_t cap, size_t *n_arms)
+                  size_t calibrate, double level, double drift, size_t drift_runs, const char *cost_file, double *run,
+                  double *arms, double *positions, char *names, size_t cap, size_t *n_arms)
 {
     if (!run || !arms || !positions || !names || !cap || !n_arms) return sd_error(SD_EINVAL, "decode: a NULL argument");
     if (level && !(level > 0 && level < 1)) return sd_error(SD_EINVAL, "decode: level = %g: need 0 < level < 1", level);
+    if (!(drift < 1) || (drift >= 0 && drift_runs == 1))
+        return sd_error(SD_EINVAL, "decode: drift = %g over %zu runs: need drift < 1 (a fraction; < 0: the default) "
+                        "over 0 (none) or 2 or more runs", drift, drift_runs);
     api_decode d;
     int rc = decode_open(&d, target, draft, prompts, lines, n_prompts, schemes, shape, optimize, max_tokens,
                          temperature, top_k, top_p, draft_temperature, seed, threads, stop_eos);
     sd_decode_bench *b = &d.b;
     if (calibrate) b->calibrate = calibrate;
     if (level) b->level = level;
+    if (drift >= 0) b->drift_prior = drift, b->drift_runs = drift_runs;
     if (!rc) rc = cost_file ? sd_decode_bench_read_costs(b, cost_file) : sd_decode_bench_measure(b);
     if (!rc) rc = sd_decode_bench_calibrate(b, d.arms, d.n);
     if (!rc) rc = sd_decode_bench_run(b, d.arms, d.n);
@@ -534,7 +538,7 @@ int sd_api_decode(const char *target, const char *draft, const char *prompts, in
         double ar_rate = a->seconds > 0 ? (double)a->tokens / a->seconds : 0;
         double v[DA_N] = {(double)a->tokens, a->seconds, ar_rate, b->c, b->c_lo, b->c_hi,
                           sd_cost_curve_eval(b->costs.target, 1) * 1e3, sd_cost_curve_eval(b->costs.draft, 1) * 1e3,
-                          (double)b->np, (double)b->ncal};
+                          (double)b->np, (double)b->ncal, b->costs.drift_sd, b->costs.drift_cal_sd};
         memcpy(run, v, sizeof v);
         size_t used = 0;
         names[0] = 0;

@@ -94,9 +94,16 @@ static const char *const help =
     "                     spread over the calibration's prompts (its speedup and block\n"
     "                     efficiency prompt by prompt), the ladder's timing passes\n"
     "                     where the prediction reads the ladder, and the machine's\n"
-    "                     drift (how far the calibration's rounds moved alike, batch\n"
-    "                     by batch; the header prints it) (default 0.9; a larger\n"
-    "                     --calibrate narrows them)\n"
+    "                     drift (--drift; the header prints it) (default 0.9; a\n"
+    "                     larger --calibrate narrows them)\n"
+    "  --drift PCT:RUNS   the machine's drift between a calibration and its runs, known\n"
+    "                     before it: how far a run's speedups stand all alike from the\n"
+    "                     prediction, one standard deviation in percent, measured over\n"
+    "                     RUNS runs (make bench-predict prints this machine's); pooled\n"
+    "                     with the calibration's own estimate (its batches of rounds, 3\n"
+    "                     degrees of freedom) by degrees of freedom, and the intervals\n"
+    "                     draw from the result (default 4.05:66, measured on the\n"
+    "                     project's 2-core Xeon; none: the calibration's estimate alone)\n"
     "  --gt-sweep M,...   instead of --scheme: gt and gt-dynamic at thresholds c x M for\n"
     "                     each M (e.g. 0.25,0.5,1,2,4), and the throughput tree\n"
     "  --parallel-draft P.gguf  the parallel drafter (specdec train --parallel K; default\n"
@@ -133,6 +140,30 @@ static const char *const help =
     "\n"
     "Example: specdec decode --target data/models/target.gguf --draft data/models/draft.gguf\n"
     "         --scheme all --n-prompts 20 --max-tokens 64\n";
+
+/* --drift PCT:RUNS (PCT >= 0 percent over RUNS >= 2 runs) or none (RUNS 0). */
+static int parse_drift(const char *arg, const char *cmd, double *drift, size_t *runs)
+{
+    if (!strcmp(arg, "none")) {
+        *drift = 0, *runs = 0;
+        return 0;
+    }
+    const char *colon = strchr(arg, ':');
+    char pct[64];
+    size_t len = colon ? (size_t)(colon - arg) : 0;
+    if (!colon || len == 0 || len >= sizeof pct) {
+        cli_usage(cmd, "--drift %s: want PCT:RUNS (e.g. 4.05:66, what make bench-predict prints) or none", arg);
+        return 1;
+    }
+    memcpy(pct, arg, len), pct[len] = 0;
+    if (cli_parse_double(pct, "--drift", cmd, drift) || cli_parse_size(colon + 1, "--drift", cmd, runs)) return 1;
+    if (!(*drift >= 0 && *drift < 100) || *runs < 2) {
+        cli_usage(cmd, "--drift %s: want 0 <= PCT < 100 percent over RUNS >= 2 runs", arg);
+        return 1;
+    }
+    *drift /= 100;
+    return 0;
+}
 
 /* in_all: part of `--scheme all` (the parallel ones need a third model, --parallel-draft) */
 static int fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -311,6 +342,7 @@ static int decode(const dec_opts *o, entry *es, size_t ne)
     s.b = sd_decode_bench_default();
     s.b.calibrate = o->calibrate, s.b.tree_budget = o->budget, s.b.max_depth = o->max_depth;
     s.b.max_rank = o->max_rank, s.b.threshold = o->threshold, s.b.level = o->level, s.b.seed = o->co.seed;
+    s.b.drift_prior = o->drift, s.b.drift_runs = o->drift_runs;
     s.b.progress = !o->co.quiet, s.b.check = o->check;
     int rc = set_up(o, &s, es, ne), ret = CLI_OK;
     if (!rc && (o->ids || o->text)) {
@@ -342,6 +374,7 @@ int cmd_decode(int argc, char **argv)
     dec_opts o;
     memset(&o, 0, sizeof o);
     o.max_tokens = 64, o.calibrate = 20, o.level = 0.9;
+    o.drift = SD_DECODE_DRIFT_PRIOR, o.drift_runs = SD_DECODE_DRIFT_RUNS;
     o.sm = (cli_sampling)CLI_SAMPLING_INIT;
     o.co = cli_common_init(CLI_SEED | CLI_THREADS | CLI_DEVICE | CLI_SCHEMES | CLI_QUIET | CLI_JSON);
     o.budget = 16, o.max_depth = 6, o.max_rank = 4, o.draft_temp = -1, o.threshold = NAN;
@@ -350,7 +383,7 @@ int cmd_decode(int argc, char **argv)
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
            O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS, O_COSTOUT, O_TEXT,
-           O_COST };
+           O_COST, O_DRIFT };
     static const struct option own[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"shape", required_argument, 0, O_SHAPE},
@@ -360,7 +393,7 @@ int cmd_decode(int argc, char **argv)
         {"draft-temperature", required_argument, 0, O_DTEMP}, {"stop-at-eos", no_argument, 0, O_EOS},
         {"calibrate", required_argument, 0, O_CAL}, {"budget", required_argument, 0, O_BUDGET},
         {"max-depth", required_argument, 0, O_DEPTH}, {"max-rank", required_argument, 0, O_RANK},
-        {"level", required_argument, 0, O_LEVEL}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
+        {"level", required_argument, 0, O_LEVEL}, {"drift", required_argument, 0, O_DRIFT}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS}, {"ids", no_argument, 0, O_IDS},
         {"tsv", required_argument, 0, O_TSV}, {"cost-out", required_argument, 0, O_COSTOUT},
         {"cost", required_argument, 0, O_COST},
@@ -408,6 +441,9 @@ int cmd_decode(int argc, char **argv)
         case O_LEVEL:
             if (cli_parse_double(optarg, "--level", cmd, &o.level)) return CLI_USAGE;
             if (!(o.level > 0 && o.level < 1)) return cli_usage(cmd, "--level %s: need 0 < P < 1", optarg);
+            break;
+        case O_DRIFT:
+            if (parse_drift(optarg, cmd, &o.drift, &o.drift_runs)) return CLI_USAGE;
             break;
         case O_THRESH:
             if (cli_parse_double(optarg, "--threshold", cmd, &o.threshold)) return CLI_USAGE;

@@ -20,6 +20,8 @@ typedef struct {
     cli_common co;                       /* seed, threads, device, scheme, quiet, json */
     cli_sampling sm;
     double draft_temp, threshold, level;
+    double drift;                        /* --drift PCT:RUNS, as a fraction */
+    size_t drift_runs;
     int no_bos, stop_eos, check;
     int ids;                             /* --ids: one scheme, one prompt, its token ids */
     int text;                            /* --text: each scheme, one prompt, its text */

@@ -50,10 +50,11 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
     printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
            "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"level\": %g},\n \"costs\": {\"c\": %.6g, "
            "\"c_interval\": [%.6g, %.6g], \"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"prompt_sd\": %.6g, \"drift_sd\": %.6g, "
-           "\"m_t_ms\": [",
+           "\"drift_calibration_sd\": %.6g, \"drift_prior\": %.6g, \"drift_runs\": %zu, \"m_t_ms\": [",
            s->b.np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->co.seed,
            o->level, s->b.c, s->b.c_lo, s->b.c_hi, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1,
-           s->b.costs.target_scale_sd, s->b.costs.prompt_sd, s->b.costs.drift_sd);
+           s->b.costs.target_scale_sd, s->b.costs.prompt_sd, s->b.costs.drift_sd, s->b.costs.drift_cal_sd,
+           s->b.drift_runs >= 2 ? s->b.drift_prior : 0, s->b.drift_runs >= 2 ? s->b.drift_runs : 0);
     for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
     printf("], \"m_d_ms\": [");
     for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);
@@ -262,9 +263,14 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
            "# in: the measured value inside the interval; the calibration's target passes took %.2fx the costs' M_T\n"
            "# (a scheme's own ratio about it: %.0f%%); from the calibration's spread from prompt to prompt, the runs'\n"
            "# speedups may stand %.1f%% from the calibration's (one standard deviation; each scheme's own, its interval),\n"
-           "# and all alike by the machine's drift, %.1f%% (the calibration's batches of rounds)\n",
+           "# and all alike by the machine's drift, %.1f%%",
            s->b.ncal, CLI_S(s->b.ncal), o->level, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1, 100 * s->b.costs.target_scale_sd,
            100 * s->b.costs.prompt_sd, 100 * s->b.costs.drift_sd);
+    if (s->b.drift_runs >= 2)
+        printf(" (--drift: %.2f%% known over %zu runs, pooled with the calibration's batches of rounds' %.1f%%)\n",
+               100 * s->b.drift_prior, s->b.drift_runs, 100 * s->b.costs.drift_cal_sd);
+    else
+        printf(" (the calibration's batches of rounds; --drift none)\n");
     const sd_decode_stats *ac = &s->b.ar_cal, *ak = &s->b.ar_run;
     printf("# runs interleaved prompt by prompt; the machine's drift: M_T(1) %.3f ms before them, %.3f after; ar's "
            "token %.3f ms in the calibration, %.3f in the runs\n",

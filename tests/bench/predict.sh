@@ -148,3 +148,18 @@ END {
            far, sep, far ? 100 * sep / far : 0, same, runs
     for (r = 1; r <= runs; r++) print line[r]
 }' "$TSV"
+echo
+echo "# the machine's drift: how far each run's schemes stood alike from their predictions (their mean"
+echo "# log error), and its spread over the runs, what decode --drift PCT:RUNS takes for this machine"
+echo "# (the default, 4.05:66, is from tests/bench/drift-runs.tsv: the project's Xeon)"
+awk -F '\t' '
+$2 == "ar" { next }
+{ le[$1] += log($9 / $10); k[$1]++; if ($1 > nr) nr = $1 }
+END {
+    for (r = 1; r <= nr; r++) if (k[r]) { x = le[r] / k[r]; s = s sprintf(" %+.1f%%", 100 * x); m += x; q += x * x; n++ }
+    v = n > 1 ? (q - m * m / n) / (n - 1) : 0
+    if (n > 1) printf "drift: the runs stood%s; spread %.2f%% over %d runs: decode --drift %.2f:%d%s\n", s,
+                      100 * sqrt(v > 0 ? v : 0), n, 100 * sqrt(v > 0 ? v : 0), n,
+                      n < 10 ? " (few runs: PREDICT_RUNS=10 or more for a figure to pass on)" : ""
+    else printf "drift: one run; its schemes stood%s alike\n", s
+}' "$TSV"

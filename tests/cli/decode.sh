@@ -52,6 +52,24 @@ expect 0 "speedup over the predicted best" -- "$SPECDEC" decode $D --scheme sd,r
 expect 0 'pred \[interval\]' -- "$SPECDEC" decode $D --scheme sd --max-tokens 6
 expect 0 'gt sweep: gt.s measured optimum at threshold' -- "$SPECDEC" decode $D --gt-sweep 0.5,2 --max-tokens 6
 expect 2 "level 1.5" -- "$SPECDEC" decode $D --scheme sd --level 1.5
+# the drift the intervals draw from: the calibration's pooled with --drift's by degrees of
+# freedom (8 prompts: 4 batches of 2, 3; 10 runs: 9), the calibration's alone (none), or
+# --drift's alone where the calibration has too few rounds for batches (3 prompts)
+expect 0 "(--drift: 4.05% known over 66 runs, pooled with" -- "$SPECDEC" decode $D --scheme sd --max-tokens 6
+i=0
+while [ $i -lt 8 ]; do echo "Call me $i"; i=$((i + 1)); done > "$T/p8.txt"
+for case in "p8 2:10" "p8 none" "p 2:10"; do
+    set -- $case
+    out=$("$SPECDEC" decode $D --prompts "$T/$1.txt" --scheme sd,rsd-s --max-tokens 6 --json --drift $2 2>&1)
+    printf '%s' "$out" | tr ',' '\n' | awk -v p=$1 -v dr=$2 -F ': ' '
+        /"drift_sd"/ { d = $2 } /"drift_calibration_sd"/ { c = $2 } /"drift_prior"/ { pr = $2 } /"drift_runs"/ { n = $2 }
+        END { want = dr == "none" ? c : p == "p" ? 0.02 : sqrt((9 * 0.02 * 0.02 + 3 * c * c) / 12)
+              ok = (dr == "none" ? pr == 0 && n == 0 : pr == 0.02 && n == 10)
+              exit !(ok && d != "" && (d - want) ^ 2 < 1e-10) }' && ok || bad "--drift $2 on $1.txt: drift_sd not pooled as documented"
+done
+for dr in 4 x:5 4:1 -1:5 100:9 4:; do
+    expect 2 "--drift" -- "$SPECDEC" decode $D --scheme sd --drift "$dr"
+done
 expect 1 "make cuda" -- "$SPECDEC" decode $D --scheme sd --device cuda
 expect 0 "^rrs  *kconfig:2,2" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:2,2 --max-tokens 6
 expect 0 "^kseq .*parents:" -- "$SPECDEC" decode $D --scheme kseq --optimize throughput --max-tokens 6

@@ -506,6 +506,17 @@ def test_decode():
         with open(cp) as f:
             m_t1 = float([l for l in f if not l.startswith("#")][0].split()[1])
         close("decode: the cost file's M_T(1)", py["costs"]["m_t1_ms"], m_t1, rtol=1e-12)
+        # the drift: 2 calibration prompts make no batches, so --drift's alone; none: the calibration's
+        for drift, want in (((2, 10), lambda c: 0.02), ("none", lambda c: c)):
+            d = specdec.decode(tm, dm, prompts, scheme="sd", max_tokens=6, calibrate=2, threads=1, seed=21, cost=cp,
+                               drift=drift)["costs"]
+            close("decode: drift=%r" % (drift,), d["drift_sd"], want(d["drift_calibration_sd"]), rtol=1e-12)
+        for drift in ((2, 1), (-1, 5), "some", 3):
+            try:
+                specdec.decode(tm, dm, prompts, scheme="sd", drift=drift)
+                check("decode: drift=%r raises" % (drift,), False)
+            except ValueError as e:
+                check("decode: drift=%r's message" % (drift,), "drift=" in str(e), str(e))
     try:
         specdec.decode(tm, dm, "x", scheme="nope")
         check("decode: an unknown scheme raises", False)
