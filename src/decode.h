@@ -195,7 +195,8 @@ double sd_decode_drift(const double *sp, size_t schemes, size_t rounds, size_t b
  * cal alone where runs < 2, prior alone where nb < 2. The calibration's batches see
  * the machine's drift over minutes only, and with 3 degrees of freedom: over 66 runs of
  * make bench-predict its estimate did not follow the shift that each run's schemes then
- * showed alike (correlation 0.11), whose spread was 4.05% (STUDY.md, "The drift"). */
+ * showed alike (correlation 0.11), whose spread was 4.05% (STUDY.md, "The drift known
+ * before the calibration"). */
 double sd_decode_drift_pool(double cal, size_t nb, double prior, size_t runs);
 
 /* Scheme a's speedup over scheme b's, paired by prompt: sa[r] and sb[r] are their speedups

@@ -31,7 +31,7 @@
 /* The machine's drift known before a calibration (sd_decode_bench's drift_prior and
  * drift_runs): the spread of a run's common shift, its schemes' mean log error, over 66
  * runs of make bench-predict on the project's 2-core Xeon, both pairs, AVX2 and AVX-512
- * (tests/bench/drift-runs.tsv; STUDY.md, "The drift"). */
+ * (tests/bench/drift-runs.tsv; STUDY.md, "The drift known before the calibration"). */
 #define SD_DECODE_DRIFT_PRIOR 0.0405
 #define SD_DECODE_DRIFT_RUNS 66
 
