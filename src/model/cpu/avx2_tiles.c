@@ -122,11 +122,12 @@ ROWS(LOAD8_BF16, 2, bf16)
  * tokens, rows 0-2 (12 chains) half by half, then row 3's both halves (8 chains): three
  * passes, each weight converted once for the 4 tokens (against twice for 2 + 2), and
  * more chains a pass than two rows' 8 (KERNELS.md, "AVX2: 4 tokens as 3 rows + 1").
- * Every pass over a chunk
- * after the first reads it from L1, and the chunk's passes together prefetch the next
- * chunk (into L2 where the rows stream from memory, else L1), spread over them, so that
- * the reads overlap all the passes' products rather than the first's alone (KERNELS.md,
- * "AVX2: quads a chunk at a time"). */
+ * Every pass over a chunk after the first reads it from L1, and the chunk's passes
+ * together prefetch the next chunk (into L2 where the rows stream from memory, else L1),
+ * spread over them, so that the reads overlap all the passes' products rather than the
+ * first's alone (KERNELS.md, "AVX2: quads a chunk at a time"). A streamed chunk of one
+ * pass (one token) prefetches the next chunk into L1 and the one after it into L2
+ * (KERNELS.md, "AVX2: one token's quads, two chunks ahead"). */
 /* QUAD_TB_MIN: a chunk of tokens over quads holds at least 8, whatever the row's length:
  * only a chunk of columns' slice of their activations needs to stay in L1. */
 enum { QUAD_PF = 8192, QUAD_G = 4, QUAD_TB_MIN = 8 };
@@ -134,8 +135,9 @@ enum { QUAD_PF = 8192, QUAD_G = 4, QUAD_TB_MIN = 8 };
 /* Rows r0 .. r1 - 1 of the quad at w x T tokens over the halves h0 .. h1 - 1 of columns
  * i0 .. i1 - 1 (multiples of 16) into s (row r's chain halves at s[CH(t, r) + h]: zeros
  * at i0 = 0, else the chains so far, continued in order: the same bits as one pass).
- * pf: lines to prefetch, or NULL, into L2 (l2: the rows stream from memory) or else
- * L1: a stream's ES lines every np iterations from the q-th (quad_chunks: a chunk's np
+ * pf: lines to prefetch, or NULL, into L2 (l2 = 1: the rows stream from memory), into
+ * L1 and the chunk after them into L2 (l2 = 2: streamed, one pass a chunk), or else L1:
+ * a stream's ES lines every np iterations from the q-th (quad_chunks: a chunk's np
  * passes prefetch the next chunk's lines once between them). */
 #define QUAD_TILE(T, H0, H1, R0, R1, name, LOAD8, ES)                                              \
     static void name(const char *restrict w, const char *pf, int l2, int q, int np,               \
@@ -150,7 +152,9 @@ enum { QUAD_PF = 8192, QUAD_G = 4, QUAD_TB_MIN = 8 };
         for (size_t i = i0; i < i1; i += 16, wp += 64 * (ES)) {                                     \
             if (pf && q-- == 0) {                                                                   \
                 _Pragma("GCC unroll 4") for (int k = 0; k < (ES); k++)                              \
-                    if (l2) _mm_prefetch(pf + 64 * k, _MM_HINT_T1);                                 \
+                    if (l2 == 2) _mm_prefetch(pf + 64 * k, _MM_HINT_T0),                            \
+                                 _mm_prefetch(pf + QUAD_PF + 64 * k, _MM_HINT_T1);                  \
+                    else if (l2) _mm_prefetch(pf + 64 * k, _MM_HINT_T1);                            \
                     else _mm_prefetch(pf + 64 * k, _MM_HINT_T0);                                    \
                 pf += 64 * (ES), q = np - 1;                                                        \
             }                                                                                       \
@@ -278,8 +282,8 @@ static void quad_chunks(quad_fn *const (*quadt)[5], const char *wq, int pf, int 
         for (size_t g = 0, t = 0; g < ng; g++) {
             size_t G = (ntk - t) / (ng - g);
             for (int k = 0; quadt[G][k]; k++) {
-                quadt[G][k](wq, next ? next + (d + (m > 0)) * step : NULL, l2, m ? np - (int)m : 0, np,
-                            xc + t * cols, cols, i0, i1, s + CH(t, 0));
+                quadt[G][k](wq, next ? next + (d + (m > 0)) * step : NULL, l2 && np == 1 ? 2 : l2,
+                            m ? np - (int)m : 0, np, xc + t * cols, cols, i0, i1, s + CH(t, 0));
                 d += jd, m += jm;
                 if (m >= (size_t)np) d++, m -= (size_t)np;
             }
