@@ -270,11 +270,12 @@ static int quad_passes(quad_fn *const (*quadt)[5], size_t ntk, size_t ng)
  * group's passes, so that each pass's products overlap the stream's reads. pf: these
  * passes prefetch, QUAD_PF bytes ahead of the chunk, the lines of pass p's iterations
  * j = p J, p J + 1, ... (J a chunk's) divisible by np, every line once (l2: the rows
- * stream from memory). */
+ * stream from memory; with one pass a chunk, two chunks ahead: QUAD_TILE's l2 = 2). */
 static void quad_chunks(quad_fn *const (*quadt)[5], const char *wq, int pf, int l2, const float *xc, size_t cols,
                         size_t ntk, size_t ng, int np, __m256 *s, size_t es)
 {
     size_t cc = QUAD_PF / (4 * es), step = 64 * es;
+    int hint = l2 && np == 1 ? 2 : l2;
     for (size_t i0 = 0; i0 < cols; i0 += cc) {
         size_t i1 = cols - i0 < cc ? cols : i0 + cc, J = (i1 - i0) / 16, jd = J / (size_t)np, jm = J % (size_t)np;
         const char *next = pf ? wq + i0 * 4 * es + QUAD_PF : NULL;
@@ -282,8 +283,8 @@ static void quad_chunks(quad_fn *const (*quadt)[5], const char *wq, int pf, int 
         for (size_t g = 0, t = 0; g < ng; g++) {
             size_t G = (ntk - t) / (ng - g);
             for (int k = 0; quadt[G][k]; k++) {
-                quadt[G][k](wq, next ? next + (d + (m > 0)) * step : NULL, l2 && np == 1 ? 2 : l2,
-                            m ? np - (int)m : 0, np, xc + t * cols, cols, i0, i1, s + CH(t, 0));
+                quadt[G][k](wq, next ? next + (d + (m > 0)) * step : NULL, hint, m ? np - (int)m : 0, np,
+                            xc + t * cols, cols, i0, i1, s + CH(t, 0));
                 d += jd, m += jm;
                 if (m >= (size_t)np) d++, m -= (size_t)np;
             }
