@@ -390,6 +390,16 @@ double sd_decode_drift_pool(double cal, size_t nb, double prior, size_t runs)
     return a + b > 0 ? sqrt((a * prior * prior + b * cal * cal) / (a + b)) : 0;
 }
 
+double sd_decode_run_shift(const double *measured, const double *predicted, size_t n)
+{
+    double sum = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (measured[i] > 0 && predicted[i] > 0 && isfinite(measured[i]) && isfinite(predicted[i]))
+            sum += log(measured[i] / predicted[i]), k++;
+    return k ? sum / (double)k : NAN;
+}
+
 void sd_decode_paired_interval(const double *sa, const double *sb, size_t rounds, size_t nrun, double level,
                                double *lo, double *hi)
 {

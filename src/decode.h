@@ -199,6 +199,13 @@ double sd_decode_drift(const double *sp, size_t schemes, size_t rounds, size_t b
  * before the calibration"). */
 double sd_decode_drift_pool(double cal, size_t nb, double prior, size_t runs);
 
+/* A run's shift: the mean of log(measured[i] / predicted[i]) over the n schemes, those
+ * with both positive and finite; NAN where none has. It is the machine's drift as this
+ * run met it (with the schemes' own errors averaged): the intervals drew it from the
+ * drift and prompt terms, so a shift well outside them says the machine drifts more
+ * than the prediction was told (decode prints it; make bench-predict measures the drift). */
+double sd_decode_run_shift(const double *measured, const double *predicted, size_t n);
+
 /* Scheme a's speedup over scheme b's, paired by prompt: sa[r] and sb[r] are their speedups
  * in round r of an interleaved calibration (0: none). ar's time on the prompt and the
  * machine's speed at that moment are common to both and cancel in their ratio; each

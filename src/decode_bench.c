@@ -42,7 +42,7 @@ sd_decode_bench sd_decode_bench_default(void)
     memset(&b, 0, sizeof b);
     b.eos = SD_DECODE_NO_EOS;
     b.calibrate = 20, b.tree_budget = 16, b.max_depth = 6, b.max_rank = 4;
-    b.threshold = NAN, b.level = 0.9, b.seed = 2385, b.progress = 1;
+    b.threshold = NAN, b.level = 0.9, b.seed = 2385, b.progress = 1, b.shift = NAN;
     b.drift_prior = SD_DECODE_DRIFT_PRIOR, b.drift_runs = SD_DECODE_DRIFT_RUNS;
     return b;
 }
@@ -552,9 +552,24 @@ int sd_decode_bench_once(const sd_decode_bench *b, const sd_decode_arm *a, size_
     return rc ? prefixed(rc, a->name) : SD_OK;
 }
 
+/* The runs' shift (sd_decode_run_shift) over the arms that ran and were predicted. */
+static double run_shift(const sd_decode_bench *b, const sd_decode_arm *arms, size_t ne)
+{
+    double meas[SD_DECODE_MAX_ARMS], pred[SD_DECODE_MAX_ARMS];
+    const sd_decode_stats *a = &b->ar_run;
+    size_t k = 0;
+    for (size_t i = 0; i < ne && i < SD_DECODE_MAX_ARMS; i++) {
+        const sd_decode_stats *r = &arms[i].run;
+        if (arms[i].skipped || !(r->seconds > 0) || !(a->seconds > 0) || !a->tokens) continue;
+        meas[k] = ((double)r->tokens / r->seconds) / ((double)a->tokens / a->seconds), pred[k++] = arms[i].pred.speedup;
+    }
+    return sd_decode_run_shift(meas, pred, k);
+}
+
 int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t ne)
 {
     int rc = interleaved_runs(b, arms, ne, b->np, b->seed, 0);
+    b->shift = rc ? NAN : run_shift(b, arms, ne);
     /* M_T(1) again, timed as the ladder timed it, the draft's calls between the target's:
      * the machine's drift over the runs (timed alone, back to back, it read 0.26 ms against
      * the ladder's 0.46-0.50 and looked like a drift of -45%; timed alike, 0.32-0.40 after

@@ -99,6 +99,8 @@ typedef struct {
     double *cal_eff;         /* and its tokens per block there */
     const sd_decode_arm *best; /* the arm of the largest predicted speedup (NULL: none ran) */
     double mt1_after;        /* M_T(1) timed again after the runs: the machine's drift */
+    double shift;            /* the runs' shift, their arms' mean log(measured / predicted
+                                speedup): sd_decode_run_shift (NAN: none ran) */
 } sd_decode_bench;
 
 sd_decode_bench sd_decode_bench_default(void);

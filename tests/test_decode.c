@@ -574,6 +574,14 @@ static void test_decode_predict(void **state)
     assert_true(sd_decode_drift_pool(0.02, 0, 0.04, 0) == 0);
     /* equal weights: the root of the mean square */
     assert_close(sd_decode_drift_pool(0.03, 4, 0.04, 4), 0.035355339059327376, 1e-15, 0);
+    /* a run's shift: measured = predicted e^0.1, e^-0.3 and e^0.5 -> mean 0.1; a scheme
+     * not measured (0), not predicted (NAN) or infinite is left out; none left: NAN */
+    double meas[6] = {2 * exp(0.1), 1.5 * exp(-0.3), 0, 1.2, INFINITY, 0.8 * exp(0.5)};
+    double pred[6] = {2, 1.5, 1.1, NAN, 1.3, 0.8};
+    assert_close(sd_decode_run_shift(meas, pred, 6), 0.1, 1e-14, 0);
+    assert_close(sd_decode_run_shift(meas, pred, 1), 0.1, 1e-14, 0);
+    assert_true(isnan(sd_decode_run_shift(meas + 2, pred + 2, 3)));
+    assert_true(isnan(sd_decode_run_shift(meas, pred, 0)));
     /* the spread pooled over schemes: scheme 0's rounds 0.4 and 0.6 (sd 0.141 about 0.5,
      * relative 0.283), scheme 1's 1, 1, 1 (0), scheme 2's one round (not counted): the
      * root of their mean square, 0.2 */

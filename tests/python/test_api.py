@@ -503,6 +503,10 @@ def test_decode():
             for key in ("draft_acceptance_rate", "mean_acceptance_length", "block_efficiency"):
                 close("decode %s %s" % (r["scheme"], key), got[key], r[key], rtol=1e-5)
             check("decode %s ints" % r["scheme"], type(got["tokens"]) is int and type(got["drafted"]) is int)
+        # the runs' shift: the schemes' mean log(speedup / predicted_speedup), from Python's own figures
+        ran = [v for v in py["schemes"].values() if "skipped" not in v]
+        want = sum(math.log(v["speedup"] / v["predicted_speedup"]) for v in ran) / len(ran)
+        close("decode: shift", py["shift"], want, rtol=1e-9)
         with open(cp) as f:
             m_t1 = float([l for l in f if not l.startswith("#")][0].split()[1])
         close("decode: the cost file's M_T(1)", py["costs"]["m_t1_ms"], m_t1, rtol=1e-12)

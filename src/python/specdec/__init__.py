@@ -463,7 +463,9 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
     them. drift: the machine's drift known before the calibration, as decode --drift:
     (percent, runs), "none" (the calibration's estimate alone) or None (decode's default,
     4.05% over 66 runs). Returns {"ar": {tokens, seconds, tokens_per_second}, "costs": {c,
-    c_lo, c_hi, m_t1_ms, m_d1_ms, drift_sd, drift_calibration_sd}, "prompts", "calibration_prompts", "schemes": {name: {shape,
+    c_lo, c_hi, m_t1_ms, m_d1_ms, drift_sd, drift_calibration_sd}, "prompts", "calibration_prompts",
+    "shift" (the schemes' mean log(speedup / predicted_speedup): the machine's drift as the
+    run met it; None where none ran), "schemes": {name: {shape,
     tokens, blocks, accepted, drafted, seconds, tokens_per_second, speedup,
     block_efficiency, draft_acceptance_rate (vLLM's; llama.cpp's accept),
     mean_acceptance_length (vLLM's), accepted_per_position (vLLM's), predicted_*,
@@ -518,7 +520,8 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
     r = {"ar": {"tokens": g["ar_tokens"], "seconds": g["ar_seconds"], "tokens_per_second": g["ar_tokens_per_second"]},
          "costs": {key: g[key] for key in ("c", "c_lo", "c_hi", "m_t1_ms", "m_d1_ms", "drift_sd",
                                             "drift_calibration_sd")},
-         "prompts": g["prompts"], "calibration_prompts": g["calibration_prompts"], "schemes": {}}
+         "prompts": g["prompts"], "calibration_prompts": g["calibration_prompts"],
+         "shift": None if math.isnan(g["shift"]) else g["shift"], "schemes": {}}
     for i, line in enumerate(names.value.decode().split("\n")[:narms.value]):
         name, shp, why = line.split("\t")
         f = _fields("decode", arms[i])
