@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include "progress.h"
 #include "sd_error.h"
 
@@ -36,13 +38,19 @@ const char *sd_decode_arm_presets(void)
     return "sd,spectr,spectr-otm,mcsd,mcsd-wor,rsd-c,rsd-s,gt,gt-dynamic,throughput,parallel,parallel-tree";
 }
 
+/* r's tokens per second over a's: a speedup over ar (a's seconds and tokens > 0). */
+static double speedup_over(const sd_decode_stats *r, const sd_decode_stats *a)
+{
+    return (double)r->tokens / r->seconds / ((double)a->tokens / a->seconds);
+}
+
 sd_decode_bench sd_decode_bench_default(void)
 {
     sd_decode_bench b;
     memset(&b, 0, sizeof b);
     b.eos = SD_DECODE_NO_EOS;
     b.calibrate = 20, b.tree_budget = 16, b.max_depth = 6, b.max_rank = 4;
-    b.threshold = NAN, b.level = 0.9, b.seed = 2385, b.progress = 1, b.shift = NAN;
+    b.threshold = NAN, b.level = 0.9, b.seed = 2385, b.progress = 1, b.shift = b.shift_allowed = NAN;
     b.drift_prior = SD_DECODE_DRIFT_PRIOR, b.drift_runs = SD_DECODE_DRIFT_RUNS;
     return b;
 }
@@ -433,8 +441,7 @@ static int interleaved_runs(sd_decode_bench *b, sd_decode_arm *arms, size_t ne, 
             }
             sd_decode_stats_add(cal ? &a->cal : &a->run, &round[i]);
             if (speedup && round[i].seconds > 0 && round[ne].tokens)
-                speedup[i * np + p] = (double)round[i].tokens / round[i].seconds /
-                                      ((double)round[ne].tokens / round[ne].seconds);
+                speedup[i * np + p] = speedup_over(&round[i], &round[ne]);
             if (effs && round[i].blocks) effs[i * np + p] = (double)round[i].tokens / (double)round[i].blocks;
             if (b->check && !cal && !a->mismatch) {
                 size_t k = 0, n = ns < na ? ns : na;
@@ -552,8 +559,10 @@ int sd_decode_bench_once(const sd_decode_bench *b, const sd_decode_arm *a, size_
     return rc ? prefixed(rc, a->name) : SD_OK;
 }
 
-/* The runs' shift (sd_decode_run_shift) over the arms that ran and were predicted. */
-static double run_shift(const sd_decode_bench *b, const sd_decode_arm *arms, size_t ne)
+/* The runs' shift (sd_decode_run_shift) over the arms that ran and were predicted, and
+ * how far it may stand from 0 by what the intervals drew for every scheme alike: the
+ * drift and the prompts' spread taken whole, at the intervals' level. */
+static void run_shift(sd_decode_bench *b, const sd_decode_arm *arms, size_t ne)
 {
     double meas[SD_DECODE_MAX_ARMS], pred[SD_DECODE_MAX_ARMS];
     const sd_decode_stats *a = &b->ar_run;
@@ -561,15 +570,17 @@ static double run_shift(const sd_decode_bench *b, const sd_decode_arm *arms, siz
     for (size_t i = 0; i < ne && i < SD_DECODE_MAX_ARMS; i++) {
         const sd_decode_stats *r = &arms[i].run;
         if (arms[i].skipped || !(r->seconds > 0) || !(a->seconds > 0) || !a->tokens) continue;
-        meas[k] = ((double)r->tokens / r->seconds) / ((double)a->tokens / a->seconds), pred[k++] = arms[i].pred.speedup;
+        meas[k] = speedup_over(r, a), pred[k++] = arms[i].pred.speedup;
     }
-    return sd_decode_run_shift(meas, pred, k);
+    double d = b->costs.drift_sd, p = b->costs.prompt_sd;
+    b->shift = sd_decode_run_shift(meas, pred, k);
+    b->shift_allowed = gsl_cdf_ugaussian_Pinv(0.5 + b->level / 2) * sqrt(d * d + p * p);
 }
 
 int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t ne)
 {
     int rc = interleaved_runs(b, arms, ne, b->np, b->seed, 0);
-    b->shift = rc ? NAN : run_shift(b, arms, ne);
+    if (!rc) run_shift(b, arms, ne);
     /* M_T(1) again, timed as the ladder timed it, the draft's calls between the target's:
      * the machine's drift over the runs (timed alone, back to back, it read 0.26 ms against
      * the ladder's 0.46-0.50 and looked like a drift of -45%; timed alike, 0.32-0.40 after

@@ -100,7 +100,9 @@ typedef struct {
     const sd_decode_arm *best; /* the arm of the largest predicted speedup (NULL: none ran) */
     double mt1_after;        /* M_T(1) timed again after the runs: the machine's drift */
     double shift;            /* the runs' shift, their arms' mean log(measured / predicted
-                                speedup): sd_decode_run_shift (NAN: none ran) */
+                                speedup): sd_decode_run_shift (NAN: none ran) ... */
+    double shift_allowed;    /* ... and how far from 0 the intervals allowed it: z(level)
+                                sqrt(drift_sd^2 + prompt_sd^2) (costs' terms, taken whole) */
 } sd_decode_bench;
 
 sd_decode_bench sd_decode_bench_default(void);

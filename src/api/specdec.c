@@ -43,7 +43,7 @@ enum { SP_ITER, SP_RATE, SP_SPEEDUP, SP_MBSU, SP_N };
 enum { DE_SKIPPED, DE_TOKENS, DE_BLOCKS, DE_ACCEPTED, DE_DRAFTED, DE_SECONDS, DE_RATE, DE_SPEEDUP, DE_EFF,
        DE_ACC_RATE, DE_ACC_LEN, DE_NPOS, DE_PRED_EFF, DE_PRED_EFF_LO, DE_PRED_EFF_HI, DE_PRED_RATE, DE_PRED_SPEEDUP,
        DE_PRED_LO, DE_PRED_HI, DE_VS_BEST, DE_MISMATCH, DE_N };
-enum { DA_TOKENS, DA_SECONDS, DA_RATE, DA_C, DA_C_LO, DA_C_HI, DA_MT1, DA_MD1, DA_PROMPTS, DA_CAL, DA_DRIFT, DA_DRIFT_CAL, DA_SHIFT, DA_N };
+enum { DA_TOKENS, DA_SECONDS, DA_RATE, DA_C, DA_C_LO, DA_C_HI, DA_MT1, DA_MD1, DA_PROMPTS, DA_CAL, DA_DRIFT, DA_DRIFT_CAL, DA_SHIFT, DA_SHIFT_ALLOWED, DA_N };
 enum { RP_POSITIONS, RP_SKIPPED, RP_TV_MEAN, RP_TV_Q, RP_N = RP_TV_Q + 5 };
 enum { RS_RAN, RS_K, RS_MEAN, RS_LO, RS_HI, RS_MC_POS, RS_Q, RS_N = RS_Q + 5 };
 enum { RC_EFF, RC_SPEEDUP, RC_IID, RC_N };
@@ -63,7 +63,7 @@ const char *sd_api_fields(const char *function)
                    "draft_acceptance_rate,mean_acceptance_length,positions,predicted_block_efficiency,"
                    "predicted_block_efficiency_lo,predicted_block_efficiency_hi,predicted_tokens_per_second,"
                    "predicted_speedup,predicted_speedup_lo,predicted_speedup_hi,vs_best,mismatch"},
-        {"decode_run", "ar_tokens,ar_seconds,ar_tokens_per_second,c,c_lo,c_hi,m_t1_ms,m_d1_ms,prompts,calibration_prompts,drift_sd,drift_calibration_sd,shift"},
+        {"decode_run", "ar_tokens,ar_seconds,ar_tokens_per_second,c,c_lo,c_hi,m_t1_ms,m_d1_ms,prompts,calibration_prompts,drift_sd,drift_calibration_sd,shift,shift_allowed"},
         {"replay", "positions,skipped,tv_mean,tv_min,tv_p10,tv_median,tv_p90,tv_max"},
         {"replay_scheme", "ran,k,mean_acceptance,ci_low,ci_high,mc_positions,min,p10,median,p90,max"},
         {"replay_chain", "block_efficiency,speedup,iid_block_efficiency"},
@@ -538,7 +538,8 @@ int sd_api_decode(const char *target, const char *draft, const char *prompts, in
         double ar_rate = a->seconds > 0 ? (double)a->tokens / a->seconds : 0;
         double v[DA_N] = {(double)a->tokens, a->seconds, ar_rate, b->c, b->c_lo, b->c_hi,
                           sd_cost_curve_eval(b->costs.target, 1) * 1e3, sd_cost_curve_eval(b->costs.draft, 1) * 1e3,
-                          (double)b->np, (double)b->ncal, b->costs.drift_sd, b->costs.drift_cal_sd, b->shift};
+                          (double)b->np, (double)b->ncal, b->costs.drift_sd, b->costs.drift_cal_sd, b->shift,
+                          b->shift_allowed};
         memcpy(run, v, sizeof v);
         size_t used = 0;
         names[0] = 0;

@@ -5,23 +5,12 @@
 #include <omp.h>
 #include <string.h>
 
-#include <gsl/gsl_cdf.h>
-
 #include "model/cpu/kernels.h"
 #include "sd_error.h"
 
 /* ---- output ---- */
 
 static double rate(const sd_decode_stats *st) { return st->seconds > 0 ? (double)st->tokens / st->seconds : 0; }
-
-/* How far the runs' shift (their schemes' mean log error) may stand from 0 by what the
- * intervals drew for every scheme alike, the drift and the prompts' spread taken whole,
- * at the intervals' level: beyond it the machine drifted more than it was said to. */
-static double shift_allowed(const dec_opts *o, const session *s)
-{
-    double d = s->b.costs.drift_sd, p = s->b.costs.prompt_sd;
-    return gsl_cdf_ugaussian_Pinv(0.5 + o->level / 2) * sqrt(d * d + p * p);
-}
 
 /* Positions counted for a scheme: its tree's depth (at most SD_DECODE_POSITIONS). */
 static size_t positions(const entry *e)
@@ -81,7 +70,7 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
     printf(",\n \"shift\": ");
     cli_json_double(stdout, s->b.shift);
     printf(", \"shift_allowed\": ");
-    cli_json_double(stdout, shift_allowed(o, s));
+    cli_json_double(stdout, s->b.shift_allowed);
     cli_json_results(stdout);
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
@@ -292,7 +281,7 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
            MT(s, 1) * 1e3, s->b.mt1_after * 1e3, ac->tokens ? ac->seconds / (double)ac->tokens * 1e3 : NAN,
            ak->tokens ? ak->seconds / (double)ak->tokens * 1e3 : NAN);
     if (isfinite(s->b.shift)) {
-        double lim = shift_allowed(o, s);
+        double lim = s->b.shift_allowed;
         printf("# the runs' shift: their schemes stood alike %+.1f%% from their predictions (mean log error); the "
                "intervals allowed +-%.1f%% for that (drift and prompts, %g)\n", 100 * s->b.shift, 100 * lim, o->level);
         if (fabs(s->b.shift) > lim)

@@ -48,12 +48,15 @@ printf '%s' "$out" | grep -q '"vs_best": {"scheme": "' && ok || bad "no vs_best 
 awk -F '\t' '!/^#/ && $1 != "ar" { n++; one += ($25 == 1 && $26 == 1 && $27 == 1)
         other += ($25 < 1 && $26 <= $25 && $25 <= $27) || ($25 == 1 && $26 == 1 && $27 == 1 && one > 1) }
     END { exit !(n == 2 && one >= 1 && one + other == 2) }' "$T/iv.tsv" && ok || bad "--tsv: vs_best columns wrong"
-# the runs' shift: the schemes' mean log(measured / predicted speedup), recomputed here
+# the runs' shift: the schemes' mean log(measured / predicted speedup), recomputed here;
+# what the intervals allowed it: z(0.9) sqrt(drift_sd^2 + prompt_sd^2) at --level 0.8
 printf '%s' "$out" | tr ',' '\n' | awk -F ': ' '$1 ~ /^ *"speedup"$/ && $2 !~ /\[/ { m[++nm] = $2 }
     $1 ~ /"predicted_speedup"$/ { p[++np] = $2 } $1 ~ /"shift"$/ { s = $2 } $1 ~ /"shift_allowed"$/ { a = $2 }
+    $1 ~ /"drift_sd"$/ { d = $2 } $1 ~ /"prompt_sd"$/ { q = $2 }
     END { for (i = 1; i <= nm; i++) t += log(m[i] / p[i])
-          exit !(nm == 2 && np == 2 && s != "" && (s - t / nm) ^ 2 < 1e-8 && a > 0) }' && ok \
-    || bad "--json: shift is not the schemes' mean log(speedup / predicted_speedup)"
+          w = 1.2815515655446004 * sqrt(d * d + q * q)
+          exit !(nm == 2 && np == 2 && s != "" && (s - t / nm) ^ 2 < 1e-8 && w > 0 && (a / w - 1) ^ 2 < 1e-10) }' \
+    && ok || bad "--json: shift or shift_allowed not as documented"
 expect 0 "speedup over the predicted best" -- "$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6
 expect 0 "^# the runs' shift: their schemes stood alike [-+][0-9.]*% from their predictions" -- \
     "$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6

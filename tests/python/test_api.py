@@ -507,6 +507,9 @@ def test_decode():
         ran = [v for v in py["schemes"].values() if "skipped" not in v]
         want = sum(math.log(v["speedup"] / v["predicted_speedup"]) for v in ran) / len(ran)
         close("decode: shift", py["shift"], want, rtol=1e-9)
+        # its allowance holds the drift's part at least: z(0.95) drift_sd
+        check("decode: shift_allowed", py["shift_allowed"] >= 1.6448536269514722 * py["costs"]["drift_sd"] * (1 - 1e-12)
+              and py["shift_allowed"] > 0, "%r against drift_sd %r" % (py["shift_allowed"], py["costs"]["drift_sd"]))
         with open(cp) as f:
             m_t1 = float([l for l in f if not l.startswith("#")][0].split()[1])
         close("decode: the cost file's M_T(1)", py["costs"]["m_t1_ms"], m_t1, rtol=1e-12)

@@ -465,7 +465,8 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
     4.05% over 66 runs). Returns {"ar": {tokens, seconds, tokens_per_second}, "costs": {c,
     c_lo, c_hi, m_t1_ms, m_d1_ms, drift_sd, drift_calibration_sd}, "prompts", "calibration_prompts",
     "shift" (the schemes' mean log(speedup / predicted_speedup): the machine's drift as the
-    run met it; None where none ran), "schemes": {name: {shape,
+    run met it; None where none ran), "shift_allowed" (how far from 0 the intervals
+    allowed it: beyond, the machine drifted more than drift said), "schemes": {name: {shape,
     tokens, blocks, accepted, drafted, seconds, tokens_per_second, speedup,
     block_efficiency, draft_acceptance_rate (vLLM's; llama.cpp's accept),
     mean_acceptance_length (vLLM's), accepted_per_position (vLLM's), predicted_*,
@@ -521,7 +522,8 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
          "costs": {key: g[key] for key in ("c", "c_lo", "c_hi", "m_t1_ms", "m_d1_ms", "drift_sd",
                                             "drift_calibration_sd")},
          "prompts": g["prompts"], "calibration_prompts": g["calibration_prompts"],
-         "shift": None if math.isnan(g["shift"]) else g["shift"], "schemes": {}}
+         "shift": None if math.isnan(g["shift"]) else g["shift"],
+         "shift_allowed": None if math.isnan(g["shift_allowed"]) else g["shift_allowed"], "schemes": {}}
     for i, line in enumerate(names.value.decode().split("\n")[:narms.value]):
         name, shp, why = line.split("\t")
         f = _fields("decode", arms[i])
