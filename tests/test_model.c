@@ -750,6 +750,29 @@ static void test_model_threads_policy(void **state)
         }
     }
     assert_true(on_all >= 2 && on_all <= 4);
+    /* one slow pass on all threads (the other core taken for a moment: 6 ms against 1)
+     * turns the moving average to one thread (1.8 ms); the next pass of the class times
+     * all threads again, and they run from then on, not a period later (a decode run
+     * kept one thread for 176 passes so) */
+    secs[0] = 1.8e-3, secs[1] = 1e-3;
+    int settled = 0; /* all threads chosen again (the busy period's probes find them fast) */
+    for (int call = 0; call < 2000 && !settled; call++) {
+        which = sd_kv_threads_pick(kv, 8, &probe);
+        if (!probe && which) settled = 1;
+        else sd_kv_threads_record(kv, 8, which, probe, secs[which]);
+    }
+    assert_true(settled);
+    sd_kv_threads_record(kv, 8, 1, 0, 6e-3);
+    which = sd_kv_threads_pick(kv, 8, &probe); /* the choice has turned: all again, as a probe */
+    assert_int_equal(which, 1);
+    assert_true(probe);
+    sd_kv_threads_record(kv, 8, which, probe, secs[which]);
+    for (int call = 0; call < 16; call++) {
+        which = sd_kv_threads_pick(kv, 8, &probe);
+        assert_int_equal(which, 1);
+        assert_false(probe);
+        sd_kv_threads_record(kv, 8, which, probe, secs[which]);
+    }
     /* a cache's first pass runs cold: of the first passes each count keeps its faster,
      * so a cold 20 ms first pass on all threads (then 1 ms, one thread 1.2 ms) neither
      * keeps one thread nor puts the first probe off */

@@ -66,7 +66,8 @@ int sd_kv_keep(sd_kv *kv, size_t base, const size_t *keep, size_t nkeep)
  * cache times its own passes, per width class, on one thread and on all the caller
  * allows, and runs the faster: both twice at first (all first), then the other one
  * again after KV_PROBE passes of the class, the wait doubling (to KV_PROBE_MAX) while
- * the choice holds, back to KV_PROBE when it flips. A machine that gets busy or quiet
+ * the choice holds, back to KV_PROBE when it flips; when the moving average turns the
+ * choice, the count given up is timed again at once. A machine that gets busy or quiet
  * is noticed within a period. A probe of the slower count costs what that count loses
  * on one pass, a lot beside a busy process, so the wait is at least 100 x (slower /
  * faster - 1) passes (to KV_PROBE_COSTLY): a probe costs about 1% of the passes around
@@ -104,7 +105,12 @@ void sd_kv_threads_record(sd_kv *kv, size_t n, int which, int probe, double seco
      * probe replaces the other count's estimate (it is old); else a moving average */
     if (t[which] == 0 || probe) t[which] = per_token;
     else if (kv->thr_calls[cls] <= 4) t[which] = per_token < t[which] ? per_token : t[which];
-    else t[which] = 0.75 * t[which] + 0.25 * per_token;
+    else {
+        t[which] = 0.75 * t[which] + 0.25 * per_token;
+        /* one slow pass (the other core taken for a moment) can turn the choice: the count
+         * given up is timed again at the next pass of the class, not a period later */
+        if ((t[1] <= t[0]) != before) kv->thr_next[cls] = kv->thr_calls[cls];
+    }
     if (kv->thr_calls[cls] == 4 || probe) {
         unsigned *period = &kv->thr_period[cls];
         int held = probe && (t[1] <= t[0]) == before && *period;
