@@ -20,6 +20,10 @@ ARCH     ?= $(ARCH_$(TARGET_ARCH))
 AVX2_FLAGS   = -mavx2 -mfma -mf16c -mbmi -mbmi2
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 NEON_DOT_FLAGS = -march=armv8.2-a+dotprod
+# the x86 sets' loops and jump targets on 64-byte lines: where a kernel's inner loop
+# starts moved with every change elsewhere in the binary, and its speed by up to 13%
+# (tests/bench/KERNELS.md, "Kernels on 64-byte lines")
+KERNEL_ALIGN = -falign-loops=64 -falign-jumps=64
 CFLAGS   ?= $(OPT) $(ARCH) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
@@ -80,8 +84,8 @@ endif
 
 ALL_CFLAGS = $(WARN) $(CFLAGS) $(PIC) $(OMPFLAGS) $(SAN) $(ISA_FLAGS)
 # each kernel set's files with its instruction set's flags (and only those files)
-$(BUILD)/src/model/cpu/avx2%: ISA_FLAGS = $(AVX2_FLAGS)
-$(BUILD)/src/model/cpu/avx512%: ISA_FLAGS = $(AVX512_FLAGS)
+$(BUILD)/src/model/cpu/avx2%: ISA_FLAGS = $(AVX2_FLAGS) $(KERNEL_ALIGN)
+$(BUILD)/src/model/cpu/avx512%: ISA_FLAGS = $(AVX512_FLAGS) $(KERNEL_ALIGN)
 $(BUILD)/src/model/cpu/neon_act_dot%: ISA_FLAGS = $(NEON_DOT_FLAGS)
 $(BUILD)/tests/bench/bench_overlap.o: ISA_FLAGS = $(if $(filter x86_64,$(TARGET_ARCH)),$(AVX512_FLAGS))
 $(BUILD)/lp/%.o $(BUILD)/sim/%.o $(BUILD)/src/cli/%.o $(BUILD)/src/api/%.o $(BUILD)/tests/%.o: CPPFLAGS += $(UPPER_CPPFLAGS)

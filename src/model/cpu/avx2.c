@@ -57,7 +57,6 @@ static void dot_short_rows4(const float *a, size_t as, size_t g, const float *b,
                             const size_t *m, float *const *out)
 {
     _Alignas(32) __m256 v[4][32];
-    _Alignas(32) float o[16];
     size_t mmax = 0;
     for (size_t t = 0; t < g; t++) mmax = m[t] > mmax ? m[t] : mmax;
     for (size_t j0 = 0; j0 < mmax; j0 += 16) {
@@ -83,8 +82,7 @@ static void dot_short_rows4(const float *a, size_t as, size_t g, const float *b,
             if (m[t] <= j0) continue;
             size_t nt = m[t] - j0 < 16 ? m[t] - j0 : 16;
             for (size_t k = nb; k < 16; k++) v[t][2 * k] = v[t][2 * k + 1] = _mm256_setzero_ps();
-            _mm256_store_ps(o, hsum16x8(v[t])), _mm256_store_ps(o + 8, hsum16x8(v[t] + 16));
-            memcpy(out[t] + j0, o, nt * sizeof *o);
+            store16(out[t] + j0, hsum16x8(v[t]), hsum16x8(v[t] + 16), nt);
         }
     }
 }

@@ -37,6 +37,18 @@ static inline __m256 hsum16x8(const __m256 *s)
     return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* The first n <= 16 of sixteen outputs (lanes of lo, then hi) stored to y from the
+ * registers: through an array and memcpy, the copy's loads waited on the array's
+ * stores (KERNELS.md, "AVX2: a block's outputs"). */
+static inline void store16(float *y, __m256 lo, __m256 hi, size_t n)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    if (n >= 8) _mm256_storeu_ps(y, lo);
+    else _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane), lo);
+    if (n >= 16) _mm256_storeu_ps(y + 8, hi);
+    else if (n > 8) _mm256_maskstore_ps(y + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n - 8), lane), hi);
+}
+
 void sd_cpu_avx2_lanes(const float *w, const float *x, size_t n, float *acc);
 float sd_cpu_avx2_finish(const float *acc, const float *w, const float *x, size_t n_tail);
 void sd_cpu_avx2_rows(sd_ttype t, const void *w, size_t nrows, const float *x, size_t cols, size_t n, float *y,

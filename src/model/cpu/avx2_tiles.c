@@ -225,7 +225,7 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
                        size_t body, size_t ntk, __m256 *s, float *y, size_t ys)
 {
     _Alignas(32) __m256 st[2 * 16 * 16];
-    _Alignas(32) float wt[16], xt[16], out[16];
+    _Alignas(32) float wt[16], xt[16];
     size_t n_tail = cols - body;
     if (n_tail)
         for (size_t r = 0; r < nb; r++) {
@@ -244,12 +244,12 @@ static void fold_block(sd_ttype type, const char *wr, size_t nb, size_t rb, cons
     for (size_t t = 0; t < ntk; t++) {
         for (size_t r = nb; r < 16; r++) /* rows past the end: zeros, folded but not stored */
             s[CH(t, r)] = s[CH(t, r) + 1] = st[CH(t, r)] = st[CH(t, r) + 1] = _mm256_setzero_ps();
+        __m256 o[2];
         for (int h = 0; h < 2; h++) {
-            __m256 o = hsum16x8(s + CH(t, 8 * h));
-            if (n_tail) o = _mm256_add_ps(o, hsum16x8(st + CH(t, 8 * h)));
-            _mm256_store_ps(out + 8 * h, o);
+            o[h] = hsum16x8(s + CH(t, 8 * h));
+            if (n_tail) o[h] = _mm256_add_ps(o[h], hsum16x8(st + CH(t, 8 * h)));
         }
-        memcpy(y + t * ys, out, nb * sizeof *out);
+        store16(y + t * ys, o[0], o[1], nb);
     }
 }
 
