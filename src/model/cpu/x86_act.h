@@ -117,7 +117,8 @@ static inline __attribute__((always_inline)) void dots_act_group(
     float *restrict y, size_t ys)
 {
     const size_t nb = n / SD_QK, bytes = block32_bytes(type);
-    __m256 acc[ACT_G];
+    __m256 acc[ACT_G]; /* in registers: the token loops unrolled (else GCC 12 kept them on the stack) */
+#pragma GCC unroll 8
     for (int k = 0; k < NT; k++) acc[k] = _mm256_setzero_ps();
     for (size_t b0 = 0; b0 < nb; b0 += ACT_SEG) {
         const size_t b1 = nb - b0 < ACT_SEG ? nb : b0 + ACT_SEG;
@@ -129,12 +130,14 @@ static inline __attribute__((always_inline)) void dots_act_group(
             const __m256i w = load_block(type, blk), aw = _mm256_sign_epi8(w, w);
             float ds[ACT_G];
             _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(act_scale(blk)), _mm256_loadu_ps(st + (b - b0) * ACT_G)));
+#pragma GCC unroll 8
             for (int k = 0; k < NT; k++) {
                 const __m256i x = _mm256_loadu_si256((const __m256i *)(q + (t0 + (size_t)k) * n + b * SD_QK));
                 acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(ds + k), block_dot(aw, w, x), acc[k]);
             }
         }
     }
+#pragma GCC unroll 8
     for (int k = 0; k < NT; k++) {
         const size_t t = t0 + (size_t)k;
         y[t * ys] = with_mins(type, hsum(acc[k]), row, tok_sums(sums, t * nb), nb);
