@@ -23,7 +23,9 @@ NEON_DOT_FLAGS = -march=armv8.2-a+dotprod
 # the x86 sets' loops and jump targets on 64-byte lines: where a kernel's inner loop
 # starts moved with every change elsewhere in the binary, and its speed by up to 13%
 # (tests/bench/KERNELS.md, "Kernels on 64-byte lines")
-KERNEL_ALIGN = -falign-loops=64 -falign-jumps=64
+# (clang has no -falign-jumps: an error under -Werror)
+CC_IS_CLANG := $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1))
+KERNEL_ALIGN = -falign-loops=64 $(if $(CC_IS_CLANG),,-falign-jumps=64)
 CFLAGS   ?= $(OPT) $(ARCH) -g
 SAN      ?=
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow
