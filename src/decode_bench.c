@@ -580,6 +580,7 @@ static void run_shift(sd_decode_bench *b, const sd_decode_arm *arms, size_t ne)
 int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t ne)
 {
     int rc = interleaved_runs(b, arms, ne, b->np, b->seed, 0);
+    b->shift = b->shift_allowed = NAN; /* a failed run keeps no earlier run's */
     if (!rc) run_shift(b, arms, ne);
     /* M_T(1) again, timed as the ladder timed it, the draft's calls between the target's:
      * the machine's drift over the runs (timed alone, back to back, it read 0.26 ms against
