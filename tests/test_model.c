@@ -736,7 +736,8 @@ static void test_model_threads_policy(void **state)
     assert_int_equal(sd_kv_threads_pick(kv, 1, &probe), 1); /* all threads first */
     assert_int_equal(sd_kv_threads_pick(kv, 1, &probe), 0);
     /* the machine turns busy: all threads take 5 ms. Within a few passes the moving
-     * average prefers one thread; after that all threads run only as probes, each
+     * average prefers one thread; after that all threads run only as probes: the re-time
+     * at once, one 16 passes later (the busy spell might have been a burst), then each
      * 100 x (5 / 1.1 - 1) = 354 passes or more after the one before */
     secs[1] = 5e-3;
     int on_all = 0, last = -1;
@@ -745,11 +746,12 @@ static void test_model_threads_policy(void **state)
         sd_kv_threads_record(kv, 8, which, probe, secs[which]);
         if (call >= 5 && which) {
             assert_true(probe);
-            if (last >= 0) assert_true(call - last >= 354);
+            if (on_all == 0) assert_int_equal(call, 1 + 17); /* the re-time was call 1 */
+            else assert_true(call - last >= 354);
             last = call, on_all++;
         }
     }
-    assert_true(on_all >= 2 && on_all <= 4);
+    assert_true(on_all >= 3 && on_all <= 5);
     /* one slow pass on all threads (the other core taken for a moment: 6 ms against 1)
      * turns the moving average to one thread (1.8 ms); the next pass of the class times
      * all threads again, and they run from then on, not a period later (a decode run
@@ -773,6 +775,22 @@ static void test_model_threads_policy(void **state)
         assert_false(probe);
         sd_kv_threads_record(kv, 8, which, probe, secs[which]);
     }
+    /* a burst of two: the turning pass and the re-time both 6 ms. One thread then runs,
+     * and all threads are timed again after 16 passes (not a doubled period, nor the
+     * 100 x (6 / 1.8 - 1) = 233 passes the burst's gap would ask), and win */
+    sd_kv_threads_record(kv, 8, 1, 0, 6e-3);
+    which = sd_kv_threads_pick(kv, 8, &probe);
+    assert_true(which == 1 && probe);
+    sd_kv_threads_record(kv, 8, which, probe, 6e-3);
+    for (int call = 0; call <= 16; call++) {
+        which = sd_kv_threads_pick(kv, 8, &probe);
+        assert_int_equal(which, call == 16);
+        assert_int_equal(probe, call == 16);
+        sd_kv_threads_record(kv, 8, which, probe, secs[which]);
+    }
+    which = sd_kv_threads_pick(kv, 8, &probe);
+    assert_true(which == 1 && !probe);
+    sd_kv_threads_record(kv, 8, which, probe, secs[which]);
     /* a cache's first pass runs cold: of the first passes each count keeps its faster,
      * so a cold 20 ms first pass on all threads (then 1 ms, one thread 1.2 ms) neither
      * keeps one thread nor puts the first probe off */

@@ -67,11 +67,12 @@ int sd_kv_keep(sd_kv *kv, size_t base, const size_t *keep, size_t nkeep)
  * allows, and runs the faster: both twice at first (all first), then the other one
  * again after KV_PROBE passes of the class, the wait doubling (to KV_PROBE_MAX) while
  * the choice holds, back to KV_PROBE when it flips; when the moving average turns the
- * choice, the count given up is timed again at once. A machine that gets busy or quiet
- * is noticed within a period. A probe of the slower count costs what that count loses
- * on one pass, a lot beside a busy process, so the wait is at least 100 x (slower /
- * faster - 1) passes (to KV_PROBE_COSTLY): a probe costs about 1% of the passes around
- * it (KERNELS.md, "Threads a pass"). */
+ * choice, the count given up is timed again at once, and if that keeps the turn, again
+ * KV_PROBE passes later. A machine that gets busy or quiet is noticed within a period.
+ * A probe of the slower count costs what that count loses on one pass, a lot beside a
+ * busy process, so the wait is at least 100 x (slower / faster - 1) passes (to
+ * KV_PROBE_COSTLY): a probe costs about 1% of the passes around it (KERNELS.md,
+ * "Threads a pass"). */
 enum { KV_PROBE = 16, KV_PROBE_MAX = 256, KV_PROBE_COSTLY = 4096 };
 
 static size_t width_class(size_t n)
@@ -109,15 +110,19 @@ void sd_kv_threads_record(sd_kv *kv, size_t n, int which, int probe, double seco
         t[which] = 0.75 * t[which] + 0.25 * per_token;
         /* one slow pass (the other core taken for a moment) can turn the choice: the count
          * given up is timed again at the next pass of the class, not a period later */
-        if ((t[1] <= t[0]) != before) kv->thr_next[cls] = kv->thr_calls[cls];
+        if ((t[1] <= t[0]) != before) kv->thr_next[cls] = kv->thr_calls[cls], kv->thr_period[cls] = 0;
     }
     if (kv->thr_calls[cls] == 4 || probe) {
+        /* a re-time (period 0) that keeps the turn may be the last pass of a burst: the
+         * next probe KV_PROBE passes later, neither doubled nor put off by the gap the
+         * burst made (bench_model --pass: a re-time 3x slow put the next probe 138 passes
+         * off, and 74 passes ran on one thread, the other core free again) */
         unsigned *period = &kv->thr_period[cls];
-        int held = probe && (t[1] <= t[0]) == before && *period;
+        int retime = probe && *period == 0, held = probe && (t[1] <= t[0]) == before && *period;
         *period = held ? (*period * 2 > KV_PROBE_MAX ? KV_PROBE_MAX : *period * 2) : KV_PROBE;
         double fast = t[0] < t[1] ? t[0] : t[1], slow = t[0] < t[1] ? t[1] : t[0];
         double cost = fast > 0 ? 100 * (slow / fast - 1) : 0;
-        if (cost > *period) *period = cost < KV_PROBE_COSTLY ? (unsigned)cost : KV_PROBE_COSTLY;
+        if (!retime && cost > *period) *period = cost < KV_PROBE_COSTLY ? (unsigned)cost : KV_PROBE_COSTLY;
         kv->thr_next[cls] = kv->thr_calls[cls] + *period;
     }
 }
