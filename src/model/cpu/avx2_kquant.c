@@ -5,20 +5,34 @@
  * 4k .. 4k + 3 of every 32, times their scales; exact, however they are grouped), Q6_K's
  * offset of 32 through the activations' sums, then one multiply-add into eight float
  * lanes by d_x d_w, the mins' four lanes (Q4_K) or one float (Q5_K) by -d_x dmin, summed
- * across in the same tree: the AVX-512 set's bits, llama.cpp's lane order.
- * tensor_kquant.c describes the layouts. */
+ * across in the same tree: the AVX-512 set's bits, llama.cpp's lane order. As there, the
+ * Q4_K/Q5_K scales are unpacked in vector form and shuffled out (x86_kquant.h), a group
+ * of tokens' mins go two tokens a register (kmins_dot), and one token takes a row of its
+ * own (krow_one). tensor_kquant.c describes the layouts. */
 #include <math.h>
 
 #include "avx2.h"
+
+/* Groups of at least KG_MIN tokens: their mins two tokens a register (kmins_dot);
+ * smaller groups each token its own, in kblock_dot. */
+enum { KG_MIN = 2 };
+#include "x86_kquant.h"
 
 typedef struct {
     __m256i w[8]; /* sub-block j (Q6_K: elements 32 j ..) as unsigned bytes */
     __m256i s[8]; /* its scales as int16: one in all lanes (Q6_K: elements 0-15's in the low
                    * 128 bits, 16-31's in the high) */
     __m256i sc16; /* Q6_K: the 16 scales as int16 */
-    __m256i mins; /* Q4_K/Q5_K: the 8 mins as int16 (the low 128 bits) */
+    __m128i mins; /* Q4_K/Q5_K: the 8 mins as int16 */
     float d, dmin;
 } kblock;
+
+/* Q5_K: bit j of each of the 32 qh bytes (sub-block j's fifth bits) as 16 or 0. */
+static inline __m256i q5_bit(__m256i H, int j)
+{
+    const __m256i b = j <= 4 ? _mm256_slli_epi16(H, 4 - j) : _mm256_srli_epi16(H, j - 4);
+    return _mm256_and_si256(b, _mm256_set1_epi8(16));
+}
 
 static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
 {
@@ -43,8 +57,6 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
         k->d = block_scale(blk + K6_D), k->dmin = 0;
         return;
     }
-    uint8_t sc[8], mn[8];
-    k_scales(blk + K4_SCALES, sc, mn);
     const unsigned char *qs = blk + (t == SD_T_Q5_K ? K5_QS : K4_QS);
     const __m256i H = t == SD_T_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + K5_QH)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -54,13 +66,12 @@ static inline void kblock_load(sd_ttype t, const unsigned char *blk, kblock *k)
     }
     if (t == SD_T_Q5_K) /* bit j of each qh byte, moved to bit 4: 16 more */
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            const __m256i b = j <= 4 ? _mm256_slli_epi16(H, 4 - j) : _mm256_srli_epi16(H, j - 4);
-            k->w[j] = _mm256_or_si256(k->w[j], _mm256_and_si256(b, _mm256_set1_epi8(16)));
-        }
+        for (int j = 0; j < 8; j++) k->w[j] = _mm256_or_si256(k->w[j], q5_bit(H, j));
+    uint8_t sc[8], mn[8];
+    k_scales(blk + K4_SCALES, sc, mn);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) k->s[j] = _mm256_set1_epi16(sc[j]);
-    k->mins = _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+    k->mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
     k->d = block_scale(blk), k->dmin = block_scale(blk + 2);
 }
 
@@ -71,9 +82,10 @@ typedef struct {
     float summ;
 } kacc;
 
-/* The block's contribution to a token: q (256 int8), bs (16 int16), dx its scale. */
+/* The block's contribution to a token: q (256 int8), bs (16 int16), dx its scale; the
+ * mins too when `mins` (else kmins_dot adds them for two tokens at once). */
 static inline __attribute__((always_inline)) void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q,
-                                                             const int16_t *bs, float dx, kacc *a)
+                                                             const int16_t *bs, float dx, kacc *a, int mins)
 {
     __m256i s8 = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -83,10 +95,10 @@ static inline __attribute__((always_inline)) void kblock_dot(sd_ttype t, const k
     if (t == SD_T_Q6_K) /* the offset 32: 32 sum_k s_k bsums_k, in eight lanes */
         s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), k->sc16), 5));
     a->acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * k->d), _mm256_cvtepi32_ps(s8), a->acc);
-    if (t == SD_T_Q6_K) return;
+    if (t == SD_T_Q6_K || !mins) return;
     /* the mins: m_j times the sum of the activations over sub-block j */
     const __m128i q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)bs + 1));
-    const __m128i prod = _mm_madd_epi16(_mm256_castsi256_si128(k->mins), q8s);
+    const __m128i prod = _mm_madd_epi16(k->mins, q8s);
     const float dmin = -dx * k->dmin;
     if (t == SD_T_Q4_K) {
         a->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), a->accm);
@@ -96,16 +108,39 @@ static inline __attribute__((always_inline)) void kblock_dot(sd_ttype t, const k
     }
 }
 
-/* A token's total: its lanes, then its mins. */
-static inline float kacc_sum(sd_ttype t, const kacc *a)
+/* The mins of a group of NT >= KG_MIN tokens (g, block b), two tokens a register:
+ * token 2h + i in the 128-bit lane i of m[h], doing what kblock_dot does for one
+ * ((-d_x) dmin there, d_x (-dmin) here: the same product). */
+static inline void kmins_dot(sd_ttype t, const kblock *k, const kgroup *g, size_t b, const int NT, __m256 *m)
+{
+    const __m256i mins = _mm256_broadcastsi128_si256(k->mins);
+    const __m256 dm = _mm256_mul_ps(_mm256_loadu_ps(g->dx[b]), _mm256_set1_ps(-k->dmin));
+#pragma GCC unroll 4
+    for (int h = 0; h < (NT + 1) / 2; h++) {
+        __m256i prod = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)g->ps[b][2 * h]));
+        if (t == SD_T_Q5_K) { /* each lane: its token's whole sum (integers: exact in any order) */
+            prod = _mm256_add_epi32(prod, _mm256_shuffle_epi32(prod, 0xB1));
+            prod = _mm256_add_epi32(prod, _mm256_shuffle_epi32(prod, 0x4E));
+        }
+        const __m256i idx = _mm256_setr_epi32(2 * h, 2 * h, 2 * h, 2 * h, 2 * h + 1, 2 * h + 1, 2 * h + 1, 2 * h + 1);
+        m[h] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dm, idx), _mm256_cvtepi32_ps(prod), m[h]);
+    }
+}
+
+/* Token j's total: its lanes, then its mins (from m, the group's, two tokens a
+ * register; NULL: its own). */
+static inline float kacc_sum(sd_ttype t, const kacc *a, const __m256 *m, int j)
 {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(a->acc, 1), _mm256_castps256_ps128(a->acc));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     const float h = _mm_cvtss_f32(r);
     if (t == SD_T_Q6_K) return h;
-    if (t == SD_T_Q5_K) return h + a->summ;
-    __m128 mm = _mm_add_ps(a->accm, _mm_movehl_ps(a->accm, a->accm));
+    _Alignas(32) float lanes[8];
+    if (m) _mm256_store_ps(lanes, m[j / 2]);
+    if (t == SD_T_Q5_K) return h + (m ? lanes[4 * (j % 2)] : a->summ);
+    const __m128 accm = m ? _mm_load_ps(lanes + 4 * (j % 2)) : a->accm;
+    __m128 mm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
     mm = _mm_add_ss(mm, _mm_movehdup_ps(mm));
     return h + _mm_cvtss_f32(mm);
 }
@@ -114,14 +149,15 @@ static inline float kacc_sum(sd_ttype t, const kacc *a)
  * the row KQ_PF bytes ahead into L2; one token of Q4_K/Q5_K, KQ_PF1 ahead. */
 enum { KQ_PF = 4096, KQ_PF1 = 8192 };
 
-/* One row against NT (1 to 8) consecutive tokens from t0. */
-static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const unsigned char *row, const float *d,
-                                                              const int8_t *q, const int16_t *bsums, size_t n,
-                                                              size_t t0, const int NT, float *y, size_t ys)
+/* One row against NT (1 to 8) consecutive tokens from t0 (g: their mins' data). */
+static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const unsigned char *row, const kgroup *g,
+                                                              const float *d, const int8_t *q, const int16_t *bsums,
+                                                              size_t n, size_t t0, const int NT, float *y, size_t ys)
 {
     const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
     const int pf = NT >= 2 ? KQ_PF : t == SD_T_Q6_K ? 0 : KQ_PF1;
     kacc a[8];
+    __m256 m[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
 #pragma GCC unroll 8
     for (int j = 0; j < NT; j++) a[j].acc = _mm256_setzero_ps(), a[j].accm = _mm_setzero_ps(), a[j].summ = 0;
     for (size_t b = 0; b < nb; b++) {
@@ -134,37 +170,65 @@ static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const 
 #pragma GCC unroll 8
         for (int j = 0; j < NT; j++) {
             const size_t tk = t0 + (size_t)j;
-            kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16, d[tk * nb + b], &a[j]);
+            kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16, d[tk * nb + b], &a[j],
+                       NT < KG_MIN);
         }
+        if (t != SD_T_Q6_K && NT >= KG_MIN) kmins_dot(t, &k, g, b, NT, m);
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j]);
+    for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j], NT >= KG_MIN ? m : NULL, j);
 }
 
-/* The tokens in groups of eight, then the rest (one group of 1 to 7), each group
- * against every row: a block unpacked once serves a group. */
-#define KROWS(name, T)                                                                          \
-    static void name(const unsigned char *w, size_t nrows, const float *d, const int8_t *q,     \
-                     const int16_t *bsums, size_t n, size_t ntok, float *y, size_t ys)          \
-    {                                                                                           \
-        const size_t rb = sd_ttype_row_bytes(T, n);                                            \
-        for (size_t t0 = 0; t0 < ntok; t0 += 8) {                                               \
-            const size_t nt = ntok - t0 < 8 ? ntok - t0 : 8;                                    \
-            for (size_t r = 0; r < nrows; r++) {                                                \
-                const unsigned char *row = w + r * rb;                                          \
-                switch (nt) {                                                                   \
-                case 8: krow_tokens(T, row, d, q, bsums, n, t0, 8, y + r, ys); break;           \
-                case 7: krow_tokens(T, row, d, q, bsums, n, t0, 7, y + r, ys); break;           \
-                case 6: krow_tokens(T, row, d, q, bsums, n, t0, 6, y + r, ys); break;           \
-                case 5: krow_tokens(T, row, d, q, bsums, n, t0, 5, y + r, ys); break;           \
-                case 4: krow_tokens(T, row, d, q, bsums, n, t0, 4, y + r, ys); break;           \
-                case 3: krow_tokens(T, row, d, q, bsums, n, t0, 3, y + r, ys); break;           \
-                case 2: krow_tokens(T, row, d, q, bsums, n, t0, 2, y + r, ys); break;           \
-                default: krow_tokens(T, row, d, q, bsums, n, t0, 1, y + r, ys); break;          \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
+/* One token, Q4_K and Q5_K: the same integer lanes and float operations as krow_tokens
+ * at NT = 1, with less unpacking (avx512_kquant.c's krow_one): the scales shuffled out
+ * of k_scales_v as each sub-block needs them, d and dmin converted together, the mins'
+ * activation sums from the group (kgroup_fill), the row prefetched KQ_PF1 ahead. */
+static inline __attribute__((always_inline)) float krow_one(sd_ttype t, const unsigned char *row, const kgroup *g,
+                                                            const int8_t *q, size_t n)
+{
+    const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
+    const unsigned char *const qs0 = row + (t == SD_T_Q5_K ? K5_QS : K4_QS);
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    const __m128 neg1 = _mm_set_ps(0, 0, -0.0f, 0);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    float summ = 0;
+    for (size_t b = 0; b < nb; b++) {
+        const unsigned char *blk = row + b * bytes, *qs = qs0 + b * bytes;
+        const char *pf = (const char *)blk + KQ_PF1; /* at most 176 bytes a block: three lines */
+        _mm_prefetch(pf, _MM_HINT_T1), _mm_prefetch(pf + 64, _MM_HINT_T1), _mm_prefetch(pf + 128, _MM_HINT_T1);
+        const __m256i sm = k_scales_v(blk + K4_SCALES);
+        const __m256i H = t == SD_T_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + K5_QH)) : _mm256_setzero_si256();
+        __m256i s8 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i Q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i wl = _mm256_and_si256(Q, lo4), wh = _mm256_and_si256(_mm256_srli_epi16(Q, 4), lo4);
+            if (t == SD_T_Q5_K) wl = _mm256_or_si256(wl, q5_bit(H, 2 * c)), wh = _mm256_or_si256(wh, q5_bit(H, 2 * c + 1));
+            const int8_t *x = q + b * SD_QK_K + 64 * c;
+            const __m256i sl = _mm256_shuffle_epi8(sm, _mm256_set1_epi16((short)(0x8000 | (2 * c))));
+            const __m256i sh = _mm256_shuffle_epi8(sm, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))));
+            s8 = _mm256_add_epi32(s8, _mm256_madd_epi16(_mm256_maddubs_epi16(wl, _mm256_loadu_si256((const __m256i *)x)), sl));
+            s8 = _mm256_add_epi32(s8, _mm256_madd_epi16(_mm256_maddubs_epi16(wh, _mm256_loadu_si256((const __m256i *)(x + 32))), sh));
+        }
+        /* [d_x d, -d_x dmin]: the products krow_tokens forms one at a time */
+        int32_t ddm;
+        memcpy(&ddm, blk, 4);
+        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(ddm)), _mm_xor_ps(_mm_set1_ps(g->dx[b][0]), neg1));
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(s8), acc);
+        const __m128i prod = _mm_madd_epi16(_mm_unpackhi_epi8(_mm256_castsi256_si128(sm), _mm_setzero_si128()),
+                                            _mm_loadu_si128((const __m128i *)g->ps[b][0]));
+        if (t == SD_T_Q4_K) {
+            accm = _mm_fmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(prod), accm);
+        } else {
+            const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
+            summ = fmaf(_mm_cvtss_f32(_mm_permute_ps(dd, 0x55)), (float)_mm_cvtsi128_si32(h), summ);
+        }
     }
+    const kacc a = {acc, accm, summ};
+    return kacc_sum(t, &a, NULL, 0);
+}
+
 KROWS(krows_q4_k, SD_T_Q4_K)
 KROWS(krows_q5_k, SD_T_Q5_K)
 KROWS(krows_q6_k, SD_T_Q6_K)
