@@ -156,40 +156,13 @@ static inline float kacc_sum(sd_ttype t, const kacc *a, const __m512 *m, int j)
     return h + _mm_cvtss_f32(mm);
 }
 
-/* Two or more tokens: the row KQ_PF bytes ahead of the block in hand (a later row's, past
- * the row's end) prefetched into L2: unpacking a block for several tokens leaves the
- * reads waiting on it. One token, Q4_K and Q5_K (krow_one): KQ_PF1 ahead; Q6_K's one
- * token, the hardware's prefetch alone (KERNELS.md, "K-quants: prefetch"). */
+/* Prefetch distances (tests/bench/KERNELS.md, "K-quants: prefetch"): two or more
+ * tokens, the row KQ_PF bytes ahead into L2; one token of Q4_K/Q5_K (krow_one), KQ_PF1
+ * ahead. The mins of a group: two 512-bit registers of four tokens each. */
 enum { KQ_PF = 4096, KQ_PF1 = 8192 };
-
-/* One row against NT (1 to 8) consecutive tokens from t0 (g: their mins' data). */
-static inline __attribute__((always_inline)) void krow_tokens(sd_ttype t, const unsigned char *row, const kgroup *g,
-                                                              const float *d, const int8_t *q, const int16_t *bsums,
-                                                              size_t n, size_t t0, const int NT, float *y, size_t ys)
-{
-    const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
-    kacc a[8];
-    __m512 m[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-#pragma GCC unroll 8
-    for (int j = 0; j < NT; j++) a[j].acc = _mm256_setzero_ps(), a[j].accm = _mm_setzero_ps(), a[j].summ = 0;
-    for (size_t b = 0; b < nb; b++) {
-        kblock k;
-        if (NT >= 2) { /* a block is at most 210 bytes: three lines */
-            const char *p = (const char *)row + b * bytes + KQ_PF;
-            _mm_prefetch(p, _MM_HINT_T1), _mm_prefetch(p + 64, _MM_HINT_T1), _mm_prefetch(p + 128, _MM_HINT_T1);
-        }
-        kblock_load(t, row + b * bytes, &k);
-#pragma GCC unroll 8
-        for (int j = 0; j < NT; j++) {
-            const size_t tk = t0 + (size_t)j;
-            kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16, d[tk * nb + b], &a[j],
-                       NT < KG_MIN);
-        }
-        if (t != SD_T_Q6_K && NT >= KG_MIN) kmins_dot(t, &k, g, b, NT, m);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < NT; j++) y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j], NT >= KG_MIN ? m : NULL, j);
-}
+typedef __m512 kmins_t;
+#define KMINS_ZERO {_mm512_setzero_ps(), _mm512_setzero_ps()}
+KROW_TOKENS
 
 /* One token, Q4_K and Q5_K: the same integer lanes and float operations as krow_tokens
  * at NT = 1, with less unpacking, since nothing is shared between tokens: 256-bit halves
@@ -203,7 +176,6 @@ static inline __attribute__((always_inline)) float krow_one(sd_ttype t, const un
     const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);
     const unsigned char *const qs0 = row + (t == SD_T_Q5_K ? K5_QS : K4_QS);
     const __m256i lo4 = _mm256_set1_epi8(15);
-    const __m128 neg1 = _mm_set_ps(0, 0, -0.0f, 0);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     float summ = 0;
@@ -231,19 +203,7 @@ static inline __attribute__((always_inline)) float krow_one(sd_ttype t, const un
             s8 = _mm256_dpwssd_epi32(s8, _mm256_maddubs_epi16(wl, _mm256_loadu_si256((const __m256i *)x)), sl);
             s8 = _mm256_dpwssd_epi32(s8, _mm256_maddubs_epi16(wh, _mm256_loadu_si256((const __m256i *)(x + 32))), sh);
         }
-        /* [d_x d, -d_x dmin]: the products krow_tokens forms one at a time */
-        int32_t ddm;
-        memcpy(&ddm, blk, 4);
-        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(ddm)), _mm_xor_ps(_mm_set1_ps(g->dx[b][0]), neg1));
-        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(s8), acc);
-        const __m128i prod = _mm_madd_epi16(_mm_unpackhi_epi8(_mm256_castsi256_si128(sm), _mm_setzero_si128()),
-                                            _mm_loadu_si128((const __m128i *)g->ps[b][0]));
-        if (t == SD_T_Q4_K) {
-            accm = _mm_fmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(prod), accm);
-        } else {
-            const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
-            summ = fmaf(_mm_cvtss_f32(_mm_permute_ps(dd, 0x55)), (float)_mm_cvtsi128_si32(h), summ);
-        }
+        kone_floats(t, blk, g, b, sm, s8, &acc, &accm, &summ);
     }
     const kacc a = {acc, accm, summ};
     return kacc_sum(t, &a, NULL, 0);

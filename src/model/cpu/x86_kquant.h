@@ -8,7 +8,9 @@
 #define SD_CPU_X86_KQUANT_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "impl.h"
 #include "sd_error.h"
@@ -57,6 +59,66 @@ static void kgroup_fill(const kgroup *g, const float *d, const int16_t *bsums, s
             for (int i = 0; i < 8; i++) g->ps[b][j][i] = bs ? (int16_t)(bs[2 * i] + bs[2 * i + 1]) : 0;
         }
 }
+
+/* One token's float steps for block b of a Q4_K/Q5_K row (both sets' krow_one): the
+ * block's int32 lanes s8 times d_x d into acc; the mins (sm: k_scales_v's) times the
+ * gathered sums (kgroup_fill), times -d_x dmin, into accm (Q4_K) or summ (Q5_K). The
+ * products [d_x d, -d_x dmin] are krow_tokens' own, formed together. */
+static inline __attribute__((always_inline)) void kone_floats(sd_ttype t, const unsigned char *blk, const kgroup *g,
+                                                              size_t b, __m256i sm, __m256i s8, __m256 *acc,
+                                                              __m128 *accm, float *summ)
+{
+    const __m128 neg1 = _mm_set_ps(0, 0, -0.0f, 0);
+    int32_t ddm;
+    memcpy(&ddm, blk, 4);
+    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(ddm)), _mm_xor_ps(_mm_set1_ps(g->dx[b][0]), neg1));
+    *acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(s8), *acc);
+    const __m128i prod = _mm_madd_epi16(_mm_unpackhi_epi8(_mm256_castsi256_si128(sm), _mm_setzero_si128()),
+                                        _mm_loadu_si128((const __m128i *)g->ps[b][0]));
+    if (t == SD_T_Q4_K) {
+        *accm = _mm_fmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(prod), *accm);
+    } else {
+        const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
+        *summ = fmaf(_mm_cvtss_f32(_mm_permute_ps(dd, 0x55)), (float)_mm_cvtsi128_si32(h), *summ);
+    }
+}
+
+/* One row against NT (1 to 8) consecutive tokens from t0 (g: their mins' data), in the
+ * including file's kblock (kblock_load, kblock_dot: a token's lanes, its mins too for
+ * groups under KG_MIN) and kmins_dot (the mins of a group of KG_MIN or more, in
+ * registers of type kmins_t, KMINS_ZERO their zeros); kacc_sum then sums a token's
+ * lanes and mins. Two or more tokens: the row KQ_PF bytes ahead of the block in hand (a later
+ * row's, past the row's end) prefetched into L2: unpacking a block for several tokens
+ * leaves the reads waiting on it. One token (Q6_K; Q4_K and Q5_K take krow_one): the
+ * hardware's prefetch alone (KERNELS.md, "K-quants: prefetch"). */
+#define KROW_TOKENS                                                                                    \
+    static inline __attribute__((always_inline)) void krow_tokens(                                     \
+        sd_ttype t, const unsigned char *row, const kgroup *g, const float *d, const int8_t *q,        \
+        const int16_t *bsums, size_t n, size_t t0, const int NT, float *y, size_t ys)                  \
+    {                                                                                                  \
+        const size_t nb = n / SD_QK_K, bytes = sd_ttype_block_bytes(t);                               \
+        kacc a[8];                                                                                     \
+        kmins_t m[] = KMINS_ZERO;                                                                      \
+        _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)                                          \
+            a[j].acc = _mm256_setzero_ps(), a[j].accm = _mm_setzero_ps(), a[j].summ = 0;               \
+        for (size_t b = 0; b < nb; b++) {                                                              \
+            kblock k;                                                                                  \
+            if (NT >= 2) { /* a block is at most 210 bytes: three lines */                             \
+                const char *p = (const char *)row + b * bytes + KQ_PF;                                 \
+                _mm_prefetch(p, _MM_HINT_T1), _mm_prefetch(p + 64, _MM_HINT_T1),                       \
+                    _mm_prefetch(p + 128, _MM_HINT_T1);                                                \
+            }                                                                                          \
+            kblock_load(t, row + b * bytes, &k);                                                       \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {                                     \
+                const size_t tk = t0 + (size_t)j;                                                      \
+                kblock_dot(t, &k, q + tk * n + b * SD_QK_K, bsums + tk * (n / 16) + b * 16,            \
+                           d[tk * nb + b], &a[j], NT < KG_MIN);                                        \
+            }                                                                                          \
+            if (t != SD_T_Q6_K && NT >= KG_MIN) kmins_dot(t, &k, g, b, NT, m);                        \
+        }                                                                                              \
+        _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)                                          \
+            y[(t0 + (size_t)j) * ys] = kacc_sum(t, &a[j], NT >= KG_MIN ? m : NULL, j);                 \
+    }
 
 /* The tokens in groups of eight, then the rest (one group of 1 to 7), each group
  * against every row: a block unpacked once serves a group, and the group's mins data
