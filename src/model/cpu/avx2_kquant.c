@@ -5,10 +5,11 @@
  * 4k .. 4k + 3 of every 32, times their scales; exact, however they are grouped), Q6_K's
  * offset of 32 through the activations' sums, then one multiply-add into eight float
  * lanes by d_x d_w, the mins' four lanes (Q4_K) or one float (Q5_K) by -d_x dmin, summed
- * across in the same tree: the AVX-512 set's bits, llama.cpp's lane order. As there, the
- * Q4_K/Q5_K scales are unpacked in vector form and shuffled out (x86_kquant.h), a group
- * of tokens' mins go two tokens a register (kmins_dot), and one token takes a row of its
- * own (krow_one). tensor_kquant.c describes the layouts. */
+ * across in the same tree: the AVX-512 set's bits, llama.cpp's lane order. As there, one
+ * token of Q4_K/Q5_K takes a row of its own (krow_one: the scales unpacked in vector
+ * form, x86_kquant.h's k_scales_v) and a group's mins go several tokens a register
+ * (kmins_dot: two); a group's blocks keep their scalar scales here (KERNELS.md, "AVX2:
+ * K-quants as the AVX-512 set"). tensor_kquant.c describes the layouts. */
 #include <math.h>
 
 #include "avx2.h"
