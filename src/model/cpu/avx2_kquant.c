@@ -14,8 +14,8 @@
 
 #include "avx2.h"
 
-/* Groups of at least KG_MIN tokens: their mins two tokens a register (kmins_dot);
- * smaller groups each token its own, in kblock_dot. */
+/* Groups of at least KG_MIN tokens: their mins two tokens a register (kmins_dot); a
+ * single token of Q4_K/Q5_K takes krow_one, so no token's mins go alone. */
 enum { KG_MIN = 2 };
 #include "x86_kquant.h"
 
@@ -83,11 +83,14 @@ typedef struct {
     float summ;
 } kacc;
 
-/* The block's contribution to a token: q (256 int8), bs (16 int16), dx its scale; the
- * mins too when `mins` (else kmins_dot adds them for two tokens at once). */
+/* The block's contribution to a token's lanes: q (256 int8), bs (16 int16), dx its
+ * scale. Its mins (Q4_K, Q5_K) are never a token's own here: a group of two or more
+ * adds them in kmins_dot, and one token takes krow_one; `mins` (a group under KG_MIN)
+ * is then always for Q6_K, which has none. */
 static inline __attribute__((always_inline)) void kblock_dot(sd_ttype t, const kblock *k, const int8_t *q,
                                                              const int16_t *bs, float dx, kacc *a, int mins)
 {
+    (void)mins;
     __m256i s8 = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -96,17 +99,6 @@ static inline __attribute__((always_inline)) void kblock_dot(sd_ttype t, const k
     if (t == SD_T_Q6_K) /* the offset 32: 32 sum_k s_k bsums_k, in eight lanes */
         s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), k->sc16), 5));
     a->acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * k->d), _mm256_cvtepi32_ps(s8), a->acc);
-    if (t == SD_T_Q6_K || !mins) return;
-    /* the mins: m_j times the sum of the activations over sub-block j */
-    const __m128i q8s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)bs + 1));
-    const __m128i prod = _mm_madd_epi16(k->mins, q8s);
-    const float dmin = -dx * k->dmin;
-    if (t == SD_T_Q4_K) {
-        a->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), a->accm);
-    } else {
-        const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
-        a->summ = fmaf(dmin, (float)_mm_cvtsi128_si32(h), a->summ);
-    }
 }
 
 /* The mins of a group of NT >= KG_MIN tokens (g, block b), two tokens a register:

@@ -1,9 +1,10 @@
 /* x86_kquant: what both x86 sets' K-quant products (avx2_kquant.c, avx512_kquant.c)
  * share: the Q4_K/Q5_K scales unpacked in vector form, a group of tokens' data for their
- * mins gathered once for all the rows, and the loop of groups over rows. Each file is
- * compiled with its own flags and defines, before including this, KG_MIN (the smallest
- * group whose mins go through kmins_dot, several tokens a register) and after it its
- * krow_tokens and krow_one, which KROWS calls. */
+ * mins gathered once for all the rows, one token's float steps, the loop of a row
+ * against a group (KROW_TOKENS) and the loop of groups over rows (KROWS). Each file is
+ * compiled with its own flags; it defines KG_MIN (the smallest group whose mins go
+ * through kmins_dot, several tokens a register), its kblock and kacc with their
+ * functions, and krow_one, then expands KROW_TOKENS and KROWS. */
 #ifndef SD_CPU_X86_KQUANT_H
 #define SD_CPU_X86_KQUANT_H
 
@@ -87,9 +88,9 @@ static inline __attribute__((always_inline)) void kone_floats(sd_ttype t, const 
  * including file's kblock (kblock_load, kblock_dot: a token's lanes, its mins too for
  * groups under KG_MIN) and kmins_dot (the mins of a group of KG_MIN or more, in
  * registers of type kmins_t, KMINS_ZERO their zeros); kacc_sum then sums a token's
- * lanes and mins. Two or more tokens: the row KQ_PF bytes ahead of the block in hand (a later
- * row's, past the row's end) prefetched into L2: unpacking a block for several tokens
- * leaves the reads waiting on it. One token (Q6_K; Q4_K and Q5_K take krow_one): the
+ * lanes and mins. Two or more tokens: the row KQ_PF bytes ahead of the block in hand (a
+ * later row's, past the row's end) prefetched into L2: unpacking a block for several
+ * tokens leaves the reads waiting on it. One token (Q6_K; Q4_K and Q5_K take krow_one): the
  * hardware's prefetch alone (KERNELS.md, "K-quants: prefetch"). */
 #define KROW_TOKENS                                                                                    \
     static inline __attribute__((always_inline)) void krow_tokens(                                     \
