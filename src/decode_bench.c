@@ -2,10 +2,12 @@
  * before them and each scheme's prediction (decode_bench.h). */
 #include "decode_bench.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <gsl/gsl_cdf.h>
 
@@ -592,4 +594,80 @@ int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t ne)
         b->mt1_after = sd_cost_curve_eval(after[0], 1);
     sd_cost_curve_free(after[0]), sd_cost_curve_free(after[1]);
     return rc;
+}
+
+/* ---- the machine's drift record ---- */
+
+#define DRIFT_HEADER "machine\tpair\tshift\tcalibration_drift\tseed\ttime"
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+const char *sd_decode_drift_pair(const char *target, const char *draft, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s + %s", base_name(target), base_name(draft));
+    for (char *c = buf; *c; c++)
+        if (*c == '\t' || *c == '\n') *c = ' ';
+    return buf;
+}
+
+int sd_decode_drift_append(const char *path, const char *machine, const char *pair, const sd_decode_bench *b)
+{
+    if (!isfinite(b->shift)) return SD_OK; /* no run to record */
+    FILE *f = fopen(path, "a");
+    if (!f) return sd_error(SD_EIO, "%s: cannot append to it: %s", path, strerror(errno));
+    if (ftell(f) == 0)
+        fprintf(f, "# specdec decode --drift-log: a row a run, its schemes' mean log(measured / predicted speedup)\n"
+                   "# (shift); decode --drift %s pools the rows of its machine and pair\n" DRIFT_HEADER "\n", path);
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    fprintf(f, "%s\t%s\t%.6f\t%.6f\t%lu\t%s\n", machine, pair, b->shift, b->costs.drift_cal_sd, b->seed, when);
+    if (fclose(f)) return sd_error(SD_EIO, "%s: write error", path);
+    return SD_OK;
+}
+
+int sd_decode_drift_read(const char *path, const char *machine, const char *pair, double *sd, size_t *runs)
+{
+    *sd = 0, *runs = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return sd_error(SD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char buf[2048];
+    size_t line = 0, rows = 0, n = 0;
+    double sum = 0, sq = 0;
+    int rc = SD_OK;
+    while (rc == SD_OK && fgets(buf, sizeof buf, f)) {
+        line++;
+        buf[strcspn(buf, "\r\n")] = 0;
+        if (buf[0] == '#' || !buf[0] || !strncmp(buf, DRIFT_HEADER, strlen("machine\t"))) continue;
+        char *tab1 = strchr(buf, '\t'), *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL, *end;
+        if (!tab2) {
+            rc = sd_error(SD_EFORMAT, "%s:%zu: want machine, pair and shift separated by tabs", path, line);
+            break;
+        }
+        *tab1 = *tab2 = 0;
+        errno = 0;
+        double x = strtod(tab2 + 1, &end);
+        if (end == tab2 + 1 || (*end && *end != '\t') || errno || !isfinite(x)) {
+            rc = sd_error(SD_EFORMAT, "%s:%zu: the shift is not a finite number", path, line);
+            break;
+        }
+        rows++;
+        if (strcmp(buf, machine) || strcmp(tab1 + 1, pair)) continue;
+        sum += x, sq += x * x, n++;
+    }
+    if (rc == SD_OK && ferror(f)) rc = sd_error(SD_EIO, "%s: read error", path);
+    fclose(f);
+    if (rc) return rc;
+    if (n < 2)
+        return sd_error(SD_EINVAL, "%s: %zu run%s of machine '%s' and pair '%s' (of %zu rows): need 2 or more "
+                        "(decode --drift-log %s records a run; make bench-predict records its runs)", path, n,
+                        n == 1 ? "" : "s", machine, pair, rows, path);
+    double v = (sq - sum * sum / (double)n) / (double)(n - 1);
+    *sd = v > 0 ? sqrt(v) : 0, *runs = n;
+    return SD_OK;
 }

@@ -157,6 +157,22 @@ int sd_decode_bench_calibrate(sd_decode_bench *b, sd_decode_arm *arms, size_t n)
  * again (b->mt1_after). */
 int sd_decode_bench_run(sd_decode_bench *b, sd_decode_arm *arms, size_t n);
 
+/* The machine's drift record: a tab-separated file, a row a run of decode --drift-log
+ * (make bench-predict writes them): machine (backend.h's sd_device_machine), pair (the
+ * target's and the draft's file names), the run's shift (b->shift), the calibration's
+ * own drift estimate, the seed and the time (UTC).
+ * - append: the run of b (its shift finite, else nothing is written) under machine and
+ *   pair; the file and its header line made when missing; SD_EIO naming path.
+ * - read: the rows of machine and pair: their shifts' sample standard deviation into
+ *   *sd and their number into *runs, what b->drift_prior and b->drift_runs take.
+ *   SD_EIO (no such file), SD_EFORMAT naming path:line (a row without three fields, or
+ *   a shift that is not a finite number), SD_EINVAL when fewer than 2 rows match (the
+ *   message names the machine, the pair and how many rows the file has). */
+int sd_decode_drift_append(const char *path, const char *machine, const char *pair, const sd_decode_bench *b);
+/* The pair's key: "TARGET + DRAFT", the files' names without their folders. */
+const char *sd_decode_drift_pair(const char *target, const char *draft, char *buf, size_t size);
+int sd_decode_drift_read(const char *path, const char *machine, const char *pair, double *sd, size_t *runs);
+
 /* Prompt p decoded once by arm a (a fixed shape: its tree parsed), from a generator
  * seeded with seed, at most the prompt's budget: the tokens into out (room for
  * b->max_tokens), their number into *n, the counts added to *st. What `specdec decode

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decode_bench.h"
 #include "model/llama_lm.h"
@@ -234,12 +235,63 @@ static void test_decode_bench_check(void **state)
     pair_free(&p);
 }
 
+/* The drift record: rows appended under a machine and a pair, read back as the sample
+ * sd of the matching rows' shifts (written by hand: 0.1, -0.1, 0.3 -> mean 0.1, sd 0.2),
+ * the other machine's and pair's rows left out; too few rows, a missing file and broken
+ * rows are errors naming the file. */
+static void test_decode_drift_record(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/specdec-drift-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    remove(path); /* append makes it, with its header */
+    sd_decode_bench b = sd_decode_bench_default();
+    const char *m1 = "CPU one; avx2; 2 threads", *m2 = "CPU one; avx2; 1 thread";
+    char key[64];
+    assert_string_equal(sd_decode_drift_pair("/x/y/t.gguf", "d.gguf", key, sizeof key), "t.gguf + d.gguf");
+    b.shift = NAN; /* no run: nothing written */
+    assert_int_equal(sd_decode_drift_append(path, m1, key, &b), SD_OK);
+    assert_null(fopen(path, "r"));
+    double x[] = {0.1, 0.5, -0.1, 0.3};
+    const char *who[] = {m1, m2, m1, m1};
+    for (int i = 0; i < 4; i++) {
+        b.shift = x[i];
+        assert_int_equal(sd_decode_drift_append(path, who[i], key, &b), SD_OK);
+    }
+    b.shift = 9;
+    assert_int_equal(sd_decode_drift_append(path, m1, "t.gguf + other.gguf", &b), SD_OK);
+    double sd;
+    size_t runs;
+    assert_int_equal(sd_decode_drift_read(path, m1, key, &sd, &runs), SD_OK);
+    assert_int_equal(runs, 3);
+    assert_close(sd, 0.2, 0, 1e-9);
+    /* one row of m2: too few, the message names the file, machine and rows */
+    assert_int_equal(sd_decode_drift_read(path, m2, key, &sd, &runs), SD_EINVAL);
+    assert_non_null(strstr(sd_errmsg(), path));
+    assert_non_null(strstr(sd_errmsg(), "1 run of machine 'CPU one; avx2; 1 thread'"));
+    assert_non_null(strstr(sd_errmsg(), "(of 5 rows)"));
+    FILE *f = fopen(path, "a");
+    assert_non_null(f);
+    fprintf(f, "%s\t%s\tnan\n", m1, key);
+    fclose(f);
+    assert_int_equal(sd_decode_drift_read(path, m1, key, &sd, &runs), SD_EFORMAT);
+    char where[64];
+    snprintf(where, sizeof where, "%s:9:", path); /* 3 header lines, 5 rows, then this */
+    assert_non_null(strstr(sd_errmsg(), where));
+    remove(path);
+    assert_int_equal(sd_decode_drift_read(path, m1, key, &sd, &runs), SD_EIO);
+    assert_non_null(strstr(sd_errmsg(), path));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_bench_arms),
         cmocka_unit_test(test_decode_bench_runs),
         cmocka_unit_test(test_decode_bench_check),
+        cmocka_unit_test(test_decode_drift_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

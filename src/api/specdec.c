@@ -515,8 +515,9 @@ int sd_api_decode_ids(const char *target, const char *draft, const char *prompt,
 int sd_api_decode(const char *target, const char *draft, const char *prompts, int lines, size_t n_prompts,
                   const char *schemes, const char *shape, const char *optimize, size_t max_tokens, double temperature,
                   size_t top_k, double top_p, double draft_temperature, unsigned long seed, int threads, int stop_eos,
-                  size_t calibrate, double level, double drift, size_t drift_runs, const char *cost_file, double *run,
-                  double *arms, double *positions, char *names, size_t cap, size_t *n_arms)
+                  size_t calibrate, double level, double drift, size_t drift_runs, const char *drift_file,
+                  const char *drift_log, const char *cost_file, double *run, double *arms, double *positions,
+                  char *names, size_t cap, size_t *n_arms)
 {
     if (!run || !arms || !positions || !names || !cap || !n_arms) return sd_error(SD_EINVAL, "decode: a NULL argument");
     if (level && !(level > 0 && level < 1)) return sd_error(SD_EINVAL, "decode: level = %g: need 0 < level < 1", level);
@@ -530,9 +531,16 @@ int sd_api_decode(const char *target, const char *draft, const char *prompts, in
     if (calibrate) b->calibrate = calibrate;
     if (level) b->level = level;
     if (drift >= 0) b->drift_prior = drift, b->drift_runs = drift_runs;
+    char machine[512] = "", pair[512] = ""; /* the drift record's keys, as decode's */
+    if (!rc) {
+        sd_device_machine(SD_DEVICE_CPU, omp_get_max_threads(), machine, sizeof machine);
+        sd_decode_drift_pair(target, draft, pair, sizeof pair);
+    }
+    if (!rc && drift_file) rc = sd_decode_drift_read(drift_file, machine, pair, &b->drift_prior, &b->drift_runs);
     if (!rc) rc = cost_file ? sd_decode_bench_read_costs(b, cost_file) : sd_decode_bench_measure(b);
     if (!rc) rc = sd_decode_bench_calibrate(b, d.arms, d.n);
     if (!rc) rc = sd_decode_bench_run(b, d.arms, d.n);
+    if (!rc && drift_log) rc = sd_decode_drift_append(drift_log, machine, pair, b);
     if (!rc) {
         const sd_decode_stats *a = &b->ar_run;
         double ar_rate = a->seconds > 0 ? (double)a->tokens / a->seconds : 0;

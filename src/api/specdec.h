@@ -150,8 +150,9 @@ int sd_api_replay(const double *draft_logits, const double *target_logits, size_
  * (< 0: decode's default); seed; threads (0: all); stop_eos; calibrate (0: 20); level (0:
  * 0.9); drift over drift_runs runs (decode --drift PCT:RUNS as a fraction; drift < 0:
  * decode's default, SD_DECODE_DRIFT_PRIOR over SD_DECODE_DRIFT_RUNS; drift_runs 0: none,
- * the calibration's estimate alone); cost_file (NULL: measure the costs, else what
- * decode --cost-out wrote). run[] the
+ * the calibration's estimate alone); drift_file (NULL: none), decode --drift FILE, in
+ * place of drift and drift_runs; drift_log (NULL: none), decode --drift-log FILE;
+ * cost_file (NULL: measure the costs, else what decode --cost-out wrote). run[] the
  * fields of "decode_run"; arms[SD_DECODE_MAX_ARMS rows] those of "decode";
  * positions[SD_DECODE_MAX_ARMS x 64] each arm's accepted drafts by depth; names gets a
  * line "NAME\tSHAPE\tWHY-SKIPPED" per arm; *n_arms their number. Timings differ run to
@@ -159,8 +160,9 @@ int sd_api_replay(const double *draft_logits, const double *target_logits, size_
 int sd_api_decode(const char *target, const char *draft, const char *prompts, int lines, size_t n_prompts,
                   const char *schemes, const char *shape, const char *optimize, size_t max_tokens, double temperature,
                   size_t top_k, double top_p, double draft_temperature, unsigned long seed, int threads, int stop_eos,
-                  size_t calibrate, double level, double drift, size_t drift_runs, const char *cost_file, double *run,
-                  double *arms, double *positions, char *names, size_t cap, size_t *n_arms);
+                  size_t calibrate, double level, double drift, size_t drift_runs, const char *drift_file,
+                  const char *drift_log, const char *cost_file, double *run, double *arms, double *positions,
+                  char *names, size_t cap, size_t *n_arms);
 
 /* specdec decode --ids: prompt decoded once by one scheme of fixed shape; the token ids
  * into ids (cap >= max_tokens), their number into *n. */

@@ -108,6 +108,13 @@ static const char *const help =
     "                     mean log error) and says where it fell outside what the\n"
     "                     intervals allowed: there the machine drifted more than this\n"
     "                     says\n"
+    "  --drift FILE       the same from this machine's record (what --drift-log wrote;\n"
+    "                     make bench-predict writes out/drift-runs.tsv): the spread of\n"
+    "                     the shifts of its rows of this machine (CPU model, kernel set,\n"
+    "                     threads; or GPU) and this pair (the two files' names), over\n"
+    "                     their number; an error when fewer than 2 rows match\n"
+    "  --drift-log FILE   append this run's shift to FILE under this machine and pair\n"
+    "                     (the file made when missing; nothing when no scheme ran)\n"
     "  --gt-sweep M,...   instead of --scheme: gt and gt-dynamic at thresholds c x M for\n"
     "                     each M (e.g. 0.25,0.5,1,2,4), and the throughput tree\n"
     "  --parallel-draft P.gguf  the parallel drafter (specdec train --parallel K; default\n"
@@ -145,18 +152,26 @@ static const char *const help =
     "Example: specdec decode --target data/models/target.gguf --draft data/models/draft.gguf\n"
     "         --scheme all --n-prompts 20 --max-tokens 64\n";
 
-/* --drift PCT:RUNS (PCT >= 0 percent over RUNS >= 2 runs) or none (RUNS 0). */
-static int parse_drift(const char *arg, const char *cmd, double *drift, size_t *runs)
+/* --drift PCT:RUNS (PCT >= 0 percent over RUNS >= 2 runs), none (RUNS 0), or a FILE,
+ * a drift record (a word with no ':' that does not start with a digit or '.'), read
+ * once the models are loaded (sd_decode_drift_read). */
+static int parse_drift(const char *arg, const char *cmd, double *drift, size_t *runs, const char **file)
 {
+    *file = NULL;
     if (!strcmp(arg, "none")) {
         *drift = 0, *runs = 0;
+        return 0;
+    }
+    if (arg[0] && !strchr("0123456789.", arg[0]) && !strchr(arg, ':')) {
+        *file = arg;
         return 0;
     }
     const char *colon = strchr(arg, ':');
     char pct[64];
     size_t len = colon ? (size_t)(colon - arg) : 0;
     if (!colon || len == 0 || len >= sizeof pct) {
-        cli_usage(cmd, "--drift %s: want PCT:RUNS (e.g. 4.05:66, what make bench-predict prints) or none", arg);
+        cli_usage(cmd, "--drift %s: want PCT:RUNS (e.g. 4.05:66, what make bench-predict prints), a FILE that "
+                  "--drift-log wrote, or none", arg);
         return 1;
     }
     memcpy(pct, arg, len), pct[len] = 0;
@@ -359,9 +374,14 @@ static int decode(const dec_opts *o, entry *es, size_t ne)
         session_free(&s, es, ne);
         return ret;
     }
+    char machine[512], pair[512]; /* the drift record's keys */
+    sd_device_machine(o->co.device, omp_get_max_threads(), machine, sizeof machine);
+    sd_decode_drift_pair(o->target, o->draft, pair, sizeof pair);
+    if (!rc && o->drift_file) rc = sd_decode_drift_read(o->drift_file, machine, pair, &s.b.drift_prior, &s.b.drift_runs);
     if (!rc) rc = measure(o, &s);
     if (!rc) rc = calibrate(o, &s, es, ne);
     if (!rc) rc = sd_decode_bench_run(&s.b, es, ne);
+    if (!rc && o->drift_log) rc = sd_decode_drift_append(o->drift_log, machine, pair, &s.b);
     if (!rc && o->tsv) rc = dec_write_tsv(o, &s, es, ne);
     if (rc) ret = fail_msg("%s", sd_errmsg());
     else if (o->co.json) dec_print_json(o, &s, es, ne);
@@ -387,7 +407,7 @@ int cmd_decode(int argc, char **argv)
     enum { O_TARGET = 256, O_DRAFT, O_SCHEME, O_SHAPE, O_OPT, O_PROMPT, O_PROMPTS, O_NPROMPTS, O_MAX,
            O_DTEMP, O_EOS, O_CAL, O_BUDGET, O_DEPTH, O_RANK,
            O_THRESH, O_SWEEP, O_CHECK, O_NOBOS, O_TSV, O_PDRAFT, O_PSWEEP, O_LEVEL, O_IDS, O_COSTOUT, O_TEXT,
-           O_COST, O_DRIFT };
+           O_COST, O_DRIFT, O_DRIFTLOG };
     static const struct option own[] = {
         {"target", required_argument, 0, O_TARGET}, {"draft", required_argument, 0, O_DRAFT},
         {"shape", required_argument, 0, O_SHAPE},
@@ -397,7 +417,8 @@ int cmd_decode(int argc, char **argv)
         {"draft-temperature", required_argument, 0, O_DTEMP}, {"stop-at-eos", no_argument, 0, O_EOS},
         {"calibrate", required_argument, 0, O_CAL}, {"budget", required_argument, 0, O_BUDGET},
         {"max-depth", required_argument, 0, O_DEPTH}, {"max-rank", required_argument, 0, O_RANK},
-        {"level", required_argument, 0, O_LEVEL}, {"drift", required_argument, 0, O_DRIFT}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
+        {"level", required_argument, 0, O_LEVEL}, {"drift", required_argument, 0, O_DRIFT},
+        {"drift-log", required_argument, 0, O_DRIFTLOG}, {"threshold", required_argument, 0, O_THRESH}, {"gt-sweep", required_argument, 0, O_SWEEP},
         {"check", no_argument, 0, O_CHECK}, {"no-bos", no_argument, 0, O_NOBOS}, {"ids", no_argument, 0, O_IDS},
         {"tsv", required_argument, 0, O_TSV}, {"cost-out", required_argument, 0, O_COSTOUT},
         {"cost", required_argument, 0, O_COST},
@@ -447,8 +468,9 @@ int cmd_decode(int argc, char **argv)
             if (!(o.level > 0 && o.level < 1)) return cli_usage(cmd, "--level %s: need 0 < P < 1", optarg);
             break;
         case O_DRIFT:
-            if (parse_drift(optarg, cmd, &o.drift, &o.drift_runs)) return CLI_USAGE;
+            if (parse_drift(optarg, cmd, &o.drift, &o.drift_runs, &o.drift_file)) return CLI_USAGE;
             break;
+        case O_DRIFTLOG: o.drift_log = optarg; break;
         case O_THRESH:
             if (cli_parse_double(optarg, "--threshold", cmd, &o.threshold)) return CLI_USAGE;
             if (!(o.threshold >= 0 && o.threshold < 1)) return cli_usage(cmd, "--threshold %s: need 0 <= C < 1", optarg);

@@ -22,6 +22,8 @@ typedef struct {
     double draft_temp, threshold, level;
     double drift;                        /* --drift PCT:RUNS, as a fraction */
     size_t drift_runs;
+    const char *drift_file;              /* --drift FILE: this machine's record */
+    const char *drift_log;               /* --drift-log FILE: the run appended */
     int no_bos, stop_eos, check;
     int ids;                             /* --ids: one scheme, one prompt, its token ids */
     int text;                            /* --text: each scheme, one prompt, its text */

@@ -270,7 +270,11 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
            "# and all alike by the machine's drift, %.1f%%",
            s->b.ncal, CLI_S(s->b.ncal), o->level, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1, 100 * s->b.costs.target_scale_sd,
            100 * s->b.costs.prompt_sd, 100 * s->b.costs.drift_sd);
-    if (s->b.drift_runs >= 2)
+    if (s->b.drift_runs >= 2 && o->drift_file)
+        printf(" (--drift %s: %.2f%% over its %zu runs of this machine and pair, pooled with the calibration's "
+               "batches of rounds' %.1f%%)\n", o->drift_file, 100 * s->b.drift_prior, s->b.drift_runs,
+               100 * s->b.costs.drift_cal_sd);
+    else if (s->b.drift_runs >= 2)
         printf(" (--drift: %.2f%% known over %zu runs, pooled with the calibration's batches of rounds' %.1f%%)\n",
                100 * s->b.drift_prior, s->b.drift_runs, 100 * s->b.costs.drift_cal_sd);
     else
@@ -285,8 +289,8 @@ void dec_print_table(const dec_opts *o, const session *s, const entry *es, size_
         printf("# the runs' shift: their schemes stood alike %+.1f%% from their predictions (mean log error); the "
                "intervals allowed +-%.1f%% for that (drift and prompts, %g)\n", 100 * s->b.shift, 100 * lim, o->level);
         if (fabs(s->b.shift) > lim)
-            printf("# this machine drifted beyond what the intervals allowed: make bench-predict measures its drift, "
-                   "decode --drift PCT:RUNS takes it\n");
+            printf("# this machine drifted beyond what the intervals allowed: make bench-predict measures its drift "
+                   "(out/drift-runs.tsv), decode --drift FILE or PCT:RUNS takes it\n");
     }
     printf("%-16s %-22s %6s %8s %7s %-21s %6s %3s %7s %-21s %6s %6s %6s %6s %6s %6s\n", "scheme", "shape", "nodes",
            "tok/s", "speedup", "pred [interval]", "err%", "in", "blk-eff", "pred [interval]", "acc", "draft%", "targ%",

@@ -2,9 +2,11 @@
 #include "backend.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/kernels.h"
 #include "cuda/cuda.h"
 #include "sd_error.h"
 
@@ -16,6 +18,22 @@ int sd_device_parse(const char *name, sd_device *out)
 }
 
 const char *sd_device_name(sd_device d) { return d == SD_DEVICE_CUDA ? "cuda" : "cpu"; }
+
+const char *sd_device_machine(sd_device d, int threads, char *buf, size_t size)
+{
+    char what[256];
+    if (d == SD_DEVICE_CUDA) {
+        if (sd_cuda_device_info(what, sizeof what)) snprintf(what, sizeof what, "no CUDA device");
+        char *driver = strstr(what, ", driver"); /* the GPU, not its software */
+        if (driver) *driver = 0;
+        snprintf(buf, size, "%s; cuda", what);
+    } else
+        snprintf(buf, size, "%s; %s; %d thread%s", sd_cpu_model(what, sizeof what), sd_cpu_set_name(sd_cpu_active()),
+                 threads, threads == 1 ? "" : "s");
+    for (char *c = buf; *c; c++)
+        if (*c == '\t' || *c == '\n') *c = ' ';
+    return buf;
+}
 
 /* ---- the CPU: llama.h ---- */
 

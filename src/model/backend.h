@@ -24,6 +24,11 @@ typedef enum { SD_DEVICE_CPU, SD_DEVICE_CUDA } sd_device;
 /* "cpu" or "cuda"; SD_EINVAL naming the word otherwise. */
 int sd_device_parse(const char *name, sd_device *out);
 const char *sd_device_name(sd_device d);
+/* The machine a run of `threads` threads on device d measures, into buf (size bytes):
+ * "AMD EPYC, family 26 model 2; avx2; 2 threads" (the CPU's model, the kernel set in
+ * use), "NVIDIA H200 (sm_90, ...); cuda": the key decode's drift record files a run
+ * under (decode_bench.h, sd_decode_drift_read). */
+const char *sd_device_machine(sd_device d, int threads, char *buf, size_t size);
 
 typedef struct sd_backend sd_backend;
 struct sd_backend {

@@ -13,7 +13,10 @@
 #        PREDICT_CPUS (kernel sets, e.g. "avx2 avx512": the whole benchmark once per set,
 #        SPECDEC_CPU=set, into predict-runs-SET.tsv; default: the machine's own, once),
 #        PREDICT_FROM (a predict-runs.tsv written before: its summary alone, no run),
-#        E2E_DEVICE (cpu), E2E_OUT (out/figs); see e2e-env.sh
+#        PREDICT_DRIFT_LOG (out/drift-runs.tsv: each run's shift appended, decode
+#        --drift-log; the end prints the spread of every run there of this machine and
+#        pair, what decode --drift FILE takes), E2E_DEVICE (cpu), E2E_OUT (out/figs);
+#        see e2e-env.sh
 set -eu
 BUILD=${1:-build}
 if [ -n "${PREDICT_CPUS:-}" ]; then
@@ -27,6 +30,8 @@ fi
 . "$(dirname "$0")/e2e-env.sh"
 RUNS=${PREDICT_RUNS:-5}
 ARGS=${PREDICT_ARGS:-}
+DRIFT_LOG=${PREDICT_DRIFT_LOG:-out/drift-runs.tsv}
+mkdir -p "$(dirname "$DRIFT_LOG")"
 TSV=${PREDICT_FROM:-$OUT/predict-runs${PREDICT_TAG:-}.tsv}
 if [ -z "${PREDICT_FROM:-}" ]; then
     echo "# bench-predict: the $E2E_PAIR pair ($TM, $DM), $RUNS runs of decode --scheme all, $N prompts x $TOK tokens, $TH threads $ARGS;" \
@@ -36,7 +41,8 @@ if [ -z "${PREDICT_FROM:-}" ]; then
     while [ "$r" -le "$RUNS" ]; do
         # shellcheck disable=SC2086
         "$SD" decode --target "$TM" --draft "$DM" --n-prompts "$N" --max-tokens "$TOK" --threads "$TH" \
-            --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --quiet $DEV $ARGS > "$OUT/predict-run.txt"
+            --scheme all --seed $((2385 + r)) --tsv "$OUT/predict-run.tsv" --drift-log "$DRIFT_LOG" --quiet $DEV $ARGS \
+            > "$OUT/predict-run.txt"
         grep -v '^#' "$OUT/predict-run.tsv" | awk -v r="$r" '{ print r "\t" $0 }' >> "$TSV"
         # a built tree where no node pays at this run's costs has no row: say so
         grep ' skipped: ' "$OUT/predict-run.txt" | sed "s/^/run $r: /" || true
@@ -163,3 +169,16 @@ END {
                       n < 10 ? " (few runs: PREDICT_RUNS=10 or more for a figure to pass on)" : ""
     else printf "drift: one run; its schemes stood%s alike\n", s
 }' "$TSV"
+# every run of this machine and pair in the record (the last row's: this benchmark's)
+if [ -s "$DRIFT_LOG" ]; then
+    awk -F '\t' '
+    /^#/ || $1 == "machine" || NF < 3 { next }
+    { m[NR] = $1; p[NR] = $2; x[NR] = $3; last = NR }
+    END {
+        if (!last) exit
+        for (i = 1; i <= last; i++) if ((i in m) && m[i] == m[last] && p[i] == p[last]) { n++; a += x[i]; q += x[i] * x[i] }
+        v = n > 1 ? (q - a * a / n) / (n - 1) : 0
+        printf "drift record %s: %d run%s of this machine (%s) and pair (%s), spread %.2f%%%s\n", f, n, (n == 1 ? "" : "s"),
+               m[last], p[last], 100 * sqrt(v > 0 ? v : 0), (n > 1 ? ": decode --drift " f " takes it" : "")
+    }' f="$DRIFT_LOG" "$DRIFT_LOG"
+fi

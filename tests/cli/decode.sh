@@ -81,6 +81,38 @@ done
 for dr in 4 x:5 4:1 -1:5 100:9 4:; do
     expect 2 "--drift" -- "$SPECDEC" decode $D --scheme sd --drift "$dr"
 done
+# the machine's drift record: --drift-log appends a run's shift under this machine and
+# pair; --drift FILE takes its rows' sample sd over their number (the calibration's 3
+# prompts make no batches: drift_sd is that sd alone)
+expect 1 "$T/none.tsv: cannot open" -- "$SPECDEC" decode $D --scheme sd --max-tokens 6 --drift "$T/none.tsv"
+for seed in 1 2 3; do
+    "$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6 --seed $seed --drift-log "$T/dl.tsv" --json > "$T/dl$seed.json" 2>&1 ||
+        bad "--drift-log: exit $?"
+done
+# one row a run: this machine, the pair's file names, the shift decode printed
+awk -F '\t' '!/^#/ && $1 != "machine" { n++; if ($2 != "m.gguf + d.gguf" || $1 !~ /thread/) bad = 1 } END { exit !(n == 3 && !bad) }' \
+    "$T/dl.tsv" && ok || bad "--drift-log: want 3 rows of machine and pair 'm.gguf + d.gguf'"
+for seed in 1 2 3; do
+    sh=$(tr ',' '\n' < "$T/dl$seed.json" | awk -F ': ' '/"shift"/ { print $2; exit }')
+    awk -F '\t' -v s="$sh" -v r=$((seed + 3)) 'NR == r { exit !((($3 - s) ^ 2) < 1e-10) }' "$T/dl.tsv" && ok ||
+        bad "--drift-log: row $seed's shift is not the run's ($sh)"
+done
+out=$("$SPECDEC" decode $D --scheme sd --max-tokens 6 --json --drift "$T/dl.tsv" 2>&1)
+want=$(awk -F '\t' '!/^#/ && $1 != "machine" { n++; a += $3; q += $3 * $3 } END { printf "%.9g", sqrt((q - a * a / n) / (n - 1)) }' "$T/dl.tsv")
+printf '%s' "$out" | tr ',' '\n' | awk -v w="$want" -F ': ' '/"drift_sd"/ { d = $2 } /"drift_prior"/ { p = $2 } /"drift_runs"/ { n = $2 }
+    END { exit !(n == 3 && (p - w) ^ 2 < 1e-10 && (d - w) ^ 2 < 1e-10) }' && ok ||
+    bad "--drift FILE: drift_prior and drift_sd not the record's sd ($want) over 3 runs"
+expect 0 "(--drift $T/dl.tsv: [0-9.]*% over its 3 runs of this machine and pair" -- \
+    "$SPECDEC" decode $D --scheme sd --max-tokens 6 --drift "$T/dl.tsv"
+# another machine (1 thread, not 2), another pair, a broken row: said, nothing run
+expect 1 "0 runs of machine '.*; 1 thread' and pair 'm.gguf + d.gguf' (of 3 rows): need 2 or more" -- \
+    "$SPECDEC" decode $D --scheme sd --max-tokens 6 --threads 1 --drift "$T/dl.tsv"
+expect 1 "0 runs of machine .* and pair 'm.gguf + m.gguf'" -- \
+    "$SPECDEC" decode --target "$T/m.gguf" --draft "$T/m.gguf" --prompts "$T/p.txt" --quiet --scheme sd --drift "$T/dl.tsv"
+printf 'a machine\tm.gguf + d.gguf\tnot-a-number\n' >> "$T/dl.tsv"
+expect 1 "$T/dl.tsv:7: the shift is not a finite number" -- "$SPECDEC" decode $D --scheme sd --drift "$T/dl.tsv"
+printf 'one field only\n' > "$T/bad.tsv"
+expect 1 "$T/bad.tsv:1: want machine, pair and shift" -- "$SPECDEC" decode $D --scheme sd --drift "$T/bad.tsv"
 expect 1 "make cuda" -- "$SPECDEC" decode $D --scheme sd --device cuda
 expect 0 "^rrs  *kconfig:2,2" -- "$SPECDEC" decode $D --scheme rrs --shape kconfig:2,2 --max-tokens 6
 expect 0 "^kseq .*parents:" -- "$SPECDEC" decode $D --scheme kseq --optimize throughput --max-tokens 6

@@ -518,12 +518,32 @@ def test_decode():
             d = specdec.decode(tm, dm, prompts, scheme="sd", max_tokens=6, calibrate=2, threads=1, seed=21, cost=cp,
                                drift=drift)["costs"]
             close("decode: drift=%r" % (drift,), d["drift_sd"], want(d["drift_calibration_sd"]), rtol=1e-12)
-        for drift in ((2, 1), (-1, 5), "some", 3):
+        for drift in ((2, 1), (-1, 5), 3):
             try:
                 specdec.decode(tm, dm, prompts, scheme="sd", drift=drift)
                 check("decode: drift=%r raises" % (drift,), False)
             except ValueError as e:
                 check("decode: drift=%r's message" % (drift,), "drift=" in str(e), str(e))
+        # the drift record: drift_log appends each run's shift, drift=PATH takes their sample sd
+        # (2 calibration prompts: no batches, so drift_sd is that alone), as decode --drift FILE
+        dl = os.path.join(tmp, "drift.tsv")
+        shifts = [specdec.decode(tm, dm, prompts, scheme="sd,rsd-s", max_tokens=6, calibrate=2, threads=1, seed=s,
+                                 cost=cp, drift_log=dl)["shift"] for s in (31, 32, 33)]
+        mean = sum(shifts) / 3
+        want = math.sqrt(sum((x - mean) ** 2 for x in shifts) / 2)
+        d = specdec.decode(tm, dm, prompts, scheme="sd", max_tokens=6, calibrate=2, threads=1, seed=21, cost=cp,
+                           drift=dl)["costs"]
+        close("decode: drift=PATH", d["drift_sd"], want, rtol=1e-5)
+        p = run("decode", *M, "--prompts", pp, "--scheme", "sd", "--max-tokens", "6", "--calibrate", "2",
+                "--threads", "1", "--cost", cp, "--drift", dl, "--json")
+        close("decode: --drift FILE as Python's", json.loads(p.stdout)["costs"]["drift_prior"], want, rtol=1e-5)
+        for bad, what in ((os.path.join(tmp, "none.tsv"), "cannot open"), (dl, "0 runs of machine")):
+            try:
+                specdec.decode(tm, dm, prompts, scheme="sd", max_tokens=6, threads=2 if bad == dl else 1, cost=cp,
+                               drift=bad)
+                check("decode: drift=%r raises" % bad, False)
+            except specdec.Error as e:
+                check("decode: drift=%r's message" % bad, what in str(e) and bad in str(e), str(e))
     try:
         specdec.decode(tm, dm, "x", scheme="nope")
         check("decode: an unknown scheme raises", False)

@@ -142,6 +142,46 @@ int sd_cpu_use(sd_cpu_set s)
     return SD_OK;
 }
 
+/* The value of a "key : value" line of /proc/cpuinfo (the first such line), without its
+ * newline, into v; "" when there is none. */
+static void cpuinfo_field(const char *text, const char *key, char *v, size_t size)
+{
+    size_t k = strlen(key);
+    v[0] = 0;
+    for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        if (strncmp(l, key, k)) continue;
+        const char *c = l + k, *e = strchr(l, '\n');
+        while (*c == ' ' || *c == '\t') c++;
+        if (*c != ':') continue; /* "model" is not "model name" */
+        for (c++; *c == ' ' || *c == '\t'; c++) {}
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n >= size) n = size - 1;
+        memcpy(v, c, n), v[n] = 0;
+        return;
+    }
+}
+
+const char *sd_cpu_model(char *buf, size_t size)
+{
+    char text[16384], name[128], fam[32], mod[32], imp[32], part[32];
+    size_t n = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) n = fread(text, 1, sizeof text - 1, f), fclose(f);
+    text[n] = 0;
+    cpuinfo_field(text, "model name", name, sizeof name);
+    cpuinfo_field(text, "cpu family", fam, sizeof fam);
+    cpuinfo_field(text, "model", mod, sizeof mod);
+    cpuinfo_field(text, "CPU implementer", imp, sizeof imp);
+    cpuinfo_field(text, "CPU part", part, sizeof part);
+    if (*name && *fam) snprintf(buf, size, "%s, family %s model %s", name, fam, mod);
+    else if (*name) snprintf(buf, size, "%s", name);
+    else if (*imp) snprintf(buf, size, "implementer %s part %s", imp, part);
+    else snprintf(buf, size, "unknown CPU");
+    for (char *c = buf; *c; c++) /* a field of a tab-separated record */
+        if (*c == '\t') *c = ' ';
+    return buf;
+}
+
 const char *sd_cpu_describe(char *buf, size_t size)
 {
     char runs[64];

@@ -99,5 +99,9 @@ const sd_cpu_kernels *sd_cpu_get(void);
 int sd_cpu_use(sd_cpu_set s);
 /* "avx512 (this CPU: generic avx2 avx512)" into buf (size bytes): a header's words. */
 const char *sd_cpu_describe(char *buf, size_t size);
+/* The CPU's model as /proc/cpuinfo names it, into buf (size bytes): "AMD EPYC, family
+ * 26 model 2" (x86: model name, family, model), "implementer 0x41 part 0xd0c" (ARM),
+ * else "unknown CPU": the key a record of this machine's runs is filed under. */
+const char *sd_cpu_model(char *buf, size_t size);
 
 #endif

@@ -100,8 +100,8 @@ for _name, _args in {
     "sd_api_speed": [_D, _D, _D, _D, _P, _D, _D, _c_double_p],
     "sd_api_replay": [_c_double_p, _c_double_p, _S, _S, _S, _P, _S, _D, _S, _D, _D, _P, _D, _U,
                       _c_double_p, _c_double_p, _c_double_p],
-    "sd_api_decode": [_P, _P, _P, _I, _S, _P, _P, _P, _S, _D, _S, _D, _D, _U, _I, _I, _S, _D, _D, _S, _P, _c_double_p,
-                      _c_double_p, _c_double_p, _P, _S, _c_size_p],
+    "sd_api_decode": [_P, _P, _P, _I, _S, _P, _P, _P, _S, _D, _S, _D, _D, _U, _I, _I, _S, _D, _D, _S, _P, _P, _P,
+                      _c_double_p, _c_double_p, _c_double_p, _P, _S, _c_size_p],
     "sd_api_decode_ids": [_P, _P, _P, _P, _P, _S, _D, _S, _D, _D, _U, _I, _I, _c_size_p, _S, _c_size_p],
 }.items():
     getattr(_lib, _name).argtypes = _args
@@ -452,7 +452,7 @@ def _data_file(name):
 
 def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None, max_tokens=64, n_prompts=0,
            temperature=1.0, top_k=0, top_p=1.0, draft_temperature=None, seed=2385, threads=0,
-           stop_at_eos=False, calibrate=20, level=0.9, drift=None, cost=None, ids=False):
+           stop_at_eos=False, calibrate=20, level=0.9, drift=None, drift_log=None, cost=None, ids=False):
     """Speculative decoding end to end on two GGUF models, as `specdec decode`: the
     prompts decoded by the target alone and by each scheme in turns, after a calibration
     that predicts each one's speed. prompts: a str (one prompt), a list of str (one each),
@@ -461,8 +461,10 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
     gt-dynamic, throughput, a comma-separated list; or a token scheme with shape or
     optimize). cost: a file of measured costs (decode --cost-out) instead of measuring
     them. drift: the machine's drift known before the calibration, as decode --drift:
-    (percent, runs), "none" (the calibration's estimate alone) or None (decode's default,
-    4.05% over 66 runs). Returns {"ar": {tokens, seconds, tokens_per_second}, "costs": {c,
+    (percent, runs), "none" (the calibration's estimate alone), a path (a drift record,
+    decode --drift FILE: its runs of this machine and pair) or None (decode's default,
+    4.05% over 66 runs). drift_log: a path, the run's shift appended to it (decode
+    --drift-log FILE). Returns {"ar": {tokens, seconds, tokens_per_second}, "costs": {c,
     c_lo, c_hi, m_t1_ms, m_d1_ms, drift_sd, drift_calibration_sd}, "prompts", "calibration_prompts",
     "shift" (the schemes' mean log(speedup / predicted_speedup): the machine's drift as the
     run met it; None where none ran), "shift_allowed" (how far from 0 the intervals
@@ -485,17 +487,18 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
             raise ValueError("decode: a prompt of the list holds a newline (pass one str for that)")
         text, lines = "\n".join(prompts), 1
     dt = -1.0 if draft_temperature is None else float(draft_temperature)
+    dfile = None
     if drift is None:
         dr, druns = -1.0, 0
-    elif isinstance(drift, str):
-        if drift != "none":
-            raise ValueError("decode: drift=%r: want (percent, runs), 'none' or None" % (drift,))
+    elif isinstance(drift, str) and drift == "none":
         dr, druns = 0.0, 0
+    elif isinstance(drift, (str, os.PathLike)):
+        dr, druns, dfile = -1.0, 0, drift
     else:
         try:
             pct, druns = float(drift[0]), int(drift[1])
         except (TypeError, ValueError, IndexError):
-            raise ValueError("decode: drift=%r: want (percent, runs), 'none' or None" % (drift,)) from None
+            raise ValueError("decode: drift=%r: want (percent, runs), 'none', a path or None" % (drift,)) from None
         if not (0 <= pct < 100) or druns < 2:
             raise ValueError("decode: drift=%r: want 0 <= percent < 100 over 2 or more runs" % (drift,))
         dr = pct / 100
@@ -515,7 +518,7 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
     _check(_lib.sd_api_decode(enc(target), enc(draft), text.encode(), lines, int(n_prompts), scheme.encode(),
                               enc(shape), enc(optimize), int(max_tokens), float(temperature), int(top_k),
                               float(top_p), dt, int(seed), int(threads), int(bool(stop_at_eos)), int(calibrate),
-                              float(level), dr, druns, enc(cost), _ptr(run), arms.ctypes.data_as(_c_double_p),
+                              float(level), dr, druns, enc(dfile), enc(drift_log), enc(cost), _ptr(run), arms.ctypes.data_as(_c_double_p),
                               pos.ctypes.data_as(_c_double_p), names, len(names), ctypes.byref(narms)))
     g = _fields("decode_run", run)
     r = {"ar": {"tokens": g["ar_tokens"], "seconds": g["ar_seconds"], "tokens_per_second": g["ar_tokens_per_second"]},
