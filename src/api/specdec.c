@@ -3,6 +3,7 @@
 #include "specdec.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -537,6 +538,9 @@ int sd_api_decode(const char *target, const char *draft, const char *prompts, in
         sd_decode_drift_pair(target, draft, pair, sizeof pair);
     }
     if (!rc && drift_file) rc = sd_decode_drift_read(drift_file, machine, pair, &b->drift_prior, &b->drift_runs);
+    FILE *log = !rc && drift_log ? fopen(drift_log, "a") : NULL; /* a path that cannot take the run: before it */
+    if (!rc && drift_log && !log) rc = sd_error(SD_EIO, "decode: drift_log %s: cannot append to it", drift_log);
+    if (log) fclose(log);
     if (!rc) rc = cost_file ? sd_decode_bench_read_costs(b, cost_file) : sd_decode_bench_measure(b);
     if (!rc) rc = sd_decode_bench_calibrate(b, d.arms, d.n);
     if (!rc) rc = sd_decode_bench_run(b, d.arms, d.n);

@@ -378,14 +378,19 @@ static int decode(const dec_opts *o, entry *es, size_t ne)
     sd_device_machine(o->co.device, omp_get_max_threads(), machine, sizeof machine);
     sd_decode_drift_pair(o->target, o->draft, pair, sizeof pair);
     if (!rc && o->drift_file) rc = sd_decode_drift_read(o->drift_file, machine, pair, &s.b.drift_prior, &s.b.drift_runs);
+    FILE *log = !rc && o->drift_log ? fopen(o->drift_log, "a") : NULL; /* a path that cannot take the run: before it */
+    if (!rc && o->drift_log && !log) rc = sd_error(SD_EIO, "--drift-log %s: cannot append to it", o->drift_log);
+    if (log) fclose(log);
     if (!rc) rc = measure(o, &s);
     if (!rc) rc = calibrate(o, &s, es, ne);
     if (!rc) rc = sd_decode_bench_run(&s.b, es, ne);
-    if (!rc && o->drift_log) rc = sd_decode_drift_append(o->drift_log, machine, pair, &s.b);
     if (!rc && o->tsv) rc = dec_write_tsv(o, &s, es, ne);
     if (rc) ret = fail_msg("%s", sd_errmsg());
     else if (o->co.json) dec_print_json(o, &s, es, ne);
     else dec_print_table(o, &s, es, ne);
+    /* after the output: a record that fails does not lose the run */
+    if (!rc && o->drift_log && sd_decode_drift_append(o->drift_log, machine, pair, &s.b))
+        ret = fail_msg("%s", sd_errmsg());
     for (size_t i = 0; !rc && o->check && i < ne; i++)
         if (es[i].mismatch) ret = CLI_FAIL;
     session_free(&s, es, ne);
