@@ -50,11 +50,14 @@ void dec_print_json(const dec_opts *o, const session *s, const entry *es, size_t
     printf(", \"prompts\": %zu, \"max_tokens\": %zu, \"temperature\": %g, \"top_p\": %g, "
            "\"top_k\": %zu, \"threads\": %d, \"seed\": %lu, \"level\": %g},\n \"costs\": {\"c\": %.6g, "
            "\"c_interval\": [%.6g, %.6g], \"target_scale\": %.6g, \"target_scale_sd\": %.6g, \"prompt_sd\": %.6g, \"drift_sd\": %.6g, "
-           "\"drift_calibration_sd\": %.6g, \"drift_prior\": %.6g, \"drift_runs\": %zu, \"m_t_ms\": [",
+           "\"drift_calibration_sd\": %.6g, \"drift_prior\": %.6g, \"drift_runs\": %zu, \"drift_file\": ",
            s->b.np, o->max_tokens, o->sm.temperature, o->sm.top_p, o->sm.top_k, omp_get_max_threads(), o->co.seed,
            o->level, s->b.c, s->b.c_lo, s->b.c_hi, s->b.costs.target_scale > 0 ? s->b.costs.target_scale : 1,
            s->b.costs.target_scale_sd, s->b.costs.prompt_sd, s->b.costs.drift_sd, s->b.costs.drift_cal_sd,
            s->b.drift_runs >= 2 ? s->b.drift_prior : 0, s->b.drift_runs >= 2 ? s->b.drift_runs : 0);
+    if (o->drift_file) cli_json_string(stdout, o->drift_file); /* the record the prior came from */
+    else printf("null");
+    printf(", \"m_t_ms\": [");
     for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MT(s, i) * 1e3);
     printf("], \"m_d_ms\": [");
     for (size_t i = 1; i <= s->b.costs.nmax; i++) printf("%s%.5g", i > 1 ? ", " : "", MD(s, i) * 1e3);

@@ -101,9 +101,11 @@ for seed in 1 2 3; do
 done
 out=$("$SPECDEC" decode $D --scheme sd --max-tokens 6 --json --drift "$T/dl.tsv" 2>&1)
 want=$(awk -F '\t' '!/^#/ && $1 != "machine" { n++; a += $3; q += $3 * $3 } END { printf "%.9g", sqrt((q - a * a / n) / (n - 1)) }' "$T/dl.tsv")
-printf '%s' "$out" | tr ',' '\n' | awk -v w="$want" -F ': ' '/"drift_sd"/ { d = $2 } /"drift_prior"/ { p = $2 } /"drift_runs"/ { n = $2 }
-    END { exit !(n == 3 && (p - w) ^ 2 < 1e-10 && (d - w) ^ 2 < 1e-10) }' && ok ||
-    bad "--drift FILE: drift_prior and drift_sd not the record's sd ($want) over 3 runs"
+printf '%s' "$out" | tr ',' '\n' | awk -v w="$want" -v f="\"$T/dl.tsv\"" -F ': ' '/"drift_sd"/ { d = $2 }
+    /"drift_prior"/ { p = $2 } /"drift_runs"/ { n = $2 } /"drift_file"/ { g = $2 }
+    END { exit !(n == 3 && g == f && (p - w) ^ 2 < 1e-10 && (d - w) ^ 2 < 1e-10) }' && ok ||
+    bad "--drift FILE: drift_prior and drift_sd not the record's sd ($want) over 3 runs, or drift_file not the file"
+expect 0 '"drift_file": null' -- "$SPECDEC" decode $D --scheme sd --max-tokens 6 --json
 expect 0 "(--drift $T/dl.tsv: [0-9.]*% over its 3 runs of this machine and pair" -- \
     "$SPECDEC" decode $D --scheme sd --max-tokens 6 --drift "$T/dl.tsv"
 # another machine (1 thread, not 2), another pair, a broken row: said, nothing run
