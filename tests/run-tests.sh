@@ -12,6 +12,10 @@
 # TEST_SKIP: lines "NAME why" (NAME test_X or X.sh) of programs not run here, each
 # printed as "NAME: skipped: why" and counted as skipped (tests/run-arm.sh: what an
 # emulator cannot run).
+# TEST_BESIDE (default "arch.sh"): scripts of tests/cli run beside the others, started
+# first: most of the tests run on one core, and arch.sh alone took 264 of make test's 668
+# seconds on 2 cores. Their output is shown, and counted, at the end; TEST_BESIDE= runs
+# everything in turn.
 # run-tests.sh --classify LOG RC: how one program with that output and exit status counts
 # (passed, failed or skipped; tests/cli/tally.sh checks the rule).
 classify() { # LOG RC
@@ -23,26 +27,56 @@ if [ "${1:-}" = --classify ]; then classify "$2" "$3"; exit; fi
 BUILD=${1:-build}
 pass=0; fail=0; skip=0; failed=""; skipped=""
 LOG=$(mktemp -d) || exit 1
-trap 'rm -rf "$LOG"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$LOG"' EXIT
+BESIDE=${TEST_BESIDE-arch.sh}
+# skipped NAME: 0 when TEST_SKIP names it (said and counted)
+skipped_by_env() {
+    why=$(printf '%s\n' "${TEST_SKIP:-}" | sed -n "s/^$1 //p" | head -1)
+    [ -n "$why" ] || return 1
+    echo "$1: skipped: $why"
+    skip=$((skip + 1)); skipped="$skipped $1"
+}
+# count NAME OUT RC: a finished program's verdict
+count() {
+    case $(classify "$2" "$3") in
+    failed) fail=$((fail + 1)); failed="$failed $1" ;;
+    skipped) skip=$((skip + 1)); skipped="$skipped $1" ;;
+    *) pass=$((pass + 1)) ;;
+    esac
+    grep '^kernel sets: ' "$2" | tail -n 1 >> "$LOG/sets"
+}
 # run NAME command...: the command's output shown as it comes and kept; its verdict counted
 run() {
     name=$1; shift
-    why=$(printf '%s\n' "${TEST_SKIP:-}" | sed -n "s/^$name //p" | head -1)
-    if [ -n "$why" ]; then
-        echo "$name: skipped: $why"
-        skip=$((skip + 1)); skipped="$skipped $name"
-        return
-    fi
+    skipped_by_env "$name" && return
     t0=$(date +%s)
     { "$@" 2>&1; echo $? > "$LOG/rc"; } | tee "$LOG/out"
-    case $(classify "$LOG/out" "$(cat "$LOG/rc")") in
-    failed) fail=$((fail + 1)); failed="$failed $name" ;;
-    skipped) skip=$((skip + 1)); skipped="$skipped $name" ;;
-    *) pass=$((pass + 1)) ;;
-    esac
-    grep '^kernel sets: ' "$LOG/out" | tail -n 1 >> "$LOG/sets"
+    count "$name" "$LOG/out" "$(cat "$LOG/rc")"
     echo "== $name: $(( $(date +%s) - t0 )) s"
 }
+# beside NAME command...: started now, in the background, its output kept for collect
+beside() {
+    name=$1; shift
+    skipped_by_env "$name" && return
+    echo "== $name: started beside the others (its output at the end)"
+    ( t0=$(date +%s); "$@" > "$LOG/$name.out" 2>&1; echo $? > "$LOG/$name.rc"
+      echo "$(( $(date +%s) - t0 ))" > "$LOG/$name.s" ) &
+    started="$started $name"
+}
+# collect: wait for those begun beside, then show and count each
+collect() {
+    wait
+    for name in $started; do
+        cat "$LOG/$name.out"
+        count "$name" "$LOG/$name.out" "$(cat "$LOG/$name.rc" 2>/dev/null || echo 1)"
+        echo "== $name: $(cat "$LOG/$name.s" 2>/dev/null) s (beside the others)"
+    done
+}
+started=""
+for name in $BESIDE; do
+    t=tests/cli/$name
+    if [ -f "$t" ]; then beside "$name" sh "$t" "$BUILD/specdec"; else echo "run-tests: TEST_BESIDE: no $t"; fail=$((fail + 1)); failed="$failed $name"; fi
+done
 nbin=0
 for src in tests/test_*.c; do
     [ -f "$src" ] || continue
@@ -59,8 +93,10 @@ for t in tests/cli/*.sh; do
     [ "$(basename "$t")" = lib.sh ] && continue
     [ -f "$t" ] || continue
     nsh=$((nsh + 1))
+    case " $BESIDE " in *" $(basename "$t") "*) continue ;; esac
     run "$(basename "$t")" sh "$t" "$BUILD/specdec"
 done
+collect
 if [ "$nbin" = 0 ] || [ "$nsh" = 0 ]; then
     echo "run-tests: found $nbin test programs (tests/test_*.c) and $nsh scripts (tests/cli/*.sh); run it from the repository's root"
     fail=$((fail + 1)); failed="$failed (none-found)"
