@@ -642,7 +642,12 @@ int sd_decode_drift_read(const char *path, const char *machine, const char *pair
     int rc = SD_OK;
     while (rc == SD_OK && fgets(buf, sizeof buf, f)) {
         line++;
-        buf[strcspn(buf, "\r\n")] = 0;
+        size_t len = strcspn(buf, "\r\n");
+        if (!buf[len] && !feof(f)) { /* no end of line in the buffer */
+            rc = sd_error(SD_EFORMAT, "%s:%zu: a line longer than %zu bytes", path, line, sizeof buf - 2);
+            break;
+        }
+        buf[len] = 0;
         if (buf[0] == '#' || !buf[0] || !strncmp(buf, DRIFT_HEADER, strlen("machine\t"))) continue;
         char *tab1 = strchr(buf, '\t'), *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL, *end;
         if (!tab2) {

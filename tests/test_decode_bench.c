@@ -280,6 +280,14 @@ static void test_decode_drift_record(void **state)
     char where[64];
     snprintf(where, sizeof where, "%s:9:", path); /* 3 header lines, 5 rows, then this */
     assert_non_null(strstr(sd_errmsg(), where));
+    f = fopen(path, "w"); /* a row longer than the reader's line: said, not split */
+    assert_non_null(f);
+    for (int i = 0; i < 3000; i++) fputc('x', f);
+    fprintf(f, "\t%s\t0.5\n", key);
+    fclose(f);
+    assert_int_equal(sd_decode_drift_read(path, m1, key, &sd, &runs), SD_EFORMAT);
+    snprintf(where, sizeof where, "%s:1: a line longer than", path);
+    assert_non_null(strstr(sd_errmsg(), where));
     remove(path);
     assert_int_equal(sd_decode_drift_read(path, m1, key, &sd, &runs), SD_EIO);
     assert_non_null(strstr(sd_errmsg(), path));
