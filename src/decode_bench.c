@@ -631,6 +631,15 @@ int sd_decode_drift_append(const char *path, const char *machine, const char *pa
     return SD_OK;
 }
 
+int sd_decode_drift_open(sd_decode_bench *b, const char *file, const char *log, const char *machine, const char *pair)
+{
+    int rc = file ? sd_decode_drift_read(file, machine, pair, &b->drift_prior, &b->drift_runs) : SD_OK;
+    FILE *f = !rc && log ? fopen(log, "a") : NULL;
+    if (!rc && log && !f) return sd_error(SD_EIO, "%s: cannot append to it: %s", log, strerror(errno));
+    if (f) fclose(f);
+    return rc;
+}
+
 int sd_decode_drift_read(const char *path, const char *machine, const char *pair, double *sd, size_t *runs)
 {
     *sd = 0, *runs = 0;
@@ -648,7 +657,7 @@ int sd_decode_drift_read(const char *path, const char *machine, const char *pair
             break;
         }
         buf[len] = 0;
-        if (buf[0] == '#' || !buf[0] || !strncmp(buf, DRIFT_HEADER, strlen("machine\t"))) continue;
+        if (buf[0] == '#' || !buf[0] || !strncmp(buf, "machine\t", 8)) continue;
         char *tab1 = strchr(buf, '\t'), *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL, *end;
         if (!tab2) {
             rc = sd_error(SD_EFORMAT, "%s:%zu: want machine, pair and shift separated by tabs", path, line);

@@ -172,6 +172,10 @@ int sd_decode_drift_append(const char *path, const char *machine, const char *pa
 /* The pair's key: "TARGET + DRAFT", the files' names without their folders. */
 const char *sd_decode_drift_pair(const char *target, const char *draft, char *buf, size_t size);
 int sd_decode_drift_read(const char *path, const char *machine, const char *pair, double *sd, size_t *runs);
+/* Before a run (decode --drift FILE, --drift-log LOG; either may be NULL): b's drift
+ * prior read from file (sd_decode_drift_read), and log opened for appending once, so
+ * that a path that cannot take the run's row is said before the run (SD_EIO). */
+int sd_decode_drift_open(sd_decode_bench *b, const char *file, const char *log, const char *machine, const char *pair);
 
 /* Prompt p decoded once by arm a (a fixed shape: its tree parsed), from a generator
  * seeded with seed, at most the prompt's budget: the tokens into out (room for

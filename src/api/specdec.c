@@ -3,7 +3,6 @@
 #include "specdec.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -532,15 +531,12 @@ int sd_api_decode(const char *target, const char *draft, const char *prompts, in
     if (calibrate) b->calibrate = calibrate;
     if (level) b->level = level;
     if (drift >= 0) b->drift_prior = drift, b->drift_runs = drift_runs;
-    char machine[512] = "", pair[512] = ""; /* the drift record's keys, as decode's */
-    if (!rc) {
+    char machine[512], pair[512]; /* the drift record's keys, as decode's */
+    if (!rc && (drift_file || drift_log)) {
         sd_device_machine(SD_DEVICE_CPU, omp_get_max_threads(), machine, sizeof machine);
         sd_decode_drift_pair(target, draft, pair, sizeof pair);
+        rc = sd_decode_drift_open(b, drift_file, drift_log, machine, pair);
     }
-    if (!rc && drift_file) rc = sd_decode_drift_read(drift_file, machine, pair, &b->drift_prior, &b->drift_runs);
-    FILE *log = !rc && drift_log ? fopen(drift_log, "a") : NULL; /* a path that cannot take the run: before it */
-    if (!rc && drift_log && !log) rc = sd_error(SD_EIO, "decode: drift_log %s: cannot append to it", drift_log);
-    if (log) fclose(log);
     if (!rc) rc = cost_file ? sd_decode_bench_read_costs(b, cost_file) : sd_decode_bench_measure(b);
     if (!rc) rc = sd_decode_bench_calibrate(b, d.arms, d.n);
     if (!rc) rc = sd_decode_bench_run(b, d.arms, d.n);

@@ -375,12 +375,11 @@ static int decode(const dec_opts *o, entry *es, size_t ne)
         return ret;
     }
     char machine[512], pair[512]; /* the drift record's keys */
-    sd_device_machine(o->co.device, omp_get_max_threads(), machine, sizeof machine);
-    sd_decode_drift_pair(o->target, o->draft, pair, sizeof pair);
-    if (!rc && o->drift_file) rc = sd_decode_drift_read(o->drift_file, machine, pair, &s.b.drift_prior, &s.b.drift_runs);
-    FILE *log = !rc && o->drift_log ? fopen(o->drift_log, "a") : NULL; /* a path that cannot take the run: before it */
-    if (!rc && o->drift_log && !log) rc = sd_error(SD_EIO, "--drift-log %s: cannot append to it", o->drift_log);
-    if (log) fclose(log);
+    if (!rc && (o->drift_file || o->drift_log)) {
+        sd_device_machine(o->co.device, omp_get_max_threads(), machine, sizeof machine);
+        sd_decode_drift_pair(o->target, o->draft, pair, sizeof pair);
+        rc = sd_decode_drift_open(&s.b, o->drift_file, o->drift_log, machine, pair);
+    }
     if (!rc) rc = measure(o, &s);
     if (!rc) rc = calibrate(o, &s, es, ne);
     if (!rc) rc = sd_decode_bench_run(&s.b, es, ne);

@@ -85,7 +85,7 @@ done
 # pair; --drift FILE takes its rows' sample sd over their number (the calibration's 3
 # prompts make no batches: drift_sd is that sd alone)
 expect 1 "$T/none.tsv: cannot open" -- "$SPECDEC" decode $D --scheme sd --max-tokens 6 --drift "$T/none.tsv"
-expect 1 "--drift-log $T/no/dl.tsv: cannot append to it" -- "$SPECDEC" decode $D --scheme sd --max-tokens 6 \
+expect 1 "$T/no/dl.tsv: cannot append to it: No such file" -- "$SPECDEC" decode $D --scheme sd --max-tokens 6 \
     --drift-log "$T/no/dl.tsv"
 for seed in 1 2 3; do
     "$SPECDEC" decode $D --scheme sd,rsd-s --max-tokens 6 --seed $seed --drift-log "$T/dl.tsv" --json > "$T/dl$seed.json" 2>&1 ||

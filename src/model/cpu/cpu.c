@@ -177,8 +177,6 @@ const char *sd_cpu_model(char *buf, size_t size)
     else if (*name) snprintf(buf, size, "%s", name);
     else if (*imp) snprintf(buf, size, "implementer %s part %s", imp, part);
     else snprintf(buf, size, "unknown CPU");
-    for (char *c = buf; *c; c++) /* a field of a tab-separated record */
-        if (*c == '\t') *c = ' ';
     return buf;
 }
 

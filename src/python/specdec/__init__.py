@@ -518,8 +518,9 @@ def decode(target, draft, prompts=None, scheme="all", shape=None, optimize=None,
     _check(_lib.sd_api_decode(enc(target), enc(draft), text.encode(), lines, int(n_prompts), scheme.encode(),
                               enc(shape), enc(optimize), int(max_tokens), float(temperature), int(top_k),
                               float(top_p), dt, int(seed), int(threads), int(bool(stop_at_eos)), int(calibrate),
-                              float(level), dr, druns, enc(dfile), enc(drift_log), enc(cost), _ptr(run), arms.ctypes.data_as(_c_double_p),
-                              pos.ctypes.data_as(_c_double_p), names, len(names), ctypes.byref(narms)))
+                              float(level), dr, druns, enc(dfile), enc(drift_log), enc(cost), _ptr(run),
+                              arms.ctypes.data_as(_c_double_p), pos.ctypes.data_as(_c_double_p), names, len(names),
+                              ctypes.byref(narms)))
     g = _fields("decode_run", run)
     r = {"ar": {"tokens": g["ar_tokens"], "seconds": g["ar_seconds"], "tokens_per_second": g["ar_tokens_per_second"]},
          "costs": {key: g[key] for key in ("c", "c_lo", "c_hi", "m_t1_ms", "m_d1_ms", "drift_sd",
