@@ -280,6 +280,87 @@ static void test_model_gguf_round_trip(void **state)
     sd_test_tmpdir_remove(dir);
 }
 
+/* A model loaded from a file copies its matrices that have no quads (here Q8_0, 4.7 MB)
+ * into huge pages (sd_llama_resident_rows) where the kernel grants them: its tensors
+ * then point into the copy, and its logits are the file's rows', bit for bit. No copy
+ * for a model built in memory or read from a caller's GGUF buffer (left as it was), over
+ * the limit, twice, or with SPECDEC_QUADS=0. */
+static void test_model_resident_rows(void **state)
+{
+    (void)state;
+    static const sd_llama_config mid = {
+        .n_vocab = 64, .dim = 512, .n_layer = 2, .n_head = 8, .n_head_kv = 2, .head_dim = 64,
+        .ffn_dim = 1024, .ctx_len = 16, .rms_eps = 1e-5f, .rope_base = 10000.0f,
+    };
+    char dir[64], path[128];
+    assert_int_equal(sd_test_tmpdir_make(dir, "resident"), 0);
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    sd_llama *m = random_model(&mid, 0, 77), *q, *mapped, *res;
+    assert_int_equal(sd_llama_convert(m, SD_T_Q8_0, &q), SD_OK);
+    assert_int_equal(sd_llama_resident_rows(q, SIZE_MAX), 0); /* in memory already */
+    sd_gguf_writer *w = sd_gguf_writer_init();
+    assert_int_equal(sd_llama_to_gguf(q, "test", w), SD_OK);
+    assert_int_equal(sd_gguf_writer_write(w, path), SD_OK);
+    sd_gguf_writer_free(w);
+    assert_int_equal(setenv("SPECDEC_QUADS", "0", 1), 0);
+    assert_int_equal(sd_llama_load(path, &mapped), SD_OK);
+    assert_int_equal(unsetenv("SPECDEC_QUADS"), 0);
+    assert_null(mapped->rows_buf);
+    assert_int_equal(sd_llama_resident_rows(mapped, 4 << 20), 0); /* over its limit */
+    assert_null(mapped->rows_buf);
+    assert_int_equal(sd_llama_load(path, &res), SD_OK);
+    const char *buf = res->rows_buf;
+    if (buf) {
+        const sd_tensor *t[3] = {&res->layer[0].wq, &res->layer[1].w_down, &res->output};
+        for (int i = 0; i < 3; i++)
+            assert_true((const char *)t[i]->data >= buf && (const char *)t[i]->data + t[i]->nbytes <= buf + (8 << 20));
+        assert_int_equal(sd_llama_resident_rows(res, SIZE_MAX), 0); /* once */
+    } else {
+        FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+        char thp[128] = "";
+        if (f && !fgets(thp, sizeof thp, f)) thp[0] = 0;
+        if (f) fclose(f);
+        thp[strcspn(thp, "\n")] = 0;
+        print_message("test_model_resident_rows: no huge page granted (transparent_hugepage: %s): "
+                      "the copy is not made, so only its absence is checked\n", thp[0] ? thp : "unknown");
+    }
+    /* from a GGUF in a caller's buffer: no copy, and the buffer as it was */
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    const size_t len = (size_t)ftell(f);
+    unsigned char *img = malloc(len), *img2 = malloc(len);
+    rewind(f);
+    assert_int_equal(fread(img, 1, len, f), len);
+    fclose(f);
+    memcpy(img2, img, len);
+    sd_gguf *g;
+    sd_llama *inbuf;
+    assert_int_equal(sd_gguf_open_buffer(img, len, "buffer", &g), SD_OK);
+    assert_int_equal(sd_llama_from_gguf(g, "buffer", &inbuf), SD_OK);
+    assert_null(inbuf->rows_buf);
+    assert_int_equal(sd_llama_resident_rows(inbuf, SIZE_MAX), 0);
+    assert_memory_equal(img, img2, len);
+    int32_t seq[5] = {3, 14, 15, 9, 26};
+    float a[5 * 64], b[5 * 64], c[5 * 64];
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(q, 8, &kv), SD_OK);
+    assert_int_equal(sd_llama_forward(q, kv, seq, 5, NULL, NULL, a, NULL), SD_OK);
+    sd_kv_truncate(kv, 0);
+    assert_int_equal(sd_llama_forward(mapped, kv, seq, 5, NULL, NULL, b, NULL), SD_OK);
+    sd_kv_truncate(kv, 0);
+    assert_int_equal(sd_llama_forward(res, kv, seq, 5, NULL, NULL, c, NULL), SD_OK);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(a, c, sizeof a);
+    sd_kv_truncate(kv, 0);
+    assert_int_equal(sd_llama_forward(inbuf, kv, seq, 5, NULL, NULL, c, NULL), SD_OK);
+    assert_memory_equal(a, c, sizeof a);
+    sd_kv_free(kv);
+    sd_llama_free(inbuf), free(img), free(img2);
+    sd_llama_free(res), sd_llama_free(mapped), sd_llama_free(q), sd_llama_free(m);
+    sd_test_tmpdir_remove(dir);
+}
+
 /* A file whose hyper-parameters and tensors disagree, or that is no llama model:
  * an error naming the file and the key or tensor. */
 static void test_model_gguf_bad(void **state)
@@ -815,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_model_backend),
         cmocka_unit_test(test_model_oracle_blocks),
         cmocka_unit_test(test_model_errors),
+        cmocka_unit_test(test_model_resident_rows),
         cmocka_unit_test(test_model_long_batch_bitwise),
         cmocka_unit_test(test_model_threads_policy),
     };

@@ -517,6 +517,7 @@ const char *sd_gguf_path(const sd_gguf *g) { return g->path; }
 uint32_t sd_gguf_version(const sd_gguf *g) { return g->version; }
 size_t sd_gguf_alignment(const sd_gguf *g) { return g->alignment; }
 size_t sd_gguf_data_offset(const sd_gguf *g) { return g->data_offset; }
+int sd_gguf_mapped(const sd_gguf *g) { return g->mapped; }
 size_t sd_gguf_n_kv(const sd_gguf *g) { return g->n_kv; }
 size_t sd_gguf_n_tensors(const sd_gguf *g) { return g->n_tensors; }
 

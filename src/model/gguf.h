@@ -90,6 +90,7 @@ const char *sd_gguf_path(const sd_gguf *g);
 uint32_t sd_gguf_version(const sd_gguf *g);
 size_t sd_gguf_alignment(const sd_gguf *g);
 size_t sd_gguf_data_offset(const sd_gguf *g);   /* file offset of the data section */
+int sd_gguf_mapped(const sd_gguf *g);           /* 1: a file's mapping (sd_gguf_open), 0: a buffer */
 
 /* Keys in file order: the key of pair i (NULL past the end), its type (SD_GGUF_ARR
  * for an array; a value sd_gguf_type_name calls "invalid" past the end), and the index

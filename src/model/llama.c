@@ -5,11 +5,13 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu/kernels.h"
 #include "gguf.h"
@@ -237,6 +239,7 @@ void sd_llama_free(sd_llama *m)
     free(m->params);
     free(m->qbuf);
     free(m->quads_buf);
+    free(m->rows_buf);
     free(m->path);
     sd_gguf_close(m->file);
     free(m);
@@ -310,6 +313,73 @@ size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
             sd_rows_quads_pack(t[i]->type, t[i]->data, t[i]->dims[1], t[i]->dims[0], at);
             t[i]->quads = at;
             at += (t[i]->nbytes + 63) / 64 * 64;
+        }
+    }
+    free(t);
+    return bytes;
+}
+
+/* The kB of huge pages in the mapping that holds p (AnonHugePages in /proc/self/smaps;
+ * 0 where that cannot be read). */
+static size_t huge_kb(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return 0;
+    char line[512];
+    int in = 0;
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb;
+}
+
+size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes)
+{
+    if (m->rows_buf || !m->file || !sd_gguf_mapped(m->file)) return 0; /* a buffer is in memory already */
+    size_t n = 0, bytes = 0;
+    sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        sd_llama_layer *L = &m->layer[l];
+        sd_tensor *lt[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++)
+            if (lt[i]->data && !lt[i]->quads) t[n++] = lt[i];
+    }
+    if (m->output.data && !m->output.quads) t[n++] = &m->output;
+    for (size_t i = 0; i < n; i++) bytes += (t[i]->nbytes + 63) / 64 * 64;
+    char *buf = NULL;
+    if (bytes < QUADS_ALIGN || bytes > max_bytes || posix_memalign((void **)&buf, QUADS_ALIGN, bytes)) bytes = 0;
+    if (bytes) {
+#ifdef MADV_HUGEPAGE
+        madvise(buf, bytes / QUADS_ALIGN * QUADS_ALIGN, MADV_HUGEPAGE);
+#endif
+        buf[0] = 0; /* the first page: huge if the kernel grants them, else no copy */
+        if (huge_kb(buf) < QUADS_ALIGN / 1024) free(buf), bytes = 0;
+    }
+    if (bytes) {
+        char *at = buf;
+        for (size_t i = 0; i < n; i++) {
+            memcpy(at, t[i]->data, t[i]->nbytes);
+            at += (t[i]->nbytes + 63) / 64 * 64;
+        }
+        /* nine tenths of it in huge pages, or the mapping stays (the kernel may grant the
+         * first and not the rest) */
+        if (huge_kb(buf) < bytes / 1024 / 10 * 9) free(buf), bytes = 0;
+    }
+    if (bytes) {
+        m->rows_buf = buf;
+        const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+        for (size_t i = 0; i < n; i++) {
+            /* the mapping's whole pages of it leave the process (read again from the file
+             * if anything touches them), so that it does not hold the rows twice */
+            const uintptr_t lo = ((uintptr_t)t[i]->data + pg - 1) / pg * pg,
+                            hi = ((uintptr_t)t[i]->data + t[i]->nbytes) / pg * pg;
+            if (pg && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+            t[i]->data = buf;
+            buf += (t[i]->nbytes + 63) / 64 * 64;
         }
     }
     free(t);

@@ -85,6 +85,7 @@ typedef struct {
     size_t n_params;
     void *qbuf;             /* sd_llama_convert: the converted weights (else NULL) */
     void *quads_buf;        /* sd_llama_quad_rows: the float matrices four by four (else NULL) */
+    void *rows_buf;         /* sd_llama_resident_rows: the other matrices' copy (else NULL) */
 } sd_llama;
 
 /* Reads the hyper-parameters and tensors of a llama GGUF file (llama.cpp's key and
@@ -142,6 +143,17 @@ size_t sd_llama_weight_bytes(const sd_llama *m);
  * when they would take more than max_bytes, when the memory is not there, or when
  * the model has its copy already. */
 size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes);
+/* Copies every layer matrix and the output that has no quads (the quantized ones, and
+ * float ones whose shape or kernel set has none) from the file's mapping into huge
+ * pages, and points the tensors at the copy: on a virtual machine the mapping's small
+ * pages read slower, and stall now and then (KERNELS.md, "Weights in huge pages").
+ * sd_llama_load does it after sd_llama_quad_rows, with what is left of the same quarter
+ * of the machine's memory, unless SPECDEC_QUADS=0. Returns the bytes copied: 0 for a
+ * model not mapped from a file (built in memory, or from a GGUF buffer), when the copy
+ * would take more than max_bytes or under 2 MiB, when the memory is not there, when the
+ * kernel gives no huge pages (the copy in small pages read slower than the mapping), or
+ * when the model has its copy already. */
+size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes);
 
 /* ---- KV cache ----
  * Keys (after RoPE) and values of the positions evaluated so far, per layer:

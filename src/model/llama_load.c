@@ -244,8 +244,10 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
     }
     const char *quads = getenv("SPECDEC_QUADS");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if ((!quads || strcmp(quads, "0") != 0) && pages > 0 && page > 0)
-        sd_llama_quad_rows(m, (size_t)pages / 4 * (size_t)page);
+    if ((!quads || strcmp(quads, "0") != 0) && pages > 0 && page > 0) {
+        const size_t room = (size_t)pages / 4 * (size_t)page, q = sd_llama_quad_rows(m, room);
+        sd_llama_resident_rows(m, room - q);
+    }
     *out = m;
     return SD_OK;
 }
