@@ -29,6 +29,8 @@
  *        --pass N,N,...: only M_T(n) at these n (every token's logits, best of 60 passes
  *        after the 64-token prompt), one line each: two builds of a kernel compared side by
  *        side, in turn, without the rest of the run
+ *        --gen: only the generation (5 runs of 64 single-token passes after a 64-token
+ *        prompt), each pass timed: their spread, mean and best run
  *        bench_model --write PREFIX --vocab-from VOCAB.gguf
  *        writes the random model (vocabulary and tokenizer of VOCAB.gguf, one of
  *        llama.cpp's vocab-only files) as PREFIX-f32.gguf and PREFIX-q8_0.gguf, so that
@@ -141,6 +143,59 @@ static int bench_pass(const sd_llama *m, const char *list)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Generation: GEN_RUNS runs of GEN_N single-token passes after the KV cache's first
+ * 64 tokens (there already), each pass timed. Prints the passes' spread: the best run
+ * (the gen t/s column) hides the slow passes a machine has now and then, which a
+ * user's generation does not. Returns the best run's seconds. */
+enum { GEN_RUNS = 5, GEN_N = 64 };
+static double gen_runs(const sd_llama *m, sd_kv *kv, float *logits, const char *what)
+{
+    double t[GEN_RUNS * GEN_N], best = INFINITY, sum = 0;
+    for (int r = 0; r < GEN_RUNS; r++) {
+        sd_kv_truncate(kv, 64);
+        double run = 0;
+        for (size_t i = 0; i < GEN_N; i++) {
+            int32_t tok = (int32_t)((i * 7 + 1) % m->cfg.n_vocab);
+            double t0 = sd_seconds();
+            if (sd_llama_forward(m, kv, &tok, 1, NULL, NULL, logits, NULL)) {
+                fprintf(stderr, "bench_model: %s\n", sd_errmsg());
+                exit(1);
+            }
+            run += t[r * GEN_N + i] = sd_seconds() - t0;
+        }
+        if (run < best) best = run;
+        sum += run;
+    }
+    qsort(t, GEN_RUNS * GEN_N, sizeof *t, cmp_double);
+    const size_t N = GEN_RUNS * GEN_N;
+    printf("# %s generation, %d runs of %d single-token passes, ms a pass: min %.3f, median %.3f, p90 %.3f, "
+           "max %.3f, mean %.3f (%.1f tokens/s over all; the best run's %.1f)\n", what, GEN_RUNS, GEN_N,
+           1e3 * t[0], 1e3 * t[N / 2], 1e3 * t[N * 9 / 10], 1e3 * t[N - 1], 1e3 * sum / N, N / sum,
+           GEN_N / best);
+    return best;
+}
+
+/* --gen: the generation alone (gen_runs), after a 64-token prompt. */
+static int bench_gen(const sd_llama *m, const char *what)
+{
+    sd_kv *kv;
+    if (sd_kv_alloc(m, 64 + GEN_N, &kv)) return 1;
+    float *logits = malloc((size_t)64 * m->cfg.n_vocab * sizeof *logits);
+    int32_t p[64];
+    for (size_t i = 0; i < 64; i++) p[i] = (int32_t)(i % m->cfg.n_vocab);
+    int rc = sd_llama_forward(m, kv, p, 64, NULL, NULL, NULL, NULL);
+    if (!rc) gen_runs(m, kv, logits, what);
+    else fprintf(stderr, "bench_model: %s\n", sd_errmsg());
+    free(logits), sd_kv_free(kv);
+    return rc ? 1 : 0;
+}
+
 static void bench(const sd_llama *m, const char *what)
 {
     enum { PROMPT = 64, GEN = 64 };
@@ -159,17 +214,7 @@ static void bench(const sd_llama *m, const char *what)
     bw[0] = read_bandwidth(omp_get_max_threads(), bw_bytes);
     /* prompt: 64 tokens in one pass; generation: 64 passes of one token */
     double tp = time_forward(m, kv, 0, PROMPT, 10, logits, 1);
-    double best_gen = INFINITY;
-    for (int r = 0; r < 5; r++) {
-        sd_kv_truncate(kv, PROMPT);
-        double t0 = sd_seconds();
-        for (size_t i = 0; i < GEN; i++) {
-            int32_t t = (int32_t)((i * 7 + 1) % V);
-            if (sd_llama_forward(m, kv, &t, 1, NULL, NULL, logits, NULL)) exit(1);
-        }
-        double dt = sd_seconds() - t0;
-        if (dt < best_gen) best_gen = dt;
-    }
+    double best_gen = gen_runs(m, kv, logits, what);
     bw[1] = read_bandwidth(omp_get_max_threads(), bw_bytes);
     /* M_T(n) after the prompt: every token's logits (a tree's verification), and the
      * last one's only (what llama-bench's pp n times) */
@@ -636,6 +681,7 @@ static void start_load(int k)
 static const char usage[] =
     "usage: bench_model [MODEL.gguf] [--threads N] [--every-n] [--load K]\n"
     "       bench_model [MODEL.gguf] --pass N,N,...\n"
+    "       bench_model [MODEL.gguf] --gen\n"
     "       bench_model [MODEL.gguf] --kernels\n"
     "       bench_model [MODEL.gguf] --products\n"
     "       bench_model --write PREFIX --vocab-from VOCAB.gguf\n"
@@ -653,6 +699,10 @@ static const char usage[] =
     "  --load K          K busy processes beside the benchmark, as on a shared machine\n"
     "  --pass N,N,...    only M_T(n) at these n (1..64; every token's logits, best of 60): one\n"
     "                    line each, to compare two builds run in turn\n"
+    "  --gen             only the generation: 5 runs of 64 single-token passes after a 64-token\n"
+    "                    prompt, each pass timed: min, median, p90, max and mean ms a pass,\n"
+    "                    tokens/s over all and in the best run (the full run prints this line\n"
+    "                    too; gen t/s is the best run's)\n"
     "  --kernels         the matrix products alone, one thread, GFLOP/s per weight shape and\n"
     "                    n = 1..64, beside this machine's FMA peak\n"
     "  --products        the pass's matrix products alone (float rows: the decoder's kernel on\n"
@@ -667,7 +717,7 @@ static const char usage[] =
 int main(int argc, char **argv)
 {
     const char *path = NULL, *write = NULL, *vocab = NULL, *pass = NULL;
-    int kernels = 0, load = 0, products = 0;
+    int kernels = 0, load = 0, products = 0, gen = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
@@ -687,6 +737,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--products")) products = 1;
         else if (!strcmp(argv[i], "--every-n")) every_n = 1;
         else if (!strcmp(argv[i], "--pass") && i + 1 < argc) pass = argv[++i];
+        else if (!strcmp(argv[i], "--gen")) gen = 1;
         else if (!strcmp(argv[i], "--load") && i + 1 < argc) load = atoi(argv[++i]);
         else if (argv[i][0] == '-' || path) {
             fprintf(stderr, "bench_model: %s: %s\n%s", argv[i],
@@ -711,6 +762,18 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_model: %s\n", sd_errmsg());
             return 1;
         }
+        /* where the passes read the matrices from (sd_llama_load's copies) */
+        double quads = 0, rest = 0;
+        for (uint32_t l = 0; l <= m->cfg.n_layer; l++) {
+            const sd_llama_layer *L = l < m->cfg.n_layer ? &m->layer[l] : NULL;
+            const sd_tensor *lt[7] = {L ? &L->wq : &m->output, L ? &L->wk : NULL, L ? &L->wv : NULL,
+                                      L ? &L->wo : NULL, L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
+                                      L ? &L->w_down : NULL};
+            for (int i = 0; i < 7; i++)
+                if (lt[i] && lt[i]->data) *(lt[i]->quads ? &quads : &rest) += (double)lt[i]->nbytes;
+        }
+        printf("# matrices: %.1f MB four by four (quads), %.1f MB %s\n", quads / 1e6, rest / 1e6,
+               m->rows_buf ? "copied into huge pages" : "read from the file's mapping");
     } else {
         uint32_t nv = 8192;
         if (vocab) { /* the vocabulary's size */
@@ -743,6 +806,21 @@ int main(int argc, char **argv)
     if (products) {
         if (!path) sd_llama_quad_rows(m, SIZE_MAX); /* as a load makes them */
         int rc = bench_products(m);
+        sd_llama_free(m);
+        return rc;
+    }
+    if (gen) {
+        int rc = 0;
+        if (path) rc = bench_gen(m, sd_ttype_name(m->layer[0].wq.type));
+        else {
+            static const sd_ttype types[3] = {SD_T_F32, SD_T_F16, SD_T_Q8_0};
+            for (int i = 0; !rc && i < 3; i++) {
+                sd_llama *q = m;
+                rc = types[i] != SD_T_F32 && sd_llama_convert(m, types[i], &q);
+                if (!rc) rc = bench_gen(q, sd_ttype_name(types[i]));
+                if (q != m) sd_llama_free(q);
+            }
+        }
         sd_llama_free(m);
         return rc;
     }
