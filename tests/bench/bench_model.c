@@ -763,17 +763,14 @@ int main(int argc, char **argv)
             return 1;
         }
         /* where the passes read the matrices from (sd_llama_load's copies) */
-        double quads = 0, rest = 0;
-        for (uint32_t l = 0; l <= m->cfg.n_layer; l++) {
-            const sd_llama_layer *L = l < m->cfg.n_layer ? &m->layer[l] : NULL;
-            const sd_tensor *lt[7] = {L ? &L->wq : &m->output, L ? &L->wk : NULL, L ? &L->wv : NULL,
-                                      L ? &L->wo : NULL, L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
-                                      L ? &L->w_down : NULL};
-            for (int i = 0; i < 7; i++)
-                if (lt[i] && lt[i]->data) *(lt[i]->quads ? &quads : &rest) += (double)lt[i]->nbytes;
+        double quads = m->output.quads ? (double)m->output.nbytes : 0, rest = m->output.quads ? 0 : (double)m->output.nbytes;
+        for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+            const sd_llama_layer *L = &m->layer[l];
+            const sd_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (int i = 0; i < 7; i++) *(w[i]->quads ? &quads : &rest) += (double)w[i]->nbytes;
         }
-        printf("# matrices: %.1f MB four by four (quads), %.1f MB %s\n", quads / 1e6, rest / 1e6,
-               m->rows_buf ? "copied into huge pages" : "read from the file's mapping");
+        printf("# matrices: %.1f MB four by four (quads), %.1f MB as stored%s\n", quads / 1e6, rest / 1e6,
+               !rest ? "" : m->rows_buf ? ", copied into huge pages" : ", read from the file's mapping");
     } else {
         uint32_t nv = 8192;
         if (vocab) { /* the vocabulary's size */
