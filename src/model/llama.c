@@ -365,10 +365,17 @@ size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes)
         if (huge_kb(buf) < QUADS_ALIGN / 1024) free(buf), bytes = 0;
     }
     if (bytes) {
+        const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
         char *at = buf;
         for (size_t i = 0; i < n; i++) {
             memcpy(at, t[i]->data, t[i]->nbytes);
             at += (t[i]->nbytes + 63) / 64 * 64;
+            /* the mapping's whole pages of it leave the process as it goes (read again
+             * from the file if anything touches them), so that it never holds the rows
+             * twice */
+            const uintptr_t lo = ((uintptr_t)t[i]->data + pg - 1) / pg * pg,
+                            hi = ((uintptr_t)t[i]->data + t[i]->nbytes) / pg * pg;
+            if (pg && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
         }
         /* nine tenths of it in huge pages, or the mapping stays (the kernel may grant the
          * first and not the rest) */
@@ -376,13 +383,7 @@ size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes)
     }
     if (bytes) {
         m->rows_buf = buf;
-        const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
         for (size_t i = 0; i < n; i++) {
-            /* the mapping's whole pages of it leave the process (read again from the file
-             * if anything touches them), so that it does not hold the rows twice */
-            const uintptr_t lo = ((uintptr_t)t[i]->data + pg - 1) / pg * pg,
-                            hi = ((uintptr_t)t[i]->data + t[i]->nbytes) / pg * pg;
-            if (pg && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
             t[i]->data = buf;
             buf += (t[i]->nbytes + 63) / 64 * 64;
         }
