@@ -86,15 +86,23 @@ static double machine_bw, machine_flops;
 static double read_bandwidth(int threads, size_t bytes);
 
 /* The bytes and parameters of a pass's matrices: every layer's seven and the output
- * (embedding rows, norms and attention left out: under 2% of either at these sizes). */
-static void pass_matrices(const sd_llama *m, double *bytes, double *params)
+ * (embedding rows, norms and attention left out: under 2% of either at these sizes);
+ * quad_bytes (unless NULL): the bytes of those with quads (sd_llama_quad_rows). */
+static void pass_matrices(const sd_llama *m, double *bytes, double *params, double *quad_bytes)
 {
-    *bytes = (double)m->output.nbytes, *params = (double)m->output.dims[0] * (double)m->output.dims[1];
-    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
-        const sd_llama_layer *L = &m->layer[l];
+    double q = 0;
+    *bytes = *params = 0;
+    for (uint32_t l = 0; l <= m->cfg.n_layer; l++) {
+        const sd_llama_layer *L = &m->layer[l < m->cfg.n_layer ? l : 0];
         const sd_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) *bytes += (double)w[i]->nbytes, *params += (double)w[i]->dims[0] * (double)w[i]->dims[1];
+        const int k = l < m->cfg.n_layer ? 7 : 1; /* past the layers: the output */
+        if (k == 1) w[0] = &m->output;
+        for (int i = 0; i < k; i++) {
+            *bytes += (double)w[i]->nbytes, *params += (double)w[i]->dims[0] * (double)w[i]->dims[1];
+            if (w[i]->quads) q += (double)w[i]->nbytes;
+        }
     }
+    if (quad_bytes) *quad_bytes = q;
 }
 
 /* A pass's floor over n tokens, every token's logits: its matrices read once at the
@@ -103,7 +111,7 @@ static void pass_matrices(const sd_llama *m, double *bytes, double *params)
 static double roofline(const sd_llama *m, size_t n)
 {
     double bytes, params;
-    pass_matrices(m, &bytes, &params);
+    pass_matrices(m, &bytes, &params, NULL);
     double tm = bytes / machine_bw, tf = 2.0 * params * (double)n / machine_flops;
     return tm > tf ? tm : tf;
 }
@@ -204,7 +212,7 @@ static void bench(const sd_llama *m, const char *what)
     if (sd_kv_alloc(m, PROMPT + GEN + 64, &kv)) exit(1);
     float *logits = malloc((size_t)64 * V * sizeof *logits);
     double bytes, params;
-    pass_matrices(m, &bytes, &params);
+    pass_matrices(m, &bytes, &params, NULL);
     /* the buffer's read rate measured before the prompt, after the generation and after
      * the passes, and the best of the three taken: the machine's rate drifts by tens of
      * percent from minute to minute, and one measure taken in a slow moment put the
@@ -580,7 +588,7 @@ static int bench_products(const sd_llama *m)
     float *x = aligned_alloc(64, (16 * maxc * sizeof *x + 63) / 64 * 64), *y = malloc(16 * maxr * sizeof *y);
     for (size_t i = 0; i < 16 * maxc; i++) x[i] = (float)((double)(i % 97) / 97.0 - 0.5);
     double bytes, params;
-    pass_matrices(m, &bytes, &params);
+    pass_matrices(m, &bytes, &params, NULL);
     int th = omp_get_max_threads();
     const size_t bw_bytes = bytes < 512e6 ? (size_t)bytes : (size_t)512 << 20;
     machine_flops = 1e9 * fma_rate(th);
@@ -763,12 +771,9 @@ int main(int argc, char **argv)
             return 1;
         }
         /* where the passes read the matrices from (sd_llama_load's copies) */
-        double quads = m->output.quads ? (double)m->output.nbytes : 0, rest = m->output.quads ? 0 : (double)m->output.nbytes;
-        for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
-            const sd_llama_layer *L = &m->layer[l];
-            const sd_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            for (int i = 0; i < 7; i++) *(w[i]->quads ? &quads : &rest) += (double)w[i]->nbytes;
-        }
+        double bytes, params, quads;
+        pass_matrices(m, &bytes, &params, &quads);
+        const double rest = bytes - quads;
         printf("# matrices: %.1f MB four by four (quads), %.1f MB as stored%s\n", quads / 1e6, rest / 1e6,
                !rest ? "" : m->rows_buf ? ", copied into huge pages" : ", read from the file's mapping");
     } else {
