@@ -232,14 +232,16 @@ int sd_llama_to_f32(const sd_llama *src, uint32_t n_mask, sd_llama **out)
     return SD_OK;
 }
 
+static void huge_free(void *p, size_t len);
+
 void sd_llama_free(sd_llama *m)
 {
     if (!m) return;
     free(m->layer);
     free(m->params);
     free(m->qbuf);
-    free(m->quads_buf);
-    free(m->rows_buf);
+    huge_free(m->quads_buf, m->quads_len);
+    huge_free(m->rows_buf, m->rows_len);
     free(m->path);
     sd_gguf_close(m->file);
     free(m);
@@ -300,6 +302,28 @@ static size_t pass_matrices(sd_llama *m, sd_tensor **t)
  * pages"). */
 enum { QUADS_ALIGN = 2 << 20 };
 
+/* bytes on 2 MiB bounds in fresh pages of their own, the kernel asked to back them with
+ * huge pages; *len: the length to unmap. From malloc a copy of a few MB could reuse heap
+ * pages the process had touched already, small ones, and stay in them. NULL: no memory. */
+static char *huge_alloc(size_t bytes, size_t *len)
+{
+    *len = (bytes + QUADS_ALIGN - 1) / QUADS_ALIGN * QUADS_ALIGN;
+    char *p = mmap(NULL, *len + QUADS_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return *len = 0, NULL;
+    char *a = (char *)(((uintptr_t)p + QUADS_ALIGN - 1) / QUADS_ALIGN * QUADS_ALIGN);
+    if (a > p) munmap(p, (size_t)(a - p));
+    munmap(a + *len, (size_t)(p + QUADS_ALIGN - a));
+#ifdef MADV_HUGEPAGE
+    madvise(a, *len, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+#endif
+    return a;
+}
+
+static void huge_free(void *p, size_t len)
+{
+    if (p) munmap(p, len);
+}
+
 size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
 {
     if (m->quads_buf) return 0;
@@ -311,12 +335,9 @@ size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
     for (size_t i = 0; i < n; i++)
         if (t[i]->data && sd_rows_quads_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0]))
             t[k++] = t[i], bytes += (t[i]->nbytes + 63) / 64 * 64;
-    void *buf = NULL;
-    if (bytes > max_bytes || (bytes && posix_memalign(&buf, QUADS_ALIGN, bytes))) bytes = 0; /* no copy: the rows as they are */
+    char *buf = NULL;
+    if (bytes > max_bytes || (bytes && !(buf = huge_alloc(bytes, &m->quads_len)))) bytes = 0; /* no copy: the rows as they are */
     if (bytes) {
-#ifdef MADV_HUGEPAGE
-        madvise(buf, bytes / QUADS_ALIGN * QUADS_ALIGN, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
-#endif
         char *at = m->quads_buf = buf;
         for (size_t i = 0; i < k; i++) {
             sd_rows_quads_pack(t[i]->type, t[i]->data, t[i]->dims[1], t[i]->dims[0], at);
@@ -356,13 +377,11 @@ size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes)
         if (t[i]->data && !t[i]->quads) t[n++] = t[i];
     for (size_t i = 0; i < n; i++) bytes += (t[i]->nbytes + 63) / 64 * 64;
     char *buf = NULL;
-    if (bytes < QUADS_ALIGN || bytes > max_bytes || posix_memalign((void **)&buf, QUADS_ALIGN, bytes)) bytes = 0;
+    size_t len = 0;
+    if (bytes < QUADS_ALIGN || bytes > max_bytes || !(buf = huge_alloc(bytes, &len))) bytes = 0;
     if (bytes) {
-#ifdef MADV_HUGEPAGE
-        madvise(buf, bytes / QUADS_ALIGN * QUADS_ALIGN, MADV_HUGEPAGE);
-#endif
         buf[0] = 0; /* the first page: huge if the kernel grants them, else no copy */
-        if (huge_kb(buf) < QUADS_ALIGN / 1024) free(buf), bytes = 0;
+        if (huge_kb(buf) < QUADS_ALIGN / 1024) huge_free(buf, len), bytes = 0;
     }
     if (bytes) {
         const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -379,10 +398,10 @@ size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes)
         }
         /* nine tenths of it in huge pages, or the mapping stays (the kernel may grant the
          * first and not the rest) */
-        if (huge_kb(buf) < bytes / 1024 / 10 * 9) free(buf), bytes = 0;
+        if (huge_kb(buf) < bytes / 1024 / 10 * 9) huge_free(buf, len), bytes = 0;
     }
     if (bytes) {
-        m->rows_buf = buf;
+        m->rows_buf = buf, m->rows_len = len;
         for (size_t i = 0; i < n; i++) {
             t[i]->data = buf;
             buf += (t[i]->nbytes + 63) / 64 * 64;

@@ -86,6 +86,7 @@ typedef struct {
     void *qbuf;             /* sd_llama_convert: the converted weights (else NULL) */
     void *quads_buf;        /* sd_llama_quad_rows: the float matrices four by four (else NULL) */
     void *rows_buf;         /* sd_llama_resident_rows: the other matrices' copy (else NULL) */
+    size_t quads_len, rows_len; /* the two copies' mapped lengths */
 } sd_llama;
 
 /* Reads the hyper-parameters and tensors of a llama GGUF file (llama.cpp's key and
