@@ -151,11 +151,11 @@ if [ "${1:-}" = --step ]; then
         [ $w = 0 ] || echo "$STEP: waited $w s for $1"
         [ -e "$f.done" ]
     }
-    wide_study() { # a step of the GPU study on the widened pair (tests/bench/e2e-env.sh's wide), into $R/wide/;
-        # on the GPU without the CPU's second copy of the 2 GB of rows (SPECDEC_QUADS=0: no CPU pass reads it)
+    wide_study() { # a step of the GPU study on the widened pair (tests/bench/e2e-env.sh's wide), into $R/wide/
+        # (on the GPU the loader makes no CPU copy of its 2 GB of rows: backend.h, sd_backend_load)
         mkdir -p "$R/wide" && cp "$R/.header" "$R/wide/.header" && cp "$R/DEVICE" "$R/wide/DEVICE"
         env STUDY_BUILD="$B" STUDY_RESULTS="$R/wide" E2E_DEVICE="$CHECK_DEVICE" E2E_THREADS="$CHECK_THREADS" E2E_PAIR=wide \
-            E2E_WIDE_TARGET="$CUDA_MODELS/$CHECK_WIDE_NAME.gguf" SPECDEC_QUADS=$([ "$CHECK_DEVICE" = cuda ] && echo 0 || echo 1) "$@"; }
+            E2E_WIDE_TARGET="$CUDA_MODELS/$CHECK_WIDE_NAME.gguf" "$@"; }
     need_wide() { # the widened target the driver writes in the background: there, or the step fails saying why
         wait_bg "$CHECK_WIDE_NAME.gguf" "$CHECK_WIDE_WAIT" && return
         echo "$STEP: FAIL: the widened target $CUDA_MODELS/$CHECK_WIDE_NAME.gguf is not there: $(tail -1 "$CUDA_MODELS/$CHECK_WIDE_NAME.gguf.log" 2>/dev/null)" >&2

@@ -284,7 +284,8 @@ static void test_model_gguf_round_trip(void **state)
  * into huge pages (sd_llama_resident_rows) where the kernel grants them: its tensors
  * then point into the copy, and its logits are the file's rows', bit for bit. No copy
  * for a model built in memory or read from a caller's GGUF buffer (left as it was), over
- * the limit, twice, or with SPECDEC_QUADS=0. */
+ * the limit, twice, or with SPECDEC_QUADS=0; neither copy nor quads for a model loaded
+ * for the GPU (sd_backend_load), whose logits on the CPU are the same bits. */
 static void test_model_resident_rows(void **state)
 {
     (void)state;
@@ -324,6 +325,37 @@ static void test_model_resident_rows(void **state)
         print_message("test_model_resident_rows: no huge page granted (transparent_hugepage: %s): "
                       "the copy is not made, so only its absence is checked\n", thp[0] ? thp : "unknown");
     }
+    /* loaded for the GPU: neither copy (sd_backend_load), for the CPU as sd_llama_load */
+    sd_llama *gpu, *cpu;
+    assert_int_equal(sd_backend_load(path, SD_DEVICE_CUDA, &gpu), SD_OK);
+    assert_null(gpu->rows_buf);
+    assert_null(gpu->quads_buf);
+    assert_int_equal(sd_backend_load(path, SD_DEVICE_CPU, &cpu), SD_OK);
+    assert_int_equal(cpu->rows_buf != NULL, buf != NULL);
+    sd_llama_free(cpu);
+    { /* an F32 file: its quads for the CPU (in a set that has them), none for the GPU; the same bits */
+        char path2[160];
+        snprintf(path2, sizeof path2, "%s/f32.gguf", dir);
+        w = sd_gguf_writer_init();
+        assert_int_equal(sd_llama_to_gguf(m, "test", w), SD_OK);
+        assert_int_equal(sd_gguf_writer_write(w, path2), SD_OK);
+        sd_gguf_writer_free(w);
+        sd_llama *g2, *c2;
+        assert_int_equal(sd_backend_load(path2, SD_DEVICE_CUDA, &g2), SD_OK);
+        assert_int_equal(sd_backend_load(path2, SD_DEVICE_CPU, &c2), SD_OK);
+        assert_null(g2->quads_buf);
+        assert_null(g2->layer[0].wq.quads);
+        assert_int_equal(c2->quads_buf != NULL, sd_rows_quads_ok(SD_T_F32, 4, 64));
+        int32_t s2[3] = {5, 8, 13};
+        float x[3 * 64], y[3 * 64];
+        sd_kv *k2;
+        assert_int_equal(sd_kv_alloc(c2, 8, &k2), SD_OK);
+        assert_int_equal(sd_llama_forward(c2, k2, s2, 3, NULL, NULL, x, NULL), SD_OK);
+        sd_kv_truncate(k2, 0);
+        assert_int_equal(sd_llama_forward(g2, k2, s2, 3, NULL, NULL, y, NULL), SD_OK);
+        assert_memory_equal(x, y, sizeof x);
+        sd_kv_free(k2), sd_llama_free(c2), sd_llama_free(g2);
+    }
     /* from a GGUF in a caller's buffer: no copy, and the buffer as it was */
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
@@ -355,8 +387,11 @@ static void test_model_resident_rows(void **state)
     sd_kv_truncate(kv, 0);
     assert_int_equal(sd_llama_forward(inbuf, kv, seq, 5, NULL, NULL, c, NULL), SD_OK);
     assert_memory_equal(a, c, sizeof a);
+    sd_kv_truncate(kv, 0);
+    assert_int_equal(sd_llama_forward(gpu, kv, seq, 5, NULL, NULL, c, NULL), SD_OK);
+    assert_memory_equal(a, c, sizeof a);
     sd_kv_free(kv);
-    sd_llama_free(inbuf), free(img), free(img2);
+    sd_llama_free(gpu), sd_llama_free(inbuf), free(img), free(img2);
     sd_llama_free(res), sd_llama_free(mapped), sd_llama_free(q), sd_llama_free(m);
     sd_test_tmpdir_remove(dir);
 }

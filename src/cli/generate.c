@@ -99,7 +99,7 @@ static int draft_logits(const gen_opts *o, const sd_llama *target, const int32_t
                         size_t n_gen, float **out)
 {
     sd_llama *d;
-    int rc = sd_llama_load(o->draft, &d);
+    int rc = sd_backend_load(o->draft, o->co.device, &d);
     if (rc) return rc;
     if (d->cfg.n_vocab != target->cfg.n_vocab) {
         rc = sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, the target's has %u", o->draft,
@@ -158,7 +158,7 @@ static int gen_open(const gen_opts *o, gen_run *g)
         plen = strlen(o->prompt);
         ptext = sd_xstrdup(o->prompt);
     }
-    if (!(rc = sd_llama_load(o->model, &g->m))) rc = sd_tokenizer_from_gguf(g->m->file, &g->tok);
+    if (!(rc = sd_backend_load(o->model, o->co.device, &g->m))) rc = sd_tokenizer_from_gguf(g->m->file, &g->tok);
     if (!rc) g->V = g->m->cfg.n_vocab;
     if (!rc && sd_tokenizer_n_vocab(g->tok) > g->V)
         rc = sd_error(SD_EFORMAT, "%s: the tokenizer has %zu tokens, the output layer %zu", o->model,

@@ -35,6 +35,11 @@ const char *sd_device_machine(sd_device d, int threads, char *buf, size_t size)
     return buf;
 }
 
+int sd_backend_load(const char *path, sd_device d, sd_llama **out)
+{
+    return d == SD_DEVICE_CUDA ? sd_llama_load_mapped(path, out) : sd_llama_load(path, out);
+}
+
 /* ---- the CPU: llama.h ---- */
 
 static int cpu_kv_alloc(sd_backend *b, size_t cap, void **kv) { return sd_kv_alloc(b->m, cap, (sd_kv **)kv); }

@@ -30,6 +30,11 @@ const char *sd_device_name(sd_device d);
  * under (decode_bench.h, sd_decode_drift_read). */
 const char *sd_device_machine(sd_device d, int threads, char *buf, size_t size);
 
+/* Loads a model for passes on device d: on the CPU with the CPU's copies of its rows
+ * (sd_llama_load), on a GPU without them (sd_llama_load_mapped), whose upload is read
+ * from the file's mapping and whose passes never read the copies. */
+int sd_backend_load(const char *path, sd_device d, sd_llama **out);
+
 typedef struct sd_backend sd_backend;
 struct sd_backend {
     sd_device device;

@@ -93,7 +93,11 @@ typedef struct {
  * tensor names), checking every tensor's shape against the hyper-parameters:
  * SD_EFORMAT / SD_EUNSUP naming the file and the key or tensor. */
 int sd_llama_load(const char *path, sd_llama **out);
-/* The same from an open GGUF (the model takes ownership of g, also on failure). */
+/* sd_llama_load without the CPU's copies of the rows (sd_llama_quad_rows,
+ * sd_llama_resident_rows): the tensors point into the file's mapping. For a model whose
+ * passes run on a GPU, which reads its own upload of them (backend.h: sd_backend_load). */
+int sd_llama_load_mapped(const char *path, sd_llama **out);
+/* The same as sd_llama_load from an open GGUF (the model takes ownership of g, also on failure). */
 int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out);
 /* A model whose weights are one owned, zero-filled F32 buffer m->params (n_params
  * floats): tok_embd, then per layer attn_norm wq wk wv wo ffn_norm w_gate w_up

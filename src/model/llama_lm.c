@@ -457,8 +457,8 @@ int sd_lm_llama_pair_parse(const char *spec, sd_device device, sd_lm **draft, sd
     memcpy(dp, s, ld), dp[ld] = 0;
     memcpy(tp, c1 + 1, lt), tp[lt] = 0;
     sd_llama *dm = NULL, *tm = NULL;
-    int rc = sd_llama_load(dp, &dm);
-    if (!rc) rc = sd_llama_load(tp, &tm);
+    int rc = sd_backend_load(dp, device, &dm);
+    if (!rc) rc = sd_backend_load(tp, device, &tm);
     if (!rc && dm->cfg.n_vocab != tm->cfg.n_vocab)
         rc = sd_error(SD_EINVAL, "%s: vocabulary of %u tokens, %s has %u: a draft and its target must "
                       "share one", dp, dm->cfg.n_vocab, tp, tm->cfg.n_vocab);

@@ -143,7 +143,7 @@ static int tensor(const sd_gguf *g, const char *path, const char *name, uint64_t
     return SD_OK;
 }
 
-int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
+static int from_gguf(sd_gguf *g, const char *path, sd_llama **out)
 {
     *out = NULL;
     sd_llama *m = sd_xcalloc(1, sizeof *m);
@@ -242,14 +242,20 @@ int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
         sd_llama_free(m);
         return rc;
     }
+    *out = m;
+    return SD_OK;
+}
+
+/* The CPU's copies of the rows (llama.h: sd_llama_quad_rows, then sd_llama_resident_rows),
+ * within a quarter of the machine's memory, unless SPECDEC_QUADS=0. */
+static void cpu_copies(sd_llama *m)
+{
     const char *quads = getenv("SPECDEC_QUADS");
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if ((!quads || strcmp(quads, "0") != 0) && pages > 0 && page > 0) {
         const size_t room = (size_t)pages / 4 * (size_t)page, q = sd_llama_quad_rows(m, room);
         sd_llama_resident_rows(m, room - q);
     }
-    *out = m;
-    return SD_OK;
 }
 
 static int layer_vec(const sd_gguf *g, const char *path, uint32_t l, const char *name, uint64_t d0, int need,
@@ -261,7 +267,14 @@ static int layer_vec(const sd_gguf *g, const char *path, uint32_t l, const char 
     return tensor(g, path, full, d0, 0, !need, out, NULL);
 }
 
-int sd_llama_load(const char *path, sd_llama **out)
+int sd_llama_from_gguf(sd_gguf *g, const char *path, sd_llama **out)
+{
+    int rc = from_gguf(g, path, out);
+    if (!rc) cpu_copies(*out);
+    return rc;
+}
+
+static int load(const char *path, int copies, sd_llama **out)
 {
     *out = NULL;
     sd_gguf *g;
@@ -269,8 +282,11 @@ int sd_llama_load(const char *path, sd_llama **out)
     if (rc) return rc;
     rc = sd_gguf_open(path, &g);
     if (rc) return rc;
-    return sd_llama_from_gguf(g, path, out);
+    return copies ? sd_llama_from_gguf(g, path, out) : from_gguf(g, path, out);
 }
+
+int sd_llama_load(const char *path, sd_llama **out) { return load(path, 1, out); }
+int sd_llama_load_mapped(const char *path, sd_llama **out) { return load(path, 0, out); }
 
 int sd_llama_to_gguf(const sd_llama *m, const char *name, sd_gguf_writer *w)
 {

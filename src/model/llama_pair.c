@@ -50,8 +50,8 @@ int sd_llama_pair_open(const char *target, const char *draft, const sd_llama_pai
 {
     memset(out, 0, sizeof *out);
     out->params = *p;
-    int rc = sd_llama_load(target, &out->tm);
-    if (!rc) rc = sd_llama_load(draft, &out->dm);
+    int rc = sd_backend_load(target, p->device, &out->tm);
+    if (!rc) rc = sd_backend_load(draft, p->device, &out->dm);
     if (!rc) rc = sd_tokenizer_from_gguf(out->tm->file, &out->tok);
     if (!rc) rc = same_tokenizer(draft, out->dm, target, out->tm);
     if (!rc) rc = oracle(p, out->tm, p->temperature, &out->target);
@@ -66,7 +66,7 @@ int sd_llama_pair_open(const char *target, const char *draft, const sd_llama_pai
 int sd_llama_pair_parallel(sd_llama_pair *mp, const char *path, size_t steps)
 {
     const sd_llama_pair_params *p = &mp->params;
-    int rc = sd_llama_load(path, &mp->pm);
+    int rc = sd_backend_load(path, p->device, &mp->pm);
     if (!rc) rc = same_tokenizer(path, mp->pm, "the target", mp->tm);
     if (!rc && mp->pm->cfg.n_mask + 1 < steps)
         rc = sd_error(SD_EINVAL, "%s: %u [MASK] tokens draft at most %u positions per call; a shape asks for "

@@ -89,7 +89,7 @@ static int bench_model(const char *path, sd_device dev, int reps, double copy_gb
     sd_llama *m;
     sd_backend *b;
     void *kv;
-    if (sd_llama_load(path, &m)) return fail(path);
+    if (sd_backend_load(path, dev, &m)) return fail(path);
     if (sd_backend_open(m, dev, &b)) return fail(path);
     size_t V = m->cfg.n_vocab, P = 128, NP = 512, cap = NP + 64;
     if (cap > m->cfg.ctx_len) cap = m->cfg.ctx_len;
