@@ -296,7 +296,8 @@ bench-kernels: $(BUILD)/tests/bench/bench_model
 # bench-cpu-sets: every CPU kernel set this machine runs (SPECDEC_CPU) beside llama.cpp built
 # for AVX2 alone (tests/bench/llamacpp/build.sh --avx2), side by side in one run: M_T(n), n =
 # 1..64, generation and the roofline on the large target (F16), the shipped target and a
-# random 82M model in F16, Q8_0 and Q4_K_M (tests/bench/cpu-sets.sh; tens of minutes).
+# random 82M model in F16, Q8_0 and Q4_K_M, then issue 55's goals for the AVX2 set, met or
+# missed (tests/bench/cpu-sets.sh; tens of minutes).
 bench-cpu-sets: $(BUILD)/tests/bench/bench_model $(BIN)
 	sh tests/bench/cpu-sets.sh $(BUILD)
 

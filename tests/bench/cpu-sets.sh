@@ -11,6 +11,7 @@
 # at its FMA rate, whichever is longer). Each specdec figure is the best of ROUNDS runs
 # of bench_model, the sets run in turn within each round (the machine's speed drifts:
 # compare within one run); llama-bench's the average of its 5 repetitions, as it prints.
+# Last, issue 55's goals for the AVX2 set against llama.cpp for AVX2, each met or missed.
 # The random models are written once to DIR (about 800 MB; a minute).
 # usage: tests/bench/cpu-sets.sh [BUILD_DIR]
 #   env: CPUSETS_MODELS  (default: large-f16 target r82-f16 r82-q8_0 r82-q4_k_m r242-f16,
@@ -105,8 +106,36 @@ for name in ${CPUSETS_MODELS:-large-f16 target r82-f16 r82-q8_0 r82-q4_k_m r242-
             "$DIR/$name.$s.txt" > "$DIR/$name.$s.row"
         head -1 "$DIR/$name.$s.row"
     done
-    [ -n "$LB" ] && llama "llama.cpp avx2" "$LB" "$f"
+    rm -f "$DIR/$name.llama-avx2.row"
+    [ -n "$LB" ] && llama "llama.cpp avx2" "$LB" "$f" | tee "$DIR/$name.llama-avx2.row"
     [ -n "$LN" ] && llama "llama.cpp native" "$LN" "$f"
     tail -n 1 "$DIR/$name.$(echo $sets | awk '{ print $NF }').row"
 done
 [ -n "$LB" ] || echo "(llama.cpp for AVX2 not built: sh tests/bench/llamacpp/build.sh --avx2 for its figures)"
+
+# issue 55's goals for the AVX2 set against llama.cpp for AVX2 alone, from the rows above:
+# M_T(n) no worse at every n, generation no lower, and M_T(4)/M_T(1) <= 1.2 where the
+# one-token pass is bound by its reads here (M_T(1) within 2x of its roofline; a pass
+# well above it is bound by its arithmetic, where 4 tokens cost more than one's reads)
+case " $sets " in *" avx2 "*) ;; *) exit 0 ;; esac
+[ -n "$LB" ] || exit 0
+echo
+echo "## goals: the AVX2 set against llama.cpp for AVX2 alone, this run"
+for name in ${CPUSETS_MODELS:-large-f16 target r82-f16 r82-q8_0 r82-q4_k_m r242-f16}; do
+    [ -s "$DIR/$name.avx2.row" ] && [ -s "$DIR/$name.llama-avx2.row" ] || continue
+    cat "$DIR/$name.avx2.row" "$DIR/$name.llama-avx2.row" | awk -v name="$name" '
+        NR == 1 { for (i = 1; i <= 7; i++) s[i] = $(i + 2); sg = $10; r41 = $11 }
+        NR == 2 { for (i = 1; i <= 7; i++) rl[i] = $(i + 1) }
+        NR == 3 { for (i = 1; i <= 7; i++) l[i] = $(i + 2); lg = $10 }
+        END {
+            if (!(l[1] > 0) || !(lg > 0)) { printf "%s: llama.cpp gave no figures\n", name; exit }
+            worse = ""; worst = -1e9
+            for (i = 1; i <= 7; i++) { d = 100 * (s[i] / l[i] - 1); if (d > 0) worse = worse " " 2 ^ (i - 1); if (d > worst) { worst = d; wn = 2 ^ (i - 1) } }
+            printf "%s: M_T(n) %s (worst n = %d: %+.1f%% on llama.cpp'"'"'s)", name,
+                (worse == "" ? "no worse at every n: met" : "worse at n =" worse ": missed"), wn, worst
+            printf "; generation %.1f against %.1f t/s: %s", sg, lg, (sg >= lg ? "met" : "missed")
+            b = s[1] / rl[1]
+            if (b <= 2) printf "; M_T(4)/M_T(1) %.2f (M_T(1) %.2fx its roofline: read-bound): %s\n", r41, b, (r41 <= 1.2 ? "met" : "missed")
+            else printf "; M_T(4)/M_T(1) %.2f, not read-bound here (M_T(1) %.2fx its roofline)\n", r41, b
+        }'
+done
