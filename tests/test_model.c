@@ -39,6 +39,20 @@ static const sd_llama_config wide = {
 };
 static const sd_llama_config *const tiny_and_wide[2] = {&tiny, &wide};
 
+/* Models a and b (one configuration) give the same logits for seq, bit for bit. */
+static void assert_same_logits(const sd_llama *a, const sd_llama *b, const int32_t *seq, size_t n)
+{
+    const size_t V = a->cfg.n_vocab;
+    float *x = malloc(2 * n * V * sizeof *x);
+    sd_kv *kv;
+    assert_int_equal(sd_kv_alloc(a, n, &kv), SD_OK);
+    assert_int_equal(sd_llama_forward(a, kv, seq, n, NULL, NULL, x, NULL), SD_OK);
+    sd_kv_truncate(kv, 0);
+    assert_int_equal(sd_llama_forward(b, kv, seq, n, NULL, NULL, x + n * V, NULL), SD_OK);
+    assert_memory_equal(x, x + n * V, n * V * sizeof *x);
+    sd_kv_free(kv), free(x);
+}
+
 #define random_model sd_test_llama_random
 
 /* the reference: tests/ref_llama.c, the architectures written out in double */
@@ -265,14 +279,7 @@ static void test_model_gguf_round_trip(void **state)
         assert_int_equal(back->tied, i % 2);
         assert_memory_equal(&back->cfg, &q->cfg, sizeof q->cfg);
         assert_int_equal(back->layer[1].w_up.type, types[i / 2]);
-        float a[6 * 48], b[6 * 48];
-        sd_kv *kv;
-        assert_int_equal(sd_kv_alloc(q, 8, &kv), SD_OK);
-        assert_int_equal(sd_llama_forward(q, kv, seq, 6, NULL, NULL, a, NULL), SD_OK);
-        sd_kv_truncate(kv, 0);
-        assert_int_equal(sd_llama_forward(back, kv, seq, 6, NULL, NULL, b, NULL), SD_OK);
-        assert_memory_equal(a, b, sizeof a);
-        sd_kv_free(kv);
+        assert_same_logits(q, back, seq, 6);
         sd_llama_free(back);
         if (q != m) sd_llama_free(q);
         sd_llama_free(m);
@@ -346,15 +353,9 @@ static void test_model_resident_rows(void **state)
         assert_null(g2->quads_buf);
         assert_null(g2->layer[0].wq.quads);
         assert_int_equal(c2->quads_buf != NULL, sd_rows_quads_ok(SD_T_F32, 4, 64));
-        int32_t s2[3] = {5, 8, 13};
-        float x[3 * 64], y[3 * 64];
-        sd_kv *k2;
-        assert_int_equal(sd_kv_alloc(c2, 8, &k2), SD_OK);
-        assert_int_equal(sd_llama_forward(c2, k2, s2, 3, NULL, NULL, x, NULL), SD_OK);
-        sd_kv_truncate(k2, 0);
-        assert_int_equal(sd_llama_forward(g2, k2, s2, 3, NULL, NULL, y, NULL), SD_OK);
-        assert_memory_equal(x, y, sizeof x);
-        sd_kv_free(k2), sd_llama_free(c2), sd_llama_free(g2);
+        const int32_t s2[3] = {5, 8, 13};
+        assert_same_logits(c2, g2, s2, 3);
+        sd_llama_free(c2), sd_llama_free(g2);
     }
     /* from a GGUF in a caller's buffer: no copy, and the buffer as it was */
     FILE *f = fopen(path, "rb");
