@@ -283,9 +283,7 @@ size_t sd_llama_weight_bytes(const sd_llama *m)
     return n + m->rope_freqs.nbytes;
 }
 
-/* The matrices a pass reads into t (7 n_layer + 1 of them): each layer's seven, then
- * the output. Returns their number. */
-static size_t pass_matrices(sd_llama *m, sd_tensor **t)
+size_t sd_llama_pass_matrices(sd_llama *m, sd_tensor **t)
 {
     size_t n = 0;
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
@@ -330,7 +328,7 @@ size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
     /* every layer's seven matrices and the output, those whose type and shape allow */
     size_t bytes = 0;
     sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
-    const size_t n = pass_matrices(m, t);
+    const size_t n = sd_llama_pass_matrices(m, t);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (t[i]->data && sd_rows_quads_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0]))
@@ -372,7 +370,7 @@ size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes)
     if (m->rows_buf || !m->file || !sd_gguf_mapped(m->file)) return 0; /* a buffer is in memory already */
     size_t n = 0, bytes = 0;
     sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
-    const size_t all = pass_matrices(m, t);
+    const size_t all = sd_llama_pass_matrices(m, t);
     for (size_t i = 0; i < all; i++) /* those with data and no quads, in place */
         if (t[i]->data && !t[i]->quads) t[n++] = t[i];
     for (size_t i = 0; i < n; i++) bytes += (t[i]->nbytes + 63) / 64 * 64;

@@ -136,6 +136,10 @@ void sd_llama_free(sd_llama *m);
 size_t sd_llama_params(const sd_llama *m);
 size_t sd_llama_weight_bytes(const sd_llama *m);
 
+/* The matrices a pass reads into t (7 n_layer + 1 of them): each layer's seven, then
+ * the output. Returns their number. */
+size_t sd_llama_pass_matrices(sd_llama *m, sd_tensor **t);
+
 /* Stores a second copy of every layer matrix and of the output, where their type and
  * shape allow (sd_rows_quads_ok: F32, F16 and BF16 rows of a multiple of 16, a number of
  * rows divisible by 4, in a kernel set with quads), with the rows four by four, and sets each

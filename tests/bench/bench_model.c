@@ -90,19 +90,16 @@ static double read_bandwidth(int threads, size_t bytes);
  * quad_bytes (unless NULL): the bytes of those with quads (sd_llama_quad_rows). */
 static void pass_matrices(const sd_llama *m, double *bytes, double *params, double *quad_bytes)
 {
+    sd_tensor **w = malloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *w);
+    const size_t n = sd_llama_pass_matrices((sd_llama *)m, w); /* a list: nothing is written */
     double q = 0;
     *bytes = *params = 0;
-    for (uint32_t l = 0; l <= m->cfg.n_layer; l++) {
-        const sd_llama_layer *L = &m->layer[l < m->cfg.n_layer ? l : 0];
-        const sd_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        const int k = l < m->cfg.n_layer ? 7 : 1; /* past the layers: the output */
-        if (k == 1) w[0] = &m->output;
-        for (int i = 0; i < k; i++) {
-            *bytes += (double)w[i]->nbytes, *params += (double)w[i]->dims[0] * (double)w[i]->dims[1];
-            if (w[i]->quads) q += (double)w[i]->nbytes;
-        }
+    for (size_t i = 0; i < n; i++) {
+        *bytes += (double)w[i]->nbytes, *params += (double)w[i]->dims[0] * (double)w[i]->dims[1];
+        if (w[i]->quads) q += (double)w[i]->nbytes;
     }
     if (quad_bytes) *quad_bytes = q;
+    free(w);
 }
 
 /* A pass's floor over n tokens, every token's logits: its matrices read once at the
