@@ -804,6 +804,21 @@ static void test_model_long_batch_bitwise(void **state)
             sd_kv_truncate(kv, 0);
             assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, rows, 5, sub), SD_OK);
             for (size_t i = 0; i < 5; i++) assert_memory_equal(sub + i * V, got + rows[i] * V, V * sizeof *sub);
+            /* and the cache such a pass fills (its last layer runs those rows alone), or a
+             * pass without logits (no row there), gives the next token its bits; the
+             * cache first holds another sequence's entries, which the pass must replace */
+            int32_t other[N];
+            for (size_t i = 0; i < N; i++) other[i] = (int32_t)((i * 5 + 11) % 48);
+            for (int nolog = 0; nolog < 2; nolog++) {
+                sd_kv_truncate(kv, 0);
+                assert_int_equal(sd_llama_forward(q, kv, other, N, NULL, NULL, one, NULL), SD_OK);
+                sd_kv_truncate(kv, 0);
+                assert_int_equal(sd_llama_forward_rows(q, kv, seq, N - 1, NULL, NULL, rows, 4, nolog ? NULL : sub), SD_OK);
+                assert_int_equal(sd_llama_forward(q, kv, seq + N - 1, 1, NULL, NULL, sub, NULL), SD_OK);
+                if (memcmp(sub, got + (N - 1) * V, V * sizeof *sub))
+                    fail_msg("dim %u, %s: the cache after a pass of some rows' logits (%s) changes the next token's",
+                             m->cfg.dim, sd_ttype_name(types[ty]), nolog ? "none" : "four");
+            }
             static const size_t bad[] = {3, 3};
             sd_kv_truncate(kv, 0);
             assert_int_equal(sd_llama_forward_rows(q, kv, seq, N, NULL, NULL, bad, 2, sub), SD_EINVAL);

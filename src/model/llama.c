@@ -739,10 +739,13 @@ static void qk_extras(const sd_llama_layer *L, size_t n, size_t qw, size_t kw, s
     for (size_t h = 0; h < n * (kw / hd); h++) rmsnorm(k + h * hd, k + h * hd, wk, hd, eps);
 }
 
-/* x += wo attention(norm(x)); the new keys and values go to the cache (and the record). */
+/* x += wo attention(norm(x)); the new keys and values go to the cache (and the record).
+ * With n_keep < n, only rows keep[0 .. n_keep - 1] (increasing) of the result are
+ * wanted: every token's keys and values are still made, but wo and the sum run on
+ * those rows alone, moved down to the front of x first (none: no attention at all). */
 static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
                             const unsigned char *mask, fwd_ws *w, const layer_bufs *b,
-                            sd_llama_layer_acts *A)
+                            sd_llama_layer_acts *A, const size_t *keep, size_t n_keep)
 {
     const sd_llama_config *c = &m->cfg;
     const sd_llama_layer *L = &m->layer[l];
@@ -762,9 +765,15 @@ static void attention_block(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
         memcpy(A->k, kc, n * kw * sizeof *kc);
         memcpy(A->v, vc, n * kw * sizeof *vc);
     }
+    if (!n_keep) return;
     attention_heads(c, kv, l, n, mask, b->q, b->att, A != NULL, b->ao, w->ms.threads);
-    sd_llama_mm(w->tmp, b->ao, &L->wo, n, d, qw, &w->ms);
-    for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
+    for (size_t i = 0; n_keep < n && i < n_keep; i++)
+        if (keep[i] != i) {
+            memmove(b->ao + i * qw, b->ao + keep[i] * qw, qw * sizeof *b->ao);
+            memmove(w->x + i * d, w->x + keep[i] * d, d * sizeof *w->x);
+        }
+    sd_llama_mm(w->tmp, b->ao, &L->wo, n_keep, d, qw, &w->ms);
+    for (size_t i = 0; i < n_keep * d; i++) w->x[i] += w->tmp[i];
 }
 
 /* x += w_down (silu(w_gate norm(x)) * w_up norm(x)). */
@@ -783,9 +792,12 @@ static void mlp_block(const sd_llama *m, uint32_t l, size_t n, fwd_ws *w, const 
     for (size_t i = 0; i < n * d; i++) w->x[i] += w->tmp[i];
 }
 
-/* One transformer layer over the n tokens after the cached ones. */
+/* One transformer layer over the n tokens after the cached ones; the rows of its
+ * output: every token's, or (n_keep < n) keep[0 .. n_keep - 1]'s alone, moved down to
+ * the front of x (attention_block). */
 static void layer_forward(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
-                          const unsigned char *mask, fwd_ws *w, sd_llama_layer_acts *A)
+                          const unsigned char *mask, fwd_ws *w, sd_llama_layer_acts *A,
+                          const size_t *keep, size_t n_keep)
 {
     size_t d = m->cfg.dim;
     const sd_llama_layer *L = &m->layer[l];
@@ -793,26 +805,19 @@ static void layer_forward(const sd_llama *m, sd_kv *kv, uint32_t l, size_t n,
     if (A) memcpy(A->x, w->x, n * d * sizeof *w->x);
     sd_dequant_row(L->attn_norm.type, L->attn_norm.data, w->wbuf, d);
     sd_dequant_row(L->ffn_norm.type, L->ffn_norm.data, w->wbuf + d, d);
-    attention_block(m, kv, l, n, mask, w, &b, A);
+    attention_block(m, kv, l, n, mask, w, &b, A, keep, n_keep);
     if (A) memcpy(A->x2, w->x, n * d * sizeof *w->x);
-    mlp_block(m, l, n, w, &b, A);
+    if (n_keep) mlp_block(m, l, n_keep, w, &b, A);
 }
 
-/* The final norm and, if logits is set, the output projection: of every token, or of
- * rows[0 .. n_rows-1] only (increasing; their states moved down first). */
-static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, const size_t *rows, size_t n_rows,
-                           float *logits, sd_llama_acts *acts)
+/* The final norm of the n rows of x and, if logits is set, the output projection. */
+static void forward_output(const sd_llama *m, size_t n, fwd_ws *w, float *logits, sd_llama_acts *acts)
 {
     const sd_llama_config *c = &m->cfg;
     size_t d = c->dim;
     float *xf = acts ? acts->xfn : w->xn;
     sd_dequant_row(m->out_norm.type, m->out_norm.data, w->wbuf + 2 * d, d);
     if (acts) memcpy(acts->xf, w->x, n * d * sizeof *w->x);
-    if (rows && !acts) {
-        for (size_t i = 0; i < n_rows; i++)
-            if (rows[i] != i) memmove(w->x + i * d, w->x + rows[i] * d, d * sizeof *w->x);
-        n = n_rows;
-    }
     norm_rows(xf, w->x, w->wbuf + 2 * d, n, d, c->rms_eps, acts ? acts->rmsf : NULL);
     if (logits) sd_llama_mm(logits, xf, &m->output, n, c->n_vocab, d, &w->ms);
 }
@@ -836,9 +841,14 @@ static void forward_pass(const sd_llama *m, sd_kv *kv, const int32_t *tokens, si
     forward_carve(m, kv, n, 0, threads, &w);
     w.ms.stream = sd_llama_weights_stream(m);
     forward_embed(m, kv, tokens, n, pos, &w);
-    for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, NULL);
+    /* the last layer's output of the rows whose logits are asked for alone (none without
+     * logits): every other row's ends in the cache's keys and values (llama.cpp's output
+     * rows alike); a row's numbers do not depend on the rows beside it, so neither do
+     * its logits' bits */
+    size_t n_keep = !logits ? 0 : rows ? n_rows : n, L = m->cfg.n_layer;
+    for (uint32_t l = 0; l < L; l++) layer_forward(m, kv, l, n, mask, &w, NULL, rows, l + 1 < L ? n : n_keep);
     kv->n += n;
-    forward_output(m, n, &w, rows, n_rows, logits, NULL);
+    forward_output(m, n_keep, &w, logits, NULL);
 }
 
 int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
@@ -879,8 +889,8 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
     forward_carve(m, kv, n, 1, omp_in_parallel() ? 1 : omp_get_max_threads(), &w);
     w.ms.gemm = n >= 16;
     forward_embed(m, kv, tokens, n, pos, &w);
-    for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, &acts->layer[l]);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) layer_forward(m, kv, l, n, mask, &w, &acts->layer[l], NULL, n);
     kv->n += n;
-    forward_output(m, n, &w, NULL, n, logits, acts);
+    forward_output(m, n, &w, logits, acts);
     return SD_OK;
 }

@@ -246,8 +246,11 @@ int sd_llama_forward(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t
                      sd_llama_acts *acts);
 /* The same without a record, with the logits of rows[0 .. n_rows-1] only (increasing
  * token indices; rows NULL: all n) into logits, one row after another: a prompt's
- * pass projects only its last token onto the vocabulary. Each row's logits are those
- * sd_llama_forward gives it, bit for bit. SD_EINVAL for rows out of order or range. */
+ * pass projects only its last token onto the vocabulary, and its last layer runs
+ * attention's output and the MLP for those rows alone (for none without logits: the
+ * other rows need only their keys and values there). Each row's logits, and the cache
+ * after the pass, are those sd_llama_forward gives, bit for bit. SD_EINVAL for rows
+ * out of order or range. */
 int sd_llama_forward_rows(const sd_llama *m, sd_kv *kv, const int32_t *tokens, size_t n,
                           const size_t *pos, const unsigned char *mask, const size_t *rows,
                           size_t n_rows, float *logits);
