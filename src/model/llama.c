@@ -283,8 +283,9 @@ size_t sd_llama_weight_bytes(const sd_llama *m)
     return n + m->rope_freqs.nbytes;
 }
 
-size_t sd_llama_pass_matrices(sd_llama *m, sd_tensor **t)
+sd_tensor **sd_llama_pass_matrices(sd_llama *m, size_t *count)
 {
+    sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
     size_t n = 0;
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
         sd_llama_layer *L = &m->layer[l];
@@ -292,7 +293,8 @@ size_t sd_llama_pass_matrices(sd_llama *m, sd_tensor **t)
         for (int i = 0; i < 7; i++) t[n++] = lt[i];
     }
     t[n++] = &m->output;
-    return n;
+    *count = n;
+    return t;
 }
 
 /* The copy's alignment: a huge page, which the kernel is asked to back it with: in
@@ -326,10 +328,8 @@ size_t sd_llama_quad_rows(sd_llama *m, size_t max_bytes)
 {
     if (m->quads_buf) return 0;
     /* every layer's seven matrices and the output, those whose type and shape allow */
-    size_t bytes = 0;
-    sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
-    const size_t n = sd_llama_pass_matrices(m, t);
-    size_t k = 0;
+    size_t bytes = 0, n, k = 0;
+    sd_tensor **t = sd_llama_pass_matrices(m, &n);
     for (size_t i = 0; i < n; i++)
         if (t[i]->data && sd_rows_quads_ok(t[i]->type, t[i]->dims[1], t[i]->dims[0]))
             t[k++] = t[i], bytes += (t[i]->nbytes + 63) / 64 * 64;
@@ -368,9 +368,8 @@ static size_t huge_kb(const void *p)
 size_t sd_llama_resident_rows(sd_llama *m, size_t max_bytes)
 {
     if (m->rows_buf || !m->file || !sd_gguf_mapped(m->file)) return 0; /* a buffer is in memory already */
-    size_t n = 0, bytes = 0;
-    sd_tensor **t = sd_xmalloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *t);
-    const size_t all = sd_llama_pass_matrices(m, t);
+    size_t n = 0, bytes = 0, all;
+    sd_tensor **t = sd_llama_pass_matrices(m, &all);
     for (size_t i = 0; i < all; i++) /* those with data and no quads, in place */
         if (t[i]->data && !t[i]->quads) t[n++] = t[i];
     for (size_t i = 0; i < n; i++) bytes += (t[i]->nbytes + 63) / 64 * 64;

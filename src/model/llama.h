@@ -136,9 +136,9 @@ void sd_llama_free(sd_llama *m);
 size_t sd_llama_params(const sd_llama *m);
 size_t sd_llama_weight_bytes(const sd_llama *m);
 
-/* The matrices a pass reads into t (7 n_layer + 1 of them): each layer's seven, then
- * the output. Returns their number. */
-size_t sd_llama_pass_matrices(sd_llama *m, sd_tensor **t);
+/* The matrices a pass reads, in a new array (the caller frees it) of *count = 7 n_layer
+ * + 1: each layer's seven, then the output. */
+sd_tensor **sd_llama_pass_matrices(sd_llama *m, size_t *count);
 
 /* Stores a second copy of every layer matrix and of the output, where their type and
  * shape allow (sd_rows_quads_ok: F32, F16 and BF16 rows of a multiple of 16, a number of

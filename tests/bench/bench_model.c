@@ -90,8 +90,8 @@ static double read_bandwidth(int threads, size_t bytes);
  * quad_bytes (unless NULL): the bytes of those with quads (sd_llama_quad_rows). */
 static void pass_matrices(const sd_llama *m, double *bytes, double *params, double *quad_bytes)
 {
-    sd_tensor **w = malloc((7 * (size_t)m->cfg.n_layer + 1) * sizeof *w);
-    const size_t n = sd_llama_pass_matrices((sd_llama *)m, w); /* a list: nothing is written */
+    size_t n;
+    sd_tensor **w = sd_llama_pass_matrices((sd_llama *)m, &n); /* a list: nothing is written */
     double q = 0;
     *bytes = *params = 0;
     for (size_t i = 0; i < n; i++) {
