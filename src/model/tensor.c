@@ -159,13 +159,6 @@ static inline void dequant_span(sd_ttype t, const void *restrict row, size_t i, 
     case SD_T_F32: memcpy(dst, (const float *)row + i, n * sizeof *dst); return;
     case SD_T_F16: {
         const uint16_t *h = (const uint16_t *)row + i;
-#if defined(__F16C__)
-        if (n % 8 == 0) { /* exact either way: the vector conversion is just wider */
-            for (size_t j = 0; j < n; j += 8)
-                _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + j))));
-            return;
-        }
-#endif
         for (size_t j = 0; j < n; j++) dst[j] = sd_half_to_float(h[j]);
         return;
     }
